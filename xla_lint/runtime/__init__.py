@@ -1,0 +1,17 @@
+"""Runtime sanity checker for torch_xla SPMD / FSDPv2 training (``python -m xla_lint.runtime``).
+
+Importing this package does not import torch: only the submodules that run the job
+(``job``, ``model``, ``hosts`` and the worker code in ``runner``) do, and they are
+imported after the device environment (``PJRT_DEVICE``, ``CPU_NUM_DEVICES``) is set.
+
+Layout: ``cli`` (click options -> :class:`~xla_lint.runtime.options.RuntimeOptions`),
+``runner`` (one process's flow), ``hosts`` (rendezvous, gloo group, simulated hosts),
+``job`` (mesh, FSDPv2 model, training loop -> one run record), ``checks`` (one module
+per check: run records -> CheckResult), ``report`` (text and JSON).
+"""
+
+from __future__ import annotations
+
+RUNTIME_EXTRA_HINT = "the runtime checker needs the runtime extra: pip install 'xla-lint[runtime]'"
+
+__all__ = ["RUNTIME_EXTRA_HINT"]
