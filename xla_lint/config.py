@@ -1,0 +1,208 @@
+"""Settings: ``[tool.xla-lint]`` in the nearest ``pyproject.toml``, then command-line options.
+
+Keys (all optional)::
+
+    [tool.xla-lint]
+    select = ["XLA0", "XLA2"]        # codes or prefixes; default: every rule on by default
+    extend-select = ["XLA900"]       # added to the default (or to `select`)
+    ignore = ["XLA004"]
+    exclude = ["third_party/", "*_pb2.py"]   # extra glob patterns (matched on the path and each part)
+    per-file-ignores = { "tests/*" = ["XLA004"] }
+    target-version = "2.9"           # torch_xla version linted for
+    docs = false                     # lint code blocks of .md/.rst found in folders, and docstring examples
+    cache-dir = ".xla_lint_cache"
+
+An unknown key, code or value raises :class:`ConfigError`, whose message names it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .rules import all_rules
+
+DEFAULT_TARGET = (2, 9)
+KNOWN_KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores",
+              "target-version", "docs", "cache-dir"}
+
+
+class ConfigError(Exception):
+    """A configuration or option value that cannot be used; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The merged configuration of one run. ``selected`` is the final set of rule codes."""
+
+    selected: frozenset[str]
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
+    target_version: tuple[int, int] = DEFAULT_TARGET
+    docs: bool = False
+    cache_dir: str = ".xla_lint_cache"
+    root: str = "."
+    config_path: str | None = None
+
+    def codes_for(self, path: str) -> frozenset[str]:
+        """Codes enabled for ``path`` after ``per-file-ignores``."""
+        codes = self.selected
+        for pattern, ignored in self.per_file_ignores:
+            if _path_matches(path, pattern, self.root):
+                codes = frozenset(c for c in codes if not any(c.startswith(i) for i in ignored))
+        return codes
+
+    def fingerprint(self) -> str:
+        """Text that changes whenever a setting that changes diagnostics changes (cache key)."""
+        return repr((sorted(self.selected), self.target_version, self.docs))
+
+
+def _path_matches(path: str, pattern: str, root: str) -> bool:
+    p = Path(path)
+    try:
+        rel = p.resolve().relative_to(Path(root).resolve()).as_posix()
+    except (ValueError, OSError):
+        rel = p.as_posix()
+    pattern = pattern.rstrip("/")
+    return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(p.name, pattern) or any(
+        fnmatch.fnmatch(part, pattern) for part in Path(rel).parts
+    ) or fnmatch.fnmatch(rel, pattern + "/*")
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.xla-lint]`` table."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+                raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
+            if "xla-lint" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_table(path: Path) -> dict[str, Any]:
+    """The ``[tool.xla-lint]`` table of ``path``; raises ConfigError on bad TOML."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    table = data.get("tool", {}).get("xla-lint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.xla-lint] must be a table")
+    return table
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``"2.9"`` -> ``(2, 9)``; raises ConfigError for anything else."""
+    parts = str(text).strip().split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except (ValueError, IndexError):
+        raise ConfigError(f"target-version must look like '2.9', got {text!r}") from None
+    return major, minor
+
+
+def _codes(value: Any, key: str, source: str) -> list[str]:
+    if isinstance(value, str):
+        value = [v for v in value.replace(" ", "").split(",") if v]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{source}: {key} must be a list of rule codes")
+    known = [r.code for r in all_rules()]
+    out = []
+    for v in value:
+        v = v.strip().upper()
+        if v == "ALL":
+            v = "XLA"
+        if not any(code.startswith(v) for code in known) or not v.startswith("XLA"):
+            raise ConfigError(f"{source}: unknown rule code {v!r} in {key}")
+        out.append(v)
+    return out
+
+
+def build_settings(
+    *,
+    cwd: Path,
+    config_file: Path | None = None,
+    select: list[str] | None = None,
+    extend_select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    exclude: list[str] | None = None,
+    target_version: str | None = None,
+    docs: bool | None = None,
+    cache_dir: str | None = None,
+    isolated: bool = False,
+) -> Settings:
+    """Merge the config file (found from ``cwd`` unless given) with command-line values.
+
+    Command-line ``select``/``ignore`` replace the file's; ``extend_select`` and
+    ``exclude`` add to them. Raises ConfigError with a one-line message.
+    """
+    path = None
+    table: dict[str, Any] = {}
+    if not isolated:
+        path = config_file or find_pyproject(cwd)
+        if path is not None:
+            table = load_table(path)
+    source = str(path) if path else "configuration"
+    unknown = sorted(set(table) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r} in [tool.xla-lint]")
+
+    file_select = _codes(table["select"], "select", source) if "select" in table else None
+    file_extend = _codes(table.get("extend-select", []), "extend-select", source)
+    file_ignore = _codes(table.get("ignore", []), "ignore", source)
+    cli_select = _codes(select, "--select", "command line") if select else None
+    cli_extend = _codes(extend_select, "--extend-select", "command line") if extend_select else []
+    cli_ignore = _codes(ignore, "--ignore", "command line") if ignore else None
+
+    chosen = cli_select if cli_select is not None else file_select
+    ignored = cli_ignore if cli_ignore is not None else file_ignore
+    extend = file_extend + cli_extend
+    selected = set()
+    for rule in all_rules():
+        on = any(rule.code.startswith(p) for p in chosen) if chosen is not None else rule.default_enabled
+        on = on or any(rule.code.startswith(p) for p in extend)
+        if on and not any(rule.code.startswith(p) for p in ignored):
+            selected.add(rule.code)
+
+    excl = table.get("exclude", [])
+    if not isinstance(excl, list) or not all(isinstance(e, str) for e in excl):
+        raise ConfigError(f"{source}: exclude must be a list of glob patterns")
+    pfi_raw = table.get("per-file-ignores", {})
+    if not isinstance(pfi_raw, dict):
+        raise ConfigError(f"{source}: per-file-ignores must be a table of pattern = [codes]")
+    pfi = tuple((pat, frozenset(_codes(codes, f"per-file-ignores.{pat}", source))) for pat, codes in pfi_raw.items())
+
+    version = parse_version(target_version or table.get("target-version", "2.9"))
+    doc_flag = table.get("docs", False) if docs is None else docs
+    if not isinstance(doc_flag, bool):
+        raise ConfigError(f"{source}: docs must be true or false")
+    cdir = cache_dir or table.get("cache-dir", ".xla_lint_cache")
+    if not isinstance(cdir, str):
+        raise ConfigError(f"{source}: cache-dir must be a string")
+    root = str(path.parent) if path is not None else str(cwd)
+    if path is not None and cache_dir is None and not Path(cdir).is_absolute():
+        cdir = str(Path(root) / cdir)
+    return Settings(
+        selected=frozenset(selected),
+        exclude=tuple(excl) + tuple(exclude or ()),
+        per_file_ignores=pfi,
+        target_version=version,
+        docs=bool(doc_flag),
+        cache_dir=cdir,
+        root=root,
+        config_path=str(path) if path else None,
+    )
+
+
+def with_selected(settings: Settings, codes: frozenset[str]) -> Settings:
+    return replace(settings, selected=codes)

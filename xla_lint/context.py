@@ -1,0 +1,245 @@
+"""The per-file context rules ask their questions of, and the one traversal that runs them.
+
+:class:`FileContext` answers "what does this name stand for?" (through
+:mod:`xla_lint.names` and :mod:`xla_lint.apis`), "am I under ``if xr.is_spmd():``?" and
+collects reports. :class:`Dispatcher` walks the module once and calls every selected
+rule's ``visit_<Node>``/``leave_<Node>`` method, keeping the scope and ancestor stacks.
+:class:`FactsCollector` is the built-in visitor that records the file's program facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import libcst as cst
+
+from . import apis
+from .facts import FileFacts
+from .names import BindingCollector, Scope, dotted_name, qualified_names
+from .rule import PendingFix, Rule
+
+
+@dataclass
+class Report:
+    rule: type[Rule]
+    node: cst.CSTNode
+    message: str
+    fix: PendingFix | None
+    requires: tuple[tuple[str, bool], ...]
+
+
+class FileContext:
+    """Everything a rule may ask about the file being linted.
+
+    ``module_name`` is the file's dotted name (for relative imports), ``target_version``
+    the torch_xla version linted for, as ``(major, minor)``.
+    """
+
+    def __init__(self, module: cst.Module, module_name: str = "", is_package: bool = False,
+                 target_version: tuple[int, int] = (2, 9)) -> None:
+        self.module = module
+        self.target_version = target_version
+        collector = BindingCollector(module_name, is_package)
+        self.root_scope = collector.collect(module)
+        self.scopes = collector.scopes
+        self.imported_modules = collector.imported_modules
+        self.imports_torch_xla = any(
+            m == "torch_xla" or m.startswith("torch_xla.") for m in self.imported_modules
+        )
+        self.scope_stack: list[Scope] = [self.root_scope]
+        self.stack: list[cst.CSTNode] = []
+        self.reports: list[Report] = []
+
+    # -- names -----------------------------------------------------------
+    @property
+    def scope(self) -> Scope:
+        return self.scope_stack[-1]
+
+    def qnames(self, node: cst.CSTNode) -> frozenset[str]:
+        """Qualified names ``node`` (a Name/Attribute, or a Call's callee) may stand for,
+        in their public spelling (see :func:`xla_lint.apis.canonical`) and as written."""
+        if isinstance(node, cst.Call):
+            node = node.func
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return frozenset()
+        raw = qualified_names(node, self.scope)
+        return frozenset(raw | {apis.canonical(n) for n in raw})
+
+    def is_call_to(self, node: cst.CSTNode, *names: str | Iterable[str]) -> bool:
+        """True when ``node`` is a call of one of ``names`` (dotted, public spelling)."""
+        if not isinstance(node, cst.Call):
+            return False
+        wanted: set[str] = set()
+        for n in names:
+            if isinstance(n, str):
+                wanted.add(n)
+            else:
+                wanted.update(n)
+        return not wanted.isdisjoint(self.qnames(node.func))
+
+    def is_torch_xla_name(self, node: cst.CSTNode) -> bool:
+        return any(n.startswith("torch_xla") for n in self.qnames(node))
+
+    # -- tree ------------------------------------------------------------
+    def parent(self, depth: int = 1) -> cst.CSTNode | None:
+        """The ancestor ``depth`` levels above the node being visited."""
+        index = len(self.stack) - 1 - depth
+        return self.stack[index] if index >= 0 else None
+
+    def enclosing(self, *types: type) -> Iterable[cst.CSTNode]:
+        """Ancestors of the current node of the given types, innermost first."""
+        for node in reversed(self.stack[:-1]):
+            if isinstance(node, types):
+                yield node
+
+    def spmd_branch(self) -> bool | None:
+        """True under ``if xr.is_spmd():``, False under its ``else`` or ``if not xr.is_spmd():``, else None."""
+        for i in range(len(self.stack) - 2, -1, -1):
+            node = self.stack[i]
+            if not isinstance(node, cst.If):
+                continue
+            test = node.test
+            negated = False
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, negated = test.expression, True
+            if not self.is_call_to(test, apis.IS_SPMD):
+                continue
+            child = self.stack[i + 1]
+            in_body = child is node.body
+            if not in_body and child is not node.orelse:
+                continue  # in the test itself
+            return in_body != negated
+        return None
+
+    # -- reports ---------------------------------------------------------
+    def add_report(self, rule: Rule, node: cst.CSTNode, message: str,
+                   fix: PendingFix | None, requires: tuple[tuple[str, bool], ...]) -> bool:
+        """Record a report; False when the enclosing ``is_spmd()`` branch rules it out."""
+        branch = self.spmd_branch() if any(k == "spmd" for k, _ in requires) else None
+        if branch is not None:
+            kept = []
+            for name, value in requires:
+                if name == "spmd":
+                    if value != branch:
+                        return False  # this branch runs in the other mode
+                    continue
+                kept.append((name, value))
+            requires = tuple(kept)
+        self.reports.append(Report(type(rule), node, message, fix, requires))
+        return True
+
+
+def literal_string(node: cst.CSTNode | None) -> str | None:
+    """The value of a plain string literal (no f-string, no concatenation), else None."""
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = node.evaluated_value
+        except Exception:  # pragma: no cover - malformed literal the parser accepted
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def find_arg(call: cst.Call, keyword: str | None = None, position: int | None = None) -> cst.Arg | None:
+    """The argument passed as ``keyword=`` or at ``position`` (0-based, plain positionals only)."""
+    if keyword is not None:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                return arg
+    if position is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if position < len(positional) and not any(a.star for a in call.args[: call.args.index(positional[position])]):
+            return positional[position]
+    return None
+
+
+class FactsCollector:
+    """Records :class:`~xla_lint.facts.FileFacts` during the shared traversal."""
+
+    def __init__(self, ctx: FileContext, module_name: str) -> None:
+        self.ctx = ctx
+        self.facts = FileFacts(
+            module=module_name,
+            imports=frozenset(_with_prefixes(ctx.imported_modules)),
+            imports_torch_xla=ctx.imports_torch_xla,
+        )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qnames(node.func)
+        if not names:
+            return
+        f = self.facts
+        if apis.USE_SPMD in names:
+            f.enables_spmd = True
+        if not names.isdisjoint(apis.SHARDING_APIS):
+            f.shards = True
+        if not names.isdisjoint(apis.LAUNCH_APIS):
+            f.multiprocess = True
+        if apis.INIT_PROCESS_GROUP in names:
+            backend = find_arg(node, "backend", 0)
+            if backend is not None and literal_string(backend.value) == "xla":
+                f.multiprocess = True
+        if names & {"os.environ.setdefault", "os.putenv", "os.environ.__setitem__"}:
+            key = find_arg(node, None, 0)
+            if key is not None and literal_string(key.value) == "XLA_USE_SPMD":
+                f.enables_spmd = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if is_environ_item(self.ctx, target.target, "XLA_USE_SPMD"):
+                self.facts.enables_spmd = True
+
+
+def is_environ_item(ctx: FileContext, node: cst.CSTNode, key: str) -> bool:
+    """True for ``os.environ["KEY"]`` (any alias of ``os.environ``)."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return False
+    if "os.environ" not in ctx.qnames(node.value):
+        return False
+    index = node.slice[0].slice
+    return isinstance(index, cst.Index) and literal_string(index.value) == key
+
+
+def _with_prefixes(modules: Iterable[str]) -> set[str]:
+    out: set[str] = set()
+    for m in modules:
+        parts = m.split(".")
+        for i in range(1, len(parts) + 1):
+            out.add(".".join(parts[:i]))
+    return out
+
+
+class Dispatcher(cst.CSTVisitor):
+    """One traversal of a module that calls every visitor's ``visit_``/``leave_`` methods."""
+
+    def __init__(self, ctx: FileContext, visitors: Iterable[object]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self._visit: dict[type, list[Callable]] = {}
+        self._leave: dict[type, list[Callable]] = {}
+        for v in visitors:
+            for attr in dir(type(v)):
+                if attr.startswith("visit_") or attr.startswith("leave_"):
+                    node_type = getattr(cst, attr[6:], None)
+                    if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
+                        table = self._visit if attr.startswith("visit_") else self._leave
+                        table.setdefault(node_type, []).append(getattr(v, attr))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        ctx = self.ctx
+        ctx.stack.append(node)
+        scope = ctx.scopes.get(node)
+        if scope is not None and node is not ctx.module:
+            ctx.scope_stack.append(scope)
+        for callback in self._visit.get(type(node), ()):
+            callback(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        ctx = self.ctx
+        for callback in self._leave.get(type(original_node), ()):
+            callback(original_node)
+        if original_node is not ctx.module and original_node in ctx.scopes:
+            ctx.scope_stack.pop()
+        ctx.stack.pop()

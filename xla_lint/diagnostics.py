@@ -1,0 +1,109 @@
+"""The records every stage shares: a diagnostic, its fix, and the edits a fix is made of.
+
+Positions are 1-based lines and 1-based columns counted in characters (not bytes),
+as editors show them; ``end_line``/``end_column`` point one past the last character.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Severity(str, enum.Enum):
+    """How bad a finding is.
+
+    ``error``: the code raises, hangs or computes a wrong result.
+    ``warning``: the code works but is slow, deprecated or fragile.
+    """
+
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two positions (1-based line and column, end exclusive) with ``content``."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+    def to_json(self) -> dict:
+        return {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "content": self.content,
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A change that resolves a diagnostic.
+
+    ``edits`` are applied together or not at all; ``add_imports`` names modules
+    (``"torch_xla"``) or ``(module, name)`` pairs that must be imported once the edits
+    are in, added with LibCST's ``AddImportsVisitor``. ``safe`` fixes are applied by
+    ``--fix``; unsafe ones are only shown.
+    """
+
+    description: str
+    edits: tuple[Edit, ...]
+    safe: bool = True
+    add_imports: tuple[tuple[str, str | None], ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "description": self.description,
+            "safe": self.safe,
+            "edits": [e.to_json() for e in self.edits],
+            "add_imports": [
+                {"module": m, "name": n} for m, n in self.add_imports
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding of one rule at one place of one file.
+
+    ``requires`` holds the program facts (``("spmd", True)``, ``("multiprocess", True)``,
+    ...) that must hold for the finding to be reported; the engine checks them once
+    every file's facts are known (see :mod:`xla_lint.facts`), so a file's diagnostics
+    can be computed, and cached, before the rest of the program is read.
+    """
+
+    code: str
+    name: str
+    message: str
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    severity: Severity = Severity.ERROR
+    fix: Fix | None = None
+    requires: tuple[tuple[str, bool], ...] = ()
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code, self.message)
+
+    def to_json(self) -> dict:
+        """The stable JSON shape documented in the README."""
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "severity": self.severity.value,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "fix": self.fix.to_json() if self.fix else None,
+        }

@@ -1,0 +1,82 @@
+"""Which files a run lints.
+
+Folders are searched for ``*.py`` (and ``*.md``/``*.rst`` when documentation linting is
+on), skipping hidden folders, virtualenvs, ``build/``, ``dist/``, ``__pycache__``,
+``node_modules``, ``site-packages`` and what ``exclude`` names. A file named explicitly
+is always linted. Symlinked folders are not followed (no loops); the order is sorted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Settings, _path_matches
+
+SKIPPED_FOLDERS = frozenset({"build", "dist", "__pycache__", "node_modules", "site-packages",
+                             "venv", "env", ".venv", ".xla_lint_cache"})
+DOC_SUFFIXES = (".md", ".markdown", ".rst")
+
+
+class DiscoveryError(Exception):
+    """A path named on the command line does not exist."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A file to lint: ``path`` as it will be shown, ``kind`` ``"python"`` or ``"doc"``."""
+
+    path: str
+    kind: str
+
+
+def _kind(name: str) -> str:
+    return "doc" if name.lower().endswith(DOC_SUFFIXES) else "python"
+
+
+def _is_virtualenv(folder: str) -> bool:
+    return os.path.isfile(os.path.join(folder, "pyvenv.cfg"))
+
+
+def discover(paths: list[str], settings: Settings) -> list[Target]:
+    """Files to lint under ``paths`` (files or folders), sorted, without duplicates.
+
+    Raises DiscoveryError naming the first path that does not exist.
+    """
+    found: dict[str, Target] = {}
+    for given in paths:
+        if not os.path.lexists(given):
+            raise DiscoveryError(f"{given}: no such file or directory")
+        if not os.path.isdir(given):
+            norm = os.path.normpath(given)
+            found.setdefault(norm, Target(norm, _kind(given)))
+            continue
+        for folder, dirs, files in os.walk(given, followlinks=False):
+            dirs[:] = sorted(
+                d for d in dirs
+                if not d.startswith(".") and d not in SKIPPED_FOLDERS
+                and not _is_virtualenv(os.path.join(folder, d))
+                and not _excluded(os.path.join(folder, d), settings)
+            )
+            for name in sorted(files):
+                full = os.path.normpath(os.path.join(folder, name))
+                if name.endswith(".py") or (settings.docs and name.lower().endswith(DOC_SUFFIXES)):
+                    if not _excluded(full, settings):
+                        found.setdefault(full, Target(full, _kind(name)))
+    return sorted(found.values(), key=lambda t: t.path)
+
+
+def _excluded(path: str, settings: Settings) -> bool:
+    return any(_path_matches(path, pattern, settings.root) for pattern in settings.exclude)
+
+
+def display_path(path: str) -> str:
+    """``path`` relative to the current folder when it is below it, else as given."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return p.as_posix()
+    return p.as_posix()

@@ -1,0 +1,158 @@
+"""What is true of a program, not of one file: is SPMD on, does it shard, is it multi-process?
+
+Each linted file yields :class:`FileFacts` from its own traversal. A *program* is an entry
+file together with every linted file it imports, transitively. A file takes the facts of
+every program it belongs to: an entry script that calls ``use_spmd()`` enables SPMD for
+the modules it imports, and a module that shards makes its importers shard.
+
+The facts are "may" facts: ``spmd`` is true when some program containing the file enables
+SPMD. A finding that needs ``("spmd", False)`` is therefore only reported when no program
+containing the file can be in SPMD mode.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FACT_NAMES = ("spmd", "shards", "multiprocess")
+
+
+@dataclass
+class FileFacts:
+    """Facts one file contributes to its programs.
+
+    ``module`` is the file's dotted module name (``mypkg.model``), ``imports`` every
+    module its imports name (prefixes included), ``group`` the document a code block
+    came from (all blocks of one Markdown file are one program).
+    """
+
+    module: str = ""
+    imports: frozenset[str] = frozenset()
+    enables_spmd: bool = False
+    shards: bool = False
+    multiprocess: bool = False
+    imports_torch_xla: bool = False
+    group: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "module": self.module,
+            "imports": sorted(self.imports),
+            "enables_spmd": self.enables_spmd,
+            "shards": self.shards,
+            "multiprocess": self.multiprocess,
+            "imports_torch_xla": self.imports_torch_xla,
+            "group": self.group,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FileFacts":
+        return cls(
+            module=data["module"],
+            imports=frozenset(data["imports"]),
+            enables_spmd=bool(data["enables_spmd"]),
+            shards=bool(data["shards"]),
+            multiprocess=bool(data["multiprocess"]),
+            imports_torch_xla=bool(data["imports_torch_xla"]),
+            group=data.get("group"),
+        )
+
+
+def module_name(path: str | os.PathLike) -> tuple[str, bool]:
+    """Dotted module name of a ``.py`` file and whether it is a package ``__init__``.
+
+    Walks up the folders that hold an ``__init__.py``: ``src/mypkg/model.py`` with
+    ``src/mypkg/__init__.py`` is ``mypkg.model``; a script outside a package is its stem.
+    """
+    p = Path(path)
+    is_package = p.name == "__init__.py"
+    parts = [] if is_package else [p.stem]
+    folder = p.parent
+    while (folder / "__init__.py").is_file():
+        parts.append(folder.name)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return ".".join(reversed(parts)), is_package
+
+
+@dataclass
+class ProgramFacts:
+    """The facts each file takes from the programs it belongs to."""
+
+    per_file: dict[str, dict[str, bool]] = field(default_factory=dict)
+
+    def holds(self, path: str, requires: tuple[tuple[str, bool], ...]) -> bool:
+        """True when every ``(fact, value)`` of ``requires`` holds for ``path``."""
+        facts = self.per_file.get(path)
+        if facts is None:
+            return not any(value for _, value in requires)
+        return all(facts.get(name, False) == value for name, value in requires)
+
+
+def _own(f: FileFacts) -> dict[str, bool]:
+    return {"spmd": f.enables_spmd, "shards": f.shards, "multiprocess": f.multiprocess}
+
+
+def compute_program_facts(files: dict[str, FileFacts]) -> ProgramFacts:
+    """Join per-file facts along the imports between linted files.
+
+    ``files`` maps a path to its facts. Files of one ``group`` (code blocks of one
+    document) form one program. Runs in O(files x imported files).
+    """
+    by_module: dict[str, list[str]] = {}
+    for path, f in files.items():
+        if f.group is None and f.module:
+            by_module.setdefault(f.module, []).append(path)
+
+    # Edges: path -> paths it imports.
+    edges: dict[str, set[str]] = {p: set() for p in files}
+    groups: dict[str, list[str]] = {}
+    for path, f in files.items():
+        if f.group is not None:
+            groups.setdefault(f.group, []).append(path)
+            continue
+        folder = os.path.dirname(path)
+        for name in f.imports:
+            targets = by_module.get(name)
+            if not targets:
+                continue
+            same_dir = [t for t in targets if os.path.dirname(t) == folder]
+            for t in same_dir or targets:
+                if t != path:
+                    edges[path].add(t)
+    for members in groups.values():
+        for m in members:
+            edges[m].update(x for x in members if x != m)
+
+    # closure(E) facts: OR over files reachable from E.
+    closure: dict[str, set[str]] = {}
+    for start in files:
+        seen = {start}
+        todo = [start]
+        while todo:
+            cur = todo.pop()
+            for nxt in edges[cur]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        closure[start] = seen
+
+    program: dict[str, dict[str, bool]] = {}
+    for start, members in closure.items():
+        agg = {name: False for name in ("spmd", "shards", "multiprocess")}
+        for m in members:
+            for k, v in _own(files[m]).items():
+                agg[k] = agg[k] or v
+        program[start] = agg
+
+    per_file: dict[str, dict[str, bool]] = {p: dict(_own(f)) for p, f in files.items()}
+    for start, members in closure.items():
+        agg = program[start]
+        for m in members:
+            mine = per_file[m]
+            for k, v in agg.items():
+                mine[k] = mine[k] or v
+    return ProgramFacts(per_file)

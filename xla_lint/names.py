@@ -1,0 +1,256 @@
+"""Name resolution through imports: which API does ``xs.HybridMesh`` or ``HM`` stand for?
+
+Full LibCST scope metadata (``ScopeProvider``/``QualifiedNameProvider``) visits every
+expression and costs more than parsing. The rules only need to know where names come
+from imports and where a local binding shadows them, and those bindings live in
+statements: :class:`BindingCollector` walks statements only (not expressions) and
+builds one :class:`Scope` per module, function and class, Python's rules applied:
+
+- a name bound anywhere in a function is local to all of that function, unless
+  declared ``global``/``nonlocal``;
+- class bodies do not enclose the functions defined in them;
+- module-level bindings are taken together, so ``try: from torch_xla... import X``
+  ``except ImportError: X = None`` resolves ``X`` to both the import and a local value;
+- ``from m import *`` makes unknown names resolve to ``m.<name>``.
+
+A resolved name is a set of dotted qualified names (``"torch_xla.distributed.spmd.HybridMesh"``),
+with :data:`LOCAL` standing for a value the module computes itself.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+LOCAL = "<local>"
+_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass
+class Scope:
+    """The names bound in one module, function or class body."""
+
+    kind: str  # "module" | "function" | "class"
+    parent: "Scope | None"
+    bindings: dict[str, set[str]] = field(default_factory=dict)
+    globals: set[str] = field(default_factory=set)
+    nonlocals: set[str] = field(default_factory=set)
+    star_imports: list[str] = field(default_factory=list)
+
+    def bind(self, name: str, qualified: str) -> None:
+        self.bindings.setdefault(name, set()).add(qualified)
+
+    @property
+    def module(self) -> "Scope":
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:
+    """Absolute module for ``from {'.' * level}{target} import ...`` written in ``module``."""
+    parts = module.split(".") if module else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: max(0, len(parts) - (level - 1))]
+    if target:
+        parts.append(target)
+    return ".".join(parts)
+
+
+class BindingCollector:
+    """Builds the scopes of a module by walking its statements.
+
+    ``module_name`` is the dotted name of the file (``"mypkg.model"``), used for
+    relative imports; ``is_package`` is true for ``__init__.py``.
+    After :meth:`collect`, ``scopes`` maps each FunctionDef/ClassDef node to its scope,
+    and ``imported_modules`` lists every module named by an import (for program facts).
+    """
+
+    def __init__(self, module_name: str = "", is_package: bool = False) -> None:
+        self.module_name = module_name
+        self.is_package = is_package
+        self.scopes: dict[cst.CSTNode, Scope] = {}
+        self.imported_modules: set[str] = set()
+        self.root = Scope("module", None)
+
+    def collect(self, module: cst.Module) -> Scope:
+        self.scopes[module] = self.root
+        self._body(module.body, self.root)
+        return self.root
+
+    # -- statements -------------------------------------------------------
+    def _body(self, body, scope: Scope) -> None:
+        for stmt in body:
+            self._statement(stmt, scope)
+
+    def _block(self, block, scope: Scope) -> None:
+        if isinstance(block, cst.IndentedBlock):
+            self._body(block.body, scope)
+        elif isinstance(block, cst.SimpleStatementSuite):
+            for small in block.body:
+                self._small(small, scope)
+
+    def _statement(self, stmt, scope: Scope) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self._small(small, scope)
+        elif isinstance(stmt, cst.FunctionDef):
+            scope.bind(stmt.name.value, LOCAL)
+            inner = Scope("function", scope)
+            self.scopes[stmt] = inner
+            params = stmt.params
+            for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+                inner.bind(p.name.value, LOCAL)
+            for p in (params.star_arg, params.star_kwarg):
+                if isinstance(p, cst.Param):
+                    inner.bind(p.name.value, LOCAL)
+            self._block(stmt.body, inner)
+        elif isinstance(stmt, cst.ClassDef):
+            scope.bind(stmt.name.value, LOCAL)
+            inner = Scope("class", scope)
+            self.scopes[stmt] = inner
+            self._block(stmt.body, inner)
+        elif isinstance(stmt, cst.If):
+            self._block(stmt.body, scope)
+            orelse = stmt.orelse
+            if isinstance(orelse, cst.If):
+                self._statement(orelse, scope)
+            elif isinstance(orelse, cst.Else):
+                self._block(orelse.body, scope)
+        elif isinstance(stmt, (cst.For, cst.While)):
+            if isinstance(stmt, cst.For):
+                self._target(stmt.target, scope)
+            self._block(stmt.body, scope)
+            if stmt.orelse is not None:
+                self._block(stmt.orelse.body, scope)
+        elif isinstance(stmt, (cst.Try, getattr(cst, "TryStar", cst.Try))):
+            self._block(stmt.body, scope)
+            for handler in stmt.handlers:
+                if handler.name is not None:
+                    self._target(handler.name.name, scope)
+                self._block(handler.body, scope)
+            if stmt.orelse is not None:
+                self._block(stmt.orelse.body, scope)
+            if stmt.finalbody is not None:
+                self._block(stmt.finalbody.body, scope)
+        elif isinstance(stmt, cst.With):
+            for item in stmt.items:
+                if item.asname is not None:
+                    self._target(item.asname.name, scope)
+            self._block(stmt.body, scope)
+        elif isinstance(stmt, cst.Match):
+            for case in stmt.cases:
+                self._block(case.body, scope)
+
+    def _small(self, small, scope: Scope) -> None:
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                full = dotted_name(alias.name)
+                if full is None:
+                    continue
+                self.imported_modules.add(full)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    scope.bind(alias.asname.name.value, full)
+                else:
+                    head = full.split(".")[0]
+                    scope.bind(head, head)
+        elif isinstance(small, cst.ImportFrom):
+            target = dotted_name(small.module) if small.module is not None else None
+            level = len(small.relative)
+            if level:
+                base = resolve_relative(self.module_name, self.is_package, level, target)
+            else:
+                base = target or ""
+            if isinstance(small.names, cst.ImportStar):
+                self.imported_modules.add(base)
+                scope.star_imports.append(base)
+                return
+            self.imported_modules.add(base)
+            for alias in small.names:
+                name = dotted_name(alias.name)
+                if name is None:
+                    continue
+                full = f"{base}.{name}" if base else name
+                self.imported_modules.add(full)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    scope.bind(alias.asname.name.value, full)
+                else:
+                    scope.bind(name, full)
+        elif isinstance(small, cst.Assign):
+            for t in small.targets:
+                self._target(t.target, scope)
+        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+            self._target(small.target, scope)
+        elif isinstance(small, cst.Global):
+            scope.globals.update(n.name.value for n in small.names)
+        elif isinstance(small, cst.Nonlocal):
+            scope.nonlocals.update(n.name.value for n in small.names)
+
+    def _target(self, target, scope: Scope) -> None:
+        if isinstance(target, cst.Name):
+            scope.bind(target.value, LOCAL)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._target(el.value, scope)
+        elif isinstance(target, cst.StarredElement):
+            self._target(target.value, scope)
+
+
+def lookup(name: str, scope: Scope) -> set[str]:
+    """Qualified names a bare ``name`` may stand for when read in ``scope``."""
+    if name in scope.globals:
+        scope = scope.module
+    start = scope
+    current: Scope | None = scope
+    while current is not None:
+        if current.kind == "class" and current is not start:
+            current = current.parent
+            continue
+        found = current.bindings.get(name)
+        if found is not None and name not in current.nonlocals:
+            return found
+        current = current.parent
+    module = start.module
+    if module.star_imports:
+        return {f"{m}.{name}" for m in module.star_imports}
+    if name in _BUILTINS:
+        return {f"builtins.{name}"}
+    return set()
+
+
+def qualified_names(node: cst.BaseExpression, scope: Scope) -> set[str]:
+    """Qualified names of a Name/Attribute chain (``xs.Mesh`` -> ``{"torch_xla.distributed.spmd.Mesh"}``).
+
+    Locally computed heads give no name: ``self.mesh.shape`` resolves to nothing.
+    """
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return set()
+    heads = lookup(node.value, scope)
+    tail = ".".join(reversed(parts))
+    out = set()
+    for head in heads:
+        if head == LOCAL:
+            continue
+        out.add(f"{head}.{tail}" if tail else head)
+    return out

@@ -1,0 +1,134 @@
+"""What a rule is: a small class with its code, name, message, explanation and examples.
+
+A rule visits LibCST nodes through ``visit_<Node>``/``leave_<Node>`` methods, asks the
+:class:`~xla_lint.context.FileContext` what a name resolves to and which SPMD branch it
+is in, and reports nodes. It never parses, never resolves imports itself and never
+looks at other files: the engine answers those questions once for every rule.
+
+Every rule carries ``valid`` and ``invalid`` examples; ``tests/test_rule_examples.py``
+lints each of them and checks the lines reported and, where given, the fixed source.
+``xla-lint rule``, ``docs/rules.md`` and the SARIF rule table are rendered from the
+same fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
+
+import libcst as cst
+
+from .diagnostics import Severity
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import FileContext
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An example the rule must flag: ``lines`` are the 1-based lines reported (exactly),
+    ``fixed`` the source after ``--fix`` (None: the example has no safe fix to check)."""
+
+    code: str
+    lines: tuple[int, ...]
+    fixed: str | None = None
+    files: tuple[tuple[str, str], ...] = ()  # other modules of the same program (name, source)
+
+
+@dataclass(frozen=True)
+class Valid:
+    """An example the rule must not flag (a correct program or a false-positive trap)."""
+
+    code: str
+    files: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Replacement:
+    """Replace ``node`` by ``new`` (a node, or source text) when the fix is applied."""
+
+    node: cst.CSTNode
+    new: cst.CSTNode | str
+
+
+@dataclass
+class PendingFix:
+    """A fix in terms of nodes; the engine turns it into text :class:`~xla_lint.diagnostics.Edit`s."""
+
+    description: str
+    replacements: Sequence[Replacement]
+    safe: bool = True
+    add_imports: tuple[tuple[str, str | None], ...] = ()
+
+
+class Rule:
+    """Base class of every rule.
+
+    Subclasses set the class attributes below and define ``visit_<Node>`` /
+    ``leave_<Node>`` methods taking the node. One instance is made per file.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, stable
+    summary: ClassVar[str]  # one line for `xla-lint rule --all`
+    message: ClassVar[str]  # default diagnostic message
+    severity: ClassVar[Severity] = Severity.ERROR
+    explanation: ClassVar[str]  # Markdown: What it does / Why is this bad / Example / Use instead / References
+    valid: ClassVar[Sequence[Valid]] = ()
+    invalid: ClassVar[Sequence[Invalid]] = ()
+    default_enabled: ClassVar[bool] = True
+    fixable: ClassVar[bool] = False
+    # The lowest torch_xla version (major, minor) the rule applies to, and the first it stops applying to.
+    since_version: ClassVar[tuple[int, int] | None] = None
+
+    def __init__(self, ctx: "FileContext") -> None:
+        self.ctx = ctx
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str | None = None,
+        *,
+        fix: PendingFix | None = None,
+        requires: Iterable[tuple[str, bool]] = (),
+    ) -> bool:
+        """Report ``node``; ``requires`` names program facts (``("spmd", True)``) the finding depends on.
+
+        Returns False when the report was dropped because an enclosing ``if xr.is_spmd():``
+        branch runs in the other mode.
+        """
+        return self.ctx.add_report(self, node, message or self.message, fix, tuple(requires))
+
+    @classmethod
+    def applies_to(cls, target_version: tuple[int, int]) -> bool:
+        return cls.since_version is None or target_version >= cls.since_version
+
+
+class SyntaxErrorRule(Rule):
+    """Stands for files the parser rejects; the engine reports it, no visitor runs it."""
+
+    code = "XLA000"
+    name = "syntax-error"
+    summary = "The file could not be read or parsed; it was skipped."
+    message = "cannot parse"
+    explanation = """\
+## What it does
+Reports a file that xla-lint could not read or parse (a syntax error, bytes that are not
+valid in the file's encoding, a NUL byte, nesting deeper than the parser handles). The
+file is skipped; the other files are linted as usual.
+
+## Why is this bad
+Nothing else can be checked in a file that does not parse, and Python will refuse it too.
+
+## Example
+```python
+def train(:
+    pass
+```
+
+## Use instead
+Fix the syntax error the diagnostic points at.
+
+## References
+- https://docs.python.org/3/reference/lexical_analysis.html#encoding-declarations
+"""

@@ -1,0 +1,42 @@
+"""The rule catalogue: one module per family of rules, each rule a :class:`~xla_lint.rule.Rule` subclass.
+
+Families: ``mesh`` (meshes, partition specs), ``spmd`` (SPMD mode, process identity,
+rendezvous, launch), ``checkpoint`` (saving sharded state), ``output`` (logging),
+``fsdp`` (FSDPv2), ``multiprocess`` (one process per device), ``recompilation``
+(host syncs and graph breaks), ``deprecated`` (removed and deprecated APIs), ``meta``
+(about xla-lint's own comments). Adding a module here is all it takes to register its rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+
+from ..rule import Rule, SyntaxErrorRule
+
+
+@functools.cache
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule class, sorted by code. Raises RuntimeError on a duplicate code or name."""
+    found: dict[str, type[Rule]] = {SyntaxErrorRule.code: SyntaxErrorRule}
+    names = {SyntaxErrorRule.name}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__ \
+                    and getattr(obj, "code", None):
+                if obj.code in found or obj.name in names:
+                    raise RuntimeError(f"duplicate rule {obj.code} {obj.name}")
+                found[obj.code] = obj
+                names.add(obj.name)
+    return tuple(sorted(found.values(), key=lambda r: r.code))
+
+
+def rule_by_code(code: str) -> type[Rule] | None:
+    """The rule with this exact code (case-insensitive), or None."""
+    code = code.upper()
+    for rule in all_rules():
+        if rule.code == code:
+            return rule
+    return None

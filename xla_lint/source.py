@@ -1,0 +1,183 @@
+"""Reading source files, and the Python code blocks inside documentation.
+
+:func:`decode` turns a file's bytes into text as Python would (PEP 263 coding cookie,
+UTF-8 BOM) and refuses what Python refuses (NUL bytes, undecodable bytes).
+:func:`code_blocks` finds ```` ```python ```` fences in Markdown, ``.. code-block:: python``
+blocks in reStructuredText and ``>>>`` examples in docstrings, each with the line and
+column offsets that map its positions back to the document.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+
+class SourceError(Exception):
+    """The bytes are not Python source text: ``line``/``column`` (1-based) locate the problem."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+def decode(data: bytes) -> str:
+    """Decode source bytes as the interpreter would (see :func:`decode_with_encoding`)."""
+    return decode_with_encoding(data)[0]
+
+
+def decode_with_encoding(data: bytes) -> tuple[str, str]:
+    """Decode source bytes as the interpreter would; return the text and the encoding to write it back with.
+
+    A UTF-8 BOM gives ``"utf-8-sig"`` (the BOM is not part of the text).
+    Raises :class:`SourceError` for a NUL byte, an unknown coding cookie, or bytes
+    that are invalid in the declared (or default UTF-8) encoding.
+    """
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        column = nul - (data.rfind(b"\n", 0, nul) + 1) + 1
+        raise SourceError("source contains a NUL byte", line, column)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise SourceError(f"bad encoding declaration: {exc.msg}", exc.lineno or 1, 1) from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SourceError(f"bytes are not valid {encoding}: {exc.reason}", line, column) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+        encoding = "utf-8-sig"
+    return text, encoding
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """Python code found in a document: its first line is the document's line ``line_offset + 1``,
+    and every line was indented by ``indent`` characters (or carried a ``>>> ``/``... `` prompt)."""
+
+    code: str
+    line_offset: int
+    indent: int
+
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
+_PY_LANGS = {"python", "py", "python3", "py3", "pycon"}
+
+
+def markdown_blocks(text: str) -> list[CodeBlock]:
+    """Fenced code blocks whose info string names Python."""
+    lines = text.splitlines()
+    blocks: list[CodeBlock] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, indent = m.group("fence"), len(m.group("indent"))
+        lang = (m.group("info").strip().split() or [""])[0].lower().strip("{}.")
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines):
+            close = lines[j].strip()
+            if close.startswith(fence[0] * len(fence)) and set(close) <= {fence[0]}:
+                break
+            body.append(lines[j][indent:] if lines[j][:indent].strip() == "" else lines[j].lstrip())
+            j += 1
+        if lang in _PY_LANGS:
+            code = "\n".join(body) + "\n"
+            if lang == "pycon" or code.lstrip().startswith(">>>"):
+                blocks.extend(doctest_blocks(code, i + 1, indent))
+            else:
+                blocks.append(CodeBlock(code, i + 1, indent))
+        i = j + 1
+    return blocks
+
+
+_RST_DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)\.\.\s+(code-block|code|sourcecode)::\s*(?P<lang>\S*)\s*$")
+
+
+def rst_blocks(text: str) -> list[CodeBlock]:
+    """``.. code-block:: python`` (and ``.. code::``) directive bodies."""
+    lines = text.splitlines()
+    blocks: list[CodeBlock] = []
+    i = 0
+    while i < len(lines):
+        m = _RST_DIRECTIVE.match(lines[i])
+        if not m or m.group("lang").lower() not in _PY_LANGS:
+            i += 1
+            continue
+        base = len(m.group("indent"))
+        j = i + 1
+        # directive options (":linenos:") and the blank line before the body
+        while j < len(lines) and (lines[j].strip() == "" or lines[j].strip().startswith(":")) and not _deeper(lines[j], base, body_started=False):
+            j += 1
+        start = j
+        while j < len(lines) and (lines[j].strip() == "" or _indent(lines[j]) > base):
+            j += 1
+        body = lines[start:j]
+        while body and not body[-1].strip():
+            body.pop()
+        if body:
+            indent = min(_indent(b) for b in body if b.strip())
+            code = "\n".join(b[indent:] for b in body) + "\n"
+            if code.lstrip().startswith(">>>"):
+                blocks.extend(doctest_blocks(code, start, indent))
+            else:
+                blocks.append(CodeBlock(code, start, indent))
+        i = max(j, i + 1)
+    return blocks
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _deeper(line: str, base: int, body_started: bool) -> bool:
+    return bool(line.strip()) and _indent(line) > base and not line.strip().startswith(":")
+
+
+_PROMPT = re.compile(r"^(?P<indent>[ \t]*)(>>>|\.\.\.)( |$)")
+
+
+def doctest_blocks(text: str, line_offset: int = 0, extra_indent: int = 0) -> list[CodeBlock]:
+    """Runs of ``>>>``/``...`` lines as one block each; output lines end a run.
+
+    The prompt is replaced by blanks of the same width, so columns stay those of the document.
+    """
+    blocks: list[CodeBlock] = []
+    current: list[str] = []
+    start = 0
+    indent = 0
+    for number, line in enumerate(text.splitlines()):
+        m = _PROMPT.match(line)
+        if m and (current or line.lstrip().startswith(">>>")):
+            if not current:
+                start = number
+                indent = len(m.group("indent")) + 4
+            current.append(line[indent:] if len(line) >= indent else "")
+            continue
+        if current:
+            blocks.append(CodeBlock("\n".join(current) + "\n", line_offset + start, indent + extra_indent))
+            current = []
+    if current:
+        blocks.append(CodeBlock("\n".join(current) + "\n", line_offset + start, indent + extra_indent))
+    return blocks
+
+
+def code_blocks(path: str, text: str) -> list[CodeBlock]:
+    """Python blocks of a ``.md``/``.markdown`` or ``.rst`` document (empty for other suffixes)."""
+    lower = path.lower()
+    if lower.endswith((".md", ".markdown")):
+        return markdown_blocks(text)
+    if lower.endswith(".rst"):
+        return rst_blocks(text)
+    return []

@@ -1,0 +1,94 @@
+"""Suppression comments: ``# noqa``, ``# noqa: XLA001,XLA004`` and ``# xla-lint: disable-file=XLA004``.
+
+Comments are found with :mod:`tokenize`, so ``"# noqa"`` inside a string does not count.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+_DISABLE_FILE = re.compile(
+    r"#\s*xla-lint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+_CODE = re.compile(r"[A-Za-z]+[0-9]+")
+
+
+@dataclass(frozen=True)
+class NoqaComment:
+    """A ``# noqa`` on ``line``; ``codes`` None for a bare ``# noqa``. ``column``/``end_column``
+    (1-based, end exclusive) span the directive within the line."""
+
+    line: int
+    column: int
+    end_column: int
+    codes: frozenset[str] | None
+
+
+@dataclass
+class Suppressions:
+    """The suppression comments of one source, by line (1-based, in the source's own numbering)."""
+
+    noqa: dict[int, NoqaComment] = field(default_factory=dict)
+    disabled_codes: frozenset[str] = frozenset()
+    disable_all: bool = False
+
+    def shift(self, line_offset: int, column_offset: int) -> "Suppressions":
+        """The same comments, with positions moved by a code block's offsets."""
+        return Suppressions(
+            {line + line_offset: NoqaComment(c.line + line_offset, c.column + column_offset,
+                                             c.end_column + column_offset, c.codes)
+             for line, c in self.noqa.items()},
+            self.disabled_codes, self.disable_all)
+
+    def merge(self, other: "Suppressions") -> None:
+        self.noqa.update(other.noqa)
+        self.disabled_codes |= other.disabled_codes
+        self.disable_all = self.disable_all or other.disable_all
+
+    def suppresses(self, code: str, line: int) -> NoqaComment | bool | None:
+        """The comment silencing ``code`` on ``line``: a NoqaComment, True for a file-wide
+        directive, or None when nothing silences it. XLA000 is never silenced by noqa."""
+        if code == "XLA000":
+            return None
+        if self.disable_all or code in self.disabled_codes:
+            return True
+        comment = self.noqa.get(line)
+        if comment is not None and (comment.codes is None or code in comment.codes):
+            return comment
+        return None
+
+
+def _codes(text: str | None) -> frozenset[str] | None:
+    if not text:
+        return None
+    return frozenset(c.upper() for c in _CODE.findall(text))
+
+
+def find_suppressions(text: str) -> Suppressions:
+    """Every suppression comment of ``text`` (which must tokenize; a failure yields none)."""
+    result = Suppressions()
+    if "noqa" not in text and "xla-lint" not in text:
+        return result
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return result
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        m = _DISABLE_FILE.search(tok.string)
+        if m:
+            codes = _codes(m.group("codes"))
+            if codes is None:
+                result.disable_all = True
+            else:
+                result.disabled_codes |= codes
+            continue
+        m = _NOQA.search(tok.string)
+        if m:
+            line, col = tok.start
+            result.noqa[line] = NoqaComment(line, col + m.start() + 1, col + m.end() + 1, _codes(m.group("codes")))
+    return result
