@@ -1,0 +1,50 @@
+"""Shared test helpers: lint a small in-memory program through the real engine."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from xla_lint.config import build_settings
+from xla_lint.discovery import discover
+from xla_lint.engine import finalize, lint_file, run
+from xla_lint.fixes import fix_loop
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """Create ``files`` (relative path -> text) under ``root``, with ``__init__.py`` left to the caller."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def lint_tree(root: Path, select: list[str] | None = None, **settings_kw):
+    """Lint every file under ``root`` as xla-lint would; returns the RunResult and settings.
+
+    Paths in the result are relative to ``root``.
+    """
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        settings = build_settings(cwd=root, select=select, isolated=True, **settings_kw)
+        targets = discover(["."], settings)
+        return run(targets, settings, jobs=1), settings, targets
+    finally:
+        os.chdir(old)
+
+
+def fix_text(root: Path, rel: str, select: list[str]) -> str:
+    """The text of ``rel`` after every round of safe fixes (the file itself is not written)."""
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        settings = build_settings(cwd=root, select=select, isolated=True)
+        targets = discover(["."], settings)
+        result = run(targets, settings, jobs=1)
+        target = next(t for t in targets if t.path == rel)
+        text = (root / rel).read_text(encoding="utf-8")
+        outcome = fix_loop(rel, text, lambda t: finalize([lint_file(target, settings, text=t)], result.program)[0])
+        return outcome.fixed
+    finally:
+        os.chdir(old)
