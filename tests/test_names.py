@@ -1,0 +1,82 @@
+"""Name resolution through imports: aliases, full paths, shadowing, relative and star imports, shims."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from xla_lint.context import Dispatcher, FileContext
+
+HYBRID = "torch_xla.distributed.spmd.HybridMesh"
+
+
+def resolved_calls(code: str, module: str = "pkg.mod", is_package: bool = False) -> dict[int, frozenset[str]]:
+    """Line -> qualified names of the first call on that line."""
+    tree = cst.parse_module(code)
+    ctx = FileContext(tree, module, is_package)
+    out: dict[int, frozenset[str]] = {}
+
+    class Recorder:
+        def visit_Call(self, node: cst.Call) -> None:
+            out.setdefault(len(out), ctx.qnames(node))
+
+    tree.visit(Dispatcher(ctx, [Recorder()]))
+    return out
+
+
+@pytest.mark.parametrize("code", [
+    "import torch_xla.distributed.spmd as xs\nxs.HybridMesh()\n",
+    "from torch_xla.distributed.spmd import HybridMesh as HM\nHM()\n",
+    "import torch_xla\ntorch_xla.distributed.spmd.HybridMesh()\n",
+    "import torch_xla.distributed.spmd\ntorch_xla.distributed.spmd.HybridMesh()\n",
+    "from torch_xla.distributed.spmd.xla_sharding import HybridMesh\nHybridMesh()\n",
+    "from torch_xla.distributed import spmd\nspmd.HybridMesh()\n",
+    "from torch_xla.distributed.spmd import *\nHybridMesh()\n",
+    "def f():\n    import torch_xla.distributed.spmd as xs\n    return xs.HybridMesh()\n",
+    "try:\n    from torch_xla.distributed.spmd import HybridMesh\nexcept ImportError:\n    HybridMesh = None\nHybridMesh()\n",
+])
+def test_aliases_resolve_to_one_api(code):
+    assert HYBRID in resolved_calls(code)[0]
+
+
+@pytest.mark.parametrize("code", [
+    "from mesh_utils import HybridMesh\nHybridMesh()\n",
+    "import torch_xla.distributed.spmd as xs\ndef f(xs):\n    return xs.HybridMesh()\n",
+    "from torch_xla.distributed.spmd import HybridMesh\ndef f():\n    HybridMesh = make()\n    return HybridMesh()\n",
+    "HybridMesh()\n",
+    "import torch_xla.distributed.spmd as xs\nself.xs.HybridMesh()\n",
+])
+def test_shadowing_and_unrelated_names_do_not_resolve_to_torch_xla(code):
+    assert HYBRID not in resolved_calls(code)[0]
+
+
+def test_class_scope_does_not_enclose_methods():
+    code = ("import torch_xla.distributed.spmd as xs\n"
+            "class Trainer:\n    xs = None\n    def build(self):\n        return xs.HybridMesh()\n")
+    assert HYBRID in resolved_calls(code)[0]
+
+
+def test_global_declaration_reads_module_binding():
+    code = ("import torch_xla.runtime as xr\n"
+            "def f():\n    global xr\n    xr = reload()\n    return xr.use_spmd()\n")
+    calls = resolved_calls(code)
+    assert any("torch_xla.runtime.use_spmd" in names for names in calls.values())
+
+
+def test_relative_import_resolves_against_the_package():
+    code = "from . import helpers\nhelpers.run()\n"
+    assert "mypkg.helpers.run" in resolved_calls(code, module="mypkg.model")[0]
+    code = "from .. import util\nutil.go()\n"
+    assert "top.util.go" in resolved_calls(code, module="top.sub", is_package=True)[0]
+
+
+def test_builtins_resolve_unless_shadowed():
+    assert "builtins.print" in resolved_calls("print(1)\n")[0]
+    assert "builtins.print" not in resolved_calls("from rich import print\nprint(1)\n")[0]
+
+
+def test_old_and_private_paths_map_to_the_public_name():
+    code = "import torch_xla.experimental.xla_sharding as xs\nxs.Mesh()\n"
+    names = resolved_calls(code)[0]
+    assert "torch_xla.distributed.spmd.Mesh" in names
+    assert "torch_xla.experimental.xla_sharding.Mesh" in names
