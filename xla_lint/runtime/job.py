@@ -429,7 +429,14 @@ def run_job(
             abs_sum = torch.stack([p.abs().sum() for p in params]).sum()
             sq_sum = torch.stack([p.square().sum() for p in params]).sum()
             values = torch.stack([abs_sum, sq_sum]).cpu().tolist()
-        rec.checksum = {"abs_sum": values[0], "sq_sum": values[1], "parameters": sum(p.numel() for p in params)}
+        rec.checksum = {
+            "abs_sum": values[0],
+            "sq_sum": values[1],
+            "parameters": sum(p.numel() for p in params),
+            # the same sum over the shards this host's devices hold, read back one by one
+            "local_shard_abs_sum": local_shard_abs_sum(list(state["model"].parameters())),
+            "spans_hosts": xr.process_count() > 1,
+        }
     if rec.errors:
         return rec
     with Stage(rec, "checkpoint"):
@@ -485,6 +492,34 @@ def _train(opts: RuntimeOptions, rec: RunRecord, state: dict) -> None:
     tokens = gb * (opts.seq_len if not opts.model else math.prod(opts.input_shape or (1,)))
     rec.timings["tokens_per_step"] = tokens
     rec.timings["compile_s_total"] = round(sum(s["compile_s"] for s in rec.steps), 4)
+
+
+def local_shard_abs_sum(params: list[torch.Tensor]) -> float:
+    """Sum of ``|p|`` over the shards held by this process's devices, each counted once.
+
+    Reads every addressable shard with ``torch_xla._XLAC._get_local_shards`` and its
+    replica id and index slices with ``_get_local_shard_replica_and_indices`` (what
+    ``XLAShardedTensor.local_shards`` does, torch_xla/distributed/spmd/
+    xla_sharded_tensor.py); only replica 0 of each shard counts, padding is cut off. A
+    tensor without a sharding annotation is read whole. Units: the parameters' own.
+    On one SPMD world this equals the device-side ``abs_sum``; on a pod the hosts' sums add
+    up to it.
+    """
+    total = 0.0
+    for p in params:
+        if not torch_xla._XLAC._get_xla_sharding_spec(p):
+            if xr.process_index() == 0:
+                total += float(p.detach().cpu().double().abs().sum())
+            continue
+        shards = torch_xla._XLAC._get_local_shards([p])[0]
+        replicas = torch_xla._XLAC._get_local_shard_replica_and_indices([p])[0]
+        for (data, _dev), (replica, indices) in zip(shards, replicas):
+            if replica != 0:
+                continue
+            if indices is not Ellipsis:
+                data = data[tuple(slice(0, s.stop - s.start) for s in indices)]
+            total += float(data.double().abs().sum())
+    return total
 
 
 def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_index: int, spans_hosts: bool, process_group: Any) -> dict:

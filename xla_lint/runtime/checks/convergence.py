@@ -1,0 +1,31 @@
+"""Check 7, ``convergence``: the loss is finite at every step and falls over the run."""
+
+from __future__ import annotations
+
+import math
+
+from . import FAIL, PASS, CheckContext, CheckResult, gate
+
+
+def check(ctx: CheckContext) -> CheckResult:
+    """FAIL on a non-finite loss (naming the step) or a last loss not below the first."""
+    blocked = gate(ctx, "convergence")
+    if blocked:
+        return blocked
+    rec = ctx.first
+    losses = rec["losses"]
+    values = {"losses": losses, "first": losses[0] if losses else None, "last": losses[-1] if losses else None}
+    bad = [i + 1 for i, v in enumerate(losses) if not math.isfinite(v)]
+    if bad:
+        return CheckResult(
+            "convergence", FAIL, f"the loss is not finite from step {bad[0]} on ({losses[bad[0] - 1]})", values,
+            explanation="lower the learning rate (--lr), check the data for NaN/inf and, in bf16, keep the loss and norms in float32",
+        )
+    if len(losses) < 2 or not losses[-1] < losses[0]:
+        return CheckResult(
+            "convergence", FAIL, f"the loss did not fall: {losses[0]:.4g} at step 1, {losses[-1]:.4g} at step {len(losses)}", values,
+            explanation="the optimizer does not move the trained parameters: build the optimizer from model.parameters() "
+            "AFTER wrapping in FSDPv2 (the wrap replaces them), check the learning rate, and run more --steps",
+        )
+    values["relative_drop"] = 1 - losses[-1] / losses[0] if losses[0] else None
+    return CheckResult("convergence", PASS, f"loss {losses[0]:.4g} -> {losses[-1]:.4g} over {len(losses)} steps, all finite", values)

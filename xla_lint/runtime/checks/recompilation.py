@@ -1,0 +1,56 @@
+"""Check 5, ``recompilation``: no graph is compiled after the warm-up steps.
+
+Per step the job reads torch_xla/debug/metrics.py: the ``UncachedCompile`` counter
+(graphs compiled) and the ``CompileTime`` metric (nanoseconds), before and after
+the step's ``torch_xla.sync(wait=True)``.
+"""
+
+from __future__ import annotations
+
+from . import FAIL, PASS, CheckContext, CheckResult, gate
+
+
+def check(ctx: CheckContext) -> CheckResult:
+    """FAIL names every step after ``--warmup-steps`` that compiled, with its graph count."""
+    blocked = gate(ctx, "recompilation")
+    if blocked:
+        return blocked
+    warmup = int(ctx.options.get("warmup_steps", 2))
+    per_host = {}
+    late_all = []
+    for r in ctx.present:
+        steps = r["steps"]
+        per_host[str(r["host_index"])] = [s["compiles"] for s in steps]
+        for prev, s in zip([None] + steps[:-1], steps):
+            if s["step"] > warmup and s["compiles"] > 0:
+                late_all.append({"host": r["host_index"], "step": s["step"], "graphs": s["compiles"], "compile_s": s["compile_s"],
+                                 "input_shape": s["input_shape"], "previous_input_shape": prev["input_shape"] if prev else None})
+    steps0 = ctx.first["steps"]
+    warm = sum(s["compiles"] for s in steps0[:warmup])
+    values = {"warmup_steps": warmup, "compiles_per_step": per_host, "warmup_graphs": warm, "late": late_all, "steps": len(steps0)}
+    if late_all:
+        first_host = late_all[0]["host"]
+        late = [x for x in late_all if x["host"] == first_host]
+        named = ", ".join(f"step {x['step']} compiled {x['graphs']} graph(s) ({x['compile_s']:.2f} s)" for x in late[:6])
+        summary = f"after {warmup} warm-up step(s): {named}" + (" ..." if len(late) > 6 else "") + (f" on host {first_host}" if len(ctx.records) > 1 else "")
+        shape_changes = [x for x in late if x["previous_input_shape"] and x["input_shape"] != x["previous_input_shape"]]
+        if shape_changes:
+            x = shape_changes[0]
+            explanation = (
+                f"the input shape changed at step {x['step']} from {x['previous_input_shape']} to {x['input_shape']}; every new "
+                "shape is a new graph. Keep shapes static: drop_last=True on the DataLoader (the last partial batch), pad "
+                "sequences to fixed buckets"
+            )
+            rules = ["XLA202"]
+        else:
+            explanation = (
+                "the same step traced a different graph: a host sync inside the step (.item(), print(tensor), "
+                "tensor-dependent Python control flow) cuts the graph differently, or a Python scalar / optimizer "
+                "state changes the traced program (compare --optimizer sgd|adamw|syncfree-adamw); run longer with "
+                "--steps to find late recompiles and PT_XLA_DEBUG_LEVEL=2 to see why each compile happened"
+            )
+            rules = ["XLA201", "XLA202"]
+        return CheckResult("recompilation", FAIL, summary, values, explanation=explanation, rules=rules,
+                           details=[f"graphs compiled per step: {per_host[str(first_host)]}"])
+    summary = f"{warm} graph(s) compiled in the {warmup} warm-up step(s), none in the {len(steps0) - warmup} step(s) after"
+    return CheckResult("recompilation", PASS, summary, values, details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"])

@@ -1,0 +1,41 @@
+"""Check 2, ``rendezvous``: every expected host joined within ``--timeout``, indices unique.
+
+Reads the :class:`~xla_lint.runtime.hosts.RendezvousResult` host 0 built from the
+TCPStore ``join/<i>`` keys (xla_lint/runtime/hosts.py).
+"""
+
+from __future__ import annotations
+
+from . import FAIL, PASS, CheckContext, CheckResult
+
+
+def check(ctx: CheckContext) -> CheckResult:
+    """FAIL names every host index that did not join, or that two processes claimed."""
+    rv = ctx.rendezvous
+    expected, joined = rv.get("expected", 1), rv.get("joined", [0])
+    values = {k: rv.get(k) for k in ("expected", "joined", "missing", "duplicates", "elapsed_s", "timeout_s", "source", "coordinator", "hosts")}
+    where = {"single": "one host", "cli": "--coordinator", "env": "MASTER_ADDR/WORLD_SIZE/RANK", "simulated": "simulated hosts on 127.0.0.1", "xla": "init_method='xla://'"}.get(rv.get("source"), rv.get("source"))
+    if not rv.get("ok", True):
+        return CheckResult(
+            "rendezvous",
+            FAIL,
+            rv.get("message") or "the hosts did not all join",
+            values,
+            explanation=(
+                "a host that never joins is a host where the command was not started, crashed before joining, or cannot "
+                f"reach the coordinator {rv.get('coordinator')}: start the same command on every host with its own "
+                "--host-index (0..N-1) and the same --num-hosts. Do not rely on xm.rendezvous to line hosts up: "
+                "in SPMD it is a no-op; use a torch.distributed gloo group with a timeout"
+            ),
+            rules=["XLA006"],
+        )
+    missing_records = [i for i, r in enumerate(ctx.records) if r is None]
+    if missing_records:
+        return CheckResult(
+            "rendezvous",
+            FAIL,
+            f"host(s) {', '.join(map(str, missing_records))} joined but never delivered a run record",
+            values,
+            explanation="the host died or hung after joining (see its own output); every host must run the job to the end",
+        )
+    return CheckResult("rendezvous", PASS, f"{len(joined)} of {expected} host(s) joined in {rv.get('elapsed_s', 0):.2f} s ({where}); process indices {joined}", values)

@@ -1,0 +1,28 @@
+"""Check 9, ``throughput`` (information only, never FAILs): compile time, step time, tokens/s."""
+
+from __future__ import annotations
+
+from . import PASS, SKIP, CheckContext, CheckResult, gate
+
+
+def check(ctx: CheckContext) -> CheckResult:
+    """Compile seconds (sum of ``CompileTime``), median step seconds after warm-up, tokens per second."""
+    blocked = gate(ctx, "throughput")
+    if blocked:
+        return blocked if blocked.status == SKIP else CheckResult("throughput", SKIP, blocked.summary)
+    t = ctx.first["timings"]
+    step = t.get("step_s_median")
+    tokens = t.get("tokens_per_step")
+    tps = tokens / step if step else None
+    values = {
+        "compile_s": t.get("compile_s_total"),
+        "step_s_median": step,
+        "tokens_per_step": tokens,
+        "tokens_per_s": round(tps, 1) if tps else None,
+        "timings": t,
+    }
+    summary = (
+        f"compile {t.get('compile_s_total', 0):.2f} s total; step {step * 1000:.1f} ms (median after warm-up); "
+        f"{tokens} tokens/step -> {tps:,.0f} tokens/s" if step else "no step after warm-up to time"
+    )
+    return CheckResult("throughput", PASS, summary, values)

@@ -1,0 +1,387 @@
+"""Hosts: who takes part, the bounded rendezvous, the gloo group, simulated hosts.
+
+A *host* is one process of the checker (one per machine on a pod). Host-level
+coordination uses ``torch.distributed`` on the gloo backend - never XLA collectives,
+which cannot time out and, in SPMD, ``xm.rendezvous`` is a no-op (lint rule XLA006).
+
+Where the layout comes from (:func:`resolve_layout`):
+
+* ``--coordinator HOST:PORT --num-hosts N --host-index I``, or torchrun-style
+  ``MASTER_ADDR``/``MASTER_PORT``/``WORLD_SIZE``/``RANK``: a ``torch.distributed.TCPStore``
+  served by host 0 at the coordinator. Every host registers ``join/<I>``; host 0 polls
+  until all N indices arrived or ``--timeout`` passed, so it can name the missing ones,
+  and publishes a verdict. Only then is the gloo group created on the same store.
+* none of these, on a TPU pod (PJRT reports several processes): the group comes from
+  ``init_method='xla://'`` (torch_xla/distributed/xla_backend.py registers it); there
+  the TPU runtime itself waits for every host when it starts, so a missing host cannot
+  be named by this checker.
+* otherwise one host.
+
+``--simulate-hosts N`` (:func:`launch_simulated_hosts`) starts N processes on
+127.0.0.1 that join as N hosts; each is its own SPMD world of CPU devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .env import HOST_LAYOUT_VARS
+from .options import OptionsError, RuntimeOptions
+
+KEY = "xla_lint_runtime/"
+
+
+class RendezvousError(RuntimeError):
+    """The hosts did not all join. ``result`` says who did (a :class:`RendezvousResult`)."""
+
+    def __init__(self, message: str, result: "RendezvousResult | None" = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    """This process's place among the hosts.
+
+    ``source`` is ``"single"``, ``"cli"`` (``--coordinator``...), ``"env"``
+    (``MASTER_ADDR``...), ``"simulated"`` (``--simulate-hosts`` child) or ``"xla"``
+    (decided later, from PJRT). ``coordinator`` is ``(host, port)`` or None.
+    """
+
+    host_index: int = 0
+    num_hosts: int = 1
+    coordinator: tuple[str, int] | None = None
+    source: str = "single"
+
+
+@dataclass
+class RendezvousResult:
+    """Outcome of the rendezvous, as host 0 saw it (JSON-ready via :meth:`to_json`).
+
+    ``joined``/``missing``/``duplicates`` are host indices; ``elapsed_s`` is seconds
+    from this host's start of the rendezvous until the verdict; ``hosts`` maps a host
+    index (as str) to what it sent: hostname, pid, its ``--num-hosts``.
+    """
+
+    expected: int = 1
+    joined: list[int] = field(default_factory=lambda: [0])
+    missing: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    timeout_s: float = 0.0
+    source: str = "single"
+    coordinator: str | None = None
+    hosts: dict = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.duplicates and not self.message
+
+    def to_json(self) -> dict:
+        return {**dataclasses.asdict(self), "ok": self.ok}
+
+
+def resolve_layout(opts: RuntimeOptions, environ: dict | None = None) -> HostLayout:
+    """Work out host index, host count and coordinator from options, then environment.
+
+    Raises :class:`OptionsError` for an incomplete multi-host description (exit 2).
+    """
+    env = os.environ if environ is None else environ
+    if opts.coordinator or opts.num_hosts is not None or opts.host_index is not None:
+        num = opts.num_hosts if opts.num_hosts is not None else 1
+        index = opts.host_index if opts.host_index is not None else 0
+        if num > 1 and not opts.coordinator:
+            raise OptionsError("--num-hosts > 1 needs --coordinator HOST:PORT (host 0's address)")
+        if num > 1 and opts.host_index is None:
+            raise OptionsError("--num-hosts > 1 needs --host-index (0 on the coordinator host)")
+        coord = None
+        if opts.coordinator:
+            host, _, port = opts.coordinator.rpartition(":")
+            coord = (host, int(port))
+        source = "simulated" if opts.simulated else "cli"
+        return HostLayout(index, num, coord if num > 1 else None, source)
+    if env.get("MASTER_ADDR") and env.get("WORLD_SIZE") and env.get("RANK"):
+        num, index = int(env["WORLD_SIZE"]), int(env["RANK"])
+        if not 0 <= index < num:
+            raise OptionsError(f"RANK={index} is outside [0, WORLD_SIZE={num})")
+        port = int(env.get("MASTER_PORT") or 29500)
+        return HostLayout(index, num, (env["MASTER_ADDR"], port) if num > 1 else None, "env")
+    return HostLayout()
+
+
+class HostGroup:
+    """The joined hosts: a TCPStore (host 0 serves it) and a gloo process group.
+
+    Create with :meth:`join`. ``result`` is the :class:`RendezvousResult`; ``pg`` the
+    gloo group (None for one host). All waits are bounded.
+    """
+
+    def __init__(self, layout: HostLayout, result: RendezvousResult, store: Any = None, pg: Any = None) -> None:
+        self.layout, self.result, self.store, self.pg = layout, result, store, pg
+
+    @property
+    def host_index(self) -> int:
+        return self.layout.host_index
+
+    @property
+    def num_hosts(self) -> int:
+        return self.layout.num_hosts
+
+    # -- joining ------------------------------------------------------------------------
+    @classmethod
+    def join(cls, layout: HostLayout, timeout: float, group_timeout: float) -> "HostGroup":
+        """Rendezvous within ``timeout`` seconds, then create the gloo group whose
+        collectives time out after ``group_timeout`` seconds.
+
+        Raises :class:`RendezvousError` naming the hosts that did not join, the
+        duplicated host indices, or the unreachable coordinator.
+        """
+        if layout.num_hosts == 1 and layout.source in ("single", "cli", "env", "simulated"):
+            if layout.source == "single":
+                grp = cls._maybe_join_xla(layout, timeout, group_timeout)
+                if grp is not None:
+                    return grp
+            host = {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": 1}
+            return cls(layout, RendezvousResult(source=layout.source, timeout_s=timeout, hosts={"0": host}))
+        return cls._join_store(layout, timeout, group_timeout)
+
+    @classmethod
+    def _join_store(cls, layout: HostLayout, timeout: float, group_timeout: float) -> "HostGroup":
+        import torch.distributed as dist
+
+        t0 = time.monotonic()
+        host, port = layout.coordinator  # type: ignore[misc]
+        me, n = layout.host_index, layout.num_hosts
+        coord = f"{host}:{port}"
+        result = RendezvousResult(expected=n, joined=[], timeout_s=timeout, source=layout.source, coordinator=coord)
+        try:
+            store = dist.TCPStore(
+                host, port, world_size=None, is_master=(me == 0), timeout=timedelta(seconds=timeout), wait_for_workers=False
+            )
+        except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError or DistStoreError subclasses
+            if me == 0:
+                msg = f"host 0 could not serve the coordinator store on {coord}: {exc}"
+            else:
+                msg = (
+                    f"host {me} of {n} could not reach the coordinator {coord} (host 0) within {timeout:g} s: "
+                    f"start the command on host 0 too, and check that {coord} is reachable from this host"
+                )
+            result.message = msg
+            raise RendezvousError(msg, result) from None
+        claims = store.add(f"{KEY}claim/{me}", 1)
+        payload = {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n, "claim": claims}
+        store.set(f"{KEY}join/{me}", json.dumps(payload))
+        if me == 0:
+            verdict = cls._host0_collect(store, n, t0, timeout, result)
+            store.set(f"{KEY}verdict", json.dumps(verdict))
+        else:
+            try:
+                store.wait([f"{KEY}verdict"], timedelta(seconds=timeout + 30))
+                verdict = json.loads(store.get(f"{KEY}verdict"))
+            except Exception:  # noqa: BLE001
+                msg = f"host {me} of {n}: host 0 gave no rendezvous verdict within {timeout + 30:g} s"
+                result.message = msg
+                raise RendezvousError(msg, result) from None
+        for k in ("joined", "missing", "duplicates", "hosts", "message"):
+            setattr(result, k, verdict[k])
+        result.elapsed_s = round(time.monotonic() - t0, 3)
+        if not result.ok:
+            raise RendezvousError(result.message, result)
+        try:
+            dist.init_process_group(
+                "gloo", store=dist.PrefixStore(f"{KEY}pg", store), rank=me, world_size=n, timeout=timedelta(seconds=group_timeout)
+            )
+        except Exception as exc:  # noqa: BLE001
+            result.message = f"host {me}: the gloo process group did not form: {exc}"
+            raise RendezvousError(result.message, result) from None
+        result.elapsed_s = round(time.monotonic() - t0, 3)
+        return cls(layout, result, store, dist.group.WORLD)
+
+    @staticmethod
+    def _host0_collect(store: Any, n: int, t0: float, timeout: float, result: RendezvousResult) -> dict:
+        """Poll ``join/<i>`` keys until all ``n`` hosts arrived or ``timeout`` passed."""
+        keys = [f"{KEY}join/{i}" for i in range(n)]
+        arrived: set[int] = set()
+        while True:
+            arrived |= {i for i in range(n) if i not in arrived and store.check([keys[i]])}
+            if len(arrived) == n or time.monotonic() - t0 > timeout:
+                break
+            time.sleep(0.1)
+        hosts = {str(i): json.loads(store.get(keys[i])) for i in sorted(arrived)}
+        duplicates = sorted(i for i in arrived if store.add(f"{KEY}claim/{i}", 0) > 1)
+        missing = sorted(set(range(n)) - arrived)
+        wrong_n = sorted(int(i) for i, h in hosts.items() if h.get("num_hosts") != n)
+        problems = []
+        for i in missing:
+            problems.append(f"host {i} of {n} did not join within {timeout:g} s: start the command on every host")
+        for i in duplicates:
+            problems.append(f"host index {i} was claimed by {store.add(f'{KEY}claim/{i}', 0)} processes: give every host its own --host-index")
+        for i in wrong_n:
+            problems.append(f"host {i} was started with --num-hosts {hosts[str(i)]['num_hosts']}, host 0 with {n}")
+        if missing:
+            problems.append(f"(host indices run 0..{n - 1}; joined: {', '.join(map(str, sorted(arrived))) or 'none'})")
+        return {"joined": sorted(arrived), "missing": missing, "duplicates": duplicates, "hosts": hosts, "message": "; ".join(problems)}
+
+    @classmethod
+    def _maybe_join_xla(cls, layout: HostLayout, timeout: float, group_timeout: float) -> "HostGroup | None":
+        """On a multi-process PJRT runtime (a TPU pod), the gloo group from ``xla://``."""
+        if os.environ.get("PJRT_DEVICE", "").upper().startswith("CPU"):
+            return None
+        import torch.distributed as dist
+        import torch_xla.runtime as xr
+
+        xr.use_spmd()
+        if xr.process_count() <= 1:
+            return None
+        import torch_xla.distributed.xla_backend  # noqa: F401 - registers the xla:// rendezvous handler
+
+        t0 = time.monotonic()
+        dist.init_process_group("gloo", init_method="xla://", timeout=timedelta(seconds=group_timeout))
+        n, me = dist.get_world_size(), dist.get_rank()
+        payloads: list = [None] * n
+        dist.all_gather_object(payloads, {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n, "xla_process_index": xr.process_index()})
+        indices = sorted(p["xla_process_index"] for p in payloads)
+        result = RendezvousResult(expected=n, joined=indices, timeout_s=timeout, source="xla", hosts={str(i): p for i, p in enumerate(payloads)})
+        if indices != list(range(n)):
+            result.duplicates = sorted({i for i in indices if indices.count(i) > 1})
+            result.message = f"PJRT process indices are not 0..{n - 1}: {indices}"
+        result.elapsed_s = round(time.monotonic() - t0, 3)
+        return cls(HostLayout(me, n, None, "xla"), result, None, dist.group.WORLD)
+
+    # -- after the job --------------------------------------------------------------------
+    def gather(self, obj: Any) -> list:
+        """Every host's ``obj`` (picklable), in host order, on every host, over gloo.
+
+        Raises the torch.distributed error when a host does not take part within the group
+        timeout. Before gathering, each host marks ``done/<i>`` in the store so host 0 can
+        tell which host was missing.
+        """
+        if self.pg is None:
+            return [obj]
+        import torch.distributed as dist
+
+        if self.store is not None:
+            self.store.set(f"{KEY}done/{self.host_index}", "1")
+        out: list = [None] * self.num_hosts
+        dist.all_gather_object(out, obj)
+        return out
+
+    def hosts_done(self) -> list[int]:
+        """Host indices that reached the gather (from the store; all when there is none)."""
+        if self.store is None:
+            return list(range(self.num_hosts))
+        return [i for i in range(self.num_hosts) if self.store.check([f"{KEY}done/{i}"])]
+
+    def share_status(self, code: int | None, timeout: float = 60.0) -> int:
+        """Host 0 publishes the exit status; the others wait (bounded) and return it."""
+        if self.pg is None:
+            return code if code is not None else 0
+        if self.store is None:  # xla:// group
+            import torch.distributed as dist
+
+            box = [code]
+            dist.broadcast_object_list(box, src=0)
+            return int(box[0])
+        if self.host_index == 0:
+            self.store.set(f"{KEY}status", str(code))
+            # host 0 serves the store: wait (bounded) until every host has read the status.
+            deadline = time.monotonic() + timeout
+            while self.store.add(f"{KEY}status_read", 0) < self.num_hosts - 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return int(code or 0)
+        try:
+            self.store.wait([f"{KEY}status"], timedelta(seconds=timeout))
+            status = int(self.store.get(f"{KEY}status"))
+            self.store.add(f"{KEY}status_read", 1)
+            return status
+        except Exception:  # noqa: BLE001
+            print(f"host {self.host_index}: host 0 published no result within {timeout:g} s", file=sys.stderr, flush=True)
+            return 1
+
+    def close(self) -> None:
+        """Destroy the gloo group (never raises)."""
+        if self.pg is None:
+            return
+        try:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+# --- simulated hosts -------------------------------------------------------------------
+
+
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_simulated_hosts(opts: RuntimeOptions) -> int:
+    """Start ``--simulate-hosts N`` processes on 127.0.0.1 acting as hosts 0..N-1.
+
+    Each runs ``python -m xla_lint.runtime`` with ``--coordinator 127.0.0.1:<port>
+    --num-hosts N --host-index I --simulated-host`` and its own ``--cpu-devices`` CPU
+    devices (``PJRT_DEVICE=CPU``), so every process is an independent SPMD world; the
+    cross-host parts (rendezvous, gathering, consistency) go over gloo on loopback.
+    Host 0 prints the report and writes ``--json``; the others print only their errors.
+    ``--inject missing-host:H`` never starts host H. Waits at most ``--timeout`` +
+    ``--job-timeout`` + 60 s, then kills its children. Returns host 0's exit status
+    (1 if host 0 failed to report or any host exited non-zero).
+    """
+    n = opts.simulate_hosts or 1
+    port = free_loopback_port()
+    missing = {inj.arg for inj in opts.inject if inj.kind == "missing-host"}
+    env = {k: v for k, v in os.environ.items() if k not in HOST_LAYOUT_VARS}
+    env["GLOO_SOCKET_IFNAME"] = env.get("GLOO_SOCKET_IFNAME_SIMULATED", "lo")
+    procs: dict[int, subprocess.Popen] = {}
+    for i in range(n):
+        if i in missing:
+            continue
+        child = dataclasses.replace(
+            opts,
+            simulate_hosts=None,
+            simulated=True,
+            coordinator=f"127.0.0.1:{port}",
+            num_hosts=n,
+            host_index=i,
+            json_path=opts.json_path if i == 0 else None,
+            inject=tuple(j for j in opts.inject if j.kind != "missing-host"),
+        )
+        procs[i] = subprocess.Popen([sys.executable, "-m", "xla_lint.runtime", *child.to_argv()], env=env)
+    deadline = time.monotonic() + opts.timeout + opts.job_timeout + 60
+    codes: dict[int, int] = {}
+    for i, proc in procs.items():
+        try:
+            codes[i] = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            codes[i] = -9
+    for i, proc in procs.items():
+        if proc.poll() is None:
+            print(f"simulated host {i} (pid {proc.pid}) did not finish in time: killed", file=sys.stderr, flush=True)
+            proc.kill()
+            proc.wait(timeout=30)
+    if 0 not in procs:
+        print(f"simulated host 0 was not started (--inject missing-host:0): no report", file=sys.stderr, flush=True)
+        return 1
+    if codes[0] not in (0, 1, 2):
+        print(f"simulated host 0 died with status {codes[0]}", file=sys.stderr, flush=True)
+        return 1
+    if codes[0] == 0 and any(c != 0 for c in codes.values()):
+        bad = ", ".join(f"host {i}: {c}" for i, c in codes.items() if c != 0)
+        print(f"simulated hosts exited non-zero ({bad})", file=sys.stderr, flush=True)
+        return 1
+    return codes[0]

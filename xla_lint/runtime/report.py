@@ -1,0 +1,109 @@
+"""The report: text for the terminal (host 0 only, every line flushed) and JSON.
+
+The JSON schema (``"schema": "xla-lint-runtime/1"``) is documented in docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import IO, Any
+
+from .checks import FAIL, PASS, SKIP, CheckResult
+
+SCHEMA = "xla-lint-runtime/1"
+
+
+def exit_code(results: list[CheckResult]) -> int:
+    """0 when no check failed (SKIPs allowed), else 1."""
+    return 1 if any(r.status == FAIL for r in results) else 0
+
+
+def build_report(
+    results: list[CheckResult],
+    options: dict,
+    rendezvous: dict,
+    records: list,
+    errors: list,
+    device_env: dict,
+    wall_s: float,
+) -> dict:
+    """The full JSON-ready report (see docs/runtime.md for every field)."""
+    code = exit_code(results)
+    counts = {s: sum(r.status == s for r in results) for s in (PASS, FAIL, SKIP)}
+    return {
+        "schema": SCHEMA,
+        "status": "fail" if code else "pass",
+        "exit_code": code,
+        "summary": counts,
+        "wall_s": round(wall_s, 3),
+        "options": options,
+        "device_env": device_env,
+        "hosts": {
+            "expected": rendezvous.get("expected", 1),
+            "joined": rendezvous.get("joined", []),
+            "missing": rendezvous.get("missing", []),
+            "simulated": bool(options.get("simulated")),
+        },
+        "rendezvous": rendezvous,
+        "checks": [r.to_json() for r in results],
+        "errors": errors,
+        "records": records,
+    }
+
+
+def header_line(report: dict) -> str:
+    """One line: device kind and count, hosts, mesh, steps."""
+    recs = [r for r in report["records"] if r]
+    rec = recs[0] if recs else {}
+    env, mesh = rec.get("environment") or {}, rec.get("mesh") or {}
+    hosts = report["hosts"]
+    devices = f"{env.get('global_devices', '?')} {env.get('device_kind', '?')} devices" if env else "devices unknown"
+    host_txt = f"{hosts['expected']} host(s)" + (" simulated on 127.0.0.1, one SPMD world each" if hosts["simulated"] else "")
+    axes = " x ".join(f"{a}={s}" for a, s in (mesh.get("axis_sizes") or {}).items()) or ",".join(report["options"].get("mesh_axes", []))
+    return f"xla-lint runtime check: {devices}, {host_txt}, mesh {axes}, {report['options'].get('steps')} steps"
+
+
+def format_text(report: dict) -> str:
+    """The human report: a header, one line per check, cause/fix and details under FAILs."""
+    lines = [header_line(report), ""]
+    width = max(len(c["name"]) for c in report["checks"]) if report["checks"] else 10
+    for c in report["checks"]:
+        lines.append(f"{c['status']:<4}  {c['name']:<{width}}  {c['summary']}")
+        indent = " " * (8 + width)
+        for d in c.get("details") or []:
+            lines.append(f"{indent}{d}")
+        if c["status"] == FAIL and c.get("explanation"):
+            rules = f" [{', '.join(c['rules'])}]" if c.get("rules") else ""
+            lines.append(f"{indent}cause and fix{rules}: {c['explanation']}")
+    for e in report["errors"]:
+        lines.append(f"error on host {e.get('host')}: {e.get('error')}")
+    s = report["summary"]
+    lines += ["", f"{s[PASS]} passed, {s[FAIL]} failed, {s[SKIP]} skipped in {report['wall_s']:.1f} s (exit {report['exit_code']})"]
+    return "\n".join(lines)
+
+
+def emit(report: dict, json_path: str | None, quiet: bool = False, stream: IO[str] | None = None) -> None:
+    """Print the text report (flushed) and write ``json_path`` atomically if given."""
+    out = stream or sys.stdout
+    if not quiet:
+        for line in format_text(report).splitlines():
+            print(line, file=out, flush=True)
+    if json_path:
+        write_json(report, json_path)
+
+
+def write_json(report: dict, path: str) -> None:
+    """Write the report as JSON (via a temporary file and rename)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, default=_json_default)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    return str(obj)
