@@ -44,7 +44,7 @@ def fix_text(root: Path, rel: str, select: list[str]) -> str:
         result = run(targets, settings, jobs=1)
         target = next(t for t in targets if t.path == rel)
         text = (root / rel).read_text(encoding="utf-8")
-        outcome = fix_loop(rel, text, lambda t: finalize([lint_file(target, settings, text=t)], result.program)[0])
+        outcome = fix_loop(rel, text, lambda t: finalize([lint_file(target, settings, text=t)], result.program, settings)[0])
         return outcome.fixed
     finally:
         os.chdir(old)

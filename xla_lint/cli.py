@@ -116,7 +116,7 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
             continue
 
         def relint(version: str, target=target) -> list:
-            return finalize([lint_file(target, settings, text=version)], result.program)[0]
+            return finalize([lint_file(target, settings, text=version)], result.program, settings)[0]
 
         outcome = fix_loop(path, text, relint)
         if outcome.fixed != text:

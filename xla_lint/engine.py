@@ -209,8 +209,13 @@ def program_facts(results: list[FileResult]) -> ProgramFacts:
     return joined
 
 
-def finalize(results: list[FileResult], program: ProgramFacts) -> tuple[list[Diagnostic], int]:
-    """Keep the diagnostics whose facts hold and that no comment suppresses; sort them."""
+def finalize(results: list[FileResult], program: ProgramFacts,
+             settings: Settings | None = None) -> tuple[list[Diagnostic], int]:
+    """Keep the diagnostics whose facts hold and that no comment suppresses; sort them.
+
+    With ``settings`` given, files for which XLA900 is enabled also get a diagnostic for
+    each ``# noqa`` naming XLA codes that silence nothing (see :func:`unused_noqa`).
+    """
     kept: list[Diagnostic] = []
     suppressed = 0
     for r in results:
@@ -221,15 +226,80 @@ def finalize(results: list[FileResult], program: ProgramFacts) -> tuple[list[Dia
                 suppressed += 1
                 continue
             kept.append(replace(d, requires=()))
+        if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
+            for d in unused_noqa(r, settings):
+                if r.suppressions.suppresses(d.code, d.line):
+                    suppressed += 1
+                else:
+                    kept.append(d)
     kept.sort(key=lambda d: d.sort_key)
     return kept, suppressed
+
+
+# ---- XLA900 unused-noqa: which `# noqa: XLA...` comments silenced nothing ----------------
+
+UNUSED_NOQA = "XLA900"
+
+
+def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
+    """XLA900 diagnostics for ``result``'s ``# noqa: CODES`` comments naming XLA codes that silence nothing.
+
+    A code counts as used when a diagnostic of that code was made on the comment's line,
+    before the program-facts filter (the comment is needed when the file is linted with its
+    whole program). Bare ``# noqa``, other tools' codes and ``XLA900`` itself are never
+    reported. The fix (none for documents) removes the directive, or only its unused codes.
+    """
+    from .discovery import DOC_SUFFIXES
+    from .rules import rule_by_code
+
+    used = {(d.line, d.code) for d in result.diagnostics}
+    enabled = {c for c in settings.codes_for(result.path)
+               if (rule := rule_by_code(c)) is not None and rule.applies_to(settings.target_version)}
+    is_doc = result.path.lower().endswith(DOC_SUFFIXES)
+    out = []
+    for comment in sorted(result.suppressions.noqa.values(), key=lambda c: c.line):
+        if comment.codes is None:
+            continue
+        reasons: dict[str, list[str]] = {"unused": [], "non-enabled": [], "unknown": []}
+        unused: set[str] = set()
+        for code, _, _ in comment.code_spans:
+            if not code.startswith("XLA") or code == UNUSED_NOQA or code in unused:
+                continue
+            if rule_by_code(code) is None:
+                reasons["unknown"].append(code)
+            elif code not in enabled:
+                reasons["non-enabled"].append(code)
+            elif (comment.line, code) not in used:
+                reasons["unused"].append(code)
+            else:
+                continue
+            unused.add(code)
+        if not unused:
+            continue
+        detail = "; ".join(f"{kind}: {', '.join(codes)}" for kind, codes in reasons.items() if codes)
+        fix = None
+        if not is_doc:
+            kept_codes = [c for c, _, _ in comment.code_spans if c not in unused]
+            if kept_codes:
+                first, last = comment.code_spans[0][1], comment.code_spans[-1][2]
+                edit = Edit(comment.line, first, comment.line, last, ", ".join(dict.fromkeys(kept_codes)))
+                description = f"remove unused {', '.join(sorted(unused))} from `noqa`"
+            else:
+                edit = Edit(comment.line, comment.remove_column, comment.line, comment.remove_end_column,
+                            comment.replacement)
+                description = "remove unused `noqa` directive"
+            fix = Fix(description, (edit,))
+        out.append(Diagnostic(UNUSED_NOQA, "unused-noqa", f"unused `noqa` directive ({detail})", result.path,
+                              comment.line, comment.column, comment.line, comment.end_column,
+                              Severity.WARNING, fix))
+    return out
 
 
 def run(targets: list[Target], settings: Settings, jobs: int = 1) -> RunResult:
     """Lint ``targets`` and return the diagnostics to report."""
     results = lint_targets(targets, settings, jobs)
     program = program_facts(results)
-    diagnostics, suppressed = finalize(results, program)
+    diagnostics, suppressed = finalize(results, program, settings)
     return RunResult(diagnostics, results, program, suppressed)
 
 

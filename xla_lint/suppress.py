@@ -19,12 +19,29 @@ _CODE = re.compile(r"[A-Za-z]+[0-9]+")
 @dataclass(frozen=True)
 class NoqaComment:
     """A ``# noqa`` on ``line``; ``codes`` None for a bare ``# noqa``. ``column``/``end_column``
-    (1-based, end exclusive) span the directive within the line."""
+    (1-based, end exclusive) span the directive within the line.
+
+    What removing it takes (used by XLA900 unused-noqa): ``code_spans`` holds each code as
+    written, upper-cased, with its 1-based column span; deleting the whole directive replaces
+    ``remove_column``..``remove_end_column`` (which takes the blanks before a comment that is
+    only the directive) with ``replacement`` (``"#"`` when comment text follows it).
+    """
 
     line: int
     column: int
     end_column: int
     codes: frozenset[str] | None
+    code_spans: tuple[tuple[str, int, int], ...] = ()
+    remove_column: int = 0
+    remove_end_column: int = 0
+    replacement: str = ""
+
+    def moved(self, line_offset: int, column_offset: int) -> "NoqaComment":
+        """The same comment at a position moved by a code block's offsets."""
+        return NoqaComment(
+            self.line + line_offset, self.column + column_offset, self.end_column + column_offset,
+            self.codes, tuple((c, a + column_offset, b + column_offset) for c, a, b in self.code_spans),
+            self.remove_column + column_offset, self.remove_end_column + column_offset, self.replacement)
 
 
 @dataclass
@@ -38,9 +55,7 @@ class Suppressions:
     def shift(self, line_offset: int, column_offset: int) -> "Suppressions":
         """The same comments, with positions moved by a code block's offsets."""
         return Suppressions(
-            {line + line_offset: NoqaComment(c.line + line_offset, c.column + column_offset,
-                                             c.end_column + column_offset, c.codes)
-             for line, c in self.noqa.items()},
+            {line + line_offset: c.moved(line_offset, column_offset) for line, c in self.noqa.items()},
             self.disabled_codes, self.disable_all)
 
     def merge(self, other: "Suppressions") -> None:
@@ -89,6 +104,27 @@ def find_suppressions(text: str) -> Suppressions:
             continue
         m = _NOQA.search(tok.string)
         if m:
-            line, col = tok.start
-            result.noqa[line] = NoqaComment(line, col + m.start() + 1, col + m.end() + 1, _codes(m.group("codes")))
+            result.noqa[tok.start[0]] = _noqa_comment(tok, m)
     return result
+
+
+def _noqa_comment(tok: tokenize.TokenInfo, m: re.Match) -> NoqaComment:
+    """The NoqaComment for directive ``m`` found in comment token ``tok`` (positions 1-based)."""
+    line, col = tok.start
+    comment = tok.string
+    spans: tuple[tuple[str, int, int], ...] = ()
+    if m.group("codes"):
+        base = col + m.start("codes") + 1
+        spans = tuple((c.group().upper(), base + c.start(), base + c.end())
+                      for c in _CODE.finditer(m.group("codes")))
+    before, after = comment[:m.start()].strip(), comment[m.end():].strip()
+    end = col + len(comment)
+    if after:
+        # Text follows the directive in the same comment: keep it as a comment.
+        start, stop, replacement = col + m.start(), col + m.end(), "" if before else "#"
+    elif before:
+        start, stop, replacement = col + len(comment[:m.start()].rstrip()), end, ""
+    else:
+        start, stop, replacement = len(tok.line[:col].rstrip()), end, ""
+    return NoqaComment(line, col + m.start() + 1, col + m.end() + 1, _codes(m.group("codes")),
+                       spans, start + 1, stop + 1, replacement)
