@@ -57,3 +57,27 @@ def test_requires_checks_every_fact():
     assert not facts.holds("a.py", (("spmd", True), ("shards", True)))
     assert facts.holds("unknown.py", (("spmd", False),))
     assert not facts.holds("unknown.py", (("spmd", True),))
+
+
+def test_script_style_import_reaches_a_module_inside_a_package_folder():
+    # test/spmd/__init__.py exists, yet the tests import their base as `import test_base`.
+    files = {
+        "test/spmd/test_base.py": FileFacts(module="test.spmd.test_base", enables_spmd=True),
+        "test/spmd/test_mesh.py": FileFacts(module="test.spmd.test_mesh", imports=frozenset({"test_base"}), shards=True),
+    }
+    facts = compute_program_facts(files)
+    assert facts.per_file["test/spmd/test_mesh.py"]["spmd"] is True
+    assert facts.source_of("test/spmd/test_mesh.py", "spmd") == "test/spmd/test_base.py"
+    assert facts.source_of("test/spmd/test_base.py", "spmd") is None  # true on its own
+
+
+def test_finding_names_the_file_that_enables_spmd(tmp_path):
+    from helpers import lint_tree, write_tree
+
+    write_tree(tmp_path, {
+        "main.py": "import torch_xla.runtime as xr\nimport common\nxr.use_spmd()\n",
+        "common.py": "import torch_xla.runtime as xr\nrank = xr.global_ordinal()\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA005"])
+    [diag] = result.diagnostics
+    assert diag.path == "common.py" and diag.message.endswith("(SPMD is enabled in main.py)")

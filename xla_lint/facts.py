@@ -80,9 +80,14 @@ def module_name(path: str | os.PathLike) -> tuple[str, bool]:
 
 @dataclass
 class ProgramFacts:
-    """The facts each file takes from the programs it belongs to."""
+    """The facts each file takes from the programs it belongs to.
+
+    ``per_file[path][fact]`` is the truth of a fact for ``path``; ``because[path][fact]``
+    names a file that made it true (the file itself when it says so on its own).
+    """
 
     per_file: dict[str, dict[str, bool]] = field(default_factory=dict)
+    because: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def holds(self, path: str, requires: tuple[tuple[str, bool], ...]) -> bool:
         """True when every ``(fact, value)`` of ``requires`` holds for ``path``."""
@@ -91,21 +96,35 @@ class ProgramFacts:
             return not any(value for _, value in requires)
         return all(facts.get(name, False) == value for name, value in requires)
 
+    def source_of(self, path: str, fact: str) -> str | None:
+        """Another file that made ``fact`` true for ``path``, or None (false, or true on its own)."""
+        src = self.because.get(path, {}).get(fact)
+        return src if src is not None and src != path else None
+
 
 def _own(f: FileFacts) -> dict[str, bool]:
     return {"spmd": f.enables_spmd, "shards": f.shards, "multiprocess": f.multiprocess}
+
+
+def _import_names(path: str, f: FileFacts) -> list[str]:
+    """Names an import may use for the file: its package-qualified name and, for scripts
+    run from their folder (``import test_base`` beside ``test_base.py``), each shorter tail."""
+    parts = f.module.split(".")
+    return [".".join(parts[i:]) for i in range(len(parts))]
 
 
 def compute_program_facts(files: dict[str, FileFacts]) -> ProgramFacts:
     """Join per-file facts along the imports between linted files.
 
     ``files`` maps a path to its facts. Files of one ``group`` (code blocks of one
-    document) form one program. Runs in O(files x imported files).
+    document) form one program. An import that names several linted files prefers the
+    ones in the importer's folder. Runs in O(files x files reachable).
     """
     by_module: dict[str, list[str]] = {}
     for path, f in files.items():
         if f.group is None and f.module:
-            by_module.setdefault(f.module, []).append(path)
+            for name in _import_names(path, f):
+                by_module.setdefault(name, []).append(path)
 
     # Edges: path -> paths it imports.
     edges: dict[str, set[str]] = {p: set() for p in files}
@@ -120,16 +139,18 @@ def compute_program_facts(files: dict[str, FileFacts]) -> ProgramFacts:
             if not targets:
                 continue
             same_dir = [t for t in targets if os.path.dirname(t) == folder]
-            for t in same_dir or targets:
+            exact = [t for t in targets if files[t].module == name]
+            for t in same_dir or exact or targets:
                 if t != path:
                     edges[path].add(t)
     for members in groups.values():
         for m in members:
             edges[m].update(x for x in members if x != m)
 
-    # closure(E) facts: OR over files reachable from E.
-    closure: dict[str, set[str]] = {}
+    per_file: dict[str, dict[str, bool]] = {p: dict(_own(f)) for p, f in files.items()}
+    because: dict[str, dict[str, str]] = {p: {k: p for k, v in _own(f).items() if v} for p, f in files.items()}
     for start in files:
+        # closure(start): every file the program that starts here runs.
         seen = {start}
         todo = [start]
         while todo:
@@ -138,21 +159,15 @@ def compute_program_facts(files: dict[str, FileFacts]) -> ProgramFacts:
                 if nxt not in seen:
                     seen.add(nxt)
                     todo.append(nxt)
-        closure[start] = seen
-
-    program: dict[str, dict[str, bool]] = {}
-    for start, members in closure.items():
-        agg = {name: False for name in ("spmd", "shards", "multiprocess")}
-        for m in members:
+        sources: dict[str, str] = {}
+        for m in sorted(seen):
             for k, v in _own(files[m]).items():
-                agg[k] = agg[k] or v
-        program[start] = agg
-
-    per_file: dict[str, dict[str, bool]] = {p: dict(_own(f)) for p, f in files.items()}
-    for start, members in closure.items():
-        agg = program[start]
-        for m in members:
-            mine = per_file[m]
-            for k, v in agg.items():
-                mine[k] = mine[k] or v
-    return ProgramFacts(per_file)
+                if v and k not in sources:
+                    sources[k] = m
+        for m in seen:
+            mine, why = per_file[m], because[m]
+            for k, src in sources.items():
+                if not mine[k]:
+                    mine[k] = True
+                    why[k] = src
+    return ProgramFacts(per_file, because)
