@@ -209,6 +209,23 @@ def program_facts(results: list[FileResult]) -> ProgramFacts:
     return joined
 
 
+_FACT_PHRASES = {
+    "spmd": "SPMD is enabled in {}",
+    "shards": "the program shards in {}",
+    "multiprocess": "the program launches one process per device in {}",
+}
+
+
+def _attribution(program: ProgramFacts, path: str, requires: tuple[tuple[str, bool], ...]) -> str:
+    """`` (SPMD is enabled in main.py)`` when a fact the finding needs comes from another file."""
+    notes = []
+    for name, value in requires:
+        src = program.source_of(path, name) if value else None
+        if src is not None and name in _FACT_PHRASES:
+            notes.append(_FACT_PHRASES[name].format(src))
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def finalize(results: list[FileResult], program: ProgramFacts,
              settings: Settings | None = None) -> tuple[list[Diagnostic], int]:
     """Keep the diagnostics whose facts hold and that no comment suppresses; sort them.
@@ -225,7 +242,7 @@ def finalize(results: list[FileResult], program: ProgramFacts,
             if r.suppressions.suppresses(d.code, d.line):
                 suppressed += 1
                 continue
-            kept.append(replace(d, requires=()))
+            kept.append(replace(d, message=d.message + _attribution(program, r.path, d.requires), requires=()))
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
             for d in unused_noqa(r, settings):
                 if r.suppressions.suppresses(d.code, d.line):
