@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import apis
-from ..context import find_arg
+from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
 
@@ -169,3 +169,428 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
                 short = api.replace(apis.XR + ".", "xr.").replace(apis.XM + ".", "xm.") + "()"
                 self.report(node, self.message.format(api=short, use=use), requires=[("spmd", True)])
                 return
+
+
+# ---- shared helpers: where does code touch the XLA device? ------------------------------
+
+# Calls that return an XLA device (torch_xla/torch_xla.py `device`, torch_xla/core/xla_model.py
+# `xla_device`, deprecated in 2.9 but still present).
+DEVICE_APIS = frozenset({"torch_xla.device", f"{apis.XM}.xla_device", f"{apis.XR}.xla_device"})
+# Calls that set the XLA RNG state on the default device (torch_xla/core/xla_model.py
+# `set_rng_state`; torch_xla/torch_xla.py `manual_seed` calls it).
+RNG_APIS = frozenset({f"{apis.XM}.set_rng_state", "torch_xla.manual_seed"})
+
+
+def function_key(ctx) -> cst.CSTNode:
+    """The innermost enclosing function definition of the node being visited, else the module."""
+    return next(ctx.enclosing(cst.FunctionDef), ctx.module)
+
+
+def is_xla_device(ctx, node: cst.BaseExpression | None, device_names: set[str] = frozenset()) -> bool:
+    """True for an expression that is an XLA device.
+
+    ``'xla'``/``'xla:N'`` literals, ``torch.device('xla')``, ``torch_xla.device()``,
+    ``xm.xla_device()``, and names in ``device_names`` (names the caller saw assigned one).
+    """
+    if node is None:
+        return False
+    value = literal_string(node)
+    if value is not None:
+        return value == "xla" or value.startswith("xla:")
+    if isinstance(node, cst.Call):
+        if ctx.is_call_to(node, DEVICE_APIS):
+            return True
+        if ctx.is_call_to(node, "torch.device"):
+            first = find_arg(node, "type", 0)
+            return first is not None and is_xla_device(ctx, first.value)
+        return False
+    return isinstance(node, cst.Name) and node.value in device_names
+
+
+class DeviceUse:
+    """Tracks, in source order, names bound to XLA devices and calls that put data on the device.
+
+    ``placement(node)`` answers for a call: ``x.to(dev)``, ``x.to(device=dev)``, any call
+    with ``device=dev`` (``torch.zeros(..., device=dev)``), ``xm.set_rng_state(...)`` and
+    ``torch_xla.manual_seed(...)``. Device names are kept per function (see :func:`function_key`).
+    """
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.names: dict[cst.CSTNode, set[str]] = {}
+
+    def device_names(self) -> set[str]:
+        key = function_key(self.ctx)
+        found = set(self.names.get(key, set()))
+        if key is not self.ctx.module:
+            found |= self.names.get(self.ctx.module, set())
+        return found
+
+    def on_assign(self, node: cst.Assign) -> None:
+        """Record ``dev = torch_xla.device()`` (and drop a name rebound to something else)."""
+        names = self.names.setdefault(function_key(self.ctx), set())
+        is_device = is_xla_device(self.ctx, node.value, self.device_names())
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                if is_device:
+                    names.add(target.target.value)
+                else:
+                    names.discard(target.target.value)
+
+    def placement(self, node: cst.Call) -> bool:
+        ctx = self.ctx
+        devices = self.device_names()
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
+            arg = find_arg(node, "device", 0)
+            if arg is not None and is_xla_device(ctx, arg.value, devices):
+                return True
+        kw = find_arg(node, "device")
+        if kw is not None and is_xla_device(ctx, kw.value, devices) and not ctx.is_call_to(node, "torch.device"):
+            return True
+        return ctx.is_call_to(node, RNG_APIS)
+
+
+RENDEZVOUS_APIS = {
+    f"{apis.XM}.rendezvous": "xm.rendezvous",
+    f"{apis.XM}.xla_rendezvous": "xm.xla_rendezvous",
+    f"{apis.XM}.mesh_reduce": "xm.mesh_reduce",
+    f"{apis.XM}.all_reduce": "xm.all_reduce",
+}
+
+
+class SpmdRendezvousNoop(Rule):
+    code = "XLA006"
+    name = "spmd-rendezvous-noop"
+    summary = "xm.rendezvous/mesh_reduce/all_reduce in SPMD synchronise one replica: the hosts are not synchronised."
+    message = ("`{api}` in an SPMD program works across device replicas, and an SPMD process is a single "
+               "replica: the hosts do not wait for each other; use a gloo process group "
+               "(`dist.init_process_group('gloo', init_method='xla://')`) and `dist.barrier()`")
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+In a program that enables SPMD, flags `xm.rendezvous(...)`, `xm.xla_rendezvous(...)`,
+`xm.mesh_reduce(...)` and `xm.all_reduce(...)`. Code under the `else` of
+`if xr.is_spmd():` (or under `if not xr.is_spmd():`) is not flagged.
+
+## Why is this bad
+These functions synchronise *device replicas*. In torch_xla 2.9.0
+(`torch_xla/core/xla_model.py`) `rendezvous` is "effectively an alias to
+`xla_rendezvous`", which exchanges the payload with an XLA `all_gather` over the
+replicas; `mesh_reduce` is a `rendezvous` plus a Python reduction, and `all_reduce`
+reduces over the replica groups. An SPMD process drives all of its devices through one
+virtual device, so the runtime has a single replica per process
+(`xr.world_size()` is 1): the collective has nobody to wait for, returns at once, and
+`mesh_reduce` "reduces" a list of one element. A "wait until every host has written its
+data" barrier lets every host run ahead; a metric averaged with `mesh_reduce` is the
+local value.
+
+## Example
+```python
+xr.use_spmd()
+save_shard(path)
+xm.rendezvous("shards_written")   # does not wait for the other hosts
+```
+
+## Use instead
+```python
+import torch.distributed as dist
+
+xr.use_spmd()
+dist.init_process_group("gloo", init_method="xla://")   # CPU group, one rank per host
+save_shard(path)
+dist.barrier()
+```
+Reduce host-side values with `dist.all_reduce` on CPU tensors of that group. Device
+tensors need no explicit collective in SPMD: the compiler inserts them from the sharding.
+
+## References
+- https://docs.pytorch.org/xla/master/perf/spmd_basic.html
+- torch_xla 2.9.0 `torch_xla/core/xla_model.py` (`rendezvous`, `xla_rendezvous`, `mesh_reduce`, `all_reduce`)
+- torch_xla 2.9.0 `torch_xla/_internal/rendezvous.py` (`xla://` init method)
+"""
+    valid = (
+        Valid("import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "dist.init_process_group('gloo', init_method='xla://')\ndist.barrier()\n"),
+        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\n"
+              "def _mp_fn(i):\n    xm.rendezvous('init')\ntorch_xla.launch(_mp_fn)\n"),
+        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "if not xr.is_spmd():\n    xm.rendezvous('x')\n"),
+        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "def rendezvous(tag):\n    pass\nrendezvous('x')\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+                "xm.rendezvous('ready')\nacc = xm.mesh_reduce('acc', acc, sum)\n", (4, 5)),
+        Invalid("from torch_xla.core import xla_model as xm\nimport torch_xla.runtime as xr\n"
+                "if xr.is_spmd():\n    xm.xla_rendezvous(b'')\n", (4,)),
+        Invalid("import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+                "torch_xla.core.xla_model.all_reduce('sum', [t])\n", (4,)),
+        Invalid("import torch_xla.core.xla_model as xm\nxm.rendezvous('x')\n",
+                (2,), files=(("main.py", "import torch_xla.runtime as xr\nimport example\nxr.use_spmd()\n"),)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qnames(node.func)
+        for api, short in RENDEZVOUS_APIS.items():
+            if api in names:
+                self.report(node, self.message.format(api=short), requires=[("spmd", True)])
+                return
+
+
+class SpmdMultiprocessLaunch(Rule):
+    code = "XLA007"
+    name = "spmd-multiprocess-launch"
+    summary = "torch_xla.launch/xmp.spawn in an SPMD program: SPMD runs one process per host."
+    message = ("`{api}` starts one process per device, but this program uses SPMD, which runs one "
+               "process per host; call `xr.use_spmd()` and the training function directly")
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+Flags `torch_xla.launch(...)` and `xmp.spawn(...)` in a program that enables SPMD,
+including one whose spawned function calls `xr.use_spmd()`. The diagnostic is on the
+launch call.
+
+## Why is this bad
+`torch_xla.launch` and `xmp.spawn` start one process per device (torch_xla 2.9.0
+`torch_xla/_internal/pjrt.py`, `run_multiprocess`: `tpu.num_local_processes()`
+processes, each owning some of the host's chips). SPMD is the other execution model:
+one process per host drives every device of the host through one virtual device.
+`torch_xla.launch` refuses it outright when SPMD is already on
+(`torch_xla/torch_xla.py`: `raise NotImplementedError('launch function does not
+support SPMD at this time')`); calling `use_spmd()` inside the spawned function instead
+makes each per-device process build a "global" mesh over devices it does not own, and
+the job fails at mesh creation or compiles for the wrong device count.
+
+## Example
+```python
+def _mp_fn(index):
+    xr.use_spmd()
+    train()
+
+torch_xla.launch(_mp_fn, args=())
+```
+
+## Use instead
+```python
+if __name__ == "__main__":
+    xr.use_spmd()
+    train()       # one process per host; on a pod, run it on every host
+```
+
+## References
+- https://docs.pytorch.org/xla/master/perf/spmd_basic.html
+- torch_xla 2.9.0 `torch_xla/torch_xla.py` (`launch`), `torch_xla/_internal/pjrt.py` (`run_multiprocess`)
+"""
+    valid = (
+        Valid("import torch_xla\nimport torch_xla.runtime as xr\n"
+              "def _mp_fn(i):\n    pass\ntorch_xla.launch(_mp_fn, args=())\n"),
+        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\ntrain()\n"),
+        Valid("import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "if not xr.is_spmd():\n    torch_xla.launch(fn)\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla\nimport torch_xla.runtime as xr\n"
+                "def _mp_fn(index):\n    xr.use_spmd()\n"
+                "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=())\n", (6,)),
+        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla.runtime as xr\n"
+                "xr.use_spmd()\nxmp.spawn(train, args=())\n", (4,)),
+        Invalid("from torch_xla.distributed import xla_multiprocessing as xmp\n"
+                "from trainer import _mp_fn\nxmp.spawn(_mp_fn)\n", (3,),
+                files=(("trainer.py", "import torch_xla.runtime as xr\ndef _mp_fn(i):\n    xr.use_spmd()\n"),)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qnames(node.func)
+        if apis.LAUNCH in names:
+            api = "torch_xla.launch"
+        elif apis.SPAWN in names:
+            api = "xmp.spawn"
+        else:
+            return
+        self.report(node, self.message.format(api=api), requires=[("spmd", True)])
+
+
+class SpmdWithReplicaCollectives(Rule):
+    code = "XLA008"
+    name = "spmd-with-replica-collectives"
+    summary = "DDP, the 'xla' process group, xm.optimizer_step or xm.reduce_gradients in an SPMD program."
+    message = "{what} in an SPMD program: {why}"
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+In a program that enables SPMD, flags `DistributedDataParallel(...)`,
+`dist.init_process_group("xla", ...)` (or `backend="xla"`), `xm.optimizer_step(...)`
+and `xm.reduce_gradients(...)`.
+
+## Why is this bad
+These are the tools of the multi-process, one-replica-per-device model. In SPMD the
+compiler inserts every collective the sharding needs (gradients of sharded or
+replicated parameters are reduced inside the compiled step), and there is one replica
+per process:
+
+- the `xla` process-group backend refuses SPMD: torch_xla 2.9.0
+  `torch_xla/distributed/xla_backend.py`, `_create_xla_process_group`:
+  `assert not xr.is_spmd(), "XLA backend is not supported with SPMD. Please use a CPU
+  process group instead."`;
+- `DistributedDataParallel` needs such a process group and would add a second,
+  replica-level gradient all-reduce on top of the compiler's;
+- `xm.reduce_gradients` (`torch_xla/core/xla_model.py`) reduces over
+  `runtime.world_size()` replicas, which is 1 in SPMD, so it does nothing, and
+  `xm.optimizer_step` is `reduce_gradients` followed by `optimizer.step()`: code that
+  relies on them for data parallelism silently trains each host on its own gradients
+  when the batch is not sharded on the mesh.
+
+## Example
+```python
+xr.use_spmd()
+dist.init_process_group("xla", init_method="xla://")
+model = DDP(model)
+...
+xm.optimizer_step(optimizer)
+```
+
+## Use instead
+```python
+xr.use_spmd()
+dist.init_process_group("gloo", init_method="xla://")   # only if hosts must talk on CPU
+xs.mark_sharding(batch, mesh, ("data", None))           # shard the batch on the mesh
+...
+optimizer.step()
+torch_xla.sync()
+```
+
+## References
+- https://docs.pytorch.org/xla/master/perf/spmd_basic.html
+- torch_xla 2.9.0 `torch_xla/distributed/xla_backend.py`, `torch_xla/core/xla_model.py` (`optimizer_step`, `reduce_gradients`)
+"""
+    valid = (
+        Valid("import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "dist.init_process_group('gloo', init_method='xla://')\noptimizer.step()\n"),
+        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\n"
+              "def _mp_fn(i):\n    xm.optimizer_step(opt)\ntorch_xla.launch(_mp_fn)\n"),
+        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "if xr.is_spmd():\n    opt.step()\nelse:\n    xm.optimizer_step(opt)\n"),
+    )
+    invalid = (
+        Invalid("import torch.distributed as dist\nimport torch_xla.runtime as xr\n"
+                "from torch.nn.parallel import DistributedDataParallel as DDP\nxr.use_spmd()\n"
+                "dist.init_process_group('xla', init_method='xla://')\nmodel = DDP(model)\n", (5, 6)),
+        Invalid("from torch_xla.core import xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+                "xm.reduce_gradients(opt)\nxm.optimizer_step(opt)\n", (4, 5)),
+        Invalid("import torch\nimport torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+                "torch.distributed.init_process_group(backend='xla')\n"
+                "torch.nn.parallel.DistributedDataParallel(m, gradient_as_bucket_view=True)\n", (5, 6)),
+    )
+
+    WHY = {
+        "ddp": "DDP needs an `xla` process group (refused in SPMD) and adds a replica all-reduce; "
+               "shard the batch on the mesh instead",
+        "pg": "the `xla` backend asserts `not xr.is_spmd()`; use `'gloo'` with `init_method='xla://'` "
+              "for host-side communication",
+        "step": "it reduces over `xr.world_size()` replicas, which is 1 in SPMD; "
+                "call `optimizer.step()` and let the sharding drive the collectives",
+    }
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qnames(node.func)
+        if not names:
+            return
+        if "torch.nn.parallel.DistributedDataParallel" in names:
+            what, why = "`DistributedDataParallel`", "ddp"
+        elif apis.INIT_PROCESS_GROUP in names:
+            backend = find_arg(node, "backend", 0)
+            if backend is None or literal_string(backend.value) != "xla":
+                return
+            what, why = "`init_process_group('xla')`", "pg"
+        elif f"{apis.XM}.optimizer_step" in names:
+            what, why = "`xm.optimizer_step`", "step"
+        elif f"{apis.XM}.reduce_gradients" in names:
+            what, why = "`xm.reduce_gradients`", "step"
+        else:
+            return
+        self.report(node, self.message.format(what=what, why=self.WHY[why]), requires=[("spmd", True)])
+
+
+class UseSpmdAfterXlaTensors(Rule):
+    code = "XLA012"
+    name = "use-spmd-after-xla-tensors"
+    summary = "use_spmd() called after tensors or modules were already placed on the XLA device."
+    message = ("`use_spmd()` after the XLA device was already used (`{line}`): every existing XLA "
+               "tensor is replicated onto the SPMD device; call `use_spmd()` first")
+    severity = Severity.WARNING
+    explanation = """\
+## What it does
+Flags `xr.use_spmd()` when, earlier in the same function or module body, a tensor or
+module was placed on the XLA device: `.to('xla')`, `.to(torch_xla.device())`,
+`.to(dev)` with `dev = xm.xla_device()`, a factory call with `device=dev`,
+`xm.set_rng_state(...)` or `torch_xla.manual_seed(...)`. Pure queries such as
+`xr.global_runtime_device_count()` are not flagged.
+
+## Why is this bad
+The first XLA device use locks the SPMD configuration (torch_xla 2.9.0
+`torch_xla/csrc/device.cpp`, `UseVirtualDevice` sets `spmd_config_is_locked`). When
+`use_spmd()` finds it locked (`torch_xla/runtime.py`, `use_spmd`), it warns
+"Replicating tensors already initialized on non-virtual XLA device for SPMD to force
+SPMD mode" and calls `_xla_force_spmd_device()`: every live tensor is copied to every
+device, then `xm.wait_device_ops()` waits for the copies. For a model that is
+already on the device this is a full replicated copy of its weights per device (it
+can run out of memory before sharding gets a chance) and a slow start; code that
+kept device-specific state (RNG seeds, device objects) sees it changed underneath.
+
+## Example
+```python
+model = Model().to("xla")
+xr.use_spmd()
+```
+
+## Use instead
+```python
+xr.use_spmd()            # first, before any tensor reaches the device
+model = Model().to("xla")
+```
+
+## References
+- https://docs.pytorch.org/xla/master/perf/spmd_basic.html
+- torch_xla 2.9.0 `torch_xla/runtime.py` (`use_spmd`), `torch_xla/csrc/device.cpp` (`UseVirtualDevice`)
+"""
+    valid = (
+        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\nmodel = Model().to('xla')\n"),
+        Valid("import torch_xla.runtime as xr\nn = xr.global_runtime_device_count()\nxr.use_spmd()\n"),
+        Valid("import torch_xla\nimport torch_xla.runtime as xr\n"
+              "def helper():\n    return torch.zeros(2).to('xla')\nxr.use_spmd()\n"),
+        Valid("import torch\nimport torch_xla.runtime as xr\nx = torch.zeros(2).to('cpu')\nxr.use_spmd()\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla\nimport torch_xla.runtime as xr\n"
+                "model = Model().to(torch_xla.device())\nxr.use_spmd()\n", (4,)),
+        Invalid("from torch_xla.core import xla_model as xm\nfrom torch_xla import runtime as xr\n"
+                "def main():\n    dev = xm.xla_device()\n    x = torch.ones(4, device=dev)\n    xr.use_spmd()\n",
+                (6,)),
+        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\nxm.set_rng_state(0)\n"
+                "torch_xla.runtime.use_spmd()\n", (4,)),
+        Invalid("import torch\nimport torch_xla.runtime as xr\nw = torch.randn(4).to(device='xla:0')\n"
+                "xr.use_spmd()\n", (4,)),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.devices = DeviceUse(ctx)
+        self.first_use: dict[cst.CSTNode, cst.Call] = {}
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        self.devices.on_assign(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        key = function_key(self.ctx)
+        if self.ctx.is_call_to(node, apis.USE_SPMD):
+            first = self.first_use.get(key)
+            if first is not None:
+                self.report(node, self.message.format(line=self._line(first)))
+            return
+        if key not in self.first_use and self.devices.placement(node):
+            self.first_use[key] = node
+
+    def _line(self, node: cst.CSTNode) -> str:
+        """The first placement's source, shortened (positions are resolved only after the pass)."""
+        text = " ".join(self.ctx.module.code_for_node(node).split())
+        return text if len(text) <= 60 else text[:57] + "..."
