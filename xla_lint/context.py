@@ -174,6 +174,8 @@ class FactsCollector:
             f.enables_spmd = True
         if not names.isdisjoint(apis.SHARDING_APIS):
             f.shards = True
+        if apis.SET_GLOBAL_MESH in names:
+            f.sets_global_mesh = True
         if not names.isdisjoint(apis.LAUNCH_APIS):
             f.multiprocess = True
         if apis.INIT_PROCESS_GROUP in names:

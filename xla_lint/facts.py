@@ -5,6 +5,9 @@ file together with every linted file it imports, transitively. A file takes the 
 every program it belongs to: an entry script that calls ``use_spmd()`` enables SPMD for
 the modules it imports, and a module that shards makes its importers shard.
 
+``global_mesh`` is true when some program containing the file calls ``xs.set_global_mesh``
+(rule XLA009 needs it false before flagging FSDPv2 built without ``mesh=``).
+
 The facts are "may" facts: ``spmd`` is true when some program containing the file enables
 SPMD. A finding that needs ``("spmd", False)`` is therefore only reported when no program
 containing the file can be in SPMD mode.
@@ -16,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FACT_NAMES = ("spmd", "shards", "multiprocess")
+FACT_NAMES = ("spmd", "shards", "multiprocess", "global_mesh")
 
 
 @dataclass
@@ -34,6 +37,7 @@ class FileFacts:
     shards: bool = False
     multiprocess: bool = False
     imports_torch_xla: bool = False
+    sets_global_mesh: bool = False  # calls xs.set_global_mesh (fact "global_mesh")
     group: str | None = None
 
     def to_json(self) -> dict:
@@ -44,6 +48,7 @@ class FileFacts:
             "shards": self.shards,
             "multiprocess": self.multiprocess,
             "imports_torch_xla": self.imports_torch_xla,
+            "sets_global_mesh": self.sets_global_mesh,
             "group": self.group,
         }
 
@@ -56,6 +61,7 @@ class FileFacts:
             shards=bool(data["shards"]),
             multiprocess=bool(data["multiprocess"]),
             imports_torch_xla=bool(data["imports_torch_xla"]),
+            sets_global_mesh=bool(data.get("sets_global_mesh", False)),
             group=data.get("group"),
         )
 
@@ -103,7 +109,10 @@ class ProgramFacts:
 
 
 def _own(f: FileFacts) -> dict[str, bool]:
-    return {"spmd": f.enables_spmd, "shards": f.shards, "multiprocess": f.multiprocess}
+    own = {"spmd": f.enables_spmd, "shards": f.shards, "multiprocess": f.multiprocess}
+    if f.sets_global_mesh:  # absent means false (ProgramFacts.holds reads missing facts as False)
+        own["global_mesh"] = True
+    return own
 
 
 def _import_names(path: str, f: FileFacts) -> list[str]:
@@ -167,7 +176,7 @@ def compute_program_facts(files: dict[str, FileFacts]) -> ProgramFacts:
         for m in seen:
             mine, why = per_file[m], because[m]
             for k, src in sources.items():
-                if not mine[k]:
+                if not mine.get(k, False):
                     mine[k] = True
                     why[k] = src
     return ProgramFacts(per_file, because)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from .. import apis
+from ..context import find_arg, literal_string
 from ..diagnostics import Severity
+from ..names import LOCAL, Scope
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 
 HYBRID_MESH_KEYWORDS = ("ici_mesh_shape", "dcn_mesh_shape", "axis_names")
@@ -102,3 +106,397 @@ The fix names the positional arguments in order `ici_mesh_shape`, `dcn_mesh_shap
             new_args.append(arg)
         return PendingFix("name the arguments " + ", ".join(names),
                           [Replacement(node, node.with_changes(args=new_args))])
+
+
+# ---- literal meshes: what a `Mesh(...)` call says about itself -------------------------------
+
+@dataclass(frozen=True)
+class LiteralMesh:
+    """What the literal arguments of one ``Mesh(device_ids, mesh_shape, axis_names)`` call say.
+
+    ``shape``: the mesh shape when every dimension is an int literal, else None.
+    ``axis_names``: the axis names when ``axis_names`` is a tuple/list of string literals,
+    ``()`` when it is not given (``Mesh.axis_names`` is then None), else None (unknown).
+    ``device_count``: N for ``np.arange(N)``, ``range(N)``, ``np.array(range(N))``,
+    ``list(range(N))`` with an int literal N, else None.
+    """
+
+    call: cst.Call
+    shape: tuple[int, ...] | None
+    axis_names: tuple[str, ...] | None
+    shape_length: int | None
+    names_length: int | None
+    device_count: int | None
+    names_given: bool
+
+
+def literal_elements(node: cst.BaseExpression | None) -> list[cst.BaseExpression] | None:
+    """Elements of a tuple or list display without starred items, else None."""
+    if isinstance(node, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in node.elements):
+        return [e.value for e in node.elements]
+    return None
+
+
+def literal_int(node: cst.BaseExpression | None) -> int | None:
+    """The value of an int literal, else None."""
+    if isinstance(node, cst.Integer):
+        try:
+            return int(node.evaluated_value)
+        except (TypeError, ValueError):  # pragma: no cover
+            return None
+    return None
+
+
+def _literal_device_count(ctx, node: cst.BaseExpression | None) -> int | None:
+    if not isinstance(node, cst.Call):
+        return None
+    names = ctx.qnames(node.func)
+    if names & {"numpy.arange", "builtins.range"}:
+        args = [a for a in node.args if a.keyword is None]
+        if len(args) != 1 or len(node.args) != 1:
+            return None
+        return literal_int(args[0].value)
+    if names & {"numpy.array", "numpy.asarray", "builtins.list", "builtins.tuple"} and len(node.args) == 1:
+        return _literal_device_count(ctx, node.args[0].value)
+    return None
+
+
+def literal_mesh(ctx, call: cst.BaseExpression | None) -> LiteralMesh | None:
+    """What a ``Mesh(...)`` call (torch_xla's, any alias) states literally; None for anything else."""
+    if not isinstance(call, cst.Call) or not ctx.is_call_to(call, apis.MESH):
+        return None
+    if any(a.star for a in call.args):
+        return None
+    ids = find_arg(call, "device_ids", 0)
+    shape_arg = find_arg(call, "mesh_shape", 1)
+    names_arg = find_arg(call, "axis_names", 2)
+    shape_elems = literal_elements(shape_arg.value) if shape_arg is not None else None
+    shape = None
+    if shape_elems is not None:
+        ints = [literal_int(e) for e in shape_elems]
+        shape = tuple(ints) if all(i is not None for i in ints) else None
+    names = None
+    names_length = None
+    if names_arg is None:
+        names = ()
+    else:
+        elems = literal_elements(names_arg.value)
+        if elems is not None:
+            names_length = len(elems)
+            strings = [literal_string(e) for e in elems]
+            names = tuple(strings) if all(s is not None for s in strings) else None
+    return LiteralMesh(call, shape, names, len(shape_elems) if shape_elems is not None else None,
+                       names_length, _literal_device_count(ctx, ids.value) if ids is not None else None,
+                       names_arg is not None)
+
+
+class _Assignments(cst.CSTVisitor):
+    """Counts the bindings of one name in one scope body (nested functions/classes skipped)."""
+
+    def __init__(self, name: str, root: cst.CSTNode) -> None:
+        super().__init__()
+        self.name = name
+        self.root = root
+        self.values: list[cst.BaseExpression] = []
+        self.other = 0
+
+    def _binds(self, target: cst.CSTNode | None) -> bool:
+        if isinstance(target, cst.Name):
+            return target.value == self.name
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return any(self._binds(e.value) for e in target.elements)
+        if isinstance(target, cst.StarredElement):
+            return self._binds(target.value)
+        return False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node is not self.root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.name.value == self.name:
+                self.other += 1
+            return False
+        if isinstance(node, cst.Assign):
+            for t in node.targets:
+                if isinstance(t.target, cst.Name) and t.target.value == self.name:
+                    self.values.append(node.value)
+                elif self._binds(t.target):
+                    self.other += 1
+        elif isinstance(node, cst.AnnAssign) and self._binds(node.target):
+            if node.value is not None:
+                self.values.append(node.value)
+            else:
+                self.other += 1
+        elif isinstance(node, (cst.AugAssign, cst.For, cst.CompFor)) and self._binds(node.target):
+            self.other += 1
+        elif isinstance(node, cst.NamedExpr) and self._binds(node.target):
+            self.other += 1
+        elif isinstance(node, cst.AsName) and self._binds(node.name):
+            self.other += 1
+        elif isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == self.name for n in node.names):
+            self.other += 1
+        return True
+
+
+def assigned_once(ctx, name: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The value a bare name was assigned, when its module or function binds it exactly once
+    (``mesh = xs.Mesh(...)``) and nowhere else (no parameter, import, loop, ``global``); else None."""
+    if not isinstance(name, cst.Name):
+        return None
+    scope: Scope | None = ctx.scope
+    start = scope
+    while scope is not None:
+        if scope.kind == "class" and scope is not start:
+            scope = scope.parent
+            continue
+        if name.value in scope.bindings:
+            break
+        scope = scope.parent
+    if scope is None or scope.bindings.get(name.value) != {LOCAL} or scope.kind == "class":
+        return None
+    if name.value in scope.globals or name.value in scope.nonlocals:
+        return None
+    node = next((n for n, s in ctx.scopes.items() if s is scope), None)
+    if node is None:
+        return None
+    if isinstance(node, cst.FunctionDef):
+        params = node.params
+        every = (*params.posonly_params, *params.params, *params.kwonly_params,
+                 *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)))
+        if any(p.name.value == name.value for p in every):
+            return None
+    counter = _Assignments(name.value, node)
+    node.visit(counter)
+    if len(counter.values) == 1 and counter.other == 0:
+        return counter.values[0]
+    return None
+
+
+def mesh_of(ctx, node: cst.BaseExpression | None) -> LiteralMesh | None:
+    """The literal mesh an argument stands for: a ``Mesh(...)`` call, or a name assigned once from one."""
+    if node is None:
+        return None
+    if isinstance(node, cst.Call):
+        return literal_mesh(ctx, node)
+    return literal_mesh(ctx, assigned_once(ctx, node))
+
+
+# Calls taking a partition spec: qualified name -> (keyword, position) of the spec and of the mesh.
+SPEC_APIS: dict[str, tuple[tuple[str, int | None], tuple[str, int | None]]] = {
+    apis.MARK_SHARDING: (("partition_spec", 2), ("mesh", 1)),
+    apis.MARK_SHARDING_WITH_GRADIENTS: (("partition_spec", 2), ("mesh", 1)),
+    apis.SHARDING_SPEC: (("partition_spec", 1), ("mesh", 0)),
+    f"{apis.XS}.enable_manual_sharding": (("partition_spec", 1), ("mesh", None)),
+    f"{apis.XS}.disable_manual_sharding": (("partition_spec", 1), ("mesh", None)),
+}
+
+
+def spec_call(ctx, node: cst.Call) -> tuple[cst.Arg | None, cst.Arg | None] | None:
+    """For a call taking a partition spec: its (spec, mesh) arguments; None for other calls."""
+    names = ctx.qnames(node.func)
+    if not names:
+        return None
+    for api, ((spec_kw, spec_pos), (mesh_kw, mesh_pos)) in SPEC_APIS.items():
+        if api in names:
+            return find_arg(node, spec_kw, spec_pos), find_arg(node, mesh_kw, mesh_pos)
+    return None
+
+
+class MeshShapeMismatch(Rule):
+    code = "XLA011"
+    name = "mesh-shape-mismatch"
+    summary = "A Mesh whose literal shape, axis names, device count or partition specs do not agree."
+    message = "{detail}"
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+Checks the literal arguments of torch_xla's `Mesh(device_ids, mesh_shape, axis_names)`
+and of the partition specs used with it. It flags:
+
+- a literal `mesh_shape` and `axis_names` of different lengths;
+- a literal `mesh_shape` whose product differs from a literal device count
+  (`np.arange(8)`, `range(8)`, `np.array(range(8))`);
+- a partition spec (`mark_sharding(t, mesh, spec)`, `mark_sharding_with_gradients`,
+  `ShardingSpec(mesh, spec)`) that names an axis the mesh does not have, or indexes a
+  mesh dimension past the end, where `mesh` is a `Mesh(...)` call or a name its module
+  or function assigns exactly once from one.
+
+Meshes built from variables, a project's own `Mesh` class and specs held in variables
+are not checked.
+
+## Why is this bad
+`Mesh.__init__` (torch_xla 2.9.0 `torch_xla/distributed/spmd/xla_sharding.py`) asserts
+`len(mesh_shape) == len(axis_names)` ("Number of axis names ... must match mesh
+dimensions") and `len(device_ids) == np.prod(mesh_shape)` ("Number of device IDs ...
+must match mesh size"), and `_translate_named_partition_spec` raises
+`ValueError: Axis name ... is not defined in the given mesh` for an unknown name. These
+fail at run time, usually after minutes of start-up on a pod; a literal mismatch can be
+seen before.
+
+## Example
+```python
+mesh = xs.Mesh(np.arange(8), (4, 2), ("data",))
+xs.mark_sharding(t, mesh, ("data", "model"))
+```
+
+## Use instead
+```python
+mesh = xs.Mesh(np.arange(8), (4, 2), ("data", "model"))
+xs.mark_sharding(t, mesh, ("data", "model"))
+```
+Prefer `n = xr.global_runtime_device_count()` and a shape computed from `n` to literal
+device counts: the mesh must span every device of the job.
+
+## References
+- https://docs.pytorch.org/xla/master/perf/spmd_basic.html#mesh
+- torch_xla 2.9.0 `torch_xla/distributed/spmd/xla_sharding.py` (`Mesh.__init__`, `_translate_named_partition_spec`)
+"""
+    valid = (
+        Valid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+              "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
+              "xs.mark_sharding(t, mesh, ('data', 'model'))\nxs.mark_sharding(t, mesh, (('data', 'model'), None))\n"),
+        Valid("import torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(ids, (n, 1), ('data', 'model'))\n"
+              "spec = ('fsdp', None)\nxs.mark_sharding(t, mesh, spec)\n"),
+        Valid("from mylib import Mesh\nimport torch_xla\nmesh = Mesh(range(8), (4,), ('a', 'b'))\n"),
+        Valid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+              "mesh = xs.Mesh(np.arange(8), (8,), ('data',))\nif big:\n    mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
+              "xs.mark_sharding(t, mesh, ('data', 'model'))\n"),
+        Valid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+              "mesh = xs.Mesh(np.arange(8), (8,), ('data',))\n"
+              "def shard(t, mesh):\n    xs.mark_sharding(t, mesh, ('model',))\n"),
+    )
+    invalid = (
+        Invalid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+                "mesh = xs.Mesh(np.arange(8), (4, 2), ('data',))\n", (3,)),
+        Invalid("import numpy as np\nfrom torch_xla.distributed.spmd import Mesh\n"
+                "mesh = Mesh(np.arange(8), (2, 2), ('data', 'model'))\n", (3,)),
+        Invalid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+                "mesh = xs.Mesh(np.array(range(4)), (4, 1), ('fsdp', 'model'))\n"
+                "def shard(t):\n    xs.mark_sharding(t, mesh, ('data', None))\n"
+                "    xs.mark_sharding(t, mesh, ('fsdp', 2))\n", (5, 6)),
+        Invalid("import torch_xla\nmesh = torch_xla.distributed.spmd.xla_sharding.Mesh(range(8), (8,), ('x',))\n"
+                "spec = torch_xla.distributed.spmd.ShardingSpec(mesh, ('y',))\n", (3,)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        mesh = literal_mesh(self.ctx, node)
+        if mesh is not None:
+            self._check_mesh(node, mesh)
+            return
+        found = spec_call(self.ctx, node)
+        if found is None:
+            return
+        spec, mesh_arg = found
+        if spec is None or mesh_arg is None:
+            return
+        mesh = mesh_of(self.ctx, mesh_arg.value)
+        if mesh is None or mesh.axis_names is None:
+            return
+        elements = literal_elements(spec.value)
+        if elements is None:
+            return
+        flat: list[cst.BaseExpression] = []
+        for e in elements:
+            inner = literal_elements(e) if isinstance(e, cst.Tuple) else None
+            flat.extend(inner if inner is not None else [e])
+        for e in flat:
+            axis = literal_string(e)
+            if axis is not None and axis not in mesh.axis_names:
+                have = ", ".join(repr(a) for a in mesh.axis_names) or "no axis names"
+                self.report(node, self.message.format(
+                    detail=f"partition spec names axis {axis!r}, but the mesh has {have}: "
+                           "`ValueError: Axis name ... is not defined in the given mesh`"))
+                return
+            index = literal_int(e)
+            if index is not None and mesh.shape_length is not None and index >= mesh.shape_length:
+                self.report(node, self.message.format(
+                    detail=f"partition spec indexes mesh dimension {index}, but the mesh has "
+                           f"{mesh.shape_length} dimension(s)"))
+                return
+
+    def _check_mesh(self, node: cst.Call, mesh: LiteralMesh) -> None:
+        if mesh.shape_length is not None and mesh.names_length is not None and mesh.shape_length != mesh.names_length:
+            self.report(node, self.message.format(
+                detail=f"`Mesh` has {mesh.shape_length} dimension(s) but {mesh.names_length} axis name(s); "
+                       "`Mesh.__init__` asserts they match"))
+            return
+        if mesh.shape is not None and mesh.device_count is not None:
+            size = 1
+            for d in mesh.shape:
+                size *= d
+            if size != mesh.device_count:
+                self.report(node, self.message.format(
+                    detail=f"`Mesh` shape {mesh.shape} holds {size} device(s) but {mesh.device_count} device "
+                           "id(s) are given; `Mesh.__init__` asserts they match"))
+
+
+class PartitionSpecNotTuple(Rule):
+    code = "XLA014"
+    name = "partition-spec-not-tuple"
+    summary = "A partition spec written as a string, ('data'), where the tuple ('data',) was meant."
+    message = "partition spec {text} is a string, not a tuple: write `({value},)`"
+    severity = Severity.ERROR
+    fixable = True
+    explanation = """\
+## What it does
+Flags a string literal given as a partition spec: `xs.mark_sharding(t, mesh, ("data"))`,
+`mark_sharding_with_gradients`, `xs.ShardingSpec(mesh, ("data"))` (also inside
+`MpDeviceLoader(..., input_sharding=...)`), `enable_manual_sharding` and
+`disable_manual_sharding`. Parentheses around a single value do not make a tuple:
+`("data")` is the string `"data"`.
+
+## Why is this bad
+A partition spec is a tuple with one entry per tensor dimension. torch_xla 2.9.0
+(`torch_xla/distributed/spmd/xla_sharding.py`, `_translate_named_partition_spec`)
+iterates it, so a string is read character by character: `"data"` becomes the spec
+`("d", "a", "t", "a")` and fails with `ValueError: Axis name d is not defined in the
+given mesh`, or, for a one-letter axis name, works only by accident for 1-D tensors.
+
+## Example
+```python
+xs.mark_sharding(bias, mesh, ("data"))
+```
+
+## Use instead
+```python
+xs.mark_sharding(bias, mesh, ("data",))
+```
+The fix adds the trailing comma. Specs held in variables and nested tuples such as
+`(("data", "model"),)` are not flagged.
+
+## References
+- https://docs.python.org/3/library/stdtypes.html#tuple
+- torch_xla 2.9.0 `torch_xla/distributed/spmd/xla_sharding.py` (`mark_sharding`, `ShardingSpec`)
+"""
+    valid = (
+        Valid("import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, ('data',))\n"),
+        Valid("import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, (('data', 'model'),))\n"),
+        Valid("import torch_xla.distributed.spmd as xs\nspec = 'data'\nxs.mark_sharding(t, mesh, spec)\n"),
+        Valid("from mylib import mark_sharding\nimport torch_xla\nmark_sharding(t, mesh, ('data'))\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, ('data'))\n", (2,),
+                fixed="import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, ('data',))\n"),
+        Invalid("from torch_xla.distributed.spmd import ShardingSpec\nimport torch_xla.distributed.parallel_loader as pl\n"
+                "loader = pl.MpDeviceLoader(loader, dev, input_sharding=ShardingSpec(mesh, \"data\"))\n", (3,),
+                fixed="from torch_xla.distributed.spmd import ShardingSpec\n"
+                      "import torch_xla.distributed.parallel_loader as pl\n"
+                      "loader = pl.MpDeviceLoader(loader, dev, input_sharding=ShardingSpec(mesh, (\"data\",)))\n"),
+        Invalid("import torch_xla\n"
+                "torch_xla.distributed.spmd.xla_sharding.mark_sharding(t, mesh, partition_spec=('fsdp'))\n", (2,),
+                fixed="import torch_xla\n"
+                      "torch_xla.distributed.spmd.xla_sharding.mark_sharding(t, mesh, partition_spec=('fsdp',))\n"),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = spec_call(self.ctx, node)
+        if found is None or found[0] is None:
+            return
+        value = found[0].value
+        if isinstance(value, cst.SimpleString) and literal_string(value) is not None:
+            text = self.ctx.module.code_for_node(value)
+            # The node's position excludes its own parentheses: `('data')` only needs the comma.
+            new = f"{value.value}," if value.lpar else f"({value.value},)"
+            fix = PendingFix(f"make the spec the tuple `({value.value},)`", [Replacement(value, new)])
+            self.report(value, self.message.format(text=f"`{text}`", value=value.value), fix=fix)
+        elif isinstance(value, (cst.ConcatenatedString, cst.FormattedString)):
+            text = " ".join(self.ctx.module.code_for_node(value).split())
+            self.report(value, self.message.format(text=f"`{text}`", value="..."))
