@@ -8,21 +8,27 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from . import __version__
 from .config import ConfigError, Settings, build_settings
-from .discovery import DiscoveryError, Target, discover
-from .engine import default_jobs, finalize, lint_file, run
+from .discovery import DOC_SUFFIXES, DiscoveryError, Target, discover
+from .engine import FileResult, default_jobs, finalize, lint_file, program_facts, run, syntax_error
 from .fixes import WriteError, fix_loop, write_atomic
-from .reporters import Report, reporters
+from .reporters import Report, reporters, rule_to_json
+from .reporters import statistics as statistics_report
+from .reporters.explain import render_rule
 from .rules import all_rules, rule_by_code
 from .source import SourceError, decode_with_encoding
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+FORMATS = ["text", "concise", "full", "json", "sarif", "github"]
 
 
 class DefaultGroup(click.Group):
@@ -55,10 +61,19 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the configured set).")
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable in addition.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
-@click.option("--output-format", type=click.Choice(sorted(reporters())), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="text (= concise), concise, full (source line, caret, fix diff), json, sarif (SARIF 2.1.0), "
+                   "github (GitHub Actions annotations).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics are found.")
-@click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source).")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
+@click.option("--show-fixes", is_flag=True, help="List the fixes --fix would apply (or, with --fix, applied).")
+@click.option("--statistics", is_flag=True, help="Print how many diagnostics of each code, most frequent first.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the diagnostics: no summary line.")
+@click.option("--verbose", "-v", is_flag=True, help="Report files read, skipped and timing on standard error.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Color the output; auto: when standard output is a terminal and NO_COLOR is not set.")
+@click.option("--stdin-filename", help="With PATH `-`: the file name to report (and match per-file-ignores) for standard input.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="pyproject.toml to read instead of the nearest one.")
 @click.option("--isolated", is_flag=True, help="Ignore configuration files.")
 @click.option("--target-version", help="torch_xla version to lint for, e.g. 2.9 (default from config, else 2.9).")
@@ -67,43 +82,162 @@ def main() -> None:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: number of cores).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=str, default=None, help="Where to keep the result cache.")
-def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, diff, config_file,
-          isolated, target_version, docs, exclude, jobs, no_cache, cache_dir) -> None:
-    """Lint PATHs (files or folders; default: the current folder)."""
+def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, diff, show_fixes, statistics,
+          quiet, verbose, color, stdin_filename, config_file, isolated, target_version, docs, exclude, jobs,
+          no_cache, cache_dir) -> None:
+    """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
+    options = Output(output_format, use_color(color), quiet, show_fixes, statistics)
+    if "-" in paths and len(paths) > 1:
+        _fail("`-` (standard input) cannot be combined with other paths")
+    if stdin_filename and "-" not in paths:
+        _fail("--stdin-filename needs the path `-` (standard input)")
     try:
         settings = build_settings(
             cwd=Path.cwd(), config_file=config_file, select=_split_codes(select),
             extend_select=_split_codes(extend_select), ignore=_split_codes(ignore),
             exclude=list(exclude), target_version=target_version, docs=docs,
             cache_dir=cache_dir, isolated=isolated)
+        if paths == ("-",):
+            _check_stdin(settings, stdin_filename or "-", options, fix=fix, diff=diff, exit_zero=exit_zero)
         targets = discover(list(paths) or ["."], settings)
     except (ConfigError, DiscoveryError) as exc:
         _fail(str(exc))
+    started = time.perf_counter()
     result = run(targets, settings, jobs or default_jobs())
+    if verbose:
+        _log_run(result, time.perf_counter() - started)
     diagnostics = result.diagnostics
-    fixed = 0
+    fixed, applied = 0, None
     if fix or diff:
-        diagnostics, fixed, write_failed = _fix(targets, settings, result, write=not diff)
+        diagnostics, fixed, write_failed, applied = _fix(targets, settings, result, write=not diff)
         if diff:
             sys.exit(EXIT_FOUND if fixed else EXIT_CLEAN)
         if write_failed and not exit_zero:
-            _emit(output_format, diagnostics, len(targets), fixed)
+            _emit(options, diagnostics, len(targets), fixed, applied)
             sys.exit(EXIT_FOUND)
-    _emit(output_format, diagnostics, len(targets), fixed)
+    _emit(options, diagnostics, len(targets), fixed, applied)
     sys.exit(EXIT_CLEAN if exit_zero or not diagnostics else EXIT_FOUND)
 
 
-def _emit(output_format: str, diagnostics, files: int, fixed: int) -> None:
-    text = reporters()[output_format](Report(diagnostics, files=files, fixed=fixed))
-    click.echo(text, nl=False)
+@dataclass(frozen=True)
+class Output:
+    """How to show a run: format name, colors on, --quiet, --show-fixes, --statistics."""
+
+    format: str
+    color: bool
+    quiet: bool = False
+    show_fixes: bool = False
+    statistics: bool = False
+
+
+def use_color(choice: str, stream=None) -> bool:
+    """``--color``: ``always``/``never``; ``auto`` is on when ``stream`` (stdout) is a terminal
+    and ``NO_COLOR`` is unset or empty (https://no-color.org)."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    stream = stream or sys.stdout
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _report(options: Output, diagnostics, files: int, fixed: int, applied=None,
+            sources: dict[str, str] | None = None) -> str:
+    report = Report(diagnostics, files=files, fixed=fixed, color=options.color, quiet=options.quiet,
+                    show_fixes=options.show_fixes, applied=applied)
+    if options.statistics:
+        return statistics_report.render(report, as_json=options.format == "json")
+    if options.format == "full":
+        report.sources = sources if sources is not None else _read_sources(diagnostics)
+    return reporters()[options.format](report)
+
+
+def _emit(options: Output, diagnostics, files: int, fixed: int, applied=None) -> None:
+    click.echo(_report(options, diagnostics, files, fixed, applied), nl=False, color=options.color)
+
+
+def _read_sources(diagnostics) -> dict[str, str]:
+    """The text of each file with a diagnostic (files that cannot be read are left out)."""
+    sources = {}
+    for path in sorted({d.path for d in diagnostics}):
+        try:
+            with open(path, "rb") as handle:
+                sources[path] = decode_with_encoding(handle.read())[0]
+        except (OSError, SourceError):
+            continue
+    return sources
+
+
+def _log_run(result, seconds: float) -> None:
+    """``--verbose``: each file read or skipped, then the count and time, on standard error."""
+    parsed = skipped = 0
+    for r in result.files:
+        if r.skipped_reason:
+            skipped += 1
+            click.echo(f"xla-lint: skipped {r.path} ({r.skipped_reason})", err=True)
+        elif r.parsed:
+            parsed += 1
+            click.echo(f"xla-lint: linted {r.path}", err=True)
+        else:
+            click.echo(f"xla-lint: could not parse {r.path}", err=True)
+    click.echo(f"xla-lint: {len(result.files)} files read ({parsed} linted, {skipped} skipped: no torch_xla) "
+               f"in {seconds:.3f}s; {result.suppressed} diagnostics suppressed", err=True)
+
+
+def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, diff: bool, exit_zero: bool) -> None:
+    """Lint standard input as file ``name``; with ``fix`` print the fixed source on standard
+    output (the report then goes to standard error), with ``diff`` a unified diff. Exits."""
+    data = sys.stdin.buffer.read()
+    kind = "doc" if name.lower().endswith(DOC_SUFFIXES) else "python"
+    target = Target(name, kind)
+    try:
+        text, encoding = decode_with_encoding(data)
+    except SourceError as exc:
+        text, encoding = None, "utf-8"
+        result = FileResult(name, [syntax_error(name, exc.message, exc.line, exc.column)])
+    else:
+        result = lint_file(target, settings, text=text)
+    program = program_facts([result])
+    diagnostics = finalize([result], program, settings)[0]
+    fixed, applied = 0, None
+    if (fix or diff) and text is not None and kind == "python":
+        def relint(version: str) -> list:
+            return finalize([lint_file(target, settings, text=version)], program, settings)[0]
+
+        outcome = fix_loop(name, text, relint)
+        fixed = outcome.applied
+        applied = [d for d in diagnostics if d.fix is not None and d.fix.safe] if fixed else []
+        if diff:
+            click.echo("".join(difflib.unified_diff(text.splitlines(keepends=True),
+                                                    outcome.fixed.splitlines(keepends=True),
+                                                    fromfile=f"a/{name}", tofile=f"b/{name}")), nl=False)
+            sys.exit(EXIT_FOUND if fixed else EXIT_CLEAN)
+        diagnostics = relint(outcome.fixed)
+        text = outcome.fixed
+    elif diff:
+        sys.exit(EXIT_CLEAN)
+    sources = {name: text} if text is not None else {}
+    out = _report(options, diagnostics, 1, fixed, applied, sources)
+    if fix:
+        sys.stdout.buffer.write(text.encode(encoding) if text is not None else data)
+        sys.stdout.flush()
+        click.echo(out, nl=False, err=True, color=options.color)
+    else:
+        click.echo(out, nl=False, color=options.color)
+    sys.exit(EXIT_CLEAN if exit_zero or not diagnostics else EXIT_FOUND)
 
 
 def _fix(targets: list[Target], settings: Settings, result, write: bool):
-    """Fix every file with a safe fix; return the diagnostics left, the fixes applied and whether a write failed."""
+    """Fix every file with a safe fix; return the diagnostics left, the fixes applied, whether
+    a write failed, and the diagnostics whose fixes went in (those of the first round)."""
     by_path = {t.path: t for t in targets}
     fixable = sorted({d.path for d in result.diagnostics if d.fix is not None and d.fix.safe
                       and by_path.get(d.path) is not None and by_path[d.path].kind == "python"})
     remaining = [d for d in result.diagnostics if d.path not in fixable]
+    applied = []
     total, failed = 0, False
     for path in fixable:
         target = by_path[path]
@@ -133,9 +267,10 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
                     remaining.extend(relint(text))
                     continue
             total += outcome.applied
+            applied.extend(d for d in result.diagnostics if d.path == path and d.fix is not None and d.fix.safe)
         remaining.extend(relint(outcome.fixed if write else text))
     remaining.sort(key=lambda d: d.sort_key)
-    return remaining, total, failed
+    return remaining, total, failed, applied
 
 
 def _fail(message: str) -> None:
@@ -147,15 +282,19 @@ def _fail(message: str) -> None:
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule with its code, name and summary.")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def rule_command(code: str | None, show_all: bool, output_format: str) -> None:
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Emphasise headings and code; auto: when standard output is a terminal and NO_COLOR is not set.")
+def rule_command(code: str | None, show_all: bool, output_format: str, color: str) -> None:
     """Explain rule CODE, or list every rule with --all."""
+    colored = use_color(color)
     if show_all or code is None:
         if output_format == "json":
             click.echo(json.dumps([rule_to_json(r) for r in all_rules()], indent=2))
             return
         for r in all_rules():
             off = "" if r.default_enabled else " (off by default)"
-            click.echo(f"{r.code} {r.name} [{r.severity.value}]{off}: {r.summary}")
+            click.echo(f"{click.style(r.code, bold=True) if colored else r.code} {r.name} "
+                       f"[{r.severity.value}]{off}: {r.summary}", color=colored)
         return
     rule = rule_by_code(code)
     if rule is None:
@@ -163,22 +302,7 @@ def rule_command(code: str | None, show_all: bool, output_format: str) -> None:
     if output_format == "json":
         click.echo(json.dumps(rule_to_json(rule), indent=2))
         return
-    flags = [rule.severity.value] + (["fixable"] if rule.fixable else []) + ([] if rule.default_enabled else ["off by default"])
-    click.echo(f"{rule.code} {rule.name} ({', '.join(flags)})\n\n{rule.summary}\n\n{rule.explanation.rstrip()}")
-
-
-def rule_to_json(rule) -> dict:
-    """A rule as data: the one source the docs page and SARIF rule table are made from."""
-    return {
-        "code": rule.code,
-        "name": rule.name,
-        "summary": rule.summary,
-        "message": rule.message,
-        "severity": rule.severity.value,
-        "fixable": rule.fixable,
-        "default_enabled": rule.default_enabled,
-        "explanation": rule.explanation,
-    }
+    click.echo(render_rule(rule, colored), nl=False, color=colored)
 
 
 @main.command("runtime", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,

@@ -1,10 +1,15 @@
 """Output formats: one small module per format, each a function from a finished run to text.
 
 A reporter takes a :class:`Report` and returns the text to print on standard output.
+Formats: ``text`` (default; the same as ``concise``), ``concise``, ``full`` (source line,
+caret and fix diff), ``json``, ``sarif`` (SARIF 2.1.0) and ``github`` (GitHub Actions
+workflow commands). :func:`rule_to_json` is the one description of a rule as data: the
+``rule --output-format json`` catalogue and the SARIF rule table are both made from it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -13,14 +18,23 @@ from ..diagnostics import Diagnostic
 
 @dataclass
 class Report:
-    """What a reporter gets: the diagnostics to show (sorted), the number of files linted,
-    how many fixes were applied, and display options."""
+    """What a reporter gets.
+
+    ``diagnostics``: the diagnostics to show, sorted by path and position. ``files``: how
+    many files were linted; ``fixed``: how many fixes ``--fix`` applied. ``color``: use ANSI
+    styles. ``sources``: path -> text, for formats that quote lines (``full``). ``quiet``:
+    diagnostics only, no summary. ``show_fixes``: list the fixes (``applied`` holds the
+    diagnostics whose fixes ``--fix`` applied; None when not fixing).
+    """
 
     diagnostics: list[Diagnostic]
     files: int = 0
     fixed: int = 0
     color: bool = False
-    sources: dict[str, str] = field(default_factory=dict)  # path -> text, for formats that quote lines
+    sources: dict[str, str] = field(default_factory=dict)
+    quiet: bool = False
+    show_fixes: bool = False
+    applied: list[Diagnostic] | None = None
 
 
 Reporter = Callable[[Report], str]
@@ -28,9 +42,42 @@ Reporter = Callable[[Report], str]
 
 def reporters() -> dict[str, Reporter]:
     """Format name -> reporter."""
-    from . import json_format, text
+    from . import full, github, json_format, sarif, text
 
     return {
         "text": text.render,
+        "concise": text.render,
+        "full": full.render,
         "json": json_format.render,
+        "sarif": sarif.render,
+        "github": github.render,
+    }
+
+
+_SECTION = re.compile(r"^## What it does\n(?P<body>.*?)(?=^## |\Z)", re.S | re.M)
+
+
+def rule_description(explanation: str) -> str:
+    """The ``## What it does`` section of a rule's explanation, as one paragraph of text."""
+    m = _SECTION.search(explanation)
+    body = m.group("body") if m else explanation
+    return " ".join(body.split())
+
+
+def rule_to_json(rule) -> dict:
+    """A rule as data: the one source ``xla-lint rule --output-format json`` and the SARIF rule table are made from.
+
+    Keys: code, name, summary (one line), description (the "What it does" section),
+    message, severity (``error``/``warning``), fixable, default_enabled, explanation (Markdown).
+    """
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "summary": rule.summary,
+        "description": rule_description(rule.explanation),
+        "message": rule.message,
+        "severity": rule.severity.value,
+        "fixable": rule.fixable,
+        "default_enabled": rule.default_enabled,
+        "explanation": rule.explanation,
     }

@@ -1,4 +1,11 @@
-"""A JSON list of diagnostic objects: the schema documented in the README."""
+"""``--output-format json``: a JSON list of diagnostic objects (:meth:`Diagnostic.to_json`).
+
+Each object has ``code``, ``name``, ``message``, ``severity`` (``error``/``warning``),
+``path``, ``line``, ``column``, ``end_line``, ``end_column`` (1-based, end exclusive,
+columns in characters) and ``fix`` (null, or ``description``, ``safe``, ``edits``
+[``line``, ``column``, ``end_line``, ``end_column``, ``content``] and ``add_imports``
+[``module``, ``name``]). The schema is in docs/cli.md.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,112 @@
+"""SARIF 2.1.0 (OASIS Static Analysis Results Interchange Format): one run of one tool.
+
+The driver's rule table lists every rule in the catalogue, made from
+:func:`~xla_lint.reporters.rule_to_json` (the same data as ``xla-lint rule --all
+--output-format json``): ``id`` (code), ``name``, ``shortDescription`` (summary),
+``fullDescription`` (the "What it does" section), ``help`` (the whole explanation, text
+and Markdown), ``defaultConfiguration`` (level, enabled by default). Each result carries
+``ruleId``/``ruleIndex``, ``level`` (``error``/``warning`` from the severity), the message,
+and a region with 1-based lines and columns counted in Unicode code points (hence
+``columnKind: unicodeCodePoints``; end column exclusive, as SARIF wants). A fix made only
+of text edits is attached as a SARIF ``fix``. Relative paths are relative to
+``%SRCROOT%``, the folder xla-lint ran in, which is what GitHub code scanning expects when
+run from the repository root. The output validates against the official 2.1.0 schema
+(tests/data/sarif-schema-2.1.0.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+from .. import __version__
+from ..diagnostics import Diagnostic, Fix
+from ..rules import all_rules
+from . import Report, rule_to_json
+
+SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+INFORMATION_URI = "https://github.com/xla-lint/xla-lint"
+
+
+def artifact_location(path: str) -> dict:
+    """A SARIF artifactLocation for ``path``: a relative URI against %SRCROOT%, or a file: URI."""
+    p = Path(path)
+    if p.is_absolute():
+        return {"uri": p.as_uri()}
+    return {"uri": quote(p.as_posix()), "uriBaseId": "%SRCROOT%"}
+
+
+def rule_descriptor(rule) -> dict:
+    """The SARIF reportingDescriptor of a rule, from :func:`rule_to_json`."""
+    data = rule_to_json(rule)
+    return {
+        "id": data["code"],
+        "name": data["name"],
+        "shortDescription": {"text": data["summary"]},
+        "fullDescription": {"text": data["description"]},
+        "help": {"text": data["explanation"], "markdown": data["explanation"]},
+        "defaultConfiguration": {"level": data["severity"], "enabled": data["default_enabled"]},
+        "properties": {"fixable": data["fixable"], "tags": [data["severity"]]},
+    }
+
+
+def _region(line: int, column: int, end_line: int, end_column: int) -> dict:
+    return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
+
+
+def _fix(d: Diagnostic, fix: Fix) -> dict | None:
+    if fix.add_imports or not fix.edits:
+        return None  # an added import has no fixed position: not expressible as a replacement
+    return {
+        "description": {"text": fix.description + ("" if fix.safe else " (unsafe)")},
+        "artifactChanges": [{
+            "artifactLocation": artifact_location(d.path),
+            "replacements": [{"deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
+                              "insertedContent": {"text": e.content}} for e in fix.edits],
+        }],
+    }
+
+
+def sarif_log(report: Report) -> dict:
+    """The SARIF log of ``report`` as a dict."""
+    rules = list(all_rules())
+    index = {r.code: i for i, r in enumerate(rules)}
+    results = []
+    for d in report.diagnostics:
+        result = {
+            "ruleId": d.code,
+            "level": d.severity.value,
+            "message": {"text": d.message},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": artifact_location(d.path),
+                "region": _region(d.line, d.column, d.end_line, d.end_column),
+            }}],
+        }
+        if d.code in index:
+            result["ruleIndex"] = index[d.code]
+        if d.fix is not None and (fix := _fix(d, d.fix)) is not None:
+            result["fixes"] = [fix]
+        results.append(result)
+    root = Path(os.getcwd()).as_uri().rstrip("/") + "/"
+    return {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "xla-lint",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": INFORMATION_URI,
+                "rules": [rule_descriptor(r) for r in rules],
+            }},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+
+
+def render(report: Report) -> str:
+    return json.dumps(sarif_log(report), indent=2) + "\n"
