@@ -1,0 +1,800 @@
+"""Removed and deprecated torch_xla APIs and environment variables.
+
+Versions and replacements were checked against the installed torch_xla 2.9.0 and the
+pytorch/xla git history (release tags ``v2.0.0`` .. ``v2.9.0``); each rule's explanation
+names the file and commit.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from .. import apis
+from ..context import FileContext, find_arg, literal_string
+from ..diagnostics import Severity
+from ..names import LOCAL, dotted_name, lookup
+from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
+
+# -- shared helpers ---------------------------------------------------------------
+
+_SETENV_CALLS = {"os.environ.setdefault", "os.putenv", "os.environ.__setitem__"}
+
+
+def env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple[str, cst.CSTNode]]:
+    """Environment variables ``node`` sets in code, as ``(name, node to report)``.
+
+    Forms: ``os.environ["X"] = v`` (an Assign), ``os.environ.setdefault("X", v)``,
+    ``os.putenv("X", v)``, ``os.environ.update({"X": v})`` and ``os.environ.update(X=v)``
+    (Calls), under any alias of ``os``/``os.environ``. Only literal names are seen.
+    """
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, cst.Subscript) and len(t.slice) == 1 and "os.environ" in ctx.qnames(t.value):
+                index = t.slice[0].slice
+                if isinstance(index, cst.Index):
+                    key = literal_string(index.value)
+                    if key is not None:
+                        yield key, t
+        return
+    if not isinstance(node, cst.Call):
+        return
+    names = ctx.qnames(node.func)
+    if not names:
+        return
+    if names & _SETENV_CALLS:
+        arg = find_arg(node, None, 0)
+        key = literal_string(arg.value) if arg is not None else None
+        if key is not None:
+            yield key, node
+    elif "os.environ.update" in names:
+        first = find_arg(node, None, 0)
+        if first is not None and isinstance(first.value, cst.Dict):
+            for element in first.value.elements:
+                if isinstance(element, cst.DictElement):
+                    key = literal_string(element.key)
+                    if key is not None:
+                        yield key, element
+        for arg in node.args:
+            if arg.keyword is not None:
+                yield arg.keyword.value, arg
+
+
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _handler_catches(handler: cst.ExceptHandler, wanted: set[str]) -> bool:
+    if handler.type is None:
+        return True  # bare except
+    types = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
+    for el in types:
+        name = dotted_name(el.value)
+        if name is not None and name.split(".")[-1] in wanted:
+            return True
+    return False
+
+
+def in_compat_shim(ctx: FileContext, errors: set[str], attribute: str | None = None) -> bool:
+    """True when the node being visited is a deliberate compatibility shim.
+
+    That is: it sits in the body of a ``try:`` whose handler catches one of ``errors``
+    (``except ImportError:`` around an import of the old path), in such a handler (the
+    old path as the fallback of the new one), or, for an attribute,
+    under ``if hasattr(x, "attribute"):``. Stops at the enclosing function or lambda.
+    """
+    stack = ctx.stack
+    for i in range(len(stack) - 2, -1, -1):
+        node, child = stack[i], stack[i + 1]
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(node, (cst.Try, getattr(cst, "TryStar", cst.Try))) and child is node.body:
+            if any(_handler_catches(h, errors) for h in node.handlers):
+                return True
+        if isinstance(node, cst.ExceptHandler) and _handler_catches(node, errors):
+            return True  # the fallback of `try: <new path> except ImportError: <old path>`
+        if attribute is not None and isinstance(node, (cst.If, cst.IfExp)) and child is node.body:
+            for sub in _calls_in(node.test):
+                if isinstance(sub.func, cst.Name) and sub.func.value == "hasattr" and len(sub.args) >= 2 \
+                        and literal_string(sub.args[1].value) == attribute:
+                    return True
+    return False
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            found.append(call)
+
+    node.visit(_V())
+    return found
+
+
+def _version(v: tuple[int, int]) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+def _fix_name_ok(ctx: FileContext, head: str) -> bool:
+    """True when the bare name ``head`` is free or already the module ``head`` here,
+    so a fix may write ``head.something`` (and add ``import head``)."""
+    found = lookup(head, ctx.scope)
+    return not found or found == {head}
+
+
+def _module_alias(ctx: FileContext, module: str) -> str | None:
+    """A module-level name bound to exactly ``module`` (``xr`` for ``import torch_xla.runtime as xr``)."""
+    for name, targets in ctx.root_scope.bindings.items():
+        if targets == {module} and lookup(name, ctx.scope) == {module}:
+            return name
+    return None
+
+
+def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
+    """``node`` calling ``func`` (dotted text) with ``args``; the last argument loses a dangling comma
+    only when arguments were dropped."""
+    if args and len(args) < len(node.args) and node.args and not isinstance(node.args[-1].comma, cst.Comma):
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(func=cst.parse_expression(func), args=args)
+
+
+# -- XLA013 -----------------------------------------------------------------------
+
+SPMD_EXPORTS = frozenset({
+    "XLAShard", "XLAShardedTensor", "Mesh", "HybridMesh", "ShardingType", "ShardingSpec",
+    "XLAPatchedLinear", "mark_sharding", "mark_sharding_with_gradients", "clear_sharding",
+    "get_1d_mesh", "wrap_if_sharded", "xla_patched_nn_linear_forward", "set_global_mesh",
+    "get_global_mesh", "enable_manual_sharding", "disable_manual_sharding",
+    "apply_backward_optimization_barrier", "shard_as", "annotate_custom_sharding",
+    "xla_distribute_tensor", "xla_distribute_module", "auto_policy",
+})  # torch_xla 2.9.0 torch_xla/distributed/spmd/__init__.py
+RUNTIME_EXPORTS = frozenset({
+    "addressable_device_count", "addressable_runtime_device_count", "device_type", "get_master_ip",
+    "global_device_count", "global_ordinal", "global_runtime_device_attributes",
+    "global_runtime_device_count", "host_index", "initialize_cache", "is_bf16_supported", "is_spmd",
+    "local_device_count", "local_ordinal", "local_process_count", "process_count", "process_index",
+    "runtime_device_attributes", "set_device_type", "use_spmd", "world_size",
+})  # torch_xla 2.9.0 torch_xla/runtime.py
+
+
+class _Removed:
+    """A removed module or attribute: the release that removed it, where it went, the commit."""
+
+    def __init__(self, removed_in: tuple[int, int], use: str | None, exports: frozenset[str] = frozenset(),
+                 exact: str | None = None) -> None:
+        self.removed_in = removed_in
+        self.use = use  # public replacement (module or callable), None when there is no single one
+        self.exports = exports  # names the replacement module has (module rewrites only)
+        self.exact = exact  # the module the old one re-exported with `import *` (always a correct rewrite)
+
+
+REMOVED_MODULES = {
+    # d028176a0c "Remove SPMD stale files in experimental (#7499)", first in v2.5.0
+    "torch_xla.experimental.xla_sharding": _Removed((2, 5), "torch_xla.distributed.spmd", SPMD_EXPORTS,
+                                                    "torch_xla.distributed.spmd.xla_sharding"),
+    "torch_xla.experimental.xla_sharded_tensor": _Removed((2, 5), "torch_xla.distributed.spmd", SPMD_EXPORTS,
+                                                          "torch_xla.distributed.spmd.xla_sharded_tensor"),
+    # ed15ea1e7f "Clean up experimental (#7579)", first in v2.5.0
+    "torch_xla.experimental.pjrt": _Removed((2, 5), "torch_xla.runtime", RUNTIME_EXPORTS),
+}
+REMOVED_ATTRS = {
+    # da7fdca2d2 "Clean up deprecated APIs (#8927) (#8939)", first in v2.7.0; 2.5/2.6 aliased them
+    f"{apis.XM}.xrt_world_size": _Removed((2, 7), f"{apis.XR}.world_size"),
+    f"{apis.XM}.get_ordinal": _Removed((2, 7), f"{apis.XR}.global_ordinal"),
+    f"{apis.XM}.parse_xla_device": _Removed((2, 7), None),
+    "torch_xla.experimental.compile": _Removed((2, 7), "torch_xla.compile"),
+}
+_REMOVED_ATTR_NAMES = frozenset(n.rsplit(".", 1)[1] for n in REMOVED_ATTRS)
+# f6409de358 "Delete XRT from the main branch (#5240)", first in v2.1.0: no XRT_* variable is read.
+XRT_REMOVED_IN = (2, 1)
+# 7d41035b89 "remove XLA_USE_BF16 and other variants (#7582)", first in v2.5.0: the FP16 variables
+# are no longer read by torch_xla/csrc/dtype.cpp; torch_xla/__init__.py only warns about them.
+REMOVED_ENV = {"XLA_USE_FP16": (2, 5), "XLA_DOWNCAST_FP16": (2, 5)}
+
+
+class RemovedApi(Rule):
+    code = "XLA013"
+    name = "removed-api"
+    summary = "A torch_xla module, function or environment variable removed in the target version."
+    message = "`{old}` was removed in torch_xla {version}; {use}"
+    severity = Severity.ERROR
+    fixable = True
+    explanation = """\
+## What it does
+Flags names that no longer exist in the torch_xla version linted for (`target-version`,
+default 2.9), each only from the release that removed it:
+
+| Name | Removed in | Use instead |
+|---|---|---|
+| `torch_xla.experimental.xla_sharding` | 2.5 | `torch_xla.distributed.spmd` |
+| `torch_xla.experimental.xla_sharded_tensor` | 2.5 | `torch_xla.distributed.spmd` |
+| `torch_xla.experimental.pjrt` | 2.5 | `torch_xla.runtime` |
+| `xm.xrt_world_size()` | 2.7 | `torch_xla.runtime.world_size()` |
+| `xm.get_ordinal()` | 2.7 | `torch_xla.runtime.global_ordinal()` |
+| `xm.parse_xla_device()` | 2.7 | (no public replacement) |
+| `torch_xla.experimental.compile` | 2.7 | `torch_xla.compile` |
+| `XRT_*` variables (`XRT_TPU_CONFIG`, ...) set in code | 2.1 | `PJRT_DEVICE=TPU` |
+| `XLA_USE_FP16`, `XLA_DOWNCAST_FP16` set in code | 2.5 | cast the model (`model.half()`) or autocast |
+
+Imports are reported at the import statement (the import itself fails); functions at the
+call or reference. An import or call inside `try:` whose `except` catches `ImportError`
+(`ModuleNotFoundError`, `AttributeError` for attributes, `Exception`, bare) is a
+compatibility shim and is not reported, nor is a use under `if hasattr(xm, "name"):`.
+
+## Why is this bad
+Each of these raises at once (`ModuleNotFoundError`, `ImportError`, `AttributeError`), or,
+for environment variables, is silently ignored: the job runs without what it asked for.
+Checked against torch_xla 2.9.0 and the pytorch/xla history:
+- `torch_xla/experimental/` has no `xla_sharding.py`, `xla_sharded_tensor.py` or `pjrt.py`
+  (removed by commits d028176a0c, #7499, and ed15ea1e7f, #7579, both first in v2.5.0;
+  until 2.4 they were `import *` shims over `torch_xla.distributed.spmd.*` and `torch_xla.runtime`).
+- `torch_xla/core/xla_model.py` no longer defines `xrt_world_size`, `get_ordinal` or
+  `parse_xla_device` (2.5 and 2.6 kept them as deprecated aliases of `runtime.world_size`
+  and `runtime.global_ordinal`, "will be removed in release 2.7"; removed by da7fdca2d2, #8939, v2.7.0).
+- XRT was deleted before 2.1 (f6409de358, #5240): no `XRT_*` string is left in the 2.9.0 Python
+  sources or in `_XLAC.so`, so `XRT_TPU_CONFIG` configures nothing.
+- `torch_xla/__init__.py` `_check_deprecated_env_var` only warns about `XLA_USE_FP16` and
+  `XLA_DOWNCAST_FP16`; since 7d41035b89 (#7582, v2.5.0) `torch_xla/csrc/dtype.cpp` reads only
+  the BF16 variables, so the model runs in float32 (see XLA304 for those).
+
+## Example
+```python
+import torch_xla.core.xla_model as xm
+import torch_xla.experimental.xla_sharding as xs
+
+world = xm.xrt_world_size()
+```
+
+## Use instead
+```python
+import torch_xla.core.xla_model as xm
+import torch_xla.distributed.spmd as xs
+import torch_xla.runtime
+
+world = torch_xla.runtime.world_size()
+```
+The fix rewrites an import of a removed module when it has exactly one replacement: to
+`torch_xla.distributed.spmd` (or `torch_xla.runtime`) when every name the file takes
+from it exists there, else to the module the old one re-exported
+(`torch_xla.distributed.spmd.xla_sharding`). `xm.xrt_world_size()` and `xm.get_ordinal()`
+become `torch_xla.runtime.world_size()` / `global_ordinal()` (through an existing
+`import torch_xla.runtime as xr` when there is one, else adding `import torch_xla.runtime`);
+their old `defval` argument has no counterpart, so calls passing it are not fixed.
+In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005).
+
+## References
+- https://github.com/pytorch/xla/pull/7499, https://github.com/pytorch/xla/pull/7579,
+  https://github.com/pytorch/xla/pull/8927, https://github.com/pytorch/xla/pull/5240
+- torch_xla 2.9.0 `torch_xla/core/xla_model.py`, `torch_xla/__init__.py`, `torch_xla/runtime.py`
+"""
+    valid = (
+        Valid("import torch_xla.distributed.spmd as xs\nimport torch_xla.runtime as xr\nn = xr.world_size()\n"),
+        Valid("try:\n    import torch_xla.distributed.spmd as xs\nexcept ImportError:\n"
+              "    import torch_xla.experimental.xla_sharding as xs\n"),
+        Valid("try:\n    from torch_xla.experimental.xla_sharding import Mesh\nexcept ImportError:\n"
+              "    from torch_xla.distributed.spmd import Mesh\n"),
+        Valid("import torch_xla.core.xla_model as xm\n"
+              "try:\n    n = xm.xrt_world_size()\nexcept AttributeError:\n    n = 1\n"),
+        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+              "n = xm.xrt_world_size() if hasattr(xm, 'xrt_world_size') else xr.world_size()\n"),
+        Valid("import torch_xla\nclass Trainer:\n    def get_ordinal(self):\n        return 0\n"
+              "Trainer().get_ordinal()\n"),
+        Valid("import os\nimport torch_xla\nos.environ['PJRT_DEVICE'] = 'TPU'\n"),
+        Valid("import torch_xla.experimental.pjrt_backend\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla.experimental.xla_sharding as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
+                "xs.mark_sharding(t, mesh, (0, 1))\n", (1,),
+                fixed="import torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
+                      "xs.mark_sharding(t, mesh, (0, 1))\n"),
+        Invalid("from torch_xla.experimental.xla_sharding import Mesh, mark_sharding\n", (1,),
+                fixed="from torch_xla.distributed.spmd import Mesh, mark_sharding\n"),
+        Invalid("from torch_xla.experimental.xla_sharding import MarkShardingFunction\n", (1,),
+                fixed="from torch_xla.distributed.spmd.xla_sharding import MarkShardingFunction\n"),
+        Invalid("from torch_xla.experimental import xla_sharding as xs\nxs.get_1d_mesh('data')\n", (1,),
+                fixed="from torch_xla.distributed import spmd as xs\nxs.get_1d_mesh('data')\n"),
+        Invalid("import torch_xla.experimental.pjrt as pjrt\nn = pjrt.global_device_count()\n", (1,),
+                fixed="import torch_xla.runtime as pjrt\nn = pjrt.global_device_count()\n"),
+        Invalid("import torch_xla.experimental.xla_sharded_tensor\n", (1,)),
+        Invalid("import torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()\nr = xm.get_ordinal()\n",
+                (2, 3),
+                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime\n\n"
+                      "n = torch_xla.runtime.world_size()\nr = torch_xla.runtime.global_ordinal()\n"),
+        Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+                "if xm.get_ordinal() == 0:\n    pass\n", (3,),
+                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+                      "if xr.global_ordinal() == 0:\n    pass\n"),
+        Invalid("from torch_xla.core.xla_model import xrt_world_size as ws\nn = ws()\n", (1,)),
+        Invalid("import os\nimport torch_xla\nos.environ['XRT_TPU_CONFIG'] = 'localservice;0;localhost:51011'\n"
+                "os.environ.update(XLA_USE_FP16='1')\n", (3, 4)),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._attr_uses: dict[str, set[str]] | None = None
+
+    def _applies(self, removed_in: tuple[int, int]) -> bool:
+        return self.ctx.target_version >= removed_in
+
+    # -- imports ---------------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            found = self._removed_module(full)
+            if found is None:
+                continue
+            old, info = found
+            if in_compat_shim(self.ctx, _IMPORT_ERRORS):
+                continue
+            fix = None
+            if alias.asname is not None and full == old and isinstance(alias.asname.name, cst.Name):
+                new = self._module_rewrite(info, alias.asname.name.value)
+                if new is not None:
+                    fix = PendingFix(f"import `{new}`", [Replacement(alias.name, new)])
+            self.report(alias, self._msg(old, info), fix=fix)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None:
+            return
+        base = dotted_name(node.module)
+        if base is None:
+            return
+        found = self._removed_module(base)
+        if found is not None:
+            old, info = found
+            if in_compat_shim(self.ctx, _IMPORT_ERRORS):
+                return
+            fix = None
+            if base == old and not isinstance(node.names, cst.ImportStar):
+                taken = {dotted_name(a.name) for a in node.names}
+                new = info.use if taken <= info.exports else info.exact
+                if new is not None:
+                    fix = PendingFix(f"import from `{new}`", [Replacement(node.module, new)])
+            self.report(node, self._msg(old, info), fix=fix)
+            return
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            full = f"{base}.{name}"
+            info = REMOVED_MODULES.get(full) or REMOVED_ATTRS.get(full)
+            if info is None or not self._applies(info.removed_in):
+                continue
+            if in_compat_shim(self.ctx, _IMPORT_ERRORS):
+                return
+            fix = None
+            if full in REMOVED_MODULES and len(node.names) == 1 and alias.asname is not None \
+                    and isinstance(alias.asname.name, cst.Name):
+                new = self._module_rewrite(info, alias.asname.name.value)
+                if new is not None:
+                    parent, _, last = new.rpartition(".")
+                    fix = PendingFix(f"import `{new}`", [Replacement(node.module, parent),
+                                                         Replacement(alias.name, last)])
+            self.report(alias, self._msg(full, info), fix=fix)
+
+    def _removed_module(self, full: str) -> tuple[str, _Removed] | None:
+        for old, info in REMOVED_MODULES.items():
+            if (full == old or full.startswith(old + ".")) and self._applies(info.removed_in):
+                return old, info
+        return None
+
+    def _module_rewrite(self, info: _Removed, alias: str) -> str | None:
+        """The module an ``import old as alias`` can become: the public one when every
+        ``alias.<name>`` the file uses exists there, else the exact one, else None."""
+        used = self._uses_of(alias)
+        if info.use is not None and used <= info.exports:
+            return info.use
+        return info.exact
+
+    def _uses_of(self, alias: str) -> set[str]:
+        if self._attr_uses is None:
+            uses: dict[str, set[str]] = {}
+
+            class _V(cst.CSTVisitor):
+                def visit_Attribute(self, node: cst.Attribute) -> None:
+                    if isinstance(node.value, cst.Name):
+                        uses.setdefault(node.value.value, set()).add(node.attr.value)
+
+            self.ctx.module.visit(_V())
+            self._attr_uses = uses
+        return self._attr_uses.get(alias, set())
+
+    @staticmethod
+    def _msg(old: str, info: _Removed) -> str:
+        use = f"use `{info.use}`" if info.use else "it has no public replacement"
+        return RemovedApi.message.format(old=old, version=_version(info.removed_in), use=use)
+
+    # -- attributes and calls --------------------------------------------------
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value not in _REMOVED_ATTR_NAMES:
+            return
+        parent = self.ctx.parent()
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return  # report the whole chain once, at its outermost attribute that matches
+        if isinstance(parent, (cst.Import, cst.ImportFrom, cst.ImportAlias)):
+            return
+        names = self.ctx.qnames(node)
+        for name in names:
+            info = REMOVED_ATTRS.get(name)
+            if info is None or not self._applies(info.removed_in):
+                continue
+            if in_compat_shim(self.ctx, {"AttributeError", "Exception", "BaseException"}, node.attr.value):
+                return
+            short = name.replace(apis.XM + ".", "xm.")
+            call = parent if isinstance(parent, cst.Call) and parent.func is node else None
+            self.report(call or node, self._msg(short, info), fix=self._call_fix(call, info))
+            return
+
+    def _call_fix(self, call: cst.Call | None, info: _Removed) -> PendingFix | None:
+        if call is None or call.args or info.use is None or not info.use.startswith(apis.XR + "."):
+            return None
+        func = info.use.rsplit(".", 1)[1]
+        alias = _module_alias(self.ctx, apis.XR)
+        if alias is not None:
+            return PendingFix(f"call `{alias}.{func}()`", [Replacement(call, f"{alias}.{func}()")])
+        if not _fix_name_ok(self.ctx, "torch_xla"):
+            return None
+        return PendingFix(f"call `{info.use}()`", [Replacement(call, f"{info.use}()")],
+                          add_imports=((apis.XR, None),))
+
+    # -- environment -----------------------------------------------------------
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._env(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._env(node)
+
+    def _env(self, node: cst.CSTNode) -> None:
+        for key, where in env_assignments(self.ctx, node):
+            if key.startswith("XRT_") and self._applies(XRT_REMOVED_IN):
+                self.report(where, f"`{key}` configured the XRT runtime, removed in torch_xla "
+                                   f"{_version(XRT_REMOVED_IN)}; nothing reads it. Select the PJRT device "
+                                   "with `PJRT_DEVICE=TPU` (or CPU/CUDA)")
+            elif key in REMOVED_ENV and self._applies(REMOVED_ENV[key]):
+                self.report(where, f"`{key}` has had no effect since torch_xla {_version(REMOVED_ENV[key])} "
+                                   "(only a deprecation warning): the model stays float32; convert it "
+                                   "with `model.half()` or use autocast")
+
+
+# -- XLA301 / XLA302 ----------------------------------------------------------------
+
+XLA_DEVICE = f"{apis.XM}.xla_device"
+MARK_STEP = f"{apis.XM}.mark_step"
+
+
+class DeprecatedXlaDevice(Rule):
+    code = "XLA301"
+    name = "deprecated-xla-device"
+    summary = "xm.xla_device() is deprecated; use torch_xla.device()."
+    message = "`xm.xla_device()` is deprecated since torch_xla 2.7; use `torch_xla.device()`"
+    severity = Severity.WARNING
+    fixable = True
+    explanation = """\
+## What it does
+Flags calls of `torch_xla.core.xla_model.xla_device` (`xm.xla_device()`, or the name
+imported from `xla_model`). A project's own function called `xla_device` is not flagged.
+
+## Why is this bad
+In torch_xla 2.9.0 `xm.xla_device` is decorated `@deprecated("Use torch_xla.device instead")`
+(`torch_xla/core/xla_model.py`): every call emits a `DeprecationWarning`, and the
+function only forwards: `del devkind; return torch_xla.device(n)`. The `devkind`
+argument is already ignored. Deprecated APIs are removed a few releases later (see
+XLA013 for the ones that were).
+
+## Example
+```python
+import torch_xla.core.xla_model as xm
+
+device = xm.xla_device()
+```
+
+## Use instead
+```python
+import torch_xla
+
+device = torch_xla.device()
+```
+`torch_xla.device(index=None)` (`torch_xla/torch_xla.py`) takes the same device index,
+so the fix keeps `n` (positionally, or as `index=`) and drops `devkind`, which 2.9
+ignores; it adds `import torch_xla` when the file lacks it. Calls passing `*args` or
+`**kwargs` are not fixed.
+
+## References
+- https://docs.pytorch.org/xla/master/learn/api-guide.html
+- torch_xla 2.9.0 `torch_xla/core/xla_model.py` (`xla_device`), `torch_xla/torch_xla.py` (`device`)
+"""
+    valid = (
+        Valid("import torch_xla\ndevice = torch_xla.device()\n"),
+        Valid("import torch_xla\ndef xla_device():\n    return 'xla'\ndevice = xla_device()\n"),
+        Valid("import torch_xla\nfrom mylib.devices import xla_device\nd = xla_device()\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n", (2,),
+                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla\n\ndevice = torch_xla.device()\n"),
+        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\nd = xm.xla_device(n=1, devkind='TPU')\n",
+                (3,),
+                fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\nd = torch_xla.device(index=1)\n"),
+        Invalid("from torch_xla.core.xla_model import xla_device\nd = xla_device(0)\n", (2,),
+                fixed="from torch_xla.core.xla_model import xla_device\nimport torch_xla\n\nd = torch_xla.device(0)\n"),
+        Invalid("import torch_xla.core.xla_model as xm\ndef f(torch_xla):\n    return xm.xla_device()\n", (3,)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.is_call_to(node, XLA_DEVICE):
+            return
+        self.report(node, fix=self._fix(node))
+
+    def _fix(self, node: cst.Call) -> PendingFix | None:
+        if any(a.star for a in node.args) or not _fix_name_ok(self.ctx, "torch_xla"):
+            return None
+        args = []
+        for i, arg in enumerate(node.args):
+            if arg.keyword is None:
+                if i > 0:
+                    return None  # positional devkind
+                args.append(arg)
+            elif arg.keyword.value == "n":
+                args.append(arg.with_changes(keyword=cst.Name("index")))
+            elif arg.keyword.value != "devkind":
+                return None
+        return PendingFix("call `torch_xla.device()`", [Replacement(node, _call_with(node, "torch_xla.device", args))],
+                          add_imports=(("torch_xla", None),))
+
+
+class DeprecatedMarkStep(Rule):
+    code = "XLA302"
+    name = "deprecated-mark-step"
+    summary = "xm.mark_step() is deprecated; use torch_xla.sync()."
+    message = "`xm.mark_step()` is deprecated; use `torch_xla.sync()` (or `with torch_xla.step():`)"
+    severity = Severity.WARNING
+    fixable = True
+    explanation = """\
+## What it does
+Flags calls of `torch_xla.core.xla_model.mark_step` (`xm.mark_step()` or the imported
+name). A project's own `mark_step` is not flagged.
+
+## Why is this bad
+In torch_xla 2.9.0 `xm.mark_step` is `@deprecated("Use torch_xla.sync instead")` and its
+whole body is `torch_xla.sync(wait, reset_scope)` (`torch_xla/core/xla_model.py`): a
+`DeprecationWarning` per step, for the same effect.
+
+## Example
+```python
+for batch in loader:
+    loss = model(batch).sum()
+    loss.backward()
+    optimizer.step()
+    xm.mark_step()
+```
+
+## Use instead
+```python
+for batch in loader:
+    with torch_xla.step():
+        loss = model(batch).sum()
+        loss.backward()
+        optimizer.step()
+```
+or `torch_xla.sync()` where `xm.mark_step()` was. `torch_xla.sync(wait=False,
+reset_scope=True)` (`torch_xla/torch_xla.py`) has the same parameters in the same order,
+so the fix keeps every argument and adds `import torch_xla` when missing.
+
+## References
+- https://docs.pytorch.org/xla/master/learn/api-guide.html
+- torch_xla 2.9.0 `torch_xla/core/xla_model.py` (`mark_step`), `torch_xla/torch_xla.py` (`sync`, `step`)
+"""
+    valid = (
+        Valid("import torch_xla\ntorch_xla.sync()\n"),
+        Valid("import torch_xla\nclass Loop:\n    def mark_step(self):\n        pass\nLoop().mark_step()\n"),
+        Valid("import torch_xla\ndef mark_step():\n    pass\nmark_step()\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\nxm.mark_step()\n", (3,),
+                fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\ntorch_xla.sync()\n"),
+        Invalid("import torch_xla.core.xla_model as xm\nxm.mark_step(wait=True)\n", (2,),
+                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync(wait=True)\n"),
+        Invalid("from torch_xla.core import xla_model\nfor b in data:\n    xla_model.mark_step()\n", (3,),
+                fixed="from torch_xla.core import xla_model\nimport torch_xla\n\nfor b in data:\n"
+                      "    torch_xla.sync()\n"),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.is_call_to(node, MARK_STEP):
+            return
+        fix = None
+        if _fix_name_ok(self.ctx, "torch_xla"):
+            fix = PendingFix("call `torch_xla.sync()`",
+                             [Replacement(node, _call_with(node, "torch_xla.sync", list(node.args)))],
+                             add_imports=(("torch_xla", None),))
+        self.report(node, fix=fix)
+
+
+# -- XLA303 -------------------------------------------------------------------------
+
+LAUNCH_KEYWORDS = ("fn", "args", "start_method")
+
+
+class PreferLaunch(Rule):
+    code = "XLA303"
+    name = "prefer-launch"
+    summary = "xmp.spawn(fn, args=...) is the old launcher; use torch_xla.launch(fn, args=...)."
+    message = "use `torch_xla.launch(fn, args=...)` instead of `xmp.spawn`"
+    severity = Severity.WARNING
+    fixable = True
+    explanation = """\
+## What it does
+Flags `torch_xla.distributed.xla_multiprocessing.spawn(...)` (`xmp.spawn`) in programs
+that are not SPMD programs (XLA007 covers launching an SPMD program this way).
+
+## Why is this bad
+`torch_xla.launch` is the launcher torch_xla documents since 2.5. In torch_xla 2.9.0
+(`torch_xla/torch_xla.py`) it calls `xmp.spawn(fn, args=args, nprocs=nprocs,
+start_method=start_method)` and, unlike `xmp.spawn`, also works under `torchrun`: when
+`torch.distributed.is_torchelastic_launched()` it calls `fn(LOCAL_RANK, *args)` in the
+process torchrun started instead of spawning more. `xmp.spawn`'s `join` and `daemon`
+are accepted and ignored (`torch_xla/distributed/xla_multiprocessing.py` calls
+`pjrt.spawn(fn, nprocs, start_method, args)`), and `nprocs` may only be 1 or None.
+
+## Example
+```python
+import torch_xla.distributed.xla_multiprocessing as xmp
+
+if __name__ == "__main__":
+    xmp.spawn(_mp_fn, args=(flags,))
+```
+
+## Use instead
+```python
+import torch_xla
+
+if __name__ == "__main__":
+    torch_xla.launch(_mp_fn, args=(flags,))
+```
+`launch(fn, args=(), start_method='spawn', debug_single_process=False)` accepts `fn`,
+`args` and `start_method`; the fix is offered only when the call passes nothing else
+(`nprocs=1` becomes `debug_single_process=True` by hand) and its result is not used
+(`launch` returns None). Note that `launch` raises `NotImplementedError` in SPMD mode.
+
+## References
+- https://docs.pytorch.org/xla/master/learn/pjrt.html
+- torch_xla 2.9.0 `torch_xla/torch_xla.py` (`launch`), `torch_xla/distributed/xla_multiprocessing.py` (`spawn`)
+"""
+    valid = (
+        Valid("import torch_xla\ntorch_xla.launch(_mp_fn, args=())\n"),
+        Valid("import torch_xla\nimport torch.multiprocessing as mp\nmp.spawn(fn, nprocs=4)\n"),
+        Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla.runtime as xr\n"
+              "xr.use_spmd()\nxmp.spawn(_mp_fn)\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
+                "if __name__ == '__main__':\n    xmp.spawn(_mp_fn, args=(flags,))\n", (3,),
+                fixed="import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla\n\n"
+                      "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=(flags,))\n"),
+        Invalid("import torch_xla\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
+                "xmp.spawn(_mp_fn, (flags,), start_method='fork')\n", (3,),
+                fixed="import torch_xla\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
+                      "torch_xla.launch(_mp_fn, (flags,), start_method='fork')\n"),
+        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
+                "xmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n", (2,)),
+        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\nresult = xmp.spawn(_mp_fn)\n", (2,)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.is_call_to(node, apis.SPAWN):
+            return
+        self.report(node, fix=self._fix(node), requires=[("spmd", False)])
+
+    def _fix(self, node: cst.Call) -> PendingFix | None:
+        if not isinstance(self.ctx.parent(), cst.Expr) or not _fix_name_ok(self.ctx, "torch_xla"):
+            return None
+        positional = 0
+        for arg in node.args:
+            if arg.star:
+                return None
+            if arg.keyword is None:
+                positional += 1
+                if positional > 2:
+                    return None  # spawn's third parameter is nprocs, launch's start_method
+            elif arg.keyword.value not in LAUNCH_KEYWORDS:
+                return None
+        return PendingFix("call `torch_xla.launch`",
+                          [Replacement(node, _call_with(node, "torch_xla.launch", list(node.args)))],
+                          add_imports=(("torch_xla", None),))
+
+
+# -- XLA304 -------------------------------------------------------------------------
+
+DEPRECATED_ENV = {
+    "XLA_USE_SPMD": ("call `torch_xla.runtime.use_spmd()` instead",
+                     "torch_xla/runtime.py `use_spmd` warns \"XLA_USE_SPMD is being deprecated\""),
+    "XLA_USE_BF16": ("convert the model with `model.to(torch.bfloat16)` or use "
+                     "`torch.autocast('xla', dtype=torch.bfloat16)`",
+                     "torch_xla/csrc/dtype.cpp prints \"will be deprecated after the 2.6 release\""),
+    "XLA_DOWNCAST_BF16": ("convert the model with `model.to(torch.bfloat16)` or use "
+                          "`torch.autocast('xla', dtype=torch.bfloat16)`",
+                          "torch_xla/csrc/dtype.cpp prints \"will be deprecated after the 2.6 release\""),
+    "XLA_USE_32BIT_LONG": ("use int32 tensors explicitly",
+                           "torch_xla/csrc/dtype.cpp prints \"will be deprecated after the 2.6 release\""),
+}
+
+
+class DeprecatedEnvVar(Rule):
+    code = "XLA304"
+    name = "deprecated-env-var"
+    summary = "XLA_USE_SPMD / XLA_USE_BF16 / XLA_DOWNCAST_BF16 set in code are deprecated."
+    message = "`{key}` is deprecated; {use}"
+    severity = Severity.WARNING
+    explanation = """\
+## What it does
+Flags code that sets `XLA_USE_SPMD`, `XLA_USE_BF16`, `XLA_DOWNCAST_BF16` or
+`XLA_USE_32BIT_LONG`: `os.environ["X"] = ...`, `os.environ.setdefault("X", ...)`,
+`os.putenv("X", ...)`, `os.environ.update({"X": ...})` / `update(X=...)`. Reading them
+is not flagged. (`XLA_USE_FP16`/`XLA_DOWNCAST_FP16`, which no longer do anything, are XLA013.)
+
+## Why is this bad
+They still work in torch_xla 2.9.0 but are on their way out:
+- `XLA_USE_SPMD`: `torch_xla/runtime.py` `use_spmd()` warns "XLA_USE_SPMD is being
+  deprecated. Use torch_xla.runtime.use_spmd() without setting XLA_USE_SPMD env-var."
+  Setting it by hand also skips what `use_spmd()` does when tensors already exist on
+  the device (it replicates them onto the SPMD virtual device).
+- `XLA_USE_BF16`, `XLA_DOWNCAST_BF16`, `XLA_USE_32BIT_LONG`: read once by
+  `torch_xla/csrc/dtype.cpp` (2.9.0), which prints "... will be deprecated after the
+  2.6 release, please convert your model to bf16 directly". They change every float
+  tensor's device type behind PyTorch's back (`tensor.dtype` says float32 while XLA
+  computes in bf16), and Pallas kernels refuse `XLA_USE_BF16`
+  (`torch_xla/experimental/custom_kernel.py`). `_check_deprecated_env_var` in
+  `torch_xla/__init__.py` lists only the FP16 variables; these are not yet in it.
+
+## Example
+```python
+import os
+os.environ["XLA_USE_SPMD"] = "1"
+os.environ["XLA_USE_BF16"] = "1"
+import torch_xla
+```
+
+## Use instead
+```python
+import torch
+import torch_xla.runtime as xr
+
+xr.use_spmd()
+model = model.to(torch.bfloat16)            # or:
+with torch.autocast("xla", dtype=torch.bfloat16):
+    loss = model(x)
+```
+There is no automatic fix: the replacement depends on what the program does with the
+value (`"0"` disables) and on where tensors are created.
+
+## References
+- https://docs.pytorch.org/xla/master/perf/spmd_basic.html
+- https://docs.pytorch.org/xla/master/perf/amp.html
+- torch_xla 2.9.0 `torch_xla/runtime.py`, `torch_xla/__init__.py`; pytorch/xla v2.9.0 `torch_xla/csrc/dtype.cpp`
+"""
+    valid = (
+        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"),
+        Valid("import os\nimport torch_xla\nif os.environ.get('XLA_USE_BF16') == '1':\n    pass\n"),
+        Valid("import os\nimport torch_xla\nos.environ['XLA_FLAGS'] = '--xla_dump_to=/tmp/dump'\n"),
+    )
+    invalid = (
+        Invalid("import os\nos.environ['XLA_USE_SPMD'] = '1'\nimport torch_xla\n", (2,)),
+        Invalid("import os\nimport torch_xla\nos.environ.setdefault('XLA_USE_BF16', '1')\n"
+                "os.putenv('XLA_DOWNCAST_BF16', '1')\n", (3, 4)),
+        Invalid("from os import environ\nimport torch_xla\nenviron.update({'XLA_USE_BF16': '1',\n"
+                "                'PJRT_DEVICE': 'TPU'})\n", (3,)),
+    )
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._env(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._env(node)
+
+    def _env(self, node: cst.CSTNode) -> None:
+        for key, where in env_assignments(self.ctx, node):
+            if key in DEPRECATED_ENV:
+                self.report(where, self.message.format(key=key, use=DEPRECATED_ENV[key][0]))
