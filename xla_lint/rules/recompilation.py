@@ -1,0 +1,796 @@
+"""Host syncs, graph breaks and shape changes: what makes a lazy-tensor training loop slow.
+
+The rules here look at *training loops*: ``for``/``while`` loops whose body runs a step
+(``loss.backward()``, an optimizer step, ``torch_xla.step()``, ``torch_xla.sync()``,
+``xm.mark_step()``), directly or through a function of the same module that does so
+outside its own loops. :class:`LoopFacts` is the per-module analysis both loop rules share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .. import apis
+from ..context import FileContext, find_arg
+from ..diagnostics import Severity
+from ..names import Scope, qualified_names
+from ..rule import Invalid, Rule, Valid
+
+SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
+XLA_STEP = "torch_xla.step"
+XLA_COMPILE = "torch_xla.compile"
+OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
+ADD_STEP_CLOSURE = f"{apis.XM}.add_step_closure"
+DEVICE_LOADERS = frozenset({apis.MP_DEVICE_LOADER, apis.PARALLEL_LOADER})
+EAGER_MODE = frozenset({"torch_xla.experimental.eager_mode", "torch_xla.experimental.eager.eager_mode"})
+DATALOADER = "torch.utils.data.DataLoader"
+ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
+                              "torch.utils.data.datapipes.datapipe.IterDataPipe"})
+# Calls that pass an iterable through: `for i, b in enumerate(loader)` iterates `loader`.
+WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "chain", "trange"})
+_SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_LOOPS = (cst.For, cst.While)
+
+
+def _qnames(node: cst.CSTNode, scope: Scope) -> frozenset[str]:
+    if isinstance(node, cst.Call):
+        node = node.func
+    if not isinstance(node, (cst.Name, cst.Attribute)):
+        return frozenset()
+    raw = qualified_names(node, scope)
+    return frozenset(raw | {apis.canonical(n) for n in raw})
+
+
+def root_name(node: cst.CSTNode) -> str | None:
+    """``loss`` for ``loss``, ``loss.data``, ``loss[0]``; None for calls and literals."""
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _last_name(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def _looks_like_optimizer(node: cst.CSTNode) -> bool:
+    name = _last_name(node)
+    return name is not None and "opt" in name.lower()
+
+
+@dataclass
+class Steps:
+    """What running a piece of code does, as far as the step structure goes."""
+
+    backward: bool = False
+    optimizer: bool = False
+    boundary: bool = False  # cuts the lazy graph: torch_xla.step/sync/mark_step/optimizer_step(barrier=True)
+    xla_step: bool = False  # torch_xla.step() / sync() / mark_step() seen (marks a training loop too)
+    backward_roots: set[str] = field(default_factory=set)
+
+    def merge(self, other: "Steps") -> None:
+        self.backward |= other.backward
+        self.optimizer |= other.optimizer
+        self.boundary |= other.boundary
+        self.xla_step |= other.xla_step
+
+    @property
+    def trains(self) -> bool:
+        return self.backward or self.optimizer or self.xla_step
+
+
+class LoopFacts:
+    """Per-module facts the loop rules share (computed lazily, once per rule instance).
+
+    ``functions``: same-module function name -> :class:`Steps` of its body outside its own
+    loops (a function that *is* one training step); ``loader_names``: names and attributes
+    assigned a torch_xla device loader (``MpDeviceLoader``, ``ParallelLoader``,
+    ``.per_device_loader()``), or ``iter()`` of one; ``has_device_loader``: the module makes one.
+    """
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.functions: dict[str, Steps] = {}
+        self.loader_names: set[str] = set()
+        self.has_device_loader = False
+        self.eager = False
+        self.iterable_classes: set[str] = set()
+        self.iterable_values: set[str] = set()
+        self._loops: dict[int, tuple[Steps, Steps]] = {}
+        self._scan_module()
+
+    # -- module pre-pass -------------------------------------------------------
+    def _scan_module(self) -> None:
+        ctx = self.ctx
+        facts = self
+        functions: list[tuple[cst.FunctionDef, Scope]] = []
+
+        class _V(cst.CSTVisitor):
+            def __init__(self) -> None:
+                super().__init__()
+                self.scopes = [ctx.root_scope]
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                self.scopes.append(ctx.scopes.get(node, self.scopes[-1]))
+                functions.append((node, self.scopes[-1]))
+
+            def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+                self.scopes.pop()
+
+            def visit_ClassDef(self, node: cst.ClassDef) -> None:
+                self.scopes.append(ctx.scopes.get(node, self.scopes[-1]))
+                for base in node.bases:
+                    if _qnames(base.value, self.scopes[-2]) & ITERABLE_DATASET or \
+                            _last_name(base.value) in facts.iterable_classes:
+                        facts.iterable_classes.add(node.name.value)
+
+            def leave_ClassDef(self, node: cst.ClassDef) -> None:
+                self.scopes.pop()
+
+            def visit_Call(self, node: cst.Call) -> None:
+                names = _qnames(node, self.scopes[-1])
+                if names & EAGER_MODE:
+                    arg = find_arg(node, "enable", 0)
+                    if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+                        facts.eager = True
+                if facts.is_device_loader(node, self.scopes[-1]):
+                    facts.has_device_loader = True
+
+            def visit_Assign(self, node: cst.Assign) -> None:
+                scope = self.scopes[-1]
+                if facts.is_device_loader(node.value, scope):
+                    for t in node.targets:
+                        name = _last_name(t.target)
+                        if name:
+                            facts.loader_names.add(name)
+                if isinstance(node.value, cst.Call):
+                    callee = _last_name(node.value.func)
+                    streaming = find_arg(node.value, "streaming")
+                    if callee in facts.iterable_classes or _qnames(node.value, scope) & ITERABLE_DATASET or (
+                            streaming is not None and isinstance(streaming.value, cst.Name)
+                            and streaming.value.value == "True"):
+                        for t in node.targets:
+                            name = _last_name(t.target)
+                            if name:
+                                facts.iterable_values.add(name)
+
+        ctx.module.visit(_V())
+        for func, scope in functions:
+            steps = Steps()
+            if any(_qnames(d.decorator, scope) & {XLA_COMPILE} for d in func.decorators):
+                steps.boundary = True
+            own, _ = self._scan(func.body, scope, use_functions=False)
+            steps.merge(own)
+            previous = self.functions.get(func.name.value)
+            if previous is not None:
+                steps.merge(previous)
+            self.functions[func.name.value] = steps
+
+    def is_device_loader(self, node: cst.CSTNode, scope: Scope) -> bool:
+        """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``,
+        a name assigned one, or such a value passed through ``enumerate``/``iter``/``zip``/..."""
+        if isinstance(node, cst.Call):
+            if _qnames(node, scope) & DEVICE_LOADERS:
+                return True
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "per_device_loader":
+                return True
+            if _last_name(node.func) in WRAPPERS:
+                return any(self.is_device_loader(a.value, scope) for a in node.args if a.keyword is None)
+            return False
+        name = _last_name(node)
+        return name is not None and name in self.loader_names
+
+    # -- loop bodies -------------------------------------------------------------
+    def _scan(self, body: cst.CSTNode, scope: Scope, use_functions: bool = True) -> tuple[Steps, Steps]:
+        """Steps of ``body`` outside nested loops (own) and including them (full);
+        nested functions, lambdas and classes are not part of it."""
+        own, full = Steps(), Steps()
+        facts = self
+
+        class _V(cst.CSTVisitor):
+            def __init__(self) -> None:
+                super().__init__()
+                self.depth = 0
+
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                if isinstance(node, _SCOPE_NODES):
+                    return False
+                if isinstance(node, _LOOPS) and node is not body:
+                    self.depth += 1
+                if isinstance(node, cst.Call):
+                    found = facts.classify(node, scope, use_functions)
+                    if found is not None:
+                        full.merge(found)
+                        full.backward_roots |= found.backward_roots
+                        if self.depth == 0:
+                            own.merge(found)
+                return True
+
+            def on_leave(self, node: cst.CSTNode) -> None:
+                if isinstance(node, _LOOPS) and node is not body:
+                    self.depth -= 1
+
+        body.visit(_V())
+        return own, full
+
+    def classify(self, call: cst.Call, scope: Scope, use_functions: bool = True) -> Steps | None:
+        """What one call does to the step structure, or None when nothing."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            root = root_name(func.value)
+            roots = {root} if root else _names_in(func.value)
+            return Steps(backward=True, backward_roots=roots)
+        names = _qnames(call, scope)
+        if XLA_STEP in names or names & SYNC:
+            return Steps(boundary=True, xla_step=True)
+        if OPTIMIZER_STEP in names:
+            barrier = find_arg(call, "barrier", 1)
+            cuts = barrier is not None and not (isinstance(barrier.value, cst.Name) and barrier.value.value == "False")
+            return Steps(optimizer=True, boundary=cuts)
+        if isinstance(func, cst.Attribute) and func.attr.value == "step" and not names:
+            if _looks_like_optimizer(func.value) or any(_looks_like_optimizer(a.value) for a in call.args):
+                return Steps(optimizer=True)
+        if isinstance(func, cst.Name) and func.value == "next" and call.args:
+            if self.is_device_loader(call.args[0].value, scope):
+                return Steps(boundary=True)
+        if use_functions:
+            name = _last_name(func)
+            local = isinstance(func, cst.Name) and not names or (
+                isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self")
+            if local and name in self.functions:
+                s = self.functions[name]
+                return Steps(s.backward, s.optimizer, s.boundary, s.xla_step)
+        return None
+
+    def loop(self, node: cst.For | cst.While, scope: Scope) -> tuple[Steps, Steps]:
+        """(own, full) :class:`Steps` of a loop's body (and of a ``while`` loop's test)."""
+        key = id(node)
+        if key not in self._loops:
+            own, full = self._scan(node.body, scope)
+            if isinstance(node, cst.While):
+                o2, f2 = self._scan(node.test, scope)
+                own.merge(o2)
+                full.merge(f2)
+            self._loops[key] = (own, full)
+        return self._loops[key]
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+        def visit_Call(self, n: cst.Call) -> bool:
+            for a in n.args:
+                a.value.visit(self)
+            return False
+
+    node.visit(_V())
+    return found
+
+
+def _target_names(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, cst.Name):
+        return {node.value}
+    if isinstance(node, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for el in node.elements:
+            out |= _target_names(el.value)
+        return out
+    if isinstance(node, cst.StarredElement):
+        return _target_names(node.value)
+    return set()
+
+
+def _has_modulo(node: cst.CSTNode) -> bool:
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_BinaryOperation(self, n: cst.BinaryOperation) -> None:
+            nonlocal found
+            if isinstance(n.operator, cst.Modulo):
+                found = True
+
+    node.visit(_V())
+    return found
+
+
+def _compares_counter(test: cst.CSTNode, counters: set[str]) -> bool:
+    """``step == 0``, ``i == n - 1``: a test true on one iteration of the loop counting with ``counters``."""
+    if not isinstance(test, cst.Comparison):
+        return False
+    sides = [test.left, *(c.comparator for c in test.comparisons)]
+    return any(isinstance(c.operator, cst.Equal) for c in test.comparisons) and any(
+        isinstance(s, cst.Name) and s.value in counters for s in sides)
+
+
+HOST_METHODS = {"item": False, "tolist": False, "cpu": True, "numpy": True}  # name -> may take arguments
+
+
+class HostSyncInStep(Rule):
+    code = "XLA201"
+    name = "host-sync-in-step"
+    summary = "A tensor read on the host (.item(), .cpu(), print) on every step of a training loop."
+    message = ("{what} on every step of a training loop waits for the step's graph to run and copies "
+               "the result to the host; read it every N steps or in `xm.add_step_closure`")
+    severity = Severity.WARNING
+    explanation = """\
+## What it does
+In a module that imports torch_xla, flags reading a tensor's value on the host inside a
+training loop (a loop whose body runs `backward()`, an optimizer step, `torch_xla.step()`,
+`torch_xla.sync()` or `xm.mark_step()`, directly or through a function of the same
+module): `.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `float(t)`/`int(t)`, printing or
+formatting a tensor (`print(loss)`, `f"{loss:.3f}"`). A "tensor" for `float`/`int`/printing
+is the value `backward()` is called on, or a name the loop computes from it or from a
+`torch.*` call. Not flagged: code under `if step % N == 0:` (or `if step == 0:`),
+inside a function or lambda given to `xm.add_step_closure`, after the loop, in a loop
+that only evaluates (no step), and methods on the loop's own batch variables (the
+loader's CPU tensors).
+
+## Why is this bad
+torch_xla records operations lazily and runs them as one compiled graph at the step
+boundary. Reading a value on the host needs it now: the pending graph is cut, compiled
+(a different graph from the step's, so one more compilation) and executed, and the host
+waits for the device and for the device-to-host copy before it can trace the next
+operation. Done every step it serializes host and device, which otherwise overlap:
+`torch_xla.sync()` (`torch_xla/torch_xla.py`, 2.9.0) only *launches* the step's graph
+(`wait=False`), and step closures (`xm.add_step_closure`, `torch_xla/core/xla_model.py`)
+run after that launch, with the values already materialized.
+
+## Example
+```python
+for step, (x, y) in enumerate(loader):
+    with torch_xla.step():
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+    total += loss.item()
+```
+
+## Use instead
+```python
+for step, (x, y) in enumerate(loader):
+    with torch_xla.step():
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss.detach()            # stays on the device
+    if step % 50 == 0:
+        xm.add_step_closure(lambda l=loss: print(f"loss {l.item():.3f}", flush=True))
+print(total_loss.item())                       # once, after the loop
+```
+
+## References
+- https://docs.pytorch.org/xla/master/learn/troubleshoot.html
+- torch_xla 2.9.0 `torch_xla/torch_xla.py` (`sync`, `step`), `torch_xla/core/xla_model.py` (`add_step_closure`)
+"""
+    valid = (
+        Valid("import torch_xla\nfor step, (x, y) in enumerate(loader):\n    with torch_xla.step():\n"
+              "        loss = model(x).sum()\n        loss.backward()\n        opt.step()\n"
+              "    if step % 10 == 0:\n        print(loss.item(), flush=True)\n"),
+        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\nfor x in loader:\n"
+              "    loss = model(x).sum()\n    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+              "    xm.add_step_closure(lambda: print(loss.item(), flush=True))\n"),
+        Valid("import torch_xla\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+              "    optimizer.step()\n    torch_xla.sync()\nprint(loss.item(), flush=True)\n"),
+        Valid("import torch_xla\ncorrect = 0\nfor x, y in test_loader:\n"
+              "    correct += model(x).argmax(1).eq(y).sum().item()\n"),
+        Valid("import torch_xla\nfor epoch in range(3):\n    for x in loader:\n        loss = model(x).sum()\n"
+              "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"
+              "    print(f'epoch {epoch} loss {loss.item()}', flush=True)\n"),
+        Valid("import torch_xla\nfor x, y in loader:\n    labels = y.numpy()\n    loss = model(x).sum()\n"
+              "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"),
+        Valid("import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+              "    print(loss.item())\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla\nfor x, y in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
+                "        loss.backward()\n        optimizer.step()\n    losses.append(loss.item())\n"
+                "    print(f'loss {loss:.3f}', flush=True)\n", (7, 8)),
+        Invalid("import torch_xla.core.xla_model as xm\nfor i, batch in enumerate(loader):\n"
+                "    out = model(batch)\n    loss = criterion(out, batch)\n    loss.backward()\n"
+                "    xm.optimizer_step(optimizer, barrier=True)\n"
+                "    acc = float(loss)\n    hist = out.cpu().numpy()\n    xm.master_print(loss)\n", (7, 8, 9)),
+        Invalid("import torch_xla\ndef train_step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
+                "    optimizer.step()\n    torch_xla.sync()\n    return loss\n"
+                "for x in loader:\n    loss = train_step(x)\n    print(loss.tolist(), flush=True)\n", (10,)),
+        Invalid("import torch_xla\nstep = 0\nwhile step < 100:\n    loss = model(next(it)).sum()\n"
+                "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+                "    if loss.item() < 0.01:\n        break\n    step += 1\n", (8,)),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._facts: LoopFacts | None = None
+        self._tensors: dict[int, set[str]] = {}
+
+    @property
+    def facts(self) -> LoopFacts:
+        if self._facts is None:
+            self._facts = LoopFacts(self.ctx)
+        return self._facts
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.imports_torch_xla:
+            return
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS:
+            if node.args and not HOST_METHODS[func.attr.value]:
+                return
+            receiver = func.value
+            if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and \
+                    receiver.func.attr.value in HOST_METHODS:
+                return  # `t.cpu().numpy()`: reported once, at `.cpu()`
+            if self.ctx.qnames(receiver):
+                return  # a module's function or value (`np.array(...).tolist()`), not a tensor
+            self._check(node, f"`.{func.attr.value}()`", receiver=receiver)
+            return
+        if isinstance(func, cst.Name) and func.value in ("float", "int") and len(node.args) == 1 \
+                and node.args[0].keyword is None and not node.args[0].star:
+            if "builtins." + func.value in self.ctx.qnames(func):
+                self._check(node, f"`{func.value}()` of a tensor", value=node.args[0].value)
+            return
+        if _last_name(func) in ("print", "master_print"):
+            if not self.ctx.is_call_to(node, apis.PRINT, f"{apis.XM}.master_print"):
+                return
+            for arg in node.args:
+                if not arg.star and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+                    if self._check(node, "printing a tensor", value=arg.value, plain=True):
+                        return
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        if self.ctx.imports_torch_xla and isinstance(node.expression, (cst.Name, cst.Attribute, cst.Subscript)):
+            self._check(node, "formatting a tensor", value=node.expression, plain=True)
+
+    # --------------------------------------------------------------------------
+    def _check(self, node: cst.CSTNode, what: str, *, receiver: cst.CSTNode | None = None,
+               value: cst.CSTNode | None = None, plain: bool = False) -> bool:
+        loop = self._step_loop()
+        if loop is None:
+            return False
+        if receiver is not None:
+            root = root_name(receiver)
+            if root is not None and root in self._batch_names(loop) and root not in self._tensor_names(loop):
+                return False
+        if value is not None:
+            root = root_name(value)
+            if root is None or root not in self._tensor_names(loop):
+                if plain or not (isinstance(value, cst.Call) and any(
+                        n.startswith("torch.") for n in self.ctx.qnames(value))):
+                    return False
+        return self.report(node, self.message.format(what=what))
+
+    def _step_loop(self) -> cst.For | cst.While | None:
+        """The innermost loop running the current node on every iteration, if it is a training
+        loop and the node is not under an every-N-steps branch or in a step closure."""
+        stack = self.ctx.stack
+        guarded: list[cst.CSTNode] = []
+        for i in range(len(stack) - 2, -1, -1):
+            node, child = stack[i], stack[i + 1]
+            if isinstance(node, _SCOPE_NODES):
+                return None
+            if isinstance(node, (cst.If, cst.IfExp)) and child is node.body:
+                guarded.append(node.test)
+            if isinstance(node, _LOOPS):
+                if not (child is node.body or isinstance(node, cst.While) and child is node.test):
+                    continue  # a for-loop's iterable, or an else branch: runs once
+                own, _ = self.facts.loop(node, self.ctx.scope)
+                if not own.trains:
+                    return None
+                counters = _target_names(node.target) if isinstance(node, cst.For) else set()
+                if any(_has_modulo(t) or _compares_counter(t, counters) for t in guarded):
+                    return None
+                return node
+        return None
+
+    def _batch_names(self, loop: cst.For | cst.While) -> set[str]:
+        return _target_names(loop.target) if isinstance(loop, cst.For) else set()
+
+    def _tensor_names(self, loop: cst.For | cst.While) -> set[str]:
+        """Names holding device tensors in ``loop``: what ``backward()`` is called on, and
+        names assigned from those or from a ``torch.*`` call in the loop."""
+        key = id(loop)
+        if key in self._tensors:
+            return self._tensors[key]
+        _, full = self.facts.loop(loop, self.ctx.scope)
+        names = set(full.backward_roots)
+        assigns: list[tuple[set[str], cst.CSTNode]] = []
+        ctx = self.ctx
+
+        class _V(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                if isinstance(node, _SCOPE_NODES):
+                    return False
+                if isinstance(node, cst.Assign):
+                    targets: set[str] = set()
+                    for t in node.targets:
+                        targets |= _target_names(t.target)
+                    assigns.append((targets, node.value))
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+                    assigns.append((_target_names(node.target), node.value))
+                return True
+
+        loop.body.visit(_V())
+        torchy: set[int] = set()
+        for i, (_, value) in enumerate(assigns):
+            for call in _calls(value):
+                if any(n.startswith("torch.") and not n.startswith("torch_xla") for n in ctx.qnames(call)):
+                    torchy.add(i)
+                    break
+        for _ in range(3):
+            for i, (targets, value) in enumerate(assigns):
+                if i in torchy or _names_in(value) & names:
+                    names |= targets
+        self._tensors[key] = names
+        return names
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            found.append(n)
+
+    node.visit(_V())
+    return found
+
+
+class DataLoaderPartialBatch(Rule):
+    code = "XLA202"
+    name = "dataloader-partial-batch"
+    summary = "DataLoader without drop_last=True: the smaller last batch compiles another graph."
+    message = ("`DataLoader` without `drop_last=True`: the last, smaller batch has a new shape and "
+               "compiles a new graph; pass `drop_last=True` (or pad the last batch)")
+    severity = Severity.WARNING
+    explanation = """\
+## What it does
+In a module that imports torch_xla, flags `torch.utils.data.DataLoader(...)` calls that
+batch (`batch_size` not None) and say nothing about the last batch: no `drop_last=`
+argument, no `batch_sampler=`, no `**kwargs`. Not flagged: a dataset that is an
+`IterableDataset` (a class of this module deriving from it, or
+`load_dataset(..., streaming=True)`): its length is unknown and the rule cannot say
+what its last batch is. An explicit `drop_last=False` is taken as a decision (an
+evaluation loader that must see every sample) and not flagged.
+
+## Why is this bad
+XLA compiles one graph per set of input shapes. With `len(dataset) % batch_size != 0`
+the last batch of every epoch is smaller, so the forward and backward graphs are traced
+and compiled again for that shape: minutes for a large model, once per process (then
+cached), plus one more compile for each differently sized tail (evaluation loaders,
+a different world size). With SPMD the batch is sharded over a mesh axis, and a tail
+that does not divide the axis is padded by the partitioner.
+
+`DistributedSampler(..., drop_last=True)` does not help: its `drop_last` drops samples
+so that every replica gets the *same number of samples* (`torch/utils/data/distributed.py`,
+`num_samples = len(dataset) // num_replicas`); the DataLoader then still batches those
+`num_samples` with a partial last batch unless `num_samples % batch_size == 0`. So a
+`DistributedSampler` passed as `sampler=` does not exempt the loader.
+
+## Example
+```python
+loader = torch.utils.data.DataLoader(dataset, batch_size=128, shuffle=True)
+```
+
+## Use instead
+```python
+loader = torch.utils.data.DataLoader(dataset, batch_size=128, shuffle=True, drop_last=True)
+```
+or pad the last batch to the full size with a mask. There is no automatic fix: dropping
+samples changes what the loop sees.
+
+## References
+- https://docs.pytorch.org/xla/master/learn/troubleshoot.html
+- https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader
+- torch 2.9.0 `torch/utils/data/dataloader.py`, `torch/utils/data/distributed.py`
+"""
+    valid = (
+        Valid("import torch\nimport torch_xla\nloader = torch.utils.data.DataLoader(ds, batch_size=8, drop_last=True)\n"),
+        Valid("import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=8)\n"),
+        Valid("import torch_xla\nfrom torch.utils.data import DataLoader, IterableDataset\n"
+              "class Stream(IterableDataset):\n    def __iter__(self):\n        yield 1\n"
+              "ds = Stream()\nloader = DataLoader(ds, batch_size=8)\nloader2 = DataLoader(Stream(), batch_size=8)\n"),
+        Valid("import torch_xla\nfrom torch.utils.data import DataLoader\n"
+              "loader = DataLoader(ds, batch_sampler=sampler)\nraw = DataLoader(ds, batch_size=None)\n"
+              "evalset = DataLoader(ds, batch_size=8, drop_last=False)\nany_ = DataLoader(ds, **kwargs)\n"),
+    )
+    invalid = (
+        Invalid("import torch\nimport torch_xla\nloader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True)\n",
+                (3,)),
+        Invalid("import torch_xla.core.xla_model as xm\nfrom torch.utils.data import DataLoader as DL\n"
+                "from torch.utils.data.distributed import DistributedSampler\n"
+                "sampler = DistributedSampler(ds, num_replicas=4, rank=0, drop_last=True)\n"
+                "loader = DL(ds, batch_size=8, sampler=sampler)\n", (5,)),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._facts: LoopFacts | None = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.imports_torch_xla or not self.ctx.is_call_to(node, DATALOADER):
+            return
+        if any(a.star == "**" for a in node.args):
+            return
+        if find_arg(node, "drop_last") is not None or find_arg(node, "batch_sampler") is not None:
+            return
+        batch_size = find_arg(node, "batch_size", 1)
+        if batch_size is not None and isinstance(batch_size.value, cst.Name) and batch_size.value.value == "None":
+            return
+        dataset = find_arg(node, "dataset", 0)
+        if dataset is not None and self._iterable(dataset.value):
+            return
+        self.report(node)
+
+    def _iterable(self, value: cst.CSTNode) -> bool:
+        if self._facts is None:
+            self._facts = LoopFacts(self.ctx)
+        facts = self._facts
+        if isinstance(value, cst.Call):
+            if _last_name(value.func) in facts.iterable_classes or self.ctx.qnames(value) & ITERABLE_DATASET:
+                return True
+            streaming = find_arg(value, "streaming")
+            return streaming is not None and isinstance(streaming.value, cst.Name) and streaming.value.value == "True"
+        name = _last_name(value)
+        return name is not None and name in facts.iterable_values
+
+
+class MissingStepBoundary(Rule):
+    code = "XLA203"
+    name = "missing-step-boundary"
+    summary = "A training loop with no torch_xla.step()/sync(): the lazy graph grows every step."
+    message = ("training loop without a step boundary: wrap the step in `with torch_xla.step():`, call "
+               "`torch_xla.sync()` after the optimizer step, or iterate an `MpDeviceLoader`")
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+In a module that imports torch_xla, flags the innermost loop that runs both `backward()`
+and an optimizer step (`optimizer.step()`, `scaler.step(optimizer)`,
+`xm.optimizer_step(...)`, directly or through a function of the same module) when
+nothing in it ends the step: no `torch_xla.step()`, `torch_xla.sync()`,
+`xm.mark_step()`, `xm.optimizer_step(..., barrier=True)` or call of a
+`@torch_xla.compile` function, and the loop does not iterate a torch_xla device loader
+(`MpDeviceLoader`, `ParallelLoader.per_device_loader()`, directly, through
+`enumerate`/`zip`/..., or through a name assigned one in this module). When the loop
+iterates a function parameter or attribute and the module builds a device loader
+somewhere, the loader may be what is passed in, and the loop is not flagged. Modules
+that turn on eager mode (`torch_xla.experimental.eager_mode(True)`) are not checked.
+
+## Why is this bad
+torch_xla traces operations into a graph and only compiles and runs it at a step
+boundary. Without one, each iteration appends its forward, backward and optimizer
+update to the same pending graph: the graph grows without bound, tracing slows down
+step after step, host memory grows, and the device only runs something when a value is
+read (`.item()`), which then compiles a huge, never-reused graph. Checked in torch_xla
+2.9.0: `xm.optimizer_step` (`torch_xla/core/xla_model.py`) reduces gradients, calls
+`optimizer.step()` and calls `torch_xla.sync()` only `if barrier:`; `PerDeviceLoader.next`
+(`torch_xla/distributed/parallel_loader.py`, what `MpDeviceLoader.__iter__` returns)
+calls `torch_xla.sync()` before handing out each batch (every `batches_per_execution`
+batches) and at the end; `torch_xla.step()` (`torch_xla/torch_xla.py`) syncs on exit.
+
+## Example
+```python
+for x, y in loader:                     # a torch DataLoader
+    loss = loss_fn(model(x.to(device)), y.to(device))
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+```
+
+## Use instead
+```python
+for x, y in loader:
+    with torch_xla.step():
+        loss = loss_fn(model(x.to(device)), y.to(device))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+```
+or iterate `pl.MpDeviceLoader(loader, device)`, or call `torch_xla.sync()` at the end
+of the step.
+
+## References
+- https://docs.pytorch.org/xla/master/learn/pytorch-on-xla-devices.html
+- torch_xla 2.9.0 `torch_xla/distributed/parallel_loader.py`, `torch_xla/core/xla_model.py`, `torch_xla/torch_xla.py`
+"""
+    valid = (
+        Valid("import torch_xla\nfor x in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
+              "        loss.backward()\n        optimizer.step()\n"),
+        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
+              "device_loader = pl.MpDeviceLoader(loader, device)\nfor step, (x, y) in enumerate(device_loader):\n"
+              "    loss = model(x).sum()\n    loss.backward()\n    xm.optimizer_step(optimizer)\n"),
+        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
+              "def train_loop(loader):\n    for x in loader:\n        loss = model(x).sum()\n"
+              "        loss.backward()\n        xm.optimizer_step(optimizer)\n"
+              "train_loop(pl.MpDeviceLoader(train_loader, device))\n"),
+        Valid("import torch_xla.core.xla_model as xm\nfor x in loader:\n    loss = model(x).sum()\n"
+              "    loss.backward()\n    xm.optimizer_step(optimizer, barrier=True)\n"),
+        Valid("import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n    optimizer.step()\n"),
+        Valid("import torch_xla\nfor epoch in range(2):\n    for x in loader:\n        loss = model(x).sum()\n"
+              "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"),
+        Valid("import torch_xla\ndef step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
+              "    optimizer.step()\n    torch_xla.sync()\nfor x in loader:\n    step(x)\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+                "    optimizer.step()\n    optimizer.zero_grad()\n", (2,)),
+        Invalid("import torch_xla.core.xla_model as xm\nfor epoch in range(3):\n"
+                "    for x in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
+                "        xm.optimizer_step(optimizer)\n", (3,)),
+        Invalid("import torch_xla\nstep = 0\nwhile step < 10:\n    loss = model(batch).sum()\n"
+                "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    step += 1\n", (3,)),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._facts: LoopFacts | None = None
+
+    @property
+    def facts(self) -> LoopFacts:
+        if self._facts is None:
+            self._facts = LoopFacts(self.ctx)
+        return self._facts
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._loop(node)
+
+    def _loop(self, node: cst.For | cst.While) -> None:
+        if not self.ctx.imports_torch_xla or self.facts.eager:
+            return
+        scope = self.ctx.scope
+        _, full = self.facts.loop(node, scope)
+        if not (full.backward and full.optimizer) or full.boundary:
+            return
+        if self._inner_training_loop(node, scope):
+            return  # the inner loop is the training loop (and is checked itself)
+        if isinstance(node, cst.For) and self._device_loader_iter(node.iter, scope):
+            return
+        self.report(node)
+
+    def _inner_training_loop(self, node: cst.For | cst.While, scope: Scope) -> bool:
+        facts = self.facts
+        found = False
+
+        class _V(cst.CSTVisitor):
+            def on_visit(self, n: cst.CSTNode) -> bool:
+                nonlocal found
+                if found or isinstance(n, _SCOPE_NODES):
+                    return False
+                if isinstance(n, _LOOPS) and n is not node:
+                    _, f = facts.loop(n, scope)
+                    if f.backward and f.optimizer:
+                        found = True
+                        return False
+                return True
+
+        node.body.visit(_V())
+        return found
+
+    def _device_loader_iter(self, iterable: cst.CSTNode, scope: Scope) -> bool:
+        """True when the loop iterates a device loader, or may (a parameter or attribute in
+        a module that builds one)."""
+        facts = self.facts
+        if facts.is_device_loader(iterable, scope):
+            return True
+        if isinstance(iterable, cst.Call) and _last_name(iterable.func) in WRAPPERS:
+            return any(self._device_loader_iter(a.value, scope) for a in iterable.args if a.keyword is None)
+        if not facts.has_device_loader:
+            return False
+        if isinstance(iterable, cst.Attribute):
+            return True
+        if isinstance(iterable, cst.Name):
+            for func in self.ctx.enclosing(cst.FunctionDef):
+                p = func.params
+                params = {x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)}
+                return iterable.value in params
+        return False
