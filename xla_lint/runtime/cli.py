@@ -24,7 +24,10 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 def runtime_available() -> bool:
     """True when torch and torch_xla can be imported (checked without importing them)."""
-    return all(importlib.util.find_spec(m) is not None for m in ("torch", "torch_xla"))
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in ("torch", "torch_xla"))
+    except (ImportError, ValueError):  # a broken or blocked installation
+        return False
 
 
 def _shape(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:

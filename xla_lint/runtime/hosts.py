@@ -23,6 +23,7 @@ Where the layout comes from (:func:`resolve_layout`):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -32,12 +33,27 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Iterator
 
 from .env import HOST_LAYOUT_VARS
 from .options import OptionsError, RuntimeOptions
 
 KEY = "xla_lint_runtime/"
+
+
+@contextlib.contextmanager
+def stderr_to_devnull() -> Iterator[None]:
+    """Point file descriptor 2 at /dev/null for the duration (C++ libraries print there
+    directly); Python exceptions still carry their messages."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class RendezvousError(RuntimeError):
@@ -198,9 +214,10 @@ class HostGroup:
         if not result.ok:
             raise RendezvousError(result.message, result)
         try:
-            dist.init_process_group(
-                "gloo", store=dist.PrefixStore(f"{KEY}pg", store), rank=me, world_size=n, timeout=timedelta(seconds=group_timeout)
-            )
+            with stderr_to_devnull():  # gloo prints "[Gloo] Rank i is connected to ..." on every host
+                dist.init_process_group(
+                    "gloo", store=dist.PrefixStore(f"{KEY}pg", store), rank=me, world_size=n, timeout=timedelta(seconds=group_timeout)
+                )
         except Exception as exc:  # noqa: BLE001
             result.message = f"host {me}: the gloo process group did not form: {exc}"
             raise RendezvousError(result.message, result) from None
@@ -228,9 +245,10 @@ class HostGroup:
             problems.append(f"host index {i} was claimed by {store.add(f'{KEY}claim/{i}', 0)} processes: give every host its own --host-index")
         for i in wrong_n:
             problems.append(f"host {i} was started with --num-hosts {hosts[str(i)]['num_hosts']}, host 0 with {n}")
+        message = "; ".join(problems)
         if missing:
-            problems.append(f"(host indices run 0..{n - 1}; joined: {', '.join(map(str, sorted(arrived))) or 'none'})")
-        return {"joined": sorted(arrived), "missing": missing, "duplicates": duplicates, "hosts": hosts, "message": "; ".join(problems)}
+            message += f" (host indices run 0..{n - 1}; joined: {', '.join(map(str, sorted(arrived))) or 'none'})"
+        return {"joined": sorted(arrived), "missing": missing, "duplicates": duplicates, "hosts": hosts, "message": message}
 
     @classmethod
     def _maybe_join_xla(cls, layout: HostLayout, timeout: float, group_timeout: float) -> "HostGroup | None":

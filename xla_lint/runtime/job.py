@@ -359,8 +359,10 @@ class Stage:
         if exc is None:
             self.record.completed.append(self.name)
             return False
-        if not isinstance(exc, Exception):
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
             return False
+        # not only Exception: torch.distributed.checkpoint's CheckpointException derives
+        # from BaseException (torch/distributed/checkpoint/api.py)
         self.record.errors.append(
             {
                 "stage": self.name,
@@ -548,8 +550,19 @@ def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_ind
     try:
         sd = {k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}
         t0 = time.perf_counter()
-        dist_cp.save(state_dict={"model": sd}, storage_writer=dist_cp.FileSystemWriter(run_dir), planner=SPMDSavePlanner(), **dist_kwargs)
+        metadata = dist_cp.save(state_dict={"model": sd}, storage_writer=dist_cp.FileSystemWriter(run_dir), planner=SPMDSavePlanner(), **dist_kwargs)
         save_s = time.perf_counter() - t0
+        # Tensors the save silently left out of the checkpoint metadata. torch_xla 2.9's
+        # dedup_tensors (torch_xla/experimental/distributed_checkpoint/_helpers.py) drops
+        # EVERY copy of a shard that one process holds twice (partial replication, e.g. a
+        # 2-D mesh whose second axis does not shard the tensor): MetadataIndex compares
+        # fqn and offset only, so replica 1 marks replica 0's item as a duplicate too.
+        written = set(metadata.state_dict_metadata) if metadata is not None else {f"model.{k}" for k in sd}
+        not_written = sorted(k for k in sd if f"model.{k}" not in written)
+        not_written_info = [
+            {"name": strip_wrapper_names(k), "sharding_spec": torch_xla._XLAC._get_xla_sharding_spec(sd[k])} for k in not_written
+        ]
+        sd = {k: v for k, v in sd.items() if k not in not_written}
         targets = {}
         for k, v in sd.items():
             t = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
@@ -559,12 +572,15 @@ def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_ind
             targets[k] = t
         keys = sorted(sd)
         with torch.no_grad():
-            before = torch.stack([(targets[k].float() - sd[k].float()).abs().max() for k in keys]).cpu().tolist()
+            before = torch.stack([(targets[k].float() - sd[k].float()).abs().max() for k in keys]).cpu().tolist() if keys else []
         t0 = time.perf_counter()
-        dist_cp.load(state_dict={"model": targets}, storage_reader=dist_cp.FileSystemReader(run_dir), planner=SPMDLoadPlanner(), **dist_kwargs)
+        if keys:
+            dist_cp.load(
+                state_dict={"model": targets}, storage_reader=dist_cp.FileSystemReader(run_dir), planner=SPMDLoadPlanner(), **dist_kwargs
+            )
         load_s = time.perf_counter() - t0
         with torch.no_grad():
-            after = torch.stack([(targets[k].float() - sd[k].float()).abs().max() for k in keys]).cpu().tolist()
+            after = torch.stack([(targets[k].float() - sd[k].float()).abs().max() for k in keys]).cpu().tolist() if keys else []
         sharding_mismatches = [
             strip_wrapper_names(k)
             for k in keys
@@ -574,11 +590,12 @@ def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_ind
         return {
             "dir": run_dir,
             "mode": "one checkpoint over the host process group" if spans_hosts else "one checkpoint per SPMD world (no_dist)",
-            "tensors": len(keys),
+            "tensors": len(keys) + len(not_written),
             "bytes": size,
             "max_abs_diff": max(after) if after else 0.0,
             "diff_before_load": max(before) if before else 0.0,
             "mismatches": [strip_wrapper_names(k) for k, d in zip(keys, after) if d != 0.0],
+            "not_written": not_written_info,
             "sharding_mismatches": sharding_mismatches,
             "save_s": round(save_s, 4),
             "load_s": round(load_s, 4),

@@ -14,6 +14,9 @@ from .checks import FAIL, PASS, SKIP, CheckResult
 
 SCHEMA = "xla-lint-runtime/1"
 
+#: error stages whose message already appears in a check line
+SHOWN_IN_CHECKS = ("rendezvous", "environment", "mesh", "model", "train", "consistency", "checkpoint")
+
 
 def exit_code(results: list[CheckResult]) -> int:
     """0 when no check failed (SKIPs allowed), else 1."""
@@ -78,7 +81,8 @@ def format_text(report: dict) -> str:
             rules = f" [{', '.join(c['rules'])}]" if c.get("rules") else ""
             lines.append(f"{indent}cause and fix{rules}: {c['explanation']}")
     for e in report["errors"]:
-        lines.append(f"error on host {e.get('host')}: {e.get('error')}")
+        if e.get("stage") not in SHOWN_IN_CHECKS:
+            lines.append(f"error on host {e.get('host')} ({e.get('stage')}): {e.get('error')}")
     s = report["summary"]
     lines += ["", f"{s[PASS]} passed, {s[FAIL]} failed, {s[SKIP]} skipped in {report['wall_s']:.1f} s (exit {report['exit_code']})"]
     return "\n".join(lines)

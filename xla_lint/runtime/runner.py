@@ -59,7 +59,9 @@ def run(opts: RuntimeOptions) -> int:
         from .job import run_job
 
         record = run_job(opts, me, group.num_hosts, process_group=group.pg).to_json()
-    except Exception as exc:  # noqa: BLE001 - e.g. torch_xla failing to import or to start PJRT
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - e.g. torch_xla failing to import or to start PJRT
         record = {
             "host_index": me,
             "num_hosts": group.num_hosts,

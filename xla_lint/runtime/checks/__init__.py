@@ -128,7 +128,7 @@ def gate(ctx: CheckContext, name: str) -> CheckResult | None:
             return CheckResult(
                 name,
                 FAIL,
-                f"host {err['host']} raised in the {err['stage']} stage: {err['error']}",
+                f"host {err['host']} raised in the {err['stage']} stage: {one_line(err['error'])}",
                 {"errors": [e for e in ctx.stage_errors() if e["stage"] == err["stage"]], "hosts": hosts},
                 explanation=f"an exception on host {err['host']} stopped the job in its {err['stage']} stage; "
                 "the traceback is in the JSON report (errors). " + STAGE_HINTS.get(err["stage"], ""),
@@ -187,6 +187,12 @@ def run_all(ctx: CheckContext) -> list[CheckResult]:
         except Exception as exc:  # noqa: BLE001 - a broken check must not hide the others
             out.append(CheckResult(name, FAIL, f"the check itself raised {type(exc).__name__}: {exc}"))
     return out
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Collapse a multi-line error message into one line of at most ``limit`` characters."""
+    flat = " / ".join(line.strip() for line in str(text).splitlines() if line.strip())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def fmt_bytes(n: float) -> str:

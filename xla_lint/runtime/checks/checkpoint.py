@@ -17,8 +17,25 @@ def check(ctx: CheckContext) -> CheckResult:
     if blocked:
         return blocked
     per_host = {str(r["host_index"]): r["checkpoint"] for r in ctx.present}
-    problems = []
+    problems, causes = [], []
     for h, c in per_host.items():
+        lost = c.get("not_written") or []
+        if lost:
+            partial = [x for x in lost if "last_tile_dim_replicate" in x["sharding_spec"]]
+            problems.append(
+                f"host {h}: {len(lost)} of {c['tensors']} tensors were not written to the checkpoint at all: "
+                + ", ".join(x["name"] for x in lost[:5]) + (" ..." if len(lost) > 5 else "")
+            )
+            if partial:
+                causes.append(
+                    f"these tensors are partially replicated ({partial[0]['sharding_spec']}: split on 'fsdp', copied along "
+                    "the other mesh axis), so one process holds two copies of each shard; torch_xla's SPMDSavePlanner "
+                    "dedup (dedup_tensors in torch_xla/experimental/distributed_checkpoint/_helpers.py) compares "
+                    "MetadataIndex by name and offset only and removes every copy, so dist_cp.save succeeds and "
+                    "writes nothing for them; loading then fails with KeyError. Fix: shard such parameters over every "
+                    "mesh axis (or use a 1-D fsdp mesh), or subclass SPMDSavePlanner so create_local_plan keeps the "
+                    "first write item per (fqn, offset) - see docs/runtime.md"
+                )
         if c["mismatches"]:
             problems.append(f"host {h}: {len(c['mismatches'])} tensor(s) differ after loading (max |diff| {c['max_abs_diff']:.3g}): {', '.join(c['mismatches'][:5])}")
         if c["sharding_mismatches"]:
@@ -30,9 +47,9 @@ def check(ctx: CheckContext) -> CheckResult:
     if problems:
         return CheckResult(
             "checkpoint", FAIL, "; ".join(problems), values,
-            explanation="save sharded state with torch.distributed.checkpoint and SPMDSavePlanner and load it with SPMDLoadPlanner "
+            explanation="; ".join(causes + ["save sharded state with torch.distributed.checkpoint and SPMDSavePlanner and load it with SPMDLoadPlanner "
             "into tensors that already carry the target sharding (not torch.save/xm.save on sharded tensors); on a pod "
-            "--checkpoint-dir must be storage every host can see",
+            "--checkpoint-dir must be storage every host can see"]),
             rules=["XLA003"],
         )
     summary = (
