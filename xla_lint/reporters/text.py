@@ -32,8 +32,9 @@ def location(d: Diagnostic, color: bool) -> str:
 
 
 def line(d: Diagnostic, color: bool = False) -> str:
-    """One diagnostic as ``path:line:col: CODE message``."""
-    return f"{location(d, color)} {code_style(d, color)} {d.message}"
+    """One diagnostic as ``path:line:col: CODE message`` (line breaks in the message become spaces)."""
+    message = " ".join(d.message.splitlines())
+    return f"{location(d, color)} {code_style(d, color)} {message}"
 
 
 def summary(report: Report) -> str:
