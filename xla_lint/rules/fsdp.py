@@ -9,7 +9,7 @@ from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 from .mesh import mesh_of
-from .spmd import function_key
+from .spmd import expects_error, function_key
 
 FSDPV2_POSITIONAL = ("mesh", "shard_output")  # keyword-only since torch_xla 2.4 (pytorch/xla#7044)
 KEYWORD_ONLY_SINCE = (2, 4)
@@ -44,7 +44,8 @@ Checks calls of `SpmdFullyShardedDataParallel` (FSDPv2, any alias). It flags:
   `axis_names` lack `"fsdp"` (or that has no axis names), and a literal
   `extra_data_axis=` that is not one of the mesh's axis names.
 
-Calls passing `*args`/`**kwargs` are only checked for what they spell out.
+Calls passing `*args`/`**kwargs` are only checked for what they spell out; calls under
+`with self.assertRaises(...)`/`pytest.raises(...)` are not checked.
 
 ## Why is this bad
 In torch_xla 2.9.0 (`torch_xla/experimental/spmd_fully_sharded_data_parallel.py`)
@@ -92,6 +93,8 @@ The fix names positional `mesh` and `shard_output` arguments.
               "model = FSDPv2(model, mesh=mesh, extra_data_axis='data')\n"),
         Valid("import torch_xla\nclass SpmdFullyShardedDataParallel:\n    pass\n"
               "m = SpmdFullyShardedDataParallel(model, mesh)\n"),
+        Valid("import pytest\n" + _IMPORT + "def test_no_mesh():\n    with pytest.raises(ValueError):\n"
+              "        FSDPv2(model)\n"),
     )
     invalid = (
         Invalid(_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
@@ -111,7 +114,7 @@ The fix names positional `mesh` and `shard_output` arguments.
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.is_call_to(node, apis.FSDPV2):
+        if not self.ctx.is_call_to(node, apis.FSDPV2) or expects_error(self.ctx):
             return
         positional = [a for a in node.args if a.keyword is None and not a.star]
         starred = any(a.star for a in node.args)

@@ -65,6 +65,35 @@ def _divergent_test(ctx, test: cst.BaseExpression) -> bool:
     return False
 
 
+EVAL_WORDS = frozenset({"test", "eval", "evaluation", "val", "valid", "validation", "dev", "holdout"})
+
+
+def _target_names(node: cst.BaseExpression) -> str:
+    """The identifiers of a Name/Attribute chain joined with ``_`` (``self.test_loader`` -> ``self_test_loader``)."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+    return "_".join(reversed(parts))
+
+
+def _words(name: str) -> list[str]:
+    """``testDataset_v2`` -> ``["test", "dataset", "v2"]``."""
+    out = []
+    for chunk in name.split("_"):
+        word = ""
+        for ch in chunk:
+            if ch.isupper() and word and not word[-1].isupper():
+                out.append(word.lower())
+                word = ""
+            word += ch
+        if word:
+            out.append(word.lower())
+    return out
+
+
 def _walk(node: cst.CSTNode):
     yield node
     for child in node.children:
@@ -273,7 +302,10 @@ class MissingDistributedSampler(Rule):
 In a multi-process program (`torch_xla.launch`, `xmp.spawn`, an `xla` process group)
 that is not SPMD, flags `torch.utils.data.DataLoader(...)` calls without `sampler=` or
 `batch_sampler=`. Loaders over an `IterableDataset` subclass defined in the same file,
-calls passing `**kwargs` and loaders given a sampler positionally are not flagged.
+calls passing `**kwargs`, loaders given a sampler positionally and evaluation loaders
+(`test_loader = DataLoader(test_dataset, ...)`: a loader or dataset named test, eval, val,
+valid, validation, dev or holdout; every replica evaluating the whole set repeats work but
+the metric stays right) are not flagged.
 
 ## Why is this bad
 Each replica is its own process with its own `DataLoader`. A map-style loader without a
@@ -313,6 +345,9 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
         Valid("import torch_xla\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8)\n"),
         Valid(_LAUNCH + "from torch.utils.data import DataLoader\n"
               "def _mp_fn(i):\n    loader = DataLoader(ds, batch_sampler=bs)\ntorch_xla.launch(_mp_fn)\n"),
+        Valid(_LAUNCH + "from torch.utils.data import DataLoader\n"
+              "def _mp_fn(i):\n    test_loader = DataLoader(test_dataset, batch_size=8, shuffle=False)\n"
+              "    evalLoader = DataLoader(ds, batch_size=8)\ntorch_xla.launch(_mp_fn)\n"),
     )
     invalid = (
         Invalid(_LAUNCH + "from torch.utils.data import DataLoader\n"
@@ -320,6 +355,9 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
                 "torch_xla.launch(_mp_fn)\n", (5,)),
         Invalid("import torch\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
                 "def train(i):\n    loader = torch.utils.data.DataLoader(ds, 8)\nxmp.spawn(train)\n", (4,)),
+        Invalid(_LAUNCH + "import torch\ndef _mp_fn(i):\n    attest = make()\n"
+                "    self.train_loader = torch.utils.data.DataLoader(latest_dataset, batch_size=8)\n"
+                "torch_xla.launch(_mp_fn)\n", (6,)),
     )
 
     def __init__(self, ctx) -> None:
@@ -336,7 +374,20 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
         dataset = find_arg(node, "dataset", 0)
         if dataset is not None and self._is_iterable(dataset.value):
             return
+        if self._is_evaluation(node, dataset):
+            return
         self.report(node, requires=MULTIPROCESS)
+
+    def _is_evaluation(self, node: cst.Call, dataset: cst.Arg | None) -> bool:
+        """A loader named for evaluation (``test_loader = DataLoader(test_dataset, ...)``): every
+        replica evaluating the whole set repeats work but the reduced metric is still right."""
+        names: list[str] = []
+        parent = self.ctx.parent()
+        if isinstance(parent, cst.Assign):
+            names.extend(_target_names(t.target) for t in parent.targets)
+        if dataset is not None:
+            names.append(_target_names(dataset.value))
+        return any(EVAL_WORDS & set(_words(n)) for n in names)
 
     def _is_iterable(self, node: cst.BaseExpression) -> bool:
         """An instance of an ``IterableDataset`` subclass defined in this file."""

@@ -181,6 +181,24 @@ DEVICE_APIS = frozenset({"torch_xla.device", f"{apis.XM}.xla_device", f"{apis.XR
 RNG_APIS = frozenset({f"{apis.XM}.set_rng_state", "torch_xla.manual_seed"})
 
 
+EXPECTED_ERROR_CONTEXTS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
+
+
+def expects_error(ctx) -> bool:
+    """True inside ``with self.assertRaises(...):`` / ``with pytest.raises(...):``: a test that
+    provokes the error on purpose (rules that report "this raises" stay quiet there)."""
+    for node in ctx.enclosing(cst.With):
+        for item in node.items:
+            call = item.item
+            if not isinstance(call, cst.Call):
+                continue
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in EXPECTED_ERROR_CONTEXTS:
+                return True
+            if ctx.is_call_to(call, "pytest.raises"):
+                return True
+    return False
+
+
 def function_key(ctx) -> cst.CSTNode:
     """The innermost enclosing function definition of the node being visited, else the module."""
     return next(ctx.enclosing(cst.FunctionDef), ctx.module)
@@ -420,7 +438,8 @@ class SpmdWithReplicaCollectives(Rule):
 ## What it does
 In a program that enables SPMD, flags `DistributedDataParallel(...)`,
 `dist.init_process_group("xla", ...)` (or `backend="xla"`), `xm.optimizer_step(...)`
-and `xm.reduce_gradients(...)`.
+and `xm.reduce_gradients(...)`. Code under `with self.assertRaises(...)` or
+`pytest.raises(...)` (a test provoking the error on purpose) is not flagged.
 
 ## Why is this bad
 These are the tools of the multi-process, one-replica-per-device model. In SPMD the
@@ -470,6 +489,9 @@ torch_xla.sync()
               "def _mp_fn(i):\n    xm.optimizer_step(opt)\ntorch_xla.launch(_mp_fn)\n"),
         Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
               "if xr.is_spmd():\n    opt.step()\nelse:\n    xm.optimizer_step(opt)\n"),
+        Valid("import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "def test_xla_backend(self):\n    with self.assertRaises(AssertionError):\n"
+              "        dist.init_process_group('xla', init_method='xla://')\n"),
     )
     invalid = (
         Invalid("import torch.distributed as dist\nimport torch_xla.runtime as xr\n"
@@ -507,6 +529,8 @@ torch_xla.sync()
         elif f"{apis.XM}.reduce_gradients" in names:
             what, why = "`xm.reduce_gradients`", "step"
         else:
+            return
+        if expects_error(self.ctx):
             return
         self.report(node, self.message.format(what=what, why=self.WHY[why]), requires=[("spmd", True)])
 
