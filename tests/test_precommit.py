@@ -1,0 +1,82 @@
+"""The repository's pre-commit hooks, installed by pre-commit itself.
+
+``pre-commit try-repo`` is pointed at a clean clone of this repository's HEAD (so the
+committed ``.pre-commit-hooks.yaml`` and code are what is tested, and pre-commit builds
+the hook's virtualenv, ``pip install .``, once for all three runs; that needs PyPI or a
+pip cache), and runs the hooks on a temporary git repository holding a file with a
+fixable finding.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BAD = "import torch_xla\n\n\ndef log(step):\n    print('step', step)\n"
+FIXED = "import torch_xla\n\n\ndef log(step):\n    print('step', step, flush=True)\n"
+
+
+def _pre_commit() -> str | None:
+    beside = Path(sys.executable).parent / "pre-commit"
+    return str(beside) if beside.exists() else shutil.which("pre-commit")
+
+
+@pytest.fixture(scope="session")
+def pre_commit_home(tmp_path_factory) -> Path:
+    """One PRE_COMMIT_HOME for the session, so both hooks share the built environment."""
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def hooks_repo(tmp_path_factory) -> Path:
+    """A clone of this repository at HEAD."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: pre-commit try-repo needs the repository's history")
+    clone = tmp_path_factory.mktemp("hooks-repo") / "xla-lint"
+    _git(ROOT, "clone", "-q", str(ROOT), str(clone))
+    return clone
+
+
+@pytest.mark.slow
+def test_hooks_report_and_fix(tmp_path, pre_commit_home, hooks_repo):
+    exe = _pre_commit()
+    if exe is None:
+        pytest.skip("pre-commit is not installed (pip install 'xla-lint[test]')")
+    project = tmp_path / "project"
+    project.mkdir()
+    _git(project, "init", "-q")
+    (project / "train.py").write_text(BAD)
+    (project / "notes.txt").write_text("print('not python')\n")
+    _git(project, "add", ".")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(pre_commit_home), "PRE_COMMIT_COLOR": "never",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env.pop("VIRTUAL_ENV", None)
+
+    def hook(name: str) -> subprocess.CompletedProcess:
+        return subprocess.run([exe, "try-repo", str(hooks_repo), name, "--all-files", "--verbose"], cwd=project,
+                              env=env, capture_output=True, text=True, timeout=900)
+
+    lint = hook("xla-lint")
+    assert lint.returncode == 1, lint.stdout + lint.stderr
+    assert "train.py:5:5: XLA004" in lint.stdout
+    assert "notes.txt" not in lint.stdout  # types: [python]
+    assert (project / "train.py").read_text() == BAD
+
+    fix = hook("xla-lint-fix")
+    assert fix.returncode == 1, fix.stdout + fix.stderr  # pre-commit fails a hook that changed files
+    assert "files were modified by this hook" in fix.stdout
+    assert (project / "train.py").read_text() == FIXED
+
+    again = hook("xla-lint")
+    assert again.returncode == 0, again.stdout + again.stderr
