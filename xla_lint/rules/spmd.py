@@ -199,6 +199,86 @@ def expects_error(ctx) -> bool:
     return False
 
 
+def _launched_functions(ctx) -> frozenset[str]:
+    """Names of this file's functions passed to ``torch_xla.launch``/``xmp.spawn`` that do not
+    call ``use_spmd()`` themselves: they run in per-device processes, never in SPMD mode
+    (``torch_xla/torch_xla.py``, ``launch`` refuses SPMD). Cached on the context."""
+    cached = getattr(ctx, "_xla_lint_launched", None)
+    if cached is not None:
+        return cached
+    launched: set[str] = set()
+    defs: dict[str, cst.FunctionDef] = {}
+
+    class Scan(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            defs.setdefault(node.name.value, node)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if ctx.is_call_to(node, apis.LAUNCH_APIS):
+                fn = find_arg(node, "fn", 0)
+                if fn is not None and isinstance(fn.value, cst.Name):
+                    launched.add(fn.value.value)
+
+    ctx.module.visit(Scan())
+    enabling: set[str] = set()
+    for name in launched:
+        node = defs.get(name)
+        if node is None:
+            continue
+
+        class Uses(cst.CSTVisitor):
+            found = False
+
+            def visit_Call(self, call: cst.Call) -> None:
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "use_spmd" or \
+                        isinstance(func, cst.Name) and func.value == "use_spmd":
+                    Uses.found = True
+
+        node.visit(Uses())
+        if Uses.found:
+            enabling.add(name)
+    result = frozenset(n for n in launched if n in defs and n not in enabling)
+    ctx._xla_lint_launched = result
+    return result
+
+
+def in_launched_function(ctx) -> bool:
+    """True inside a module-level function this file hands to ``torch_xla.launch``/``xmp.spawn``
+    (see :func:`_launched_functions`): that code runs in multi-process mode, not SPMD."""
+    outer = None
+    for node in ctx.enclosing(cst.FunctionDef):
+        outer = node
+    return outer is not None and outer.name.value in _launched_functions(ctx)
+
+
+def other_arm_enables_spmd(ctx) -> bool:
+    """True when the node being visited sits in one arm of an ``if`` whose other arm calls
+    ``use_spmd()`` (``if args.spmd: xr.use_spmd() ... else: torch_xla.launch(...)``)."""
+    stack = ctx.stack
+    for i in range(len(stack) - 2, -1, -1):
+        node = stack[i]
+        if not isinstance(node, cst.If):
+            continue
+        child = stack[i + 1]
+        if child is node.test:
+            continue
+        other = node.orelse if child is node.body else node.body
+        if other is None:
+            continue
+        found = []
+
+        class Uses(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> None:
+                if ctx.is_call_to(call, apis.USE_SPMD):
+                    found.append(call)
+
+        other.visit(Uses())
+        if found:
+            return True
+    return False
+
+
 def function_key(ctx) -> cst.CSTNode:
     """The innermost enclosing function definition of the node being visited, else the module."""
     return next(ctx.enclosing(cst.FunctionDef), ctx.module)
@@ -288,7 +368,8 @@ class SpmdRendezvousNoop(Rule):
 ## What it does
 In a program that enables SPMD, flags `xm.rendezvous(...)`, `xm.xla_rendezvous(...)`,
 `xm.mesh_reduce(...)` and `xm.all_reduce(...)`. Code under the `else` of
-`if xr.is_spmd():` (or under `if not xr.is_spmd():`) is not flagged.
+`if xr.is_spmd():` (or under `if not xr.is_spmd():`) and code in a function this file
+passes to `torch_xla.launch`/`xmp.spawn` (it runs in per-device processes) are not flagged.
 
 ## Why is this bad
 These functions synchronise *device replicas*. In torch_xla 2.9.0
@@ -351,7 +432,8 @@ tensors need no explicit collective in SPMD: the compiler inserts them from the 
         names = self.ctx.qnames(node.func)
         for api, short in RENDEZVOUS_APIS.items():
             if api in names:
-                self.report(node, self.message.format(api=short), requires=[("spmd", True)])
+                if not in_launched_function(self.ctx):
+                    self.report(node, self.message.format(api=short), requires=[("spmd", True)])
                 return
 
 
@@ -366,7 +448,8 @@ class SpmdMultiprocessLaunch(Rule):
 ## What it does
 Flags `torch_xla.launch(...)` and `xmp.spawn(...)` in a program that enables SPMD,
 including one whose spawned function calls `xr.use_spmd()`. The diagnostic is on the
-launch call.
+launch call. A launch in one arm of an `if` whose other arm calls `use_spmd()` (a script
+that runs either way) is not flagged.
 
 ## Why is this bad
 `torch_xla.launch` and `xmp.spawn` start one process per device (torch_xla 2.9.0
@@ -405,6 +488,8 @@ if __name__ == "__main__":
         Valid("import torch_xla.runtime as xr\nxr.use_spmd()\ntrain()\n"),
         Valid("import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
               "if not xr.is_spmd():\n    torch_xla.launch(fn)\n"),
+        Valid("import torch_xla\nimport torch_xla.runtime as xr\ndef main(args):\n    if args.spmd:\n"
+              "        xr.use_spmd()\n        train()\n    else:\n        torch_xla.launch(_mp_fn)\n"),
     )
     invalid = (
         Invalid("import torch_xla\nimport torch_xla.runtime as xr\n"
@@ -425,6 +510,8 @@ if __name__ == "__main__":
             api = "xmp.spawn"
         else:
             return
+        if other_arm_enables_spmd(self.ctx):
+            return
         self.report(node, self.message.format(api=api), requires=[("spmd", True)])
 
 
@@ -439,7 +526,8 @@ class SpmdWithReplicaCollectives(Rule):
 In a program that enables SPMD, flags `DistributedDataParallel(...)`,
 `dist.init_process_group("xla", ...)` (or `backend="xla"`), `xm.optimizer_step(...)`
 and `xm.reduce_gradients(...)`. Code under `with self.assertRaises(...)` or
-`pytest.raises(...)` (a test provoking the error on purpose) is not flagged.
+`pytest.raises(...)` (a test provoking the error on purpose) and code in a function this
+file passes to `torch_xla.launch`/`xmp.spawn` are not flagged.
 
 ## Why is this bad
 These are the tools of the multi-process, one-replica-per-device model. In SPMD the
@@ -489,6 +577,9 @@ torch_xla.sync()
               "def _mp_fn(i):\n    xm.optimizer_step(opt)\ntorch_xla.launch(_mp_fn)\n"),
         Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
               "if xr.is_spmd():\n    opt.step()\nelse:\n    xm.optimizer_step(opt)\n"),
+        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+              "def _mp_fn(i):\n    xm.optimizer_step(opt)\n"
+              "if args.spmd:\n    xr.use_spmd()\n    train()\nelse:\n    torch_xla.launch(_mp_fn)\n"),
         Valid("import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
               "def test_xla_backend(self):\n    with self.assertRaises(AssertionError):\n"
               "        dist.init_process_group('xla', init_method='xla://')\n"),
@@ -530,7 +621,7 @@ torch_xla.sync()
             what, why = "`xm.reduce_gradients`", "step"
         else:
             return
-        if expects_error(self.ctx):
+        if expects_error(self.ctx) or in_launched_function(self.ctx):
             return
         self.report(node, self.message.format(what=what, why=self.WHY[why]), requires=[("spmd", True)])
 
