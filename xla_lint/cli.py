@@ -183,8 +183,9 @@ def _log_run(result, seconds: float) -> None:
             click.echo(f"xla-lint: linted {r.path}", err=True)
         else:
             click.echo(f"xla-lint: could not parse {r.path}", err=True)
-    click.echo(f"xla-lint: {len(result.files)} files read ({parsed} linted, {skipped} skipped: no torch_xla) "
-               f"in {seconds:.3f}s; {result.suppressed} diagnostics suppressed", err=True)
+    n = len(result.files)
+    click.echo(f"xla-lint: {n} {'file' if n == 1 else 'files'} read ({parsed} linted, {skipped} skipped: "
+               f"no torch_xla) in {seconds:.3f}s; {result.suppressed} suppressed by comments", err=True)
 
 
 def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, diff: bool, exit_zero: bool) -> None:
