@@ -165,3 +165,22 @@ def test_markdown_code_block_positions_are_in_the_document(tmp_path):
     )})
     result, _, _ = lint_tree(tmp_path, select=["XLA001"], docs=True)
     assert [(d.path, d.line, d.column, d.code) for d in result.diagnostics] == [("README.md", 7, 5, "XLA001")]
+
+
+def test_names_imported_in_one_markdown_block_resolve_in_the_next(tmp_path):
+    write_tree(tmp_path, {"GUIDE.md": (
+        "Import first:\n\n```python\nimport torch_xla.distributed.spmd as xs\n```\n\n"
+        "Then, later on the page:\n\n```python\nmesh = xs.HybridMesh((2, 2), (1, 1), ('a', 'b'))\n```\n"
+    )})
+    result, _, _ = lint_tree(tmp_path, select=["XLA001"], docs=True)
+    assert [(d.path, d.line, d.column) for d in result.diagnostics] == [("GUIDE.md", 10, 8)]
+
+
+def test_a_pseudo_code_block_does_not_hide_the_others(tmp_path):
+    write_tree(tmp_path, {"notes.rst": (
+        "Setup\n=====\n\n.. code-block:: python\n\n   model = ...  # fill in\n   for x in:\n\n"
+        "Mesh\n\n.. code-block:: python\n\n   import torch_xla.distributed.spmd as xs\n"
+        "   m = xs.HybridMesh((4,), (1,), ('fsdp',))\n"
+    )})
+    result, _, _ = lint_tree(tmp_path, select=["XLA001", "XLA000"], docs=True)
+    assert [(d.path, d.line, d.column, d.code) for d in result.diagnostics] == [("notes.rst", 14, 8, "XLA001")]

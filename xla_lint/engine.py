@@ -139,19 +139,7 @@ def lint_file(target: Target, settings: Settings, text: str | None = None) -> Fi
             return result
     rules = _rules_for(settings, path)
     if target.kind == "doc":
-        blocks = code_blocks(path, text)
-        for block in blocks:
-            if not PREFILTER.search(block.code):
-                continue
-            diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
-                                     line_offset=block.line_offset, column_offset=block.indent,
-                                     with_fixes=False, group=path)
-            # A code block that does not parse is prose or pseudo-code more often than a bug.
-            result.diagnostics.extend(d for d in diags if d.code != SyntaxErrorRule.code)
-            if facts is not None:
-                result.facts.append(facts)
-                result.parsed = True
-                result.suppressions.merge(find_suppressions(block.code).shift(block.line_offset, block.indent))
+        _lint_document(path, text, rules, settings, result)
         return result
     if not PREFILTER.search(text):
         result.skipped_reason = "no torch_xla"
@@ -165,6 +153,47 @@ def lint_file(target: Target, settings: Settings, text: str | None = None) -> Fi
         result.parsed = True
         result.suppressions = find_suppressions(text)
     return result
+
+
+def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Settings,
+                   result: FileResult) -> None:
+    """Lint the Python code blocks of a Markdown/reStructuredText document as one program.
+
+    The blocks are laid out at their own lines of an otherwise blank module, so an import
+    in one block resolves names in the next and positions are the document's. When that
+    module does not parse (one block is pseudo-code), each block is linted on its own and
+    blocks that do not parse are skipped: in documentation they are more often prose than bugs.
+    """
+    blocks = code_blocks(path, text)
+    if not blocks or not PREFILTER.search(text):
+        return
+    lines = [""] * (max(b.line_offset + b.code.count("\n") for b in blocks) + 1)
+    indent_of: dict[int, int] = {}
+    for block in blocks:
+        for i, line in enumerate(block.code.splitlines()):
+            lines[block.line_offset + i] = line
+            indent_of[block.line_offset + i + 1] = block.indent
+    combined = "\n".join(lines) + "\n"
+    diags, facts = lint_text(combined, path, rules, target_version=settings.target_version,
+                             with_fixes=False, group=path)
+    if facts is not None:
+        result.diagnostics.extend(
+            replace(d, column=d.column + indent_of.get(d.line, 0),
+                    end_column=d.end_column + indent_of.get(d.end_line, 0)) for d in diags)
+        result.facts.append(facts)
+        result.parsed = True
+        for block in blocks:
+            result.suppressions.merge(find_suppressions(block.code).shift(block.line_offset, block.indent))
+        return
+    for block in blocks:
+        diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
+                                 line_offset=block.line_offset, column_offset=block.indent,
+                                 with_fixes=False, group=path)
+        result.diagnostics.extend(d for d in diags if d.code != SyntaxErrorRule.code)
+        if facts is not None:
+            result.facts.append(facts)
+            result.parsed = True
+            result.suppressions.merge(find_suppressions(block.code).shift(block.line_offset, block.indent))
 
 
 @dataclass
