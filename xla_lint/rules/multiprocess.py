@@ -521,3 +521,66 @@ if __name__ == "__main__":
             return True
         debug = find_arg(node, "debug_single_process", 3)
         return debug is not None and isinstance(debug.value, cst.Name) and debug.value.value == "True"
+
+
+class SpawnNprocs(Rule):
+    code = "XLA019"
+    name = "spawn-nprocs"
+    summary = "xmp.spawn/torch_xla.launch with nprocs other than 1 or None raises ValueError under PJRT."
+    message = ("`nprocs={value}` raises ValueError in torch_xla 2.x: spawn uses every local device; "
+               "drop `nprocs` (limit devices with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug")
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+Flags `xmp.spawn(fn, nprocs=N)` (positional or keyword) with a literal `N` other than
+`1` or `None`.
+
+## Why is this bad
+Under PJRT, `xmp.spawn` starts one process per local device and takes no count: in
+torch_xla 2.9.0 `torch_xla/_internal/pjrt.py`, `spawn`, any `nprocs` other than `1` or
+`None` raises `ValueError: Unsupported nprocs (8). Please use nprocs=1 or None
+(default)...`. Old XRT-era examples (`xmp.spawn(_mp_fn, nprocs=8)`, also found in
+multi-host notes) fail at start-up on every host.
+
+## Example
+```python
+import torch_xla.distributed.xla_multiprocessing as xmp
+
+xmp.spawn(_mp_fn, args=(flags,), nprocs=8, start_method="fork")
+```
+
+## Use instead
+```python
+import torch_xla
+
+torch_xla.launch(_mp_fn, args=(flags,))  # one process per local device
+```
+To use fewer devices, set `TPU_NUM_DEVICES` (or `CPU_NUM_DEVICES`) before start-up;
+`nprocs=1` (or `torch_xla.launch(..., debug_single_process=True)`) runs one process for
+debugging.
+
+## References
+- https://docs.pytorch.org/xla/master/learn/pjrt.html
+- torch_xla 2.9.0 `torch_xla/_internal/pjrt.py`, `spawn`
+"""
+    valid = (
+        Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=())\n"),
+        Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=(), nprocs=1)\n"),
+        Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, (), None)\n"),
+        Valid("import torch_xla\nimport torch.multiprocessing as mp\nmp.spawn(fn, nprocs=8)\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
+                "xmp.spawn(_mp_fn, nprocs=8, start_method='fork')\n", (2,)),
+        Invalid("from torch_xla.distributed import xla_multiprocessing\n"
+                "xla_multiprocessing.spawn(_mp_fn, (), 4)\n", (2,)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        arg = find_arg(node, "nprocs", 2)
+        if arg is None or not isinstance(arg.value, cst.Integer):
+            return
+        value = arg.value.evaluated_value
+        if value == 1 or not self.ctx.is_call_to(node, apis.SPAWN):
+            return
+        self.report(node, self.message.format(value=value))
