@@ -38,6 +38,8 @@ SCENARIOS = {
     "replicated": [*SMALL, "--steps", "5", "--inject", "replicated-params"],
     "shape_change": [*SMALL, "--steps", "7", "--inject", "shape-change-at:5"],
     "crash": [*SMALL, "--steps", "4", "--inject", "crash-at:3"],
+    "mesh_2d": [*SMALL, "--steps", "3", "--mesh", "fsdp,tensor", "--mesh-shape", "2,2"],
+    "dcn_on_cpu": [*SMALL, "--steps", "3", "--mesh", "fsdp", "--dcn-mesh-shape", "2"],
 }
 
 
@@ -232,3 +234,32 @@ def test_usage_errors_exit_2_without_starting_the_job(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "xla_lint.runtime", *args], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "Error:" in proc.stderr
+
+
+# --- other meshes -------------------------------------------------------------------------------
+
+
+def test_2d_mesh_shards_on_fsdp_and_exposes_the_partial_replication_checkpoint_loss(runs):
+    """torch_xla 2.9 (pinned): SPMDSavePlanner's dedup drops every copy of a shard one
+    process holds twice, so FSDPv2 parameters on a ('fsdp', 'tensor') mesh are never
+    written. The checker must say so instead of crashing in dist_cp.load."""
+    res = runs["mesh_2d"]
+    assert res.code == 1, explain(res)
+    assert res.failed() == ["checkpoint"], res.statuses()
+    rec = res.report["records"][0]
+    assert rec["mesh"]["axis_sizes"] == {"fsdp": 2, "tensor": 2}
+    sharding = res.check("sharding")["values"]
+    assert sharding["sharded_on_fsdp"] == sharding["parameters"]
+    spec = sharding["parameter_specs"]["embed_tokens.weight"]
+    assert spec["axes"] == {"0": "fsdp"} and "last_tile_dim_replicate" in spec["sharding_spec"]
+    lost = res.check("checkpoint")["values"]["hosts"]["0"]["not_written"]
+    assert "embed_tokens.weight" in {x["name"] for x in lost}
+    assert "dedup_tensors" in res.check("checkpoint")["explanation"]
+
+
+def test_dcn_mesh_shape_on_cpu_builds_the_logical_shape_and_says_so(runs):
+    res = runs["dcn_on_cpu"]
+    assert res.code == 0, explain(res)
+    mesh = res.check("mesh")["values"]
+    assert mesh["axis_sizes"] == {"fsdp": 4} and mesh["dcn_mesh_shape"] == [2] and mesh["kind"] == "Mesh"
+    assert "HybridMesh needs multi-slice TPU" in mesh["note"]

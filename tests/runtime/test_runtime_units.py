@@ -197,7 +197,7 @@ def test_checkpoint_that_drops_tensors_fails_and_explains_partial_replication():
     rec["checkpoint"]["not_written"] = [{"name": "embed.weight", "sharding_spec": "{devices=[4,1,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}"}]
     res = {r.name: r for r in run_all(context([rec]))}
     assert res["checkpoint"].status == "FAIL" and "not written" in res["checkpoint"].summary
-    assert "dedup_tensors" in res["checkpoint"].explanation and "XLA003" in res["checkpoint"].rules
+    assert "dedup_tensors" in res["checkpoint"].explanation and res["checkpoint"].rules == []
 
 
 def test_failed_rendezvous_skips_the_rest_and_names_the_host():

@@ -42,18 +42,35 @@ KEY = "xla_lint_runtime/"
 
 
 @contextlib.contextmanager
-def stderr_to_devnull() -> Iterator[None]:
-    """Point file descriptor 2 at /dev/null for the duration (C++ libraries print there
-    directly); Python exceptions still carry their messages."""
+def native_output_to_devnull() -> Iterator[None]:
+    """Point file descriptors 1 and 2 at /dev/null for the duration.
+
+    gloo prints "[Gloo] Rank i is connected to ..." through C++ ``std::cout`` while the
+    group forms, which would land in host 0's report; Python exceptions still carry their
+    messages. C stdio buffers are flushed before the descriptors are restored.
+    """
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     try:
         with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
+            for fd in saved:
+                os.dup2(null.fileno(), fd)
             yield
+            _flush_c_stdio()
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+def _flush_c_stdio() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
 
 
 class RendezvousError(RuntimeError):
@@ -214,7 +231,7 @@ class HostGroup:
         if not result.ok:
             raise RendezvousError(result.message, result)
         try:
-            with stderr_to_devnull():  # gloo prints "[Gloo] Rank i is connected to ..." on every host
+            with native_output_to_devnull():  # gloo's "[Gloo] Rank i is connected to ..." on stdout
                 dist.init_process_group(
                     "gloo", store=dist.PrefixStore(f"{KEY}pg", store), rank=me, world_size=n, timeout=timedelta(seconds=group_timeout)
                 )
@@ -264,7 +281,8 @@ class HostGroup:
         import torch_xla.distributed.xla_backend  # noqa: F401 - registers the xla:// rendezvous handler
 
         t0 = time.monotonic()
-        dist.init_process_group("gloo", init_method="xla://", timeout=timedelta(seconds=group_timeout))
+        with native_output_to_devnull():
+            dist.init_process_group("gloo", init_method="xla://", timeout=timedelta(seconds=group_timeout))
         n, me = dist.get_world_size(), dist.get_rank()
         payloads: list = [None] * n
         dist.all_gather_object(payloads, {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n, "xla_process_index": xr.process_index()})

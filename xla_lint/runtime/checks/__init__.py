@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
