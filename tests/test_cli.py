@@ -417,3 +417,12 @@ def test_unused_noqa_kinds_and_self_suppression(tmp_path):
                                    "y = 2  # noqa: XLA001, XLA900\n")})
     proc = xla(tmp_path, "--isolated", "--select", "XLA004,XLA900")
     assert lines(proc)[:-1] == ["a.py:2:8: XLA900 unused `noqa` directive (non-enabled: XLA001; unknown: XLA777)"]
+
+
+def test_unused_noqa_in_a_markdown_code_block_is_reported_without_fix(tmp_path):
+    doc = "# T\n\n```python\nimport torch_xla\nprint('a')  # noqa: XLA004\nx = 1  # noqa: XLA004\n```\n"
+    write_tree(tmp_path, {"guide.md": doc})
+    proc = xla(tmp_path, "--isolated", "--docs", "--select", "XLA004,XLA900", "--fix")
+    assert lines(proc) == ["guide.md:6:8: XLA900 unused `noqa` directive (unused: XLA004)",
+                           "Found 1 diagnostic in 1 file."]
+    assert (tmp_path / "guide.md").read_text() == doc

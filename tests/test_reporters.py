@@ -186,3 +186,18 @@ def test_rule_rendering():
     assert "\x1b[1m\x1b[4mWhat it does\x1b[0m" in colored and "## " not in colored
     assert render_markdown("## T\nuse `x`\n```python\ncode()\n```\n", True).splitlines() == [
         "\x1b[1m\x1b[4mT\x1b[0m", "use \x1b[36mx\x1b[0m", "\x1b[36m    code()\x1b[0m"]
+
+
+def _documented_json_schema() -> dict:
+    """The JSON Schema printed in docs/cli.md under "Its schema"."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+    block = doc.split("Its schema", 1)[1].split("```json\n", 1)[1].split("\n```", 1)[0]
+    return json.loads(block)
+
+
+def test_json_output_matches_the_documented_schema():
+    schema = _documented_json_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.validate(json.loads(render("json")))
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate([{**DIAGNOSTICS[0].to_json(), "severity": "info"}])
