@@ -426,3 +426,14 @@ def test_unused_noqa_in_a_markdown_code_block_is_reported_without_fix(tmp_path):
     assert lines(proc) == ["guide.md:6:8: XLA900 unused `noqa` directive (unused: XLA004)",
                            "Found 1 diagnostic in 1 file."]
     assert (tmp_path / "guide.md").read_text() == doc
+
+
+def test_unused_noqa_is_the_same_on_a_second_run(tmp_path):
+    """A second run may read files' results from the cache: the noqa positions XLA900 and its
+    fix need must survive it."""
+    write_tree(tmp_path, {"a.py": "import torch_xla\nx = 1  # noqa: XLA004, E501 -- why\nprint(1)  # noqa: XLA004\n"})
+    args = ("--isolated", "--select", "XLA004,XLA900", "--cache-dir", str(tmp_path / "cache"), "--output-format", "json")
+    first = json.loads(xla(tmp_path, *args).stdout)
+    second = json.loads(xla(tmp_path, *args).stdout)
+    assert first == second
+    assert [(d["code"], d["line"], d["fix"]["edits"][0]["content"]) for d in second] == [("XLA900", 2, "E501")]
