@@ -491,8 +491,9 @@ def _train(opts: RuntimeOptions, rec: RunRecord, state: dict) -> None:
     rec.losses = [float(v) for v in torch.stack(loss_tensors).cpu().tolist()]
     after = [s["time_s"] for s in rec.steps[opts.warmup_steps:]]
     rec.timings["step_s_median"] = round(statistics.median(after), 5) if after else None
-    tokens = gb * (opts.seq_len if not opts.model else math.prod(opts.input_shape or (1,)))
-    rec.timings["tokens_per_step"] = tokens
+    # tokens for the decoder; examples for a --model (its input need not be tokens)
+    rec.timings["unit"] = "examples" if opts.model else "tokens"
+    rec.timings["tokens_per_step"] = gb if opts.model else gb * opts.seq_len
     rec.timings["compile_s_total"] = round(sum(s["compile_s"] for s in rec.steps), 4)
 
 

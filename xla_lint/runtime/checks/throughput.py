@@ -14,15 +14,17 @@ def check(ctx: CheckContext) -> CheckResult:
     step = t.get("step_s_median")
     tokens = t.get("tokens_per_step")
     tps = tokens / step if step else None
+    unit = t.get("unit", "tokens")
     values = {
         "compile_s": t.get("compile_s_total"),
         "step_s_median": step,
         "tokens_per_step": tokens,
         "tokens_per_s": round(tps, 1) if tps else None,
+        "unit": unit,  # "tokens" (decoder) or "examples" (--model): what tokens_per_* count
         "timings": t,
     }
     summary = (
         f"compile {t.get('compile_s_total', 0):.2f} s total; step {step * 1000:.1f} ms (median after warm-up); "
-        f"{tokens} tokens/step -> {tps:,.0f} tokens/s" if step else "no step after warm-up to time"
+        f"{tokens} {unit}/step -> {tps:,.0f} {unit}/s" if step else "no step after warm-up to time"
     )
     return CheckResult("throughput", PASS, summary, values)
