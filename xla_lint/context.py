@@ -39,6 +39,7 @@ class FileContext:
     def __init__(self, module: cst.Module, module_name: str = "", is_package: bool = False,
                  target_version: tuple[int, int] = (2, 9)) -> None:
         self.module = module
+        self.module_name = module_name
         self.target_version = target_version
         collector = BindingCollector(module_name, is_package)
         self.root_scope = collector.collect(module)

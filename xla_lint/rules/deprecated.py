@@ -184,8 +184,9 @@ REMOVED_ATTRS = {
     f"{apis.XM}.xrt_world_size": _Removed((2, 7), f"{apis.XR}.world_size"),
     f"{apis.XM}.get_ordinal": _Removed((2, 7), f"{apis.XR}.global_ordinal"),
     f"{apis.XM}.parse_xla_device": _Removed((2, 7), None),
-    "torch_xla.experimental.compile": _Removed((2, 7), "torch_xla.compile"),
+    "torch_xla.experimental.compile": _Removed((2, 7), "torch_xla.compile"),  # same signature (f)
 }
+XLA_COMPILE_API = "torch_xla.compile"
 _REMOVED_ATTR_NAMES = frozenset(n.rsplit(".", 1)[1] for n in REMOVED_ATTRS)
 # f6409de358 "Delete XRT from the main branch (#5240)", first in v2.1.0: no XRT_* variable is read.
 XRT_REMOVED_IN = (2, 1)
@@ -262,6 +263,8 @@ from it exists there, else to the module the old one re-exported
 become `torch_xla.runtime.world_size()` / `global_ordinal()` (through an existing
 `import torch_xla.runtime as xr` when there is one, else adding `import torch_xla.runtime`);
 their old `defval` argument has no counterpart, so calls passing it are not fixed.
+`torch_xla.experimental.compile` becomes `torch_xla.compile` (2.6's version was
+`return torch_xla.compile(func)`).
 In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005).
 
 ## References
@@ -283,6 +286,7 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
               "Trainer().get_ordinal()\n"),
         Valid("import os\nimport torch_xla\nos.environ['PJRT_DEVICE'] = 'TPU'\n"),
         Valid("import torch_xla.experimental.pjrt_backend\n"),
+        Valid("import torch_xla\nn = torch_xla.experimental.eager_mode(True)\n"),
     )
     invalid = (
         Invalid("import torch_xla.experimental.xla_sharding as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
@@ -307,6 +311,8 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                 fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
                       "if xr.global_ordinal() == 0:\n    pass\n"),
         Invalid("from torch_xla.core.xla_model import xrt_world_size as ws\nn = ws()\n", (1,)),
+        Invalid("import torch_xla.experimental\nstep_fn = torch_xla.experimental.compile(step_fn)\n", (2,),
+                fixed="import torch_xla.experimental\nimport torch_xla\n\nstep_fn = torch_xla.compile(step_fn)\n"),
         Invalid("import os\nimport torch_xla\nos.environ['XRT_TPU_CONFIG'] = 'localservice;0;localhost:51011'\n"
                 "os.environ.update(XLA_USE_FP16='1')\n", (3, 4)),
     )
@@ -426,7 +432,11 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                 return
             short = name.replace(apis.XM + ".", "xm.")
             call = parent if isinstance(parent, cst.Call) and parent.func is node else None
-            self.report(call or node, self._msg(short, info), fix=self._call_fix(call, info))
+            fix = self._call_fix(call, info)
+            if fix is None and info.use == XLA_COMPILE_API and _fix_name_ok(self.ctx, "torch_xla"):
+                fix = PendingFix("use `torch_xla.compile`", [Replacement(node, XLA_COMPILE_API)],
+                                 add_imports=(("torch_xla", None),))
+            self.report(call or node, self._msg(short, info), fix=fix)
             return
 
     def _call_fix(self, call: cst.Call | None, info: _Removed) -> PendingFix | None:
@@ -733,7 +743,8 @@ class DeprecatedEnvVar(Rule):
 Flags code that sets `XLA_USE_SPMD`, `XLA_USE_BF16`, `XLA_DOWNCAST_BF16` or
 `XLA_USE_32BIT_LONG`: `os.environ["X"] = ...`, `os.environ.setdefault("X", ...)`,
 `os.putenv("X", ...)`, `os.environ.update({"X": ...})` / `update(X=...)`. Reading them
-is not flagged. (`XLA_USE_FP16`/`XLA_DOWNCAST_FP16`, which no longer do anything, are XLA013.)
+is not flagged, nor is torch_xla's own package (`torch_xla.runtime.use_spmd` itself
+sets `XLA_USE_SPMD`). (`XLA_USE_FP16`/`XLA_DOWNCAST_FP16`, which no longer do anything, are XLA013.)
 
 ## Why is this bad
 They still work in torch_xla 2.9.0 but are on their way out:
@@ -795,6 +806,8 @@ value (`"0"` disables) and on where tensors are created.
         self._env(node)
 
     def _env(self, node: cst.CSTNode) -> None:
+        if self.ctx.module_name == "torch_xla" or self.ctx.module_name.startswith("torch_xla."):
+            return  # torch_xla's own implementation (`use_spmd` sets XLA_USE_SPMD itself)
         for key, where in env_assignments(self.ctx, node):
             if key in DEPRECATED_ENV:
                 self.report(where, self.message.format(key=key, use=DEPRECATED_ENV[key][0]))

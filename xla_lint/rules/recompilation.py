@@ -21,6 +21,9 @@ from ..rule import Invalid, Rule, Valid
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
 XLA_STEP = "torch_xla.step"
 XLA_COMPILE = "torch_xla.compile"
+# A function compiled by these runs its own graph when called (dynamo with the openxla backend,
+# or torch_xla.compile, which syncs before and after: torch_xla/torch_xla.py): a step boundary.
+COMPILERS = frozenset({XLA_COMPILE, "torch.compile"})
 OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
 ADD_STEP_CLOSURE = f"{apis.XM}.add_step_closure"
 DEVICE_LOADERS = frozenset({apis.MP_DEVICE_LOADER, apis.PARALLEL_LOADER})
@@ -47,6 +50,13 @@ def root_name(node: cst.CSTNode) -> str | None:
     """``loss`` for ``loss``, ``loss.data``, ``loss[0]``; None for calls and literals."""
     while isinstance(node, (cst.Attribute, cst.Subscript)):
         node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def chain_root(node: cst.CSTNode) -> str | None:
+    """``data`` for ``data.detach().float()[0]``: the name a method chain starts from."""
+    while isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)):
+        node = node.func if isinstance(node, cst.Call) else node.value
     return node.value if isinstance(node, cst.Name) else None
 
 
@@ -101,6 +111,7 @@ class LoopFacts:
         self.eager = False
         self.iterable_classes: set[str] = set()
         self.iterable_values: set[str] = set()
+        self.compiled_names: set[str] = set()  # names assigned `torch.compile(...)`/`torch_xla.compile(...)`
         self._loops: dict[int, tuple[Steps, Steps]] = {}
         self._scan_module()
 
@@ -143,6 +154,11 @@ class LoopFacts:
 
             def visit_Assign(self, node: cst.Assign) -> None:
                 scope = self.scopes[-1]
+                if isinstance(node.value, cst.Call) and _qnames(node.value, scope) & COMPILERS:
+                    for t in node.targets:
+                        name = _last_name(t.target)
+                        if name:
+                            facts.compiled_names.add(name)
                 if facts.is_device_loader(node.value, scope):
                     for t in node.targets:
                         name = _last_name(t.target)
@@ -162,7 +178,7 @@ class LoopFacts:
         ctx.module.visit(_V())
         for func, scope in functions:
             steps = Steps()
-            if any(_qnames(d.decorator, scope) & {XLA_COMPILE} for d in func.decorators):
+            if any(_qnames(d.decorator, scope) & COMPILERS for d in func.decorators):
                 steps.boundary = True
             own, _ = self._scan(func.body, scope, use_functions=False)
             steps.merge(own)
@@ -235,6 +251,11 @@ class LoopFacts:
         if isinstance(func, cst.Attribute) and func.attr.value == "step" and not names:
             if _looks_like_optimizer(func.value) or any(_looks_like_optimizer(a.value) for a in call.args):
                 return Steps(optimizer=True)
+        if names & COMPILERS or (isinstance(func, cst.Call) and _qnames(func, scope) & COMPILERS) or (
+                _last_name(func) in self.compiled_names and (isinstance(func, cst.Name) or (
+                    isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"))):
+            if not names & COMPILERS:
+                return Steps(boundary=True)  # calling a compiled function runs its graph
         if isinstance(func, cst.Name) and func.value == "next" and call.args:
             if self.is_device_loader(call.args[0].value, scope):
                 return Steps(boundary=True)
@@ -258,6 +279,12 @@ class LoopFacts:
                 full.merge(f2)
             self._loops[key] = (own, full)
         return self._loops[key]
+
+
+def is_literal_loop(node: cst.For | cst.While) -> bool:
+    """``for dynamic in [True, False]:``: a loop over a literal list/tuple/set runs a fixed
+    handful of configurations, not training steps."""
+    return isinstance(node, cst.For) and isinstance(node.iter, (cst.List, cst.Tuple, cst.Set))
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
@@ -331,8 +358,11 @@ formatting a tensor (`print(loss)`, `f"{loss:.3f}"`). A "tensor" for `float`/`in
 is the value `backward()` is called on, or a name the loop computes from it or from a
 `torch.*` call. Not flagged: code under `if step % N == 0:` (or `if step == 0:`),
 inside a function or lambda given to `xm.add_step_closure`, after the loop, in a loop
-that only evaluates (no step), and methods on the loop's own batch variables (the
-loader's CPU tensors).
+that only evaluates (no step), a loop over a literal list or tuple (a few
+configurations, not steps), inside `assert` statements and `assert*` calls (a test
+checking a value needs the value), and methods on the loop's own batch variables (the
+loader's CPU tensors). One diagnostic per statement: `allclose(a.cpu(), b.cpu())` and
+`t.cpu().numpy()` are reported once.
 
 ## Why is this bad
 torch_xla records operations lazily and runs them as one compiled graph at the step
@@ -389,6 +419,11 @@ print(total_loss.item())                       # once, after the loop
               "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"),
         Valid("import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
               "    print(loss.item())\n"),
+        Valid("import torch_xla\nfor dynamic in [True, False]:\n    out = run(dynamic)\n    torch_xla.sync()\n"
+              "    print(out.cpu(), flush=True)\n"),
+        Valid("import torch\nimport torch_xla\nfor i in range(3):\n    out = model(x)\n    out.sum().backward()\n"
+              "    torch_xla.sync()\n    assert torch.allclose(out.cpu(), expected)\n"
+              "    self.assertEqual(out.tolist(), [1.0])\n"),
     )
     invalid = (
         Invalid("import torch_xla\nfor x, y in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
@@ -397,7 +432,8 @@ print(total_loss.item())                       # once, after the loop
         Invalid("import torch_xla.core.xla_model as xm\nfor i, batch in enumerate(loader):\n"
                 "    out = model(batch)\n    loss = criterion(out, batch)\n    loss.backward()\n"
                 "    xm.optimizer_step(optimizer, barrier=True)\n"
-                "    acc = float(loss)\n    hist = out.cpu().numpy()\n    xm.master_print(loss)\n", (7, 8, 9)),
+                "    acc = float(loss)\n    hist = out.cpu().detach().numpy()\n    xm.master_print(loss)\n"
+                "    pair = (out.cpu(), loss.cpu())\n", (7, 8, 9, 10)),
         Invalid("import torch_xla\ndef train_step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
                 "    optimizer.step()\n    torch_xla.sync()\n    return loss\n"
                 "for x in loader:\n    loss = train_step(x)\n    print(loss.tolist(), flush=True)\n", (10,)),
@@ -410,6 +446,7 @@ print(total_loss.item())                       # once, after the loop
         super().__init__(ctx)
         self._facts: LoopFacts | None = None
         self._tensors: dict[int, set[str]] = {}
+        self._reported_statements: set[int] = set()
 
     @property
     def facts(self) -> LoopFacts:
@@ -425,9 +462,8 @@ print(total_loss.item())                       # once, after the loop
             if node.args and not HOST_METHODS[func.attr.value]:
                 return
             receiver = func.value
-            if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and \
-                    receiver.func.attr.value in HOST_METHODS:
-                return  # `t.cpu().numpy()`: reported once, at `.cpu()`
+            if _has_host_call(receiver):
+                return  # `t.cpu().detach().numpy()`: reported once, at `.cpu()`
             if self.ctx.qnames(receiver):
                 return  # a module's function or value (`np.array(...).tolist()`), not a tensor
             self._check(node, f"`.{func.attr.value}()`", receiver=receiver)
@@ -453,10 +489,10 @@ print(total_loss.item())                       # once, after the loop
     def _check(self, node: cst.CSTNode, what: str, *, receiver: cst.CSTNode | None = None,
                value: cst.CSTNode | None = None, plain: bool = False) -> bool:
         loop = self._step_loop()
-        if loop is None:
+        if loop is None or self._in_verification():
             return False
         if receiver is not None:
-            root = root_name(receiver)
+            root = chain_root(receiver)
             if root is not None and root in self._batch_names(loop) and root not in self._tensor_names(loop):
                 return False
         if value is not None:
@@ -465,7 +501,30 @@ print(total_loss.item())                       # once, after the loop
                 if plain or not (isinstance(value, cst.Call) and any(
                         n.startswith("torch.") for n in self.ctx.qnames(value))):
                     return False
+        statement = self._statement_of(node)
+        if statement in self._reported_statements:
+            return True  # one diagnostic per statement: `allclose(a.cpu(), b.cpu())` is one host read
+        self._reported_statements.add(statement)
         return self.report(node, self.message.format(what=what))
+
+    def _statement_of(self, node: cst.CSTNode) -> int:
+        """Identity of the innermost statement holding ``node``."""
+        for anc in reversed(self.ctx.stack):
+            if isinstance(anc, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return id(anc)
+        return id(node)
+
+    def _in_verification(self) -> bool:
+        """Inside an ``assert`` statement or an ``assert*`` call (``self.assertTrue``,
+        ``np.testing.assert_allclose``): checking a value needs the value."""
+        for node in reversed(self.ctx.stack[:-1]):
+            if isinstance(node, _SCOPE_NODES):
+                return False
+            if isinstance(node, cst.Assert):
+                return True
+            if isinstance(node, cst.Call) and (_last_name(node.func) or "").startswith("assert"):
+                return True
+        return False
 
     def _step_loop(self) -> cst.For | cst.While | None:
         """The innermost loop running the current node on every iteration, if it is a training
@@ -482,7 +541,7 @@ print(total_loss.item())                       # once, after the loop
                 if not (child is node.body or isinstance(node, cst.While) and child is node.test):
                     continue  # a for-loop's iterable, or an else branch: runs once
                 own, _ = self.facts.loop(node, self.ctx.scope)
-                if not own.trains:
+                if not own.trains or is_literal_loop(node):
                     return None
                 counters = _target_names(node.target) if isinstance(node, cst.For) else set()
                 if any(_has_modulo(t) or _compares_counter(t, counters) for t in guarded):
@@ -530,6 +589,18 @@ print(total_loss.item())                       # once, after the loop
                     names |= targets
         self._tensors[key] = names
         return names
+
+
+def _has_host_call(node: cst.CSTNode) -> bool:
+    """True when the receiver chain ``node`` already contains ``.item()``/``.cpu()``/..."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in HOST_METHODS:
+                return True
+            node = node.func
+        else:
+            node = node.value
+    return False
 
 
 def _calls(node: cst.CSTNode) -> list[cst.Call]:
@@ -655,12 +726,14 @@ In a module that imports torch_xla, flags the innermost loop that runs both `bac
 and an optimizer step (`optimizer.step()`, `scaler.step(optimizer)`,
 `xm.optimizer_step(...)`, directly or through a function of the same module) when
 nothing in it ends the step: no `torch_xla.step()`, `torch_xla.sync()`,
-`xm.mark_step()`, `xm.optimizer_step(..., barrier=True)` or call of a
-`@torch_xla.compile` function, and the loop does not iterate a torch_xla device loader
+`xm.mark_step()`, `xm.optimizer_step(..., barrier=True)` or call of a function
+compiled with `torch_xla.compile`/`torch.compile` (a decorated function, or a name
+assigned `torch.compile(f, backend="openxla")`: calling it runs its own graph), and the loop does not iterate a torch_xla device loader
 (`MpDeviceLoader`, `ParallelLoader.per_device_loader()`, directly, through
 `enumerate`/`zip`/..., or through a name assigned one in this module). When the loop
 iterates a function parameter or attribute and the module builds a device loader
-somewhere, the loader may be what is passed in, and the loop is not flagged. Modules
+somewhere, the loader may be what is passed in, and the loop is not flagged; nor is a
+loop over a literal list or tuple. Modules
 that turn on eager mode (`torch_xla.experimental.eager_mode(True)`) are not checked.
 
 ## Why is this bad
@@ -717,6 +790,10 @@ of the step.
               "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"),
         Valid("import torch_xla\ndef step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
               "    optimizer.step()\n    torch_xla.sync()\nfor x in loader:\n    step(x)\n"),
+        Valid("import torch\nimport torch_xla\ndef train_step(model, x):\n    loss = model(x).sum()\n"
+              "    loss.backward()\n    optimizer.step()\n    return loss\n"
+              "compiled = torch.compile(train_step, backend='openxla')\nfor x in loader:\n"
+              "    compiled(model, x)\n    train_step(cpu_model, x.cpu())\n"),
     )
     invalid = (
         Invalid("import torch_xla\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
@@ -745,7 +822,7 @@ of the step.
         self._loop(node)
 
     def _loop(self, node: cst.For | cst.While) -> None:
-        if not self.ctx.imports_torch_xla or self.facts.eager:
+        if not self.ctx.imports_torch_xla or self.facts.eager or is_literal_loop(node):
             return
         scope = self.ctx.scope
         _, full = self.facts.loop(node, scope)
