@@ -1,0 +1,40 @@
+"""docs/rules.md is generated from the rule classes: it must match what the generator renders now."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from xla_lint.docs import DEFAULT_PATH, main, render
+from xla_lint.rules import all_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_rules_md_is_up_to_date():
+    current = DEFAULT_PATH.read_text(encoding="utf-8")
+    assert current == render(), "docs/rules.md is stale: run `python -m xla_lint.docs > docs/rules.md`"
+
+
+def test_every_rule_has_a_section_with_its_explanation():
+    text = render()
+    for rule in all_rules():
+        assert f"\n## {rule.code} {rule.name}\n" in text
+        assert "### What it does" in text.split(f"## {rule.code} {rule.name}")[1]
+
+
+def test_check_flag_reports_a_stale_file(tmp_path, capsys):
+    stale = tmp_path / "rules.md"
+    stale.write_text(render().replace("XLA001", "XLA0001", 1), encoding="utf-8")
+    assert main(["--check", "--path", str(stale)]) == 1
+    assert "is stale" in capsys.readouterr().err
+    stale.write_text(render(), encoding="utf-8")
+    assert main(["--check", "--path", str(stale)]) == 0
+    assert main(["--check", "--path", str(tmp_path / "missing.md")]) == 1
+
+
+def test_module_entry_point_prints_the_page():
+    proc = subprocess.run([sys.executable, "-m", "xla_lint.docs"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0
+    assert proc.stdout == render()
