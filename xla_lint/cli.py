@@ -103,7 +103,7 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, d
     except (ConfigError, DiscoveryError) as exc:
         _fail(str(exc))
     started = time.perf_counter()
-    result = run(targets, settings, jobs or default_jobs())
+    result = run(targets, settings, jobs or default_jobs(), cache=not no_cache)
     if verbose:
         _log_run(result, time.perf_counter() - started)
     diagnostics = result.diagnostics

@@ -12,9 +12,9 @@ join and the filtering run after every file is done.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -27,12 +27,17 @@ from .discovery import Target
 from .facts import FileFacts, ProgramFacts, compute_program_facts, module_name
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
-from .source import SourceError, code_blocks, decode
+from .source import SourceError, call_with_deep_stack, code_blocks, decode, nesting_error, read_source
 from .suppress import Suppressions, find_suppressions
 
 # A file none of whose text matches cannot concern any rule: every rule is about a
 # torch_xla API or an XLA_* environment variable, and reports only in files that name one.
-PREFILTER = re.compile(r"torch_xla|XLA_")
+# ``init_process_group``: a file calling ``init_process_group("xla")`` makes its program
+# multi-process (a program fact) even when it does not name torch_xla itself.
+PREFILTER = re.compile(r"torch_xla|XLA_|init_process_group")
+# The same test on the raw bytes, before decoding: every encoding Python accepts for
+# source (the coding cookie must be readable as ASCII) spells these words in ASCII.
+PREFILTER_BYTES = (b"torch_xla", b"XLA_", b"init_process_group")
 
 
 @dataclass
@@ -73,6 +78,9 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
     checked) and the source's facts; a source that does not parse yields one XLA000
     diagnostic and no facts. Never raises for bad input.
     """
+    deep = nesting_error(text)  # LibCST's native parser would overflow the stack on this input
+    if deep is not None:
+        return [syntax_error(path, deep.message, deep.line + line_offset, deep.column + column_offset)], None
     try:
         tree = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -122,29 +130,62 @@ def lint_file(target: Target, settings: Settings, text: str | None = None) -> Fi
     """Read, decode and lint one file (``text`` given: lint that instead of the file's bytes).
 
     Never raises for bad input: unreadable or undecodable files give an XLA000 diagnostic.
+    A Python file whose bytes name neither torch_xla nor an ``XLA_`` variable is not
+    parsed (see :data:`PREFILTER`): it yields only the imports that tie it into programs.
     """
+    if text is not None:
+        return _lint_decoded(target, settings, text)
+    try:
+        data = read_source(target.path)
+    except OSError as exc:
+        result = FileResult(target.path)
+        result.diagnostics.append(syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1))
+        return result
+    return lint_bytes(target, settings, data)
+
+
+def needs_parse(data: bytes) -> bool:
+    """True when the bytes name torch_xla, an ``XLA_`` variable or ``init_process_group``."""
+    return any(word in data for word in PREFILTER_BYTES)
+
+
+def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
+    """Lint a file given its bytes; see :func:`lint_file`."""
+    if not needs_parse(data):
+        result = FileResult(target.path, skipped_reason="no torch_xla")
+        if target.kind == "python":
+            facts = import_facts(target.path, data)
+            if facts is not None:
+                result.facts.append(facts)
+        return result
+    try:
+        text = decode(data)
+    except SourceError as exc:
+        result = FileResult(target.path)
+        result.diagnostics.append(syntax_error(target.path, exc.message, exc.line, exc.column))
+        return result
+    return _lint_decoded(target, settings, text)
+
+
+def _lint_decoded(target: Target, settings: Settings, text: str) -> FileResult:
+    # In a thread with a deep stack: LibCST recurses once or more per nesting level.
+    return call_with_deep_stack(_lint_decoded_here, target, settings, text)
+
+
+def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileResult:
     path = target.path
     result = FileResult(path)
-    if text is None:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            result.diagnostics.append(syntax_error(path, f"cannot read file: {exc.strerror or exc}", 1, 1))
-            return result
-        try:
-            text = decode(data)
-        except SourceError as exc:
-            result.diagnostics.append(syntax_error(path, exc.message, exc.line, exc.column))
-            return result
     rules = _rules_for(settings, path)
     if target.kind == "doc":
         _lint_document(path, text, rules, settings, result)
         return result
     if not PREFILTER.search(text):
         result.skipped_reason = "no torch_xla"
+        facts = import_facts(path, text.encode("utf-8", "replace"))
+        if facts is not None:
+            result.facts.append(facts)
         return result
-    module, is_package = module_name(path)
+    module, is_package = module_of(path)
     diags, facts = lint_text(text, path, rules, target_version=settings.target_version,
                              module=module, is_package=is_package)
     result.diagnostics = diags
@@ -153,6 +194,70 @@ def lint_file(target: Target, settings: Settings, text: str | None = None) -> Fi
         result.parsed = True
         result.suppressions = find_suppressions(text)
     return result
+
+
+@functools.lru_cache(maxsize=4096)
+def _package_of(folder: str) -> tuple[str, ...]:
+    """Dotted parts of the package ``folder`` is (empty when it has no ``__init__.py``)."""
+    if not os.path.isfile(os.path.join(folder, "__init__.py")):
+        return ()
+    parent = os.path.dirname(folder)
+    if parent == folder:
+        return (os.path.basename(folder),)
+    return (*_package_of(parent), os.path.basename(folder))
+
+
+def module_of(path: str) -> tuple[str, bool]:
+    """:func:`xla_lint.facts.module_name` with the folder walk memoised (one ``stat`` per folder)."""
+    absolute = os.path.abspath(path)
+    folder, name = os.path.split(absolute)
+    is_package = name == "__init__.py"
+    parts = _package_of(folder)
+    if not is_package:
+        parts = (*parts, name[:-3] if name.endswith(".py") else os.path.splitext(name)[0])
+    return ".".join(parts), is_package
+
+
+_IMPORT = re.compile(
+    rb"^[ \t]*(?:from[ \t]+(?P<dots>\.*)[ \t]*(?P<base>[\w.]*)[ \t]+import[ \t]*(?P<names>\([^)]*\)|[^\n#;]*)"
+    rb"|import[ \t]+(?P<modules>[^\n#;]*))", re.M)
+
+
+def import_facts(path: str, data: bytes) -> FileFacts | None:
+    """The facts of a file that is not parsed: its module name and the modules it imports, no fact set.
+
+    Such a file may still tie a program together (``train.py`` imports the module that
+    calls ``use_spmd()`` and the one that shards), so its imports are read with a
+    line-based scan of ``import``/``from ... import`` statements: no parse, and an import
+    written inside a string counts too (the facts are "may" facts). None when it imports nothing.
+    """
+    if b"import" not in data:
+        return None
+    module, is_package = module_of(path)
+    found: set[str] = set()
+    for m in _IMPORT.finditer(data):
+        if m.group("modules") is not None:
+            for item in m.group("modules").decode("utf-8", "replace").split(","):
+                name = item.strip().split(" ")[0].rstrip("\\")
+                if name:
+                    found.add(name)
+            continue
+        level = len(m.group("dots"))
+        base = m.group("base").decode("utf-8", "replace")
+        if level:
+            from .names import resolve_relative
+
+            base = resolve_relative(module, is_package, level, base or None)
+        if base:
+            found.add(base)
+        for item in m.group("names").decode("utf-8", "replace").strip("()\\ \t").split(","):
+            name = item.strip().split()[0] if item.strip() else ""
+            if name and name != "*" and name.isidentifier():
+                found.add(f"{base}.{name}" if base else name)
+    if not found:
+        return None
+    prefixes = {".".join(n.split(".")[:i + 1]) for n in found for i in range(n.count(".") + 1)}
+    return FileFacts(module=module, imports=frozenset(p for p in prefixes if p))
 
 
 def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Settings,
@@ -206,17 +311,140 @@ class RunResult:
     suppressed: int = 0
 
 
-def _lint_one(args: tuple[Target, Settings]) -> FileResult:
-    return lint_file(*args)
+def result_to_json(result: FileResult) -> dict:
+    """A :class:`FileResult` as JSON data (for the result cache); see :func:`result_from_json`."""
+    return {
+        "path": result.path,
+        "diagnostics": [{**d.to_json(), "requires": [list(r) for r in d.requires]} for d in result.diagnostics],
+        "facts": [f.to_json() for f in result.facts],
+        "suppressions": result.suppressions.to_json(),
+        "parsed": result.parsed,
+        "skipped_reason": result.skipped_reason,
+    }
 
 
-def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1) -> list[FileResult]:
-    """Lint every target, in ``jobs`` worker processes when there is enough work."""
-    if jobs > 1 and len(targets) >= 8:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            chunk = max(1, len(targets) // (jobs * 8))
-            return list(pool.map(_lint_one, [(t, settings) for t in targets], chunksize=chunk))
-    return [lint_file(t, settings) for t in targets]
+def result_from_json(data: dict) -> FileResult:
+    """Inverse of :func:`result_to_json`; raises KeyError/TypeError/ValueError on malformed data."""
+    path = data["path"]
+    reason = data["skipped_reason"]
+    if not isinstance(path, str) or not (reason is None or isinstance(reason, str)):
+        raise TypeError("malformed file result")
+    return FileResult(path, [Diagnostic.from_json(d) for d in data["diagnostics"]],
+                      [FileFacts.from_json(f) for f in data["facts"]],
+                      Suppressions.from_json(data["suppressions"]), bool(data["parsed"]), reason)
+
+
+# Parallel linting pays only when there is real parsing to share out: starting a worker
+# costs ~20 ms (fork) and LibCST parses ~50-100 KB of source per second per core.
+PARALLEL_MIN_BYTES = 48 * 1024
+PARALLEL_MIN_FILES = 4
+
+_worker_state: dict = {}
+
+
+def _worker_init(settings: Settings, cache_dir: str | None) -> None:
+    _worker_state["settings"] = settings
+    _worker_state["cache"] = None
+    if cache_dir is not None:
+        from .cache import ResultCache
+
+        _worker_state["cache"] = ResultCache(cache_dir, settings.fingerprint())
+
+
+def _worker_lint(job: tuple[int, Target, bytes, str | None]) -> tuple[int, FileResult]:
+    index, target, data, key = job
+    result = lint_bytes(target, _worker_state["settings"], data)
+    cache = _worker_state["cache"]
+    if cache is not None and key is not None:
+        cache.store(target.path, key, result)
+    return index, result
+
+
+def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
+                 cache_dir: str | None = None) -> list[FileResult]:
+    """Lint every target; results in the order of ``targets``.
+
+    Each file is read once. Files the prefilter rules out yield their imports only;
+    the others are answered from the result cache in ``cache_dir`` (None: no cache,
+    see :mod:`xla_lint.cache`) or linted, in up to ``jobs`` worker processes when there
+    is enough source to parse (at least :data:`PARALLEL_MIN_FILES` files and
+    :data:`PARALLEL_MIN_BYTES` bytes), else in this process.
+    """
+    cache = None
+    if cache_dir is not None:
+        from .cache import ResultCache
+
+        cache = ResultCache(cache_dir, settings.fingerprint())
+    results: list[FileResult | None] = [None] * len(targets)
+    todo: list[tuple[int, Target, bytes, str | None]] = []
+    for index, target in enumerate(targets):
+        try:
+            data = read_source(target.path)
+        except OSError as exc:
+            result = FileResult(target.path)
+            result.diagnostics.append(syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1))
+            results[index] = result
+            continue
+        if not needs_parse(data):
+            results[index] = lint_bytes(target, settings, data)
+            continue
+        key = None
+        if cache is not None:
+            module, is_package = module_of(target.path) if target.kind == "python" else ("", False)
+            key = cache.key(target.path, target.kind, data, settings.codes_for(target.path), module, is_package)
+            hit = cache.load(target.path, key)
+            if hit is not None:
+                results[index] = hit
+                continue
+        todo.append((index, target, data, key))
+
+    workers = min(jobs, len(todo))
+    if workers > 1 and len(todo) >= PARALLEL_MIN_FILES and sum(len(j[2]) for j in todo) >= PARALLEL_MIN_BYTES:
+        for index, result in _lint_in_pool(todo, settings, cache_dir, workers):
+            results[index] = result
+    else:
+        for index, target, data, key in todo:
+            results[index] = lint_bytes(target, settings, data)
+            if cache is not None and key is not None:
+                cache.store(target.path, key, results[index])
+    return results  # type: ignore[return-value]
+
+
+def _lint_in_pool(todo, settings: Settings, cache_dir: str | None, workers: int):
+    """Lint ``todo`` in ``workers`` processes, biggest files first (the last to finish is small).
+
+    A worker that dies (out of memory, a crash in native code) does not take the run
+    with it: each file it may have held is linted again alone in a fresh process, and
+    one that kills that process too is reported as XLA000.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:  # fork: workers inherit the imported rules instead of importing them again
+        context = multiprocessing.get_context("fork")
+    except ValueError:  # pragma: no cover - not on Linux/macOS
+        context = multiprocessing.get_context()
+    ordered = sorted(todo, key=lambda j: -len(j[2]))
+    done: dict[int, FileResult] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init,
+                                 initargs=(settings, cache_dir)) as pool:
+            for index, result in pool.map(_worker_lint, ordered, chunksize=1):
+                done[index] = result
+    except BrokenProcessPool:
+        for job in ordered:
+            if job[0] in done:
+                continue
+            try:
+                with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_worker_init,
+                                         initargs=(settings, cache_dir)) as pool:
+                    done[job[0]] = pool.submit(_worker_lint, job).result()[1]
+            except BrokenProcessPool:
+                result = FileResult(job[1].path)
+                result.diagnostics.append(syntax_error(job[1].path, "the parser crashed on this file", 1, 1))
+                done[job[0]] = result
+    return sorted(done.items())
 
 
 def program_facts(results: list[FileResult]) -> ProgramFacts:
@@ -341,9 +569,12 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     return out
 
 
-def run(targets: list[Target], settings: Settings, jobs: int = 1) -> RunResult:
-    """Lint ``targets`` and return the diagnostics to report."""
-    results = lint_targets(targets, settings, jobs)
+def run(targets: list[Target], settings: Settings, jobs: int = 1, cache: bool = False) -> RunResult:
+    """Lint ``targets`` in up to ``jobs`` processes and return the diagnostics to report.
+
+    ``cache``: answer unchanged files from (and store new results in) ``settings.cache_dir``.
+    """
+    results = lint_targets(targets, settings, jobs, settings.cache_dir if cache else None)
     program = program_facts(results)
     diagnostics, suppressed = finalize(results, program, settings)
     return RunResult(diagnostics, results, program, suppressed)

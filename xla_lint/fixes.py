@@ -13,17 +13,16 @@ import tempfile
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from .diagnostics import Diagnostic, Edit, Fix
+from .source import call_with_deep_stack, nesting_error, split_lines
 
 MAX_ROUNDS = 10
 
 
 def _offsets(text: str) -> list[int]:
     starts = [0]
-    for line in text.splitlines(keepends=True):
+    for line in split_lines(text):
         starts.append(starts[-1] + len(line))
     return starts
 
@@ -33,9 +32,11 @@ def _span(edit: Edit, starts: list[int]) -> tuple[int, int]:
 
 
 def parses(text: str) -> bool:
-    """True when LibCST parses ``text``."""
+    """True when LibCST parses ``text`` (and it nests no deeper than CPython accepts)."""
+    if nesting_error(text) is not None:
+        return False
     try:
-        cst.parse_module(text)
+        call_with_deep_stack(cst.parse_module, text)
     except Exception:
         return False
     return True
@@ -45,11 +46,18 @@ def add_imports(text: str, imports: list[tuple[str, str | None]]) -> str:
     """``text`` with each ``(module, name)`` imported once (``name`` None: ``import module``)."""
     if not imports:
         return text
-    tree = cst.parse_module(text)
-    context = CodemodContext()
-    for module, name in imports:
-        AddImportsVisitor.add_needed_import(context, module, name)
-    return tree.visit(AddImportsVisitor(context)).code
+    # Imported here: libcst.codemod pulls in libcst.matchers (~0.3 s), needed only by --fix.
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    def run() -> str:
+        tree = cst.parse_module(text)
+        context = CodemodContext()
+        for module, name in imports:
+            AddImportsVisitor.add_needed_import(context, module, name)
+        return tree.visit(AddImportsVisitor(context)).code
+
+    return call_with_deep_stack(run)
 
 
 def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, int]:
@@ -119,27 +127,50 @@ class WriteError(Exception):
     """A fixed file could not be written; the original is untouched."""
 
 
-def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
-    """Replace ``path`` with ``text``: temporary file in the same folder, fsync, rename.
+def is_read_only(mode: int) -> bool:
+    """True when no write bit (owner, group, other) is set in ``mode``.
 
-    The file's permission bits are kept. Raises WriteError (original untouched) when the
-    file is not writable or the folder refuses a new file.
+    Checked on the mode bits, not with :func:`os.access`: root may write any file, but a
+    file its owner made read-only is a request not to change it.
     """
-    if not os.access(path, os.W_OK):
-        raise WriteError(f"{path}: not writable, left unchanged")
-    folder = os.path.dirname(os.path.abspath(path))
+    return not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
+def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
+    """Replace ``path`` with ``text`` encoded as ``encoding``: temporary file in the same folder, fsync, rename.
+
+    ``encoding`` is the one the file was read with (``"utf-8-sig"`` writes the BOM back,
+    ``"iso-8859-1"`` keeps a Latin-1 file Latin-1); line ends are written as they are in
+    ``text``. The file's permission bits are kept. Raises WriteError (original untouched)
+    when the file is read-only (no write bit set, even for root), is not a regular file,
+    cannot hold the text in its encoding, or the folder refuses a new file.
+    """
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        info = os.stat(path)
+    except OSError as exc:
+        raise WriteError(f"{path}: cannot write ({exc.strerror or exc}), left unchanged") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise WriteError(f"{path}: not a regular file, left unchanged")
+    if is_read_only(info.st_mode) or not os.access(path, os.W_OK):
+        raise WriteError(f"{path}: read-only, left unchanged")
+    try:
+        data = text.encode(encoding)
+    except (UnicodeEncodeError, LookupError) as exc:
+        raise WriteError(f"{path}: the fixed text cannot be written as {encoding} ({exc}), left unchanged") from None
+    # Write through a symlink to its target, so the link stays a link.
+    real = os.path.realpath(path)
+    folder = os.path.dirname(real)
+    try:
         fd, tmp = tempfile.mkstemp(prefix=".xla-lint-", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise WriteError(f"{path}: cannot write ({exc.strerror or exc}), left unchanged") from None
     try:
-        with os.fdopen(fd, "w", encoding=encoding, newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.chmod(tmp, stat.S_IMODE(info.st_mode))
+        os.replace(tmp, real)
     except OSError as exc:
         try:
             os.unlink(tmp)

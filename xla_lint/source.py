@@ -10,7 +10,11 @@ column offsets that map its positions back to the document.
 from __future__ import annotations
 
 import io
+import os
 import re
+import stat
+import sys
+import threading
 import tokenize
 from dataclasses import dataclass
 
@@ -23,6 +27,116 @@ class SourceError(Exception):
         self.message = message
         self.line = line
         self.column = column
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` cut after each ``\\n``, ``\\r\\n`` or ``\\r``, line ends kept.
+
+    Unlike :meth:`str.splitlines` it does not cut at form feeds, ``\\x1c``-``\\x1e``,
+    ``\\x85`` or ``\\u2028``: Python (and LibCST's positions) count only these three
+    line ends, so a fix placed with :meth:`str.splitlines` offsets would land on the wrong text.
+    """
+    out: list[str] = []
+    start = 0
+    for m in _LINE_BREAK.finditer(text):
+        out.append(text[start:m.end()])
+        start = m.end()
+    if start < len(text):
+        out.append(text[start:])
+    return out
+
+
+def read_source(path: str) -> bytes:
+    """The bytes of the regular file ``path``.
+
+    Opened without blocking, so a FIFO, socket or device named like a Python file is
+    refused instead of hanging the run. Raises :class:`OSError` (``strerror`` says why).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(21, "is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(0, "not a regular file")
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(info.st_size + 1, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+# CPython refuses more than 200 nested brackets and a few thousand nested expressions;
+# LibCST's native parser has no such guard and overflows the C stack on deeper input
+# (a segfault, not an exception), and its Python-side visitors overflow the recursion limit.
+def nesting_error(text: str) -> SourceError | None:
+    """A :class:`SourceError` when ``text`` nests deeper than CPython itself accepts, else None.
+
+    Checked with CPython's own parser (``compile(..., PyCF_ONLY_AST)``), which guards its
+    stack and is ~15x faster than LibCST's. Other syntax errors are left to LibCST, which
+    knows newer grammar than the running interpreter may.
+    """
+    import ast
+
+    try:
+        compile(text, "<xla-lint>", "exec", ast.PyCF_ONLY_AST)
+    except SyntaxError as exc:
+        if "too many nested" in str(exc.msg) or "too complex" in str(exc.msg):
+            return SourceError(str(exc.msg), exc.lineno or 1, exc.offset or 1)
+    except (RecursionError, MemoryError):
+        return SourceError("nesting too deep (Python refuses it too)")
+    except (ValueError, OverflowError):
+        return None
+    return None
+
+
+_STACK_BYTES = 256 << 20
+_RECURSION_LIMIT = 20_000
+
+
+def call_with_deep_stack(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a thread with a 256 MiB stack and a recursion limit of 20,000.
+
+    LibCST's parser and visitors recurse once or more per nesting level; the main
+    thread's 8 MiB stack and Python's default limit of 1,000 frames are too small for
+    input CPython accepts. Exceptions raised by ``fn`` are re-raised in the caller.
+    """
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            box["error"] = exc
+
+    with _DEEP_LOCK:
+        old_size = threading.stack_size()
+        old_limit = sys.getrecursionlimit()
+        try:
+            threading.stack_size(_STACK_BYTES)
+            worker = threading.Thread(target=target, name="xla-lint-parse", daemon=True)
+            threading.stack_size(old_size)
+        except (ValueError, RuntimeError):  # platform refuses the size: run here
+            return fn(*args, **kwargs)
+        sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
+        try:
+            worker.start()
+            worker.join()
+        finally:
+            sys.setrecursionlimit(old_limit)
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box.get("value")
+
+
+_DEEP_LOCK = threading.Lock()
 
 
 def decode(data: bytes) -> str:
@@ -74,7 +188,7 @@ _PY_LANGS = {"python", "py", "python3", "py3", "pycon"}
 
 def markdown_blocks(text: str) -> list[CodeBlock]:
     """Fenced code blocks whose info string names Python."""
-    lines = text.splitlines()
+    lines = [line.rstrip("\r\n") for line in split_lines(text)]
     blocks: list[CodeBlock] = []
     i = 0
     while i < len(lines):
@@ -107,7 +221,7 @@ _RST_DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)\.\.\s+(code-block|code|sourcec
 
 def rst_blocks(text: str) -> list[CodeBlock]:
     """``.. code-block:: python`` (and ``.. code::``) directive bodies."""
-    lines = text.splitlines()
+    lines = [line.rstrip("\r\n") for line in split_lines(text)]
     blocks: list[CodeBlock] = []
     i = 0
     while i < len(lines):
@@ -157,7 +271,7 @@ def doctest_blocks(text: str, line_offset: int = 0, extra_indent: int = 0) -> li
     current: list[str] = []
     start = 0
     indent = 0
-    for number, line in enumerate(text.splitlines()):
+    for number, line in enumerate(line.rstrip("\r\n") for line in split_lines(text)):
         m = _PROMPT.match(line)
         if m and (current or line.lstrip().startswith(">>>")):
             if not current:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 _DISABLE_FILE = re.compile(
@@ -74,6 +74,50 @@ class Suppressions:
         if comment is not None and (comment.codes is None or code in comment.codes):
             return comment
         return None
+
+    def to_json(self) -> dict:
+        """The comments as JSON data (for the result cache): every field of every
+        :class:`NoqaComment`, sets and tuples tagged so :meth:`from_json` restores them."""
+        return {
+            "noqa": [{f.name: _encode(getattr(c, f.name)) for f in fields(NoqaComment)}
+                     for c in self.noqa.values()],
+            "disabled_codes": sorted(self.disabled_codes),
+            "disable_all": self.disable_all,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Suppressions":
+        """Inverse of :meth:`to_json`; raises KeyError/TypeError/ValueError on a malformed object
+        (including one written by a version whose :class:`NoqaComment` had other fields)."""
+        noqa = {}
+        for item in data["noqa"]:
+            comment = NoqaComment(**{f.name: _decode(item[f.name]) for f in fields(NoqaComment)})
+            if not isinstance(comment.line, int):
+                raise TypeError("noqa line must be an integer")
+            noqa[comment.line] = comment
+        return cls(noqa, frozenset(str(c) for c in data["disabled_codes"]), bool(data["disable_all"]))
+
+
+def _encode(value):
+    if isinstance(value, frozenset):
+        return {"set": sorted(_encode(v) for v in value)}
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v) for v in value]}
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    raise TypeError(f"cannot store a {type(value).__name__} in the cache")
+
+
+def _decode(value):
+    if isinstance(value, dict):
+        if set(value) == {"set"}:
+            return frozenset(_decode(v) for v in value["set"])
+        if set(value) == {"tuple"}:
+            return tuple(_decode(v) for v in value["tuple"])
+        raise ValueError("unknown tagged value")
+    if isinstance(value, list):
+        raise ValueError("untagged list")
+    return value
 
 
 def _codes(text: str | None) -> frozenset[str] | None:
