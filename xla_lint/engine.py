@@ -29,6 +29,7 @@ from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
 from .source import SourceError, call_with_deep_stack, code_blocks, decode, nesting_error, read_source
 from .suppress import Suppressions, find_suppressions
+from .walk import TRIVIA, walk
 
 # A file none of whose text matches cannot concern any rule: every rule is about a
 # torch_xla API or an XLA_* environment variable, and reports only in files that name one.
@@ -97,7 +98,9 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
     facts.facts.group = group
     instances = [rule(ctx) for rule in rules]
     try:
-        tree.visit(Dispatcher(ctx, [facts, *instances]))
+        # walk(): LibCST's visit order, without rebuilding every node (5-10x faster than tree.visit)
+        dispatcher = Dispatcher(ctx, [facts, *instances])
+        walk(tree, dispatcher, TRIVIA.difference(dispatcher._visit, dispatcher._leave))
     except RecursionError:
         return [syntax_error(path, "nesting too deep to analyse", 1 + line_offset, 1 + column_offset)], None
 
