@@ -16,37 +16,38 @@ is shown as its one line.
 
 from __future__ import annotations
 
-import difflib
-
 from ..diagnostics import Diagnostic, Fix
-from ..fixes import add_imports, parses
 from . import Report
 from .text import fixes_section, line, style, summary
 
 
-def apply_one(text: str, fix: Fix) -> str:
-    """``text`` with ``fix``'s edits (and imports) applied, whether or not the fix is safe."""
+def apply_one(lines: list[str], fix: Fix) -> tuple[int, list[str], list[str]] | None:
+    """The lines a fix changes: ``(first line number, old lines, new lines)``, whether or not
+    the fix is safe. ``lines`` are the source's lines with their line ends. Only the lines the
+    edits span are looked at, so showing every fix of a large file stays linear. None when
+    an edit lies outside the source."""
+    if not fix.edits:
+        return None
+    lo = min(e.line for e in fix.edits)
+    hi = max(e.end_line for e in fix.edits)
+    if lo < 1 or hi > len(lines):
+        return None
+    segment = lines[lo - 1:hi]
     starts = [0]
-    for piece in text.splitlines(keepends=True):
+    for piece in segment:
         starts.append(starts[-1] + len(piece))
-    spans = []
-    for e in fix.edits:
-        if e.line > len(starts) or e.end_line > len(starts):
-            return text
-        spans.append((starts[e.line - 1] + e.column - 1, starts[e.end_line - 1] + e.end_column - 1, e.content))
-    out = text
-    for a, b, content in sorted(spans, key=lambda s: s[0], reverse=True):
-        out = out[:a] + content + out[b:]
-    if fix.add_imports and parses(out):
-        out = add_imports(out, list(fix.add_imports))
-    return out
+    text = "".join(segment)
+    spans = sorted(((starts[e.line - lo] + e.column - 1, starts[e.end_line - lo] + e.end_column - 1, e.content)
+                    for e in fix.edits), key=lambda s: s[0], reverse=True)
+    for a, b, content in spans:
+        text = text[:a] + content + text[b:]
+    return lo, "".join(segment).splitlines(), text.splitlines()
 
 
-def _snippet(d: Diagnostic, text: str, color: bool) -> list[str]:
-    lines = text.splitlines()
+def _snippet(d: Diagnostic, lines: list[str], color: bool) -> list[str]:
     if not 1 <= d.line <= len(lines):
         return []
-    src = lines[d.line - 1]
+    src = lines[d.line - 1].rstrip("\r\n")
     width = len(str(d.line))
     gutter = " " * width + " |"
     start = max(d.column - 1, 0)
@@ -62,30 +63,35 @@ def _snippet(d: Diagnostic, text: str, color: bool) -> list[str]:
             style(gutter, color, fg="blue")]
 
 
-def _fix_lines(d: Diagnostic, text: str | None, color: bool) -> list[str]:
+def _fix_lines(d: Diagnostic, lines: list[str] | None, color: bool) -> list[str]:
     fix = d.fix
     if fix is None:
         return []
     note = "" if fix.safe else " (unsafe: shown only, --fix does not apply it)"
     out = [f"  = {style('fix', color, bold=True)}: {fix.description}{note}"]
-    if text is None:
-        return out
-    after = apply_one(text, fix)
-    for row in difflib.unified_diff(text.splitlines(), after.splitlines(), lineterm="", n=0):
-        if row.startswith(("---", "+++", "@@")):
-            continue
-        out.append("  " + style(f"{row[:1]} {row[1:]}", color, fg="red" if row.startswith("-") else "green"))
+    change = apply_one(lines, fix) if lines is not None else None
+    if change is not None:
+        _, old, new = change
+        out += ["  " + style(f"- {row}", color, fg="red") for row in old]
+        out += ["  " + style(f"+ {row}", color, fg="green") for row in new]
+    for module, name in fix.add_imports:
+        statement = f"import {module}" if name is None else f"from {module} import {name}"
+        out.append("  " + style(f"+ {statement}", color, fg="green") + " (added with the imports)")
     return out
 
 
 def render(report: Report) -> str:
     blocks: list[str] = []
+    split: dict[str, list[str]] = {}
     for d in report.diagnostics:
         text = report.sources.get(d.path)
+        if text is not None and d.path not in split:
+            split[d.path] = text.splitlines(keepends=True)
+        lines = split.get(d.path)
         rows = [line(d, report.color)]
-        if text is not None:
-            rows += _snippet(d, text, report.color)
-        rows += _fix_lines(d, text, report.color)
+        if lines is not None:
+            rows += _snippet(d, lines, report.color)
+        rows += _fix_lines(d, lines, report.color)
         blocks.append("\n".join(rows))
     tail = []
     if report.show_fixes:
@@ -94,4 +100,3 @@ def render(report: Report) -> str:
         tail.append(summary(report))
     parts = blocks + (["\n".join(tail)] if tail else [])
     return "\n\n".join(parts) + "\n" if parts else ""
-
