@@ -40,17 +40,9 @@ from .options import RuntimeOptions
 from .spec import parse_sharding, sharded_axes
 
 #: Stages of the job in order; an exception in one is recorded with its stage name and
-#: the later stages do not run. Each maps to the check that reports it.
+#: the later stages do not run (xla_lint/runtime/checks/__init__.py maps each stage to the
+#: check that reports it).
 STAGES = ("environment", "mesh", "model", "train", "consistency", "checkpoint")
-STAGE_CHECK = {
-    "rendezvous": "rendezvous",
-    "environment": "environment",
-    "mesh": "mesh",
-    "model": "sharding",
-    "train": "recompilation",
-    "consistency": "consistency",
-    "checkpoint": "checkpoint",
-}
 
 
 @dataclass
