@@ -33,16 +33,20 @@ class FileContext:
     """Everything a rule may ask about the file being linted.
 
     ``module_name`` is the file's dotted name (for relative imports), ``target_version``
-    the torch_xla version linted for, as ``(major, minor)``.
+    the torch_xla version linted for, as ``(major, minor)``; ``globals_scope`` (docstring
+    examples) is the scope unbound names are looked up in.
     """
 
     def __init__(self, module: cst.Module, module_name: str = "", is_package: bool = False,
-                 target_version: tuple[int, int] = (2, 9)) -> None:
+                 target_version: tuple[int, int] = (2, 9), globals_scope: Scope | None = None) -> None:
         self.module = module
         self.module_name = module_name
         self.target_version = target_version
         collector = BindingCollector(module_name, is_package)
         self.root_scope = collector.collect(module)
+        if globals_scope is not None:
+            # A docstring example: names it does not bind come from the enclosing module.
+            self.root_scope.parent = globals_scope
         self.scopes = collector.scopes
         self.imported_modules = collector.imported_modules
         self.imports_torch_xla = any(

@@ -22,6 +22,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .config import Settings
 from .context import Dispatcher, FactsCollector, FileContext
+from .docstrings import lint_docstrings
 from .diagnostics import Diagnostic, Edit, Fix, Severity
 from .discovery import Target
 from .facts import FileFacts, ProgramFacts, compute_program_facts, module_name
@@ -72,7 +73,7 @@ def syntax_error(path: str, message: str, line: int, column: int) -> Diagnostic:
 def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
               module: str = "", is_package: bool = False, line_offset: int = 0,
               column_offset: int = 0, with_fixes: bool = True, group: str | None = None,
-              ) -> tuple[list[Diagnostic], FileFacts | None]:
+              globals_scope=None) -> tuple[list[Diagnostic], FileFacts | None]:
     """Lint one piece of Python source.
 
     Returns the diagnostics (positions moved by the offsets, ``requires`` still to be
@@ -93,7 +94,7 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return [syntax_error(path, first, 1 + line_offset, 1 + column_offset)], None
 
-    ctx = FileContext(tree, module, is_package, target_version)
+    ctx = FileContext(tree, module, is_package, target_version, globals_scope)
     facts = FactsCollector(ctx, module)
     facts.facts.group = group
     instances = [rule(ctx) for rule in rules]
@@ -192,6 +193,9 @@ def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileRes
     diags, facts = lint_text(text, path, rules, target_version=settings.target_version,
                              module=module, is_package=is_package)
     result.diagnostics = diags
+    if settings.docs and facts is not None:  # `>>>` examples in docstrings (xla_lint/docstrings.py)
+        result.diagnostics = diags + lint_docstrings(text, path, rules, target_version=settings.target_version,
+                                                     module=module, is_package=is_package)
     if facts is not None:
         result.facts.append(facts)
         result.parsed = True

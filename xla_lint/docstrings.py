@@ -1,0 +1,122 @@
+"""``>>>`` examples in the docstrings of a Python file, linted like code (with ``docs`` on).
+
+A docstring example runs, under doctest, with the module's globals: ``HybridMesh(...)``
+in ``torch_xla/distributed/spmd/xla_sharding.py``'s docstrings is that module's
+``HybridMesh``. So each example block is linted with the file's module-level names as
+its enclosing scope (a name the file defines itself resolves to ``<module>.<name>``).
+An example is a fragment, not a program: findings that depend on program facts (XLA002
+"SPMD never enabled", ...) are dropped, since the fragment leaves out the set-up, and a
+docstring's facts never leak into the file's. An example (a ``>>>`` line and its ``...`` lines) that does not parse on its own, such as
+an output line written with a prompt, is blanked so the rest of the block is still linted;
+positions are those of the file. No fixes are offered inside docstrings.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from .diagnostics import Diagnostic
+from .names import LOCAL, BindingCollector, Scope
+from .rule import Rule, SyntaxErrorRule
+from .source import CodeBlock, doctest_blocks
+
+
+def docstring_blocks(text: str) -> list[list[CodeBlock]]:
+    """The ``>>>`` blocks of every module, class and function docstring, one list per docstring.
+
+    Returns [] when the text has no ``>>>`` or Python's own parser rejects it.
+    """
+    if ">>>" not in text:
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    lines = text.splitlines()
+    out: list[list[CodeBlock]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = node.body
+        if not body or not isinstance(body[0], ast.Expr):
+            continue
+        value = body[0].value
+        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)) or ">>>" not in value.value:
+            continue
+        # The raw source lines (not the evaluated string, whose escapes would shift lines).
+        first, last = value.lineno, value.end_lineno or value.lineno
+        raw = "\n".join(lines[first - 1:last])
+        blocks = [_repair(b, lines) for b in doctest_blocks(raw, first - 1)]
+        if blocks:
+            out.append(blocks)
+    return out
+
+
+def _parses(code: str) -> bool:
+    try:
+        cst.parse_module(code)
+    except Exception:
+        return False
+    return True
+
+
+def _repair(block: CodeBlock, lines: list[str]) -> CodeBlock:
+    """``block`` with every example that does not parse alone replaced by blank lines."""
+    if _parses(block.code):
+        return block
+    code_lines = block.code.splitlines()
+    examples: list[list[int]] = []
+    for i in range(len(code_lines)):
+        original = lines[block.line_offset + i].lstrip() if block.line_offset + i < len(lines) else ""
+        if original.startswith(">>>") or not examples:
+            examples.append([i])
+        else:
+            examples[-1].append(i)
+    for example in examples:
+        if not _parses("\n".join(code_lines[i] for i in example) + "\n"):
+            for i in example:
+                code_lines[i] = ""
+    return CodeBlock("\n".join(code_lines) + "\n", block.line_offset, block.indent)
+
+
+def module_globals(text: str, module: str, is_package: bool) -> Scope | None:
+    """The file's module-level names as a scope examples can look names up in;
+    names the file binds itself become ``<module>.<name>``. None if it does not parse."""
+    try:
+        tree = cst.parse_module(text)
+    except Exception:
+        return None
+    root = BindingCollector(module, is_package).collect(tree)
+    scope = Scope("module", None, star_imports=list(root.star_imports))
+    for name, targets in root.bindings.items():
+        for target in targets:
+            if target == LOCAL:
+                if module:
+                    scope.bind(name, f"{module}.{name}")
+            else:
+                scope.bind(name, target)
+    return scope
+
+
+def lint_docstrings(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
+                    module: str = "", is_package: bool = False) -> list[Diagnostic]:
+    """Diagnostics for the docstring examples of a Python file, positioned in the file.
+
+    Findings that need program facts are dropped (an example is a fragment). Examples
+    that do not parse are skipped, never reported.
+    """
+    from .engine import lint_text  # the engine calls this module; import late
+
+    scope = None
+    out: list[Diagnostic] = []
+    for blocks in docstring_blocks(text):
+        if scope is None:
+            scope = module_globals(text, module, is_package)
+        for block in blocks:
+            diags, _ = lint_text(block.code, path, rules, target_version=target_version,
+                                 module=module, line_offset=block.line_offset,
+                                 column_offset=block.indent, with_fixes=False, globals_scope=scope)
+            out.extend(d for d in diags if d.code != SyntaxErrorRule.code and not d.requires)
+    return out
