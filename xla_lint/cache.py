@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from . import __version__
@@ -117,6 +116,7 @@ class ResultCache:
             payload = json.dumps({"tag": _TAG, "version": __version__, "key": key,
                                   "result": result_to_json(result)}, separators=(",", ":"))
             self._prepare(target.parent)
+            import tempfile
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:

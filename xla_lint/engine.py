@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .config import Settings
 from .context import Dispatcher, FactsCollector, FileContext
@@ -107,6 +106,9 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
 
     if not ctx.reports:
         return [], facts.facts
+    # Imported here: libcst.metadata costs ~70 ms to import, and most files have no report.
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
     positions = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
 
     def place(node: cst.CSTNode) -> tuple[int, int, int, int]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 
 import libcst as cst
@@ -157,6 +156,8 @@ def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
         data = text.encode(encoding)
     except (UnicodeEncodeError, LookupError) as exc:
         raise WriteError(f"{path}: the fixed text cannot be written as {encoding} ({exc}), left unchanged") from None
+    import tempfile  # only --fix writes files
+
     # Write through a symlink to its target, so the link stays a link.
     real = os.path.realpath(path)
     folder = os.path.dirname(real)

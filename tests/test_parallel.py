@@ -1,0 +1,132 @@
+"""Parallel linting gives the results of serial linting, in the same order; the fast
+traversal visits what LibCST's own visit does, in the same order."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import libcst as cst
+from helpers import write_tree
+
+from xla_lint import engine
+from xla_lint.config import build_settings
+from xla_lint.discovery import discover
+from xla_lint.rules import all_rules
+from xla_lint.walk import TRIVIA, walk
+
+TRAIN = ("import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.distributed.spmd as xs\n"
+         "import torch_xla.runtime as xr\n\n\ndef step_{i}(model, mesh, loader, opt):\n"
+         "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
+         "        xm.optimizer_step(opt)\n        print('loss', loss.item())\n"
+         "    xs.mark_sharding(model.weight, mesh, (0, None))\n    xm.save(model.state_dict(), 'm{i}.pt')\n")
+
+
+def make_tree(root: Path, n: int = 40) -> None:
+    files = {f"t{i:02d}.py": TRAIN.format(i=i) + "# padding\n" * 40 for i in range(n)}
+    files.update({f"plain{i}.py": f"import os\nx = {i}\n" for i in range(n)})
+    files["main.py"] = "import torch_xla.runtime as xr\nimport t00\nxr.use_spmd()\n"
+    write_tree(root, files)
+
+
+def test_pool_results_equal_serial_results_in_order(tmp_path, monkeypatch):
+    make_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    settings = build_settings(cwd=tmp_path, isolated=True)
+    targets = discover(["."], settings)
+    serial = engine.lint_targets(targets, settings, jobs=1)
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+    parallel = engine.lint_targets(targets, settings, jobs=2)
+    assert [r.path for r in parallel] == [t.path for t in targets]
+    assert parallel == serial
+    assert sum(1 for r in serial if r.diagnostics) == 40
+
+
+def test_cli_jobs_give_identical_output(tmp_path):
+    make_tree(tmp_path)
+    outs = []
+    for jobs in ("1", "2", "3"):
+        proc = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "-j", jobs, "."],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0].count("XLA004") >= 40
+
+
+class _Recorder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, int]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.events.append(("visit", id(node)))
+        return not isinstance(node, cst.Lambda)  # a skipped subtree is skipped the same way
+
+    def on_leave(self, node: cst.CSTNode) -> None:
+        self.events.append(("leave", id(node)))
+
+
+def _sources() -> list[str]:
+    root = Path(engine.__file__).parent
+    texts = [p.read_text() for p in sorted(root.rglob("*.py"))]
+    for rule in all_rules():
+        texts += [ex.code for ex in (*rule.valid, *rule.invalid)]
+    return texts
+
+
+def test_walk_visits_like_libcst():
+    checked = 0
+    for text in _sources():
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError:
+            continue
+        want, got = _Recorder(), _Recorder()
+        module.visit(want)
+        walk(module, got)
+        assert got.events == want.events
+        checked += 1
+    assert checked > 50
+
+
+def test_walk_skips_only_trivia():
+    module = cst.parse_module("import torch_xla  # c\nx = f(a, b=[1, 2]) + (-y)\n")
+    full, lean = _Recorder(), _Recorder()
+    module.visit(full)
+    walk(module, lean, TRIVIA)
+    kept = {i for _, i in lean.events}
+    nodes = {}
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, node):
+            nodes[id(node)] = node
+            return True
+
+    module.visit(Collect())
+    dropped = [nodes[i] for _, i in full.events if i not in kept]
+    assert dropped and all(type(n) in TRIVIA for n in dropped)
+    assert [e for e in full.events if e[1] in kept] == lean.events
+
+
+def test_walk_has_no_recursion_limit():
+    module = cst.parse_module("x = " + "-" * 500 + "1\n")
+    count = 0
+
+    class Count:
+        def on_visit(self, node):
+            nonlocal count
+            count += 1
+            return True
+
+        def on_leave(self, node):
+            pass
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        walk(module, Count())
+    finally:
+        sys.setrecursionlimit(old)
+    assert count > 1000

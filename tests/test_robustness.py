@@ -1,0 +1,255 @@
+"""Hostile inputs through the real command line: each gives a clear diagnostic or message,
+a defined exit code (0 clean, 1 findings, 2 usage/configuration error) and no traceback;
+``--fix`` never loses a byte of user data."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xla_lint.fixes import WriteError, apply_fixes, write_atomic
+from xla_lint.diagnostics import Edit, Fix
+
+PRINT = "import torch_xla\nprint('a')\n"
+PRINT_FIXED = "import torch_xla\nprint('a', flush=True)\n"
+
+
+def xla(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``python -m xla_lint ARGS`` in ``cwd`` (isolated from config unless a test says otherwise)."""
+    proc = subprocess.run([sys.executable, "-m", "xla_lint", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
+    assert proc.returncode in (0, 1, 2), (proc.returncode, proc.stderr)
+    return proc
+
+
+def rows(proc) -> list[str]:
+    return proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize("source, message", [
+    ("import torch_xla\ndef train(:\n    pass\n", "XLA000 cannot parse"),
+    ("import torch_xla\nif True:\nprint('x')\n", "XLA000 cannot parse"),
+    ("import torch_xla\nx = (1,\n", "XLA000 cannot parse"),
+    ("import torch_xla\nx = 1 $ 2\n", "XLA000 cannot parse"),
+    ("import torch_xla\n  x = 1\n", "XLA000 cannot parse"),
+    ("import torch_xla\nx = 'unterminated\n", "XLA000 cannot parse"),
+    ("import torch_xla\n\tif x:\n        pass\n", "XLA000 cannot parse"),
+])
+def test_syntax_errors_give_xla000(tmp_path, source, message):
+    (tmp_path / "bad.py").write_text(source)
+    (tmp_path / "good.py").write_text(PRINT)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", ".")
+    assert proc.returncode == 1
+    assert any(r.startswith("bad.py:") and message in r for r in rows(proc)), proc.stdout
+    assert any(r.startswith("good.py:2:1: XLA004") for r in rows(proc))  # the run goes on
+
+
+def test_nul_byte(tmp_path):
+    (tmp_path / "nul.py").write_bytes(b"import torch_xla\nx = 1\0\n")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "nul.py")
+    assert proc.returncode == 1
+    assert rows(proc)[0] == "nul.py:2:6: XLA000 cannot parse: source contains a NUL byte"
+
+
+def test_latin1_without_cookie_is_reported(tmp_path):
+    (tmp_path / "l1.py").write_bytes(b"import torch_xla\n# caf\xe9\nprint('a')\n")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "l1.py")
+    assert proc.returncode == 1
+    assert rows(proc)[0].startswith("l1.py:2:6: XLA000 cannot parse: bytes are not valid utf-8")
+
+
+def test_latin1_with_cookie_is_linted_and_fixed_as_latin1(tmp_path):
+    data = b"# -*- coding: latin-1 -*-\nimport torch_xla\n# caf\xe9\nprint('\xe9')\n"
+    (tmp_path / "l1.py").write_bytes(data)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "l1.py")
+    assert proc.returncode == 1 and rows(proc)[0].startswith("l1.py:4:1: XLA004")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "--fix", "l1.py")
+    assert proc.returncode == 0, proc.stdout
+    assert (tmp_path / "l1.py").read_bytes() == data.replace(b"print('\xe9')", b"print('\xe9', flush=True)")
+
+
+def test_bom_and_crlf_are_kept_by_fix(tmp_path):
+    data = b"\xef\xbb\xbfimport torch_xla\r\nprint('a')\r\nprint('b')\r\n"
+    (tmp_path / "bom.py").write_bytes(data)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "bom.py")
+    assert [r.split(": ")[0] for r in rows(proc)[:2]] == ["bom.py:2:1", "bom.py:3:1"]
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "--fix", "bom.py")
+    assert proc.returncode == 0
+    assert (tmp_path / "bom.py").read_bytes() == (b"\xef\xbb\xbfimport torch_xla\r\nprint('a', flush=True)\r\n"
+                                                  b"print('b', flush=True)\r\n")
+
+
+def test_form_feed_does_not_shift_fixes(tmp_path):
+    # str.splitlines() cuts at \x0c; Python and LibCST do not: a fix must land on the same text.
+    data = "import torch_xla\n\x0c\nx = '\x1c'  # \u2028 odd\nprint('a')\n"
+    (tmp_path / "ff.py").write_text(data, newline="")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "--fix", "ff.py")
+    assert proc.returncode == 0, proc.stdout
+    assert (tmp_path / "ff.py").read_bytes().decode() == data.replace("print('a')", "print('a', flush=True)")
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "empty.py").write_bytes(b"")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "empty.py")
+    assert proc.returncode == 0 and rows(proc) == ["All checks passed (1 file)."]
+
+
+@pytest.mark.slow
+def test_fifty_thousand_lines(tmp_path):
+    lines = ["import torch_xla"] + [f"x{i} = {i}" for i in range(49_998)] + ["print(x1)"]
+    (tmp_path / "big.py").write_text("\n".join(lines) + "\n")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "big.py", timeout=600)
+    assert proc.returncode == 1 and rows(proc)[0].startswith("big.py:50000:1: XLA004")
+
+
+@pytest.mark.parametrize("expr", [
+    "(" * 1000 + "1" + ")" * 1000,
+    "[" * 1000 + "]" * 1000,
+    "-" * 1000 + "1",
+    "not " * 1000 + "x",
+    "+".join(["1"] * 5000),
+    "a" + ".b" * 5000,
+    "f" + "()" * 3000,
+    "lambda: " * 1000 + "1",
+    "1 if x else " * 3000 + "1",
+])
+def test_deep_nesting_never_crashes(tmp_path, expr):
+    (tmp_path / "deep.py").write_text(f"import torch_xla\nx = {expr}\n")
+    (tmp_path / "good.py").write_text(PRINT)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "-j", "1", ".")
+    assert f"good.py:2:1: XLA004" in proc.stdout  # the process survived and linted the rest
+    deep = [r for r in rows(proc) if r.startswith("deep.py:")]
+    assert all(" XLA000 cannot parse: " in r for r in deep)
+
+
+def test_symlink_loop_and_dangling_symlink(tmp_path):
+    (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
+    (tmp_path / "gone.py").symlink_to(tmp_path / "missing.py")
+    (tmp_path / "good.py").write_text(PRINT)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", ".")
+    assert proc.returncode == 1
+    out = rows(proc)
+    assert "gone.py:1:1: XLA000 cannot parse: cannot read file: No such file or directory" in out
+    assert "loop.py:1:1: XLA000 cannot parse: cannot read file: Too many levels of symbolic links" in out
+    assert any(r.startswith("good.py:2:1: XLA004") for r in out)
+    # A symlinked folder that points at its parent is not followed (no endless walk).
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "up").symlink_to(tmp_path, target_is_directory=True)
+    assert xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", ".", timeout=60).returncode == 1
+
+
+def test_directory_named_like_a_python_file(tmp_path):
+    (tmp_path / "x.py").mkdir()
+    (tmp_path / "x.py" / "inner.py").write_text(PRINT)
+    for arg in (".", "x.py"):
+        proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", arg)
+        assert proc.returncode == 1
+        assert rows(proc)[0].startswith("x.py/inner.py:2:1: XLA004")
+
+
+def test_fifo_is_refused_without_hanging(tmp_path):
+    # Root reads any chmod-000 file, so an unreadable source is simulated with a FIFO
+    # (open() would block forever waiting for a writer).
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "good.py").write_text(PRINT)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", ".", timeout=60)
+    assert proc.returncode == 1
+    assert "pipe.py:1:1: XLA000 cannot parse: cannot read file: not a regular file" in rows(proc)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "pipe.py", timeout=60)
+    assert rows(proc)[0] == "pipe.py:1:1: XLA000 cannot parse: cannot read file: not a regular file"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads chmod-000 files")
+def test_unreadable_file(tmp_path):
+    (tmp_path / "secret.py").write_text(PRINT)
+    (tmp_path / "secret.py").chmod(0)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "secret.py")
+    assert rows(proc)[0] == "secret.py:1:1: XLA000 cannot parse: cannot read file: Permission denied"
+
+
+def test_file_deleted_between_discovery_and_reading(tmp_path):
+    (tmp_path / "a.py").write_text(PRINT)
+    (tmp_path / "b.py").write_text(PRINT)
+    script = textwrap.dedent("""
+        import os, sys
+        import xla_lint.cli as cli
+        real = cli.discover
+        def discover(paths, settings):
+            found = real(paths, settings)
+            os.unlink("a.py")  # gone after discovery, before reading
+            return found
+        cli.discover = discover
+        cli.main(["--isolated", "--no-cache", "--select", "XLA004", "."], prog_name="xla-lint")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 1
+    assert "a.py:1:1: XLA000 cannot parse: cannot read file: No such file or directory" in rows(proc)
+    assert any(r.startswith("b.py:2:1: XLA004") for r in rows(proc))
+
+
+def test_malformed_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.xla-lint\nselect = [\n")
+    (tmp_path / "a.py").write_text(PRINT)
+    proc = xla(tmp_path, "a.py")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("xla-lint: error: ") and "pyproject.toml: not valid TOML" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_select_code(tmp_path):
+    (tmp_path / "a.py").write_text(PRINT)
+    proc = xla(tmp_path, "--isolated", "--select", "XLA999X", "a.py")
+    assert proc.returncode == 2
+    assert "unknown rule code 'XLA999X' in --select" in proc.stderr
+
+
+# ---- --fix never loses data ------------------------------------------------------------
+
+def test_read_only_file_is_reported_and_untouched(tmp_path):
+    path = tmp_path / "ro.py"
+    path.write_text(PRINT)
+    path.chmod(0o444)  # root could still write it: the mode bits are what counts
+    before = path.stat()
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "--fix", "ro.py")
+    assert proc.returncode == 1
+    assert "xla-lint: ro.py: read-only, left unchanged" in proc.stderr
+    assert path.read_text() == PRINT and stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    assert rows(proc)[0].startswith("ro.py:2:1: XLA004")
+
+
+def test_fix_twice_equals_fix_once(tmp_path):
+    source = ("import torch_xla\nimport torch_xla.core.xla_model as xm\nprint('a')\nprint('b', 1)\n"
+              "xm.mark_step()\ndevice = xm.xla_device()\n")
+    (tmp_path / "a.py").write_text(source)
+    first = xla(tmp_path, "--isolated", "--no-cache", "--fix", "a.py")
+    once = (tmp_path / "a.py").read_bytes()
+    assert once != source.encode() and "Fixed" in first.stdout
+    second = xla(tmp_path, "--isolated", "--no-cache", "--fix", "a.py")
+    assert (tmp_path / "a.py").read_bytes() == once
+    assert "Fixed" not in second.stdout
+
+
+def test_fix_that_would_not_parse_is_dropped():
+    text = "import torch_xla\nprint('a')\n"
+    broken = Fix("break it", (Edit(2, 1, 2, 6, "print(("),))
+    good = Fix("flush", (Edit(2, 10, 2, 10, ", flush=True"),))
+    assert apply_fixes(text, [broken]) == (text, 0)
+    assert apply_fixes(text, [broken, good]) == ("import torch_xla\nprint('a', flush=True)\n", 1)
+
+
+def test_write_atomic_refuses_text_the_encoding_cannot_hold(tmp_path):
+    path = tmp_path / "l1.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nx = '\xe9'\n")
+    with pytest.raises(WriteError, match="cannot be written as iso-8859-1"):
+        write_atomic(str(path), "# -*- coding: latin-1 -*-\nx = '\u4e2d'\n", "iso-8859-1")
+    assert path.read_bytes() == b"# -*- coding: latin-1 -*-\nx = '\xe9'\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["l1.py"]  # no temporary file left behind
