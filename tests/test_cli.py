@@ -435,3 +435,14 @@ def test_unused_noqa_is_the_same_on_a_second_run(tmp_path):
     second = json.loads(xla(tmp_path, *args).stdout)
     assert first == second
     assert [(d["code"], d["line"], d["fix"]["edits"][0]["content"]) for d in second] == [("XLA900", 2, "E501")]
+
+
+def test_syntax_error_is_reported_where_python_reports_it(tmp_path):
+    (tmp_path / "bad.py").write_text("import torch_xla\n\ndef f(:\n    pass\n")
+    (tmp_path / "unclosed.py").write_text("import torch_xla\nx = (1,\ny = 2\n")
+    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--no-cache", "."], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert "bad.py:3:7: XLA000 cannot parse: invalid syntax" in lines
+    assert "unclosed.py:2:5: XLA000 cannot parse: '(' was never closed" in lines

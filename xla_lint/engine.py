@@ -69,6 +69,27 @@ def syntax_error(path: str, message: str, line: int, column: int) -> Diagnostic:
                       line, column, line, column + 1, Severity.ERROR)
 
 
+def _syntax_error_position(text: str, exc: "cst.ParserSyntaxError") -> tuple[str, int, int]:
+    """Message, 1-based line and column of a syntax error.
+
+    LibCST's native parser reports the token after the error, and its message and its
+    position disagree; CPython's own parser, asked only on this error path, names the
+    exact place (``def f(:`` -> line 1, column 7, "invalid syntax"). When CPython accepts
+    what LibCST refused (newer syntax), LibCST's account is used.
+    """
+    import ast
+
+    try:
+        ast.parse(text)
+    except SyntaxError as err:
+        if err.lineno:
+            return (err.msg or "invalid syntax"), err.lineno, max(1, err.offset or 1)
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    message = str(exc.message).strip().splitlines()[0] if str(exc.message).strip() else "syntax error"
+    return message, exc.raw_line, exc.raw_column + 1
+
+
 def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
               module: str = "", is_package: bool = False, line_offset: int = 0,
               column_offset: int = 0, with_fixes: bool = True, group: str | None = None,
@@ -85,8 +106,8 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
     try:
         tree = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        message = str(exc.message).strip().splitlines()[0] if str(exc.message).strip() else "syntax error"
-        return [syntax_error(path, message, exc.raw_line + line_offset, exc.raw_column + 1 + column_offset)], None
+        message, line, column = _syntax_error_position(text, exc)
+        return [syntax_error(path, message, line + line_offset, column + column_offset)], None
     except RecursionError:
         return [syntax_error(path, "nesting too deep to parse", 1 + line_offset, 1 + column_offset)], None
     except Exception as exc:  # the native parser raises other errors on some inputs
