@@ -169,8 +169,14 @@ class FactsCollector:
             imports=frozenset(_with_prefixes(ctx.imported_modules)),
             imports_torch_xla=ctx.imports_torch_xla,
         )
+        # torch_xla's own modules implement the APIs (runtime.use_spmd sets XLA_USE_SPMD, the
+        # sharding module builds meshes): linted together with user code, they must not make
+        # every program that imports them an SPMD / sharding / multi-process program.
+        self.library = module_name == "torch_xla" or module_name.startswith("torch_xla.")
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self.library:
+            return
         names = self.ctx.qnames(node.func)
         if not names:
             return
@@ -193,6 +199,8 @@ class FactsCollector:
                 f.enables_spmd = True
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if self.library:
+            return
         for target in node.targets:
             if is_environ_item(self.ctx, target.target, "XLA_USE_SPMD"):
                 self.facts.enables_spmd = True
