@@ -27,6 +27,7 @@ class Report:
     message: str
     fix: PendingFix | None
     requires: tuple[tuple[str, bool], ...]
+    statement: cst.CSTNode | None = None  # the module-level statement holding ``node``
 
 
 class FileContext:
@@ -55,6 +56,16 @@ class FileContext:
         self.scope_stack: list[Scope] = [self.root_scope]
         self.stack: list[cst.CSTNode] = []
         self.reports: list[Report] = []
+
+    def memo(self, key, factory):
+        """A per-file analysis computed once and shared by every rule that asks for ``key``.
+
+        ``factory()`` builds it on first use (e.g. the loop structure the three loop rules read).
+        """
+        cache = self.__dict__.setdefault("_memo", {})
+        if key not in cache:
+            cache[key] = factory()
+        return cache[key]
 
     # -- names -----------------------------------------------------------
     @property
@@ -131,7 +142,8 @@ class FileContext:
                     continue
                 kept.append((name, value))
             requires = tuple(kept)
-        self.reports.append(Report(type(rule), node, message, fix, requires))
+        top = self.stack[1] if len(self.stack) > 1 and self.stack[0] is self.module else None
+        self.reports.append(Report(type(rule), node, message, fix, requires, top))
         return True
 
 

@@ -128,9 +128,16 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
     if not ctx.reports:
         return [], facts.facts
     # Imported here: libcst.metadata costs ~70 ms to import, and most files have no report.
-    from libcst.metadata import MetadataWrapper, PositionProvider
+    from .positions import module_positions, statement_positions
 
-    positions = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    if all(rep.statement is not None for rep in ctx.reports):
+        positions = statement_positions(tree, {rep.statement for rep in ctx.reports})
+        needed = [rep.node for rep in ctx.reports]
+        needed += [r.node for rep in ctx.reports if rep.fix is not None for r in rep.fix.replacements]
+        if any(node not in positions for node in needed):
+            positions = module_positions(tree)  # a fix edits another statement
+    else:
+        positions = module_positions(tree)
 
     def place(node: cst.CSTNode) -> tuple[int, int, int, int]:
         r = positions[node]

@@ -121,3 +121,25 @@ def walk(root: cst.CSTNode, visitor, skip: frozenset[type] = frozenset()) -> Non
                     if isinstance(item, _CSTNode) and type(item) not in skip:
                         children.append(item)
         stack.extend(reversed(children))
+
+
+def iter_nodes(root: cst.CSTNode, skip: frozenset[type] = TRIVIA):
+    """Every node under ``root`` (``root`` first), in :func:`walk`'s order, leaving out ``skip`` types.
+
+    The cheap replacement for recursing over ``node.children`` (which rebuilds nodes).
+    """
+    stack: list = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        children: list = []
+        for name in child_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, _CSTNode):
+                if type(value) not in skip:
+                    children.append(value)
+            elif isinstance(value, (tuple, list)):
+                for item in value:
+                    if isinstance(item, _CSTNode) and type(item) not in skip:
+                        children.append(item)
+        stack.extend(reversed(children))

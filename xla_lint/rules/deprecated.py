@@ -16,6 +16,7 @@ from ..context import FileContext, find_arg, literal_string
 from ..diagnostics import Severity
 from ..names import LOCAL, dotted_name, lookup
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
+from ..walk import TRIVIA, walk
 
 # -- shared helpers ---------------------------------------------------------------
 
@@ -109,7 +110,7 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
         def visit_Call(self, call: cst.Call) -> None:
             found.append(call)
 
-    node.visit(_V())
+    walk(node, _V(), TRIVIA)
     return found
 
 
@@ -405,7 +406,7 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                     if isinstance(node.value, cst.Name):
                         uses.setdefault(node.value.value, set()).add(node.attr.value)
 
-            self.ctx.module.visit(_V())
+            walk(self.ctx.module, _V(), TRIVIA)
             self._attr_uses = uses
         return self._attr_uses.get(alias, set())
 

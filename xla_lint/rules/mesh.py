@@ -11,6 +11,7 @@ from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..names import LOCAL, Scope
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
+from ..walk import TRIVIA, walk
 
 HYBRID_MESH_KEYWORDS = ("ici_mesh_shape", "dcn_mesh_shape", "axis_names")
 
@@ -264,7 +265,7 @@ def assigned_once(ctx, name: cst.BaseExpression) -> cst.BaseExpression | None:
         if any(p.name.value == name.value for p in every):
             return None
     counter = _Assignments(name.value, node)
-    node.visit(counter)
+    walk(node, counter, TRIVIA)
     if len(counter.values) == 1 and counter.other == 0:
         return counter.values[0]
     return None

@@ -8,6 +8,7 @@ from .. import apis
 from ..context import find_arg
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
+from ..walk import iter_nodes
 from .spmd import DEVICE_APIS, DeviceUse, function_key
 
 MULTIPROCESS = [("multiprocess", True), ("spmd", False)]
@@ -95,9 +96,7 @@ def _words(name: str) -> list[str]:
 
 
 def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
+    return iter_nodes(node)
 
 
 class ReplicaDivergentSync(Rule):

@@ -17,6 +17,7 @@ from ..context import FileContext, find_arg
 from ..diagnostics import Severity
 from ..names import Scope, qualified_names
 from ..rule import Invalid, Rule, Valid
+from ..walk import TRIVIA, walk
 
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
 XLA_STEP = "torch_xla.step"
@@ -175,7 +176,7 @@ class LoopFacts:
                             if name:
                                 facts.iterable_values.add(name)
 
-        ctx.module.visit(_V())
+        walk(ctx.module, _V(), TRIVIA)
         for func, scope in functions:
             steps = Steps()
             if any(_qnames(d.decorator, scope) & COMPILERS for d in func.decorators):
@@ -231,7 +232,7 @@ class LoopFacts:
                 if isinstance(node, _LOOPS) and node is not body:
                     self.depth -= 1
 
-        body.visit(_V())
+        walk(body, _V(), TRIVIA)
         return own, full
 
     def classify(self, call: cst.Call, scope: Scope, use_functions: bool = True) -> Steps | None:
@@ -296,10 +297,10 @@ def _names_in(node: cst.CSTNode) -> set[str]:
 
         def visit_Call(self, n: cst.Call) -> bool:
             for a in n.args:
-                a.value.visit(self)
+                walk(a.value, self, TRIVIA)
             return False
 
-    node.visit(_V())
+    walk(node, _V(), TRIVIA)
     return found
 
 
@@ -325,7 +326,7 @@ def _has_modulo(node: cst.CSTNode) -> bool:
             if isinstance(n.operator, cst.Modulo):
                 found = True
 
-    node.visit(_V())
+    walk(node, _V(), TRIVIA)
     return found
 
 
@@ -451,7 +452,7 @@ print(total_loss.item())                       # once, after the loop
     @property
     def facts(self) -> LoopFacts:
         if self._facts is None:
-            self._facts = LoopFacts(self.ctx)
+            self._facts = self.ctx.memo(LoopFacts, lambda: LoopFacts(self.ctx))
         return self._facts
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -576,7 +577,7 @@ print(total_loss.item())                       # once, after the loop
                     assigns.append((_target_names(node.target), node.value))
                 return True
 
-        loop.body.visit(_V())
+        walk(loop.body, _V(), TRIVIA)
         torchy: set[int] = set()
         for i, (_, value) in enumerate(assigns):
             for call in _calls(value):
@@ -610,7 +611,7 @@ def _calls(node: cst.CSTNode) -> list[cst.Call]:
         def visit_Call(self, n: cst.Call) -> None:
             found.append(n)
 
-    node.visit(_V())
+    walk(node, _V(), TRIVIA)
     return found
 
 
@@ -702,7 +703,7 @@ samples changes what the loop sees.
 
     def _iterable(self, value: cst.CSTNode) -> bool:
         if self._facts is None:
-            self._facts = LoopFacts(self.ctx)
+            self._facts = self.ctx.memo(LoopFacts, lambda: LoopFacts(self.ctx))
         facts = self._facts
         if isinstance(value, cst.Call):
             if _last_name(value.func) in facts.iterable_classes or self.ctx.qnames(value) & ITERABLE_DATASET:
@@ -812,7 +813,7 @@ of the step.
     @property
     def facts(self) -> LoopFacts:
         if self._facts is None:
-            self._facts = LoopFacts(self.ctx)
+            self._facts = self.ctx.memo(LoopFacts, lambda: LoopFacts(self.ctx))
         return self._facts
 
     def visit_For(self, node: cst.For) -> None:
@@ -850,7 +851,7 @@ of the step.
                         return False
                 return True
 
-        node.body.visit(_V())
+        walk(node.body, _V(), TRIVIA)
         return found
 
     def _device_loader_iter(self, iterable: cst.CSTNode, scope: Scope) -> bool:

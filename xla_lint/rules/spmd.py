@@ -8,6 +8,7 @@ from .. import apis
 from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
+from ..walk import TRIVIA, walk
 
 
 class SpmdNotEnabled(Rule):
@@ -219,7 +220,7 @@ def _launched_functions(ctx) -> frozenset[str]:
                 if fn is not None and isinstance(fn.value, cst.Name):
                     launched.add(fn.value.value)
 
-    ctx.module.visit(Scan())
+    walk(ctx.module, Scan(), TRIVIA)
     enabling: set[str] = set()
     for name in launched:
         node = defs.get(name)
@@ -235,7 +236,7 @@ def _launched_functions(ctx) -> frozenset[str]:
                         isinstance(func, cst.Name) and func.value == "use_spmd":
                     Uses.found = True
 
-        node.visit(Uses())
+        walk(node, Uses(), TRIVIA)
         if Uses.found:
             enabling.add(name)
     result = frozenset(n for n in launched if n in defs and n not in enabling)
@@ -273,7 +274,7 @@ def other_arm_enables_spmd(ctx) -> bool:
                 if ctx.is_call_to(call, apis.USE_SPMD):
                     found.append(call)
 
-        other.visit(Uses())
+        walk(other, Uses(), TRIVIA)
         if found:
             return True
     return False
