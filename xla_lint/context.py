@@ -54,6 +54,7 @@ class FileContext:
             m == "torch_xla" or m.startswith("torch_xla.") for m in self.imported_modules
         )
         self.scope_stack: list[Scope] = [self.root_scope]
+        self._qnames_cache: dict[tuple[int, int], frozenset[str]] = {}
         self.stack: list[cst.CSTNode] = []
         self.reports: list[Report] = []
 
@@ -79,8 +80,14 @@ class FileContext:
             node = node.func
         if not isinstance(node, (cst.Name, cst.Attribute)):
             return frozenset()
-        raw = qualified_names(node, self.scope)
-        return frozenset(raw | {apis.canonical(n) for n in raw})
+        scope = self.scope_stack[-1]
+        key = (id(node), id(scope))  # every rule asks about the same calls: answer once
+        cached = self._qnames_cache.get(key)
+        if cached is None:
+            raw = qualified_names(node, scope)
+            cached = frozenset(raw | {apis.canonical(n) for n in raw}) if raw else frozenset()
+            self._qnames_cache[key] = cached
+        return cached
 
     def is_call_to(self, node: cst.CSTNode, *names: str | Iterable[str]) -> bool:
         """True when ``node`` is a call of one of ``names`` (dotted, public spelling)."""
