@@ -345,9 +345,10 @@ HOST_METHODS = {"item": False, "tolist": False, "cpu": True, "numpy": True}  # n
 class HostSyncInStep(Rule):
     code = "XLA201"
     name = "host-sync-in-step"
-    summary = "A tensor read on the host (.item(), .cpu(), print) on every step of a training loop."
-    message = ("{what} on every step of a training loop waits for the step's graph to run and copies "
-               "the result to the host; read it every N steps or in `xm.add_step_closure`")
+    summary = "A tensor read on the host (.item(), .cpu(), print) on every step of a training or step loop."
+    message = ("{what} on every step of a loop that runs an XLA graph per iteration waits for the graph to "
+               "run and copies the result to the host; read it every N steps or in `xm.add_step_closure` "
+               "(a tensor already on the CPU is cheap: then ignore this)")
     severity = Severity.WARNING
     explanation = """\
 ## What it does
