@@ -184,3 +184,14 @@ def test_a_pseudo_code_block_does_not_hide_the_others(tmp_path):
     )})
     result, _, _ = lint_tree(tmp_path, select=["XLA001", "XLA000"], docs=True)
     assert [(d.path, d.line, d.column, d.code) for d in result.diagnostics] == [("notes.rst", 14, 8, "XLA001")]
+
+
+def test_separate_examples_on_one_page_are_not_one_flow(tmp_path):
+    # The first block moves a model to the device; the second, a separate example,
+    # starts with use_spmd(). Names resolve across blocks, order-sensitive rules do not.
+    write_tree(tmp_path, {"guide.md": (
+        "```python\nimport torch_xla.runtime as xr\nmodel = Net().to('xla')\n```\n\n"
+        "```python\nxr.use_spmd()\nrank = xr.global_ordinal()\n```\n"
+    )})
+    result, _, _ = lint_tree(tmp_path, select=["XLA012", "XLA005"], docs=True)
+    assert [(d.line, d.code) for d in result.diagnostics] == [(8, "XLA005")]

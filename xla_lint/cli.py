@@ -39,6 +39,17 @@ class DefaultGroup(click.Group):
             args.insert(0, "check")
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except BrokenPipeError:  # `xla-lint ... | head`
+            sys.exit(EXIT_ERROR)
+        except Exception as exc:  # a bug of ours: one line, a defined exit code, no traceback
+            click.echo(f"xla-lint: internal error (please report): {type(exc).__name__}: {exc}", err=True)
+            sys.exit(EXIT_ERROR)
+
 
 def _split_codes(values: tuple[str, ...]) -> list[str] | None:
     if not values:

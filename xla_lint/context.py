@@ -52,7 +52,8 @@ class FileContext:
         self.imported_modules = collector.imported_modules
         self.imports_torch_xla = any(
             m == "torch_xla" or m.startswith("torch_xla.") for m in self.imported_modules
-        )
+        ) or (globals_scope is not None and any(
+            q == "torch_xla" or q.startswith("torch_xla.") for qs in globals_scope.bindings.values() for q in qs))
         self.scope_stack: list[Scope] = [self.root_scope]
         self._qnames_cache: dict[tuple[int, int], frozenset[str]] = {}
         self.stack: list[cst.CSTNode] = []

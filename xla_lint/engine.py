@@ -25,6 +25,7 @@ from .docstrings import lint_docstrings
 from .diagnostics import Diagnostic, Edit, Fix, Severity
 from .discovery import Target
 from .facts import FileFacts, ProgramFacts, compute_program_facts, module_name
+from .names import BindingCollector, Scope
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
 from .source import SourceError, call_with_deep_stack, code_blocks, decode, nesting_error, read_source
@@ -203,7 +204,13 @@ def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
 
 def _lint_decoded(target: Target, settings: Settings, text: str) -> FileResult:
     # In a thread with a deep stack: LibCST recurses once or more per nesting level.
-    return call_with_deep_stack(_lint_decoded_here, target, settings, text)
+    try:
+        return call_with_deep_stack(_lint_decoded_here, target, settings, text)
+    except Exception as exc:  # a bug of ours must cost one file, not the run
+        result = FileResult(target.path)
+        result.diagnostics.append(syntax_error(
+            target.path, f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}", 1, 1))
+        return result
 
 
 def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileResult:
@@ -299,38 +306,32 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
 
 def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Settings,
                    result: FileResult) -> None:
-    """Lint the Python code blocks of a Markdown/reStructuredText document as one program.
+    """Lint the Python code blocks of a Markdown/reStructuredText document.
 
-    The blocks are laid out at their own lines of an otherwise blank module, so an import
-    in one block resolves names in the next and positions are the document's. When that
-    module does not parse (one block is pseudo-code), each block is linted on its own and
-    blocks that do not parse are skipped: in documentation they are more often prose than bugs.
+    Each block is linted on its own (a page's examples are separate snippets: what one
+    block does first is no reason to flag another), with its positions in the document,
+    but names resolve across the page: an import in one block binds names in the others
+    (each block's unbound names are looked up in the page's module-level bindings), and
+    all blocks form one program for the program facts. Blocks that do not parse are
+    skipped: in documentation they are more often prose or pseudo-code than bugs.
     """
     blocks = code_blocks(path, text)
     if not blocks or not PREFILTER.search(text):
         return
-    lines = [""] * (max(b.line_offset + b.code.count("\n") for b in blocks) + 1)
-    indent_of: dict[int, int] = {}
+    page = Scope("module", None)
     for block in blocks:
-        for i, line in enumerate(block.code.splitlines()):
-            lines[block.line_offset + i] = line
-            indent_of[block.line_offset + i + 1] = block.indent
-    combined = "\n".join(lines) + "\n"
-    diags, facts = lint_text(combined, path, rules, target_version=settings.target_version,
-                             with_fixes=False, group=path)
-    if facts is not None:
-        result.diagnostics.extend(
-            replace(d, column=d.column + indent_of.get(d.line, 0),
-                    end_column=d.end_column + indent_of.get(d.end_line, 0)) for d in diags)
-        result.facts.append(facts)
-        result.parsed = True
-        for block in blocks:
-            result.suppressions.merge(find_suppressions(block.code).shift(block.line_offset, block.indent))
-        return
+        try:
+            tree = cst.parse_module(block.code)
+        except Exception:
+            continue
+        collected = BindingCollector().collect(tree)
+        for name, values in collected.bindings.items():
+            page.bindings.setdefault(name, set()).update(values)
+        page.star_imports.extend(collected.star_imports)
     for block in blocks:
         diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
                                  line_offset=block.line_offset, column_offset=block.indent,
-                                 with_fixes=False, group=path)
+                                 with_fixes=False, group=path, globals_scope=page)
         result.diagnostics.extend(d for d in diags if d.code != SyntaxErrorRule.code)
         if facts is not None:
             result.facts.append(facts)
