@@ -195,3 +195,12 @@ def test_separate_examples_on_one_page_are_not_one_flow(tmp_path):
     )})
     result, _, _ = lint_tree(tmp_path, select=["XLA012", "XLA005"], docs=True)
     assert [(d.line, d.code) for d in result.diagnostics] == [(8, "XLA005")]
+
+
+def test_spmd_not_enabled_is_reported_once_per_page(tmp_path):
+    write_tree(tmp_path, {"guide.md": (
+        "```python\nimport torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(ids, (4,), ('fsdp',))\n```\n\n"
+        "```python\nxs.mark_sharding(t, mesh, ('fsdp',))\n```\n"
+    )})
+    result, _, _ = lint_tree(tmp_path, select=["XLA002"], docs=True)
+    assert [(d.line, d.code) for d in result.diagnostics] == [(3, "XLA002")]

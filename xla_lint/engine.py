@@ -332,7 +332,16 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
         diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
                                  line_offset=block.line_offset, column_offset=block.indent,
                                  with_fixes=False, group=path, globals_scope=page)
-        result.diagnostics.extend(d for d in diags if d.code != SyntaxErrorRule.code)
+        once = {r.code for r in rules if r.once_per_file}
+        seen = {d.code for d in result.diagnostics if d.code in once}
+        for d in diags:
+            if d.code == SyntaxErrorRule.code:
+                continue
+            if d.code in once:  # the page is one program: its facts, and so the finding, are the same
+                if d.code in seen:
+                    continue
+                seen.add(d.code)
+            result.diagnostics.append(d)
         if facts is not None:
             result.facts.append(facts)
             result.parsed = True

@@ -77,6 +77,8 @@ class Rule:
     valid: ClassVar[Sequence[Valid]] = ()
     invalid: ClassVar[Sequence[Invalid]] = ()
     default_enabled: ClassVar[bool] = True
+    # Reported at most once per file (for a document: once per page, not once per code block).
+    once_per_file: ClassVar[bool] = False
     fixable: ClassVar[bool] = False
     # The lowest torch_xla version (major, minor) the rule applies to, and the first it stops applying to.
     since_version: ClassVar[tuple[int, int] | None] = None

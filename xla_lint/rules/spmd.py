@@ -14,6 +14,7 @@ from ..walk import TRIVIA, walk
 class SpmdNotEnabled(Rule):
     code = "XLA002"
     name = "spmd-not-enabled"
+    once_per_file = True
     summary = "SPMD APIs used in a program that never calls torch_xla.runtime.use_spmd()."
     message = ("SPMD API used but this program never calls `torch_xla.runtime.use_spmd()`; "
                "call it once at start-up, before any tensor is placed on the XLA device")
