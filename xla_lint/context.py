@@ -118,10 +118,13 @@ class FileContext:
                 yield node
 
     def spmd_branch(self) -> bool | None:
-        """True under ``if xr.is_spmd():``, False under its ``else`` or ``if not xr.is_spmd():``, else None."""
+        """True under ``if xr.is_spmd():``, False under its ``else`` or ``if not xr.is_spmd():``, else None.
+
+        The conditional expression counts too: ``a if xr.is_spmd() else b``.
+        """
         for i in range(len(self.stack) - 2, -1, -1):
             node = self.stack[i]
-            if not isinstance(node, cst.If):
+            if not isinstance(node, (cst.If, cst.IfExp)):
                 continue
             test = node.test
             negated = False

@@ -525,14 +525,16 @@ if __name__ == "__main__":
 class SpawnNprocs(Rule):
     code = "XLA019"
     name = "spawn-nprocs"
-    summary = "xmp.spawn/torch_xla.launch with nprocs other than 1 or None raises ValueError under PJRT."
+    summary = "xmp.spawn with nprocs other than 1/None raises ValueError; torch_xla.launch takes no nprocs at all."
     message = ("`nprocs={value}` raises ValueError in torch_xla 2.x: spawn uses every local device; "
                "drop `nprocs` (limit devices with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug")
     severity = Severity.ERROR
     explanation = """\
 ## What it does
 Flags `xmp.spawn(fn, nprocs=N)` (positional or keyword) with a literal `N` other than
-`1` or `None`.
+`1` or `None`, and `torch_xla.launch(..., nprocs=...)` with any value: `launch(fn, args=(),
+start_method='spawn', debug_single_process=False)` has no `nprocs` parameter
+(`torch_xla/torch_xla.py`, 2.9.0), so the call raises TypeError.
 
 ## Why is this bad
 Under PJRT, `xmp.spawn` starts one process per local device and takes no count: in
@@ -571,11 +573,17 @@ debugging.
     invalid = (
         Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
                 "xmp.spawn(_mp_fn, nprocs=8, start_method='fork')\n", (2,)),
+        Invalid("import torch_xla\ntorch_xla.launch(_mp_fn, args=(), nprocs=4)\n", (2,)),
         Invalid("from torch_xla.distributed import xla_multiprocessing\n"
                 "xla_multiprocessing.spawn(_mp_fn, (), 4)\n", (2,)),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
+        keyword = find_arg(node, "nprocs")
+        if keyword is not None and self.ctx.is_call_to(node, apis.LAUNCH):
+            self.report(node, "`torch_xla.launch` takes no `nprocs` (TypeError): it starts one process per "
+                              "local device; use `debug_single_process=True` for one process")
+            return
         arg = find_arg(node, "nprocs", 2)
         if arg is None or not isinstance(arg.value, cst.Integer):
             return

@@ -20,7 +20,8 @@ class PrintWithoutFlush(Rule):
     explanation = """\
 ## What it does
 Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla.
-Calls that pass `**kwargs` are left alone (they may carry `flush`). A local function or
+Calls that pass `**kwargs` are left alone (they may carry `flush`), and so are
+prints to `sys.stderr`, which Python 3.9+ line-buffers even when redirected. A local function or
 parameter named `print` is not the builtin and is not flagged.
 
 ## Why is this bad
@@ -52,6 +53,7 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
         Valid("import torch_xla\nprint('x', flush=True)\n"),
         Valid("print('no torch_xla here')\n"),
         Valid("import torch_xla\nprint(*args, **kwargs)\n"),
+        Valid("import sys\nimport torch_xla\nprint('warning', file=sys.stderr)\n"),
         Valid("import torch_xla\ndef log(print):\n    print('x')\n"),
     )
     invalid = (
@@ -59,8 +61,8 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
                 fixed="import torch_xla\nprint('step', 1, flush=True)\n"),
         Invalid("import torch_xla.core.xla_model as xm\nprint()\n", (2,),
                 fixed="import torch_xla.core.xla_model as xm\nprint(flush=True)\n"),
-        Invalid("import sys\nimport torch_xla\nprint('a', file=sys.stderr,)\n", (3,),
-                fixed="import sys\nimport torch_xla\nprint('a', file=sys.stderr, flush=True,)\n"),
+        Invalid("import torch_xla\nprint('a', file=log,)\n", (2,),
+                fixed="import torch_xla\nprint('a', file=log, flush=True,)\n"),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -68,6 +70,9 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             return
         if find_arg(node, "flush") is not None or any(a.star == "**" for a in node.args):
             return
+        target = find_arg(node, "file")
+        if target is not None and "sys.stderr" in self.ctx.qnames(target.value):
+            return  # stderr is line-buffered even when redirected (Python 3.9+)
         if not self.ctx.is_call_to(node, apis.PRINT):
             return
         self.report(node, fix=PendingFix("add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]))

@@ -155,6 +155,8 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
               "torch_xla.launch(_mp_fn, args=())\n"),
         Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"
               "if not xr.is_spmd():\n    rank = xr.global_ordinal()\n"),
+        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "rank = xr.process_index() if xr.is_spmd() else xr.global_ordinal()\n"),
     )
     invalid = (
         Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
