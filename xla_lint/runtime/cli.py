@@ -12,6 +12,7 @@ Exit status: 0 every check passed, 1 a check failed (or a host broke), 2 usage e
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 import click
@@ -86,6 +87,11 @@ def command(ctx: click.Context, mesh: str, simulated: bool, inject: tuple[str, .
         )
     except OptionsError as exc:
         raise click.UsageError(str(exc), ctx) from None
+    json_path = kw.get("json_path")
+    if json_path:
+        folder = os.path.dirname(os.path.abspath(str(json_path)))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise click.UsageError(f"--json {json_path}: folder {folder} does not exist or is not writable", ctx)
     if not runtime_available():
         click.echo(f"error: {RUNTIME_EXTRA_HINT}", err=True)
         ctx.exit(2)
@@ -95,6 +101,13 @@ def command(ctx: click.Context, mesh: str, simulated: bool, inject: tuple[str, .
         status = run(opts)
     except OptionsError as exc:
         raise click.UsageError(str(exc), ctx) from None
+    except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # e.g. --device tpu on a machine without libtpu: one line, no traceback
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        click.echo(f"error: the runtime could not start or finish on this machine: {type(exc).__name__}: {first}",
+                   err=True)
+        ctx.exit(2 if kw.get("device") not in (None, "auto", "cpu") else 1)
     ctx.exit(status)
 
 

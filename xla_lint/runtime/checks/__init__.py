@@ -106,6 +106,30 @@ class CheckContext:
         return [e for r in self.present for e in r.get("errors", [])]
 
 
+# Errors of torch_xla itself whose cause is known, by stage: (text in the error, explanation).
+KNOWN_ERRORS = {
+    "checkpoint": [(
+        "'ellipsis' object is not iterable",
+        "This TypeError is raised inside torch_xla 2.9's SPMD checkpoint planner "
+        "(torch_xla/experimental/distributed_checkpoint) for shards that are padded: a parameter whose sharded "
+        "dimension is not a multiple of the fsdp axis size (e.g. Linear(128, 10) on 8 devices). The checker already "
+        "uses torch.distributed.checkpoint with SPMDSavePlanner; make those dimensions multiples of the axis size "
+        "(or pad them) to checkpoint this model with the SPMD planners.",
+    )],
+}
+
+
+def _known_error(err: dict) -> str | None:
+    for needle, why in KNOWN_ERRORS.get(err["stage"], []):
+        if needle in err.get("error", ""):
+            return why
+    return None
+
+
+def _hint(err: dict) -> str:
+    return _known_error(err) or STAGE_HINTS.get(err["stage"], "")
+
+
 def gate(ctx: CheckContext, name: str) -> CheckResult | None:
     """The FAIL/SKIP a check gets because a job stage raised, or None if it may run.
 
@@ -131,8 +155,8 @@ def gate(ctx: CheckContext, name: str) -> CheckResult | None:
                 f"host {err['host']} raised in the {err['stage']} stage: {one_line(err['error'])}",
                 {"errors": [e for e in ctx.stage_errors() if e["stage"] == err["stage"]], "hosts": hosts},
                 explanation=f"an exception on host {err['host']} stopped the job in its {err['stage']} stage; "
-                "the traceback is in the JSON report (errors). " + STAGE_HINTS.get(err["stage"], ""),
-                rules=STAGE_RULES.get(err["stage"], []),
+                "the traceback is in the JSON report (errors). " + _hint(err),
+                rules=[] if _known_error(err) else STAGE_RULES.get(err["stage"], []),
                 details=[line for line in err.get("traceback", "").strip().splitlines()[-3:]],
             )
         if pos <= needed:

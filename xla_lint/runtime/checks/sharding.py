@@ -78,7 +78,7 @@ def check(ctx: CheckContext) -> CheckResult:
             "transformer_auto_wrap_policy) and the model in FSDPv2, or xs.mark_sharding the parameters yourself"
         )
         rules.append("XLA009")
-    if not batch_ok:
+    if not batch_ok and (batch.get("devices") or 2) > 1:  # one device: nothing to shard
         problems.append(f"the input batch is not sharded on dim 0 along '{batch_axis}' (spec {batch.get('sharding_spec')!r})")
         causes.append(
             f"shard the input: xs.mark_sharding(batch, mesh, ('{batch_axis}', None)) or pl.MpDeviceLoader(loader, device, "
