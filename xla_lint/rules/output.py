@@ -59,6 +59,10 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
     invalid = (
         Invalid("import torch_xla\nprint('step', 1)\n", (2,),
                 fixed="import torch_xla\nprint('step', 1, flush=True)\n"),
+        Invalid("import torch_xla\nprint(\n    'step',\n    step\n)\n", (2,),
+                fixed="import torch_xla\nprint(\n    'step',\n    step, flush=True\n)\n"),
+        Invalid("import torch_xla\nprint('a',\n      'b')\n", (2,),
+                fixed="import torch_xla\nprint('a',\n      'b', flush=True)\n"),
         Invalid("import torch_xla.core.xla_model as xm\nprint()\n", (2,),
                 fixed="import torch_xla.core.xla_model as xm\nprint(flush=True)\n"),
         Invalid("import torch_xla\nprint('a', file=log,)\n", (2,),
@@ -86,7 +90,9 @@ def add_keyword(call: cst.Call, keyword: str, value: str) -> cst.Call:
     args = list(call.args)
     if args:
         last = args[-1]
-        if isinstance(last.comma, cst.Comma):
-            new = new.with_changes(comma=last.comma)
-        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        # The new argument goes right after the last one's value: it takes over the last
+        # argument's trailing comma and the whitespace (a newline before `)`) that followed it.
+        new = new.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
     return call.with_changes(args=[*args, new])
