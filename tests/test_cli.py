@@ -446,3 +446,16 @@ def test_syntax_error_is_reported_where_python_reports_it(tmp_path):
     lines = proc.stdout.splitlines()
     assert "bad.py:3:7: XLA000 cannot parse: invalid syntax" in lines
     assert "unclosed.py:2:5: XLA000 cannot parse: '(' was never closed" in lines
+
+
+def test_force_exclude_applies_exclude_to_named_files(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.xla-lint]\nexclude = ["third_party/"]\n')
+    (tmp_path / "third_party").mkdir()
+    (tmp_path / "third_party" / "v.py").write_text("import torch_xla\nprint('x')\n")
+    named = [sys.executable, "-m", "xla_lint", "--no-cache", "third_party/v.py"]
+    plain = subprocess.run(named, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "XLA004" in plain.stdout  # a named file is linted...
+    forced = subprocess.run(named + ["--force-exclude"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert forced.returncode == 0, forced.stdout + forced.stderr  # ...unless exclusion is forced
+    hooks = (Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text()
+    assert hooks.count("--force-exclude") == 2

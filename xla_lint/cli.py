@@ -90,12 +90,14 @@ def main() -> None:
 @click.option("--target-version", help="torch_xla version to lint for, e.g. 2.9 (default from config, else 2.9).")
 @click.option("--docs/--no-docs", default=None, help="Also lint Python code blocks of .md/.rst files found in folders.")
 @click.option("--exclude", multiple=True, help="Glob patterns to skip, added to the configured ones.")
+@click.option("--force-exclude", is_flag=True, default=None,
+              help="Apply exclude to files named on the command line too (pre-commit passes every file).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: number of cores).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=str, default=None, help="Where to keep the result cache.")
 def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, diff, show_fixes, statistics,
-          quiet, verbose, color, stdin_filename, config_file, isolated, target_version, docs, exclude, jobs,
-          no_cache, cache_dir) -> None:
+          quiet, verbose, color, stdin_filename, config_file, isolated, target_version, docs, exclude,
+          force_exclude, jobs, no_cache, cache_dir) -> None:
     """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
     options = Output(output_format, use_color(color), quiet, show_fixes, statistics)
     if "-" in paths and len(paths) > 1:
@@ -107,7 +109,7 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, d
             cwd=Path.cwd(), config_file=config_file, select=_split_codes(select),
             extend_select=_split_codes(extend_select), ignore=_split_codes(ignore),
             exclude=list(exclude), target_version=target_version, docs=docs,
-            cache_dir=cache_dir, isolated=isolated)
+            cache_dir=cache_dir, isolated=isolated, force_exclude=force_exclude)
         if paths == ("-",):
             _check_stdin(settings, stdin_filename or "-", options, fix=fix, diff=diff, exit_zero=exit_zero)
         targets = discover(list(paths) or ["."], settings)

@@ -27,7 +27,7 @@ from .rules import all_rules
 
 DEFAULT_TARGET = (2, 9)
 KNOWN_KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores",
-              "target-version", "docs", "cache-dir"}
+              "target-version", "docs", "cache-dir", "force-exclude"}
 
 
 class ConfigError(Exception):
@@ -43,6 +43,7 @@ class Settings:
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     target_version: tuple[int, int] = DEFAULT_TARGET
     docs: bool = False
+    force_exclude: bool = False  # apply `exclude` to files named explicitly too (pre-commit passes every file)
     cache_dir: str = ".xla_lint_cache"
     root: str = "."
     config_path: str | None = None
@@ -140,6 +141,7 @@ def build_settings(
     docs: bool | None = None,
     cache_dir: str | None = None,
     isolated: bool = False,
+    force_exclude: bool | None = None,
 ) -> Settings:
     """Merge the config file (found from ``cwd`` unless given) with command-line values.
 
@@ -186,6 +188,9 @@ def build_settings(
     doc_flag = table.get("docs", False) if docs is None else docs
     if not isinstance(doc_flag, bool):
         raise ConfigError(f"{source}: docs must be true or false")
+    force = table.get("force-exclude", False) if force_exclude is None else force_exclude
+    if not isinstance(force, bool):
+        raise ConfigError(f"{source}: force-exclude must be true or false")
     cdir = cache_dir or table.get("cache-dir", ".xla_lint_cache")
     if not isinstance(cdir, str):
         raise ConfigError(f"{source}: cache-dir must be a string")
@@ -198,6 +203,7 @@ def build_settings(
         per_file_ignores=pfi,
         target_version=version,
         docs=bool(doc_flag),
+        force_exclude=force,
         cache_dir=cdir,
         root=root,
         config_path=str(path) if path else None,

@@ -3,7 +3,7 @@
 Folders are searched for ``*.py`` (and ``*.md``/``*.rst`` when documentation linting is
 on), skipping hidden folders, virtualenvs, ``build/``, ``dist/``, ``__pycache__``,
 ``node_modules``, ``site-packages`` and what ``exclude`` names. A file named explicitly
-is always linted. Symlinked folders are not followed (no loops); the order is sorted.
+is always linted, unless ``force-exclude`` is on (as the pre-commit hooks run it). Symlinked folders are not followed (no loops); the order is sorted.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def discover(paths: list[str], settings: Settings) -> list[Target]:
             raise DiscoveryError(f"{given}: no such file or directory")
         if not os.path.isdir(given):
             norm = os.path.normpath(given)
+            if settings.force_exclude and _excluded(norm, settings):
+                continue
             found.setdefault(norm, Target(norm, _kind(given)))
             continue
         for folder, dirs, files in os.walk(given, followlinks=False):
