@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -400,11 +401,23 @@ def launch_simulated_hosts(opts: RuntimeOptions) -> int:
         procs[i] = subprocess.Popen([sys.executable, "-m", "xla_lint.runtime", *child.to_argv()], env=env)
     deadline = time.monotonic() + opts.timeout + opts.job_timeout + 60
     codes: dict[int, int] = {}
-    for i, proc in procs.items():
-        try:
-            codes[i] = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            codes[i] = -9
+
+    def stop_children(signum, frame):  # SIGTERM/SIGINT to the launcher ends its hosts too
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop_children) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for i, proc in procs.items():
+            try:
+                codes[i] = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                codes[i] = -9
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     for i, proc in procs.items():
         if proc.poll() is None:
             print(f"simulated host {i} (pid {proc.pid}) did not finish in time: killed", file=sys.stderr, flush=True)
