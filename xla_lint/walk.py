@@ -89,6 +89,26 @@ def _source_order(source: str, names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: positions.get(n, 1 << 30))
 
 
+def children(node: cst.CSTNode, skip: frozenset[type] = frozenset()) -> list:
+    """The child nodes of ``node`` in LibCST's visit order, without those whose type is in ``skip``."""
+    out: list = []
+    for name in child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, _CSTNode):
+            if type(value) not in skip:
+                out.append(value)
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, _CSTNode) and type(item) not in skip:
+                    out.append(item)
+    return out
+
+
+def calls_in(root: cst.CSTNode) -> list[cst.Call]:
+    """Every call under ``root`` (``root`` included), in source order."""
+    return [n for n in iter_nodes(root) if isinstance(n, cst.Call)]
+
+
 def walk(root: cst.CSTNode, visitor, skip: frozenset[type] = frozenset()) -> None:
     """Call ``visitor.on_visit(node)`` and ``visitor.on_leave(node)`` for every node under ``root``.
 
@@ -110,17 +130,7 @@ def walk(root: cst.CSTNode, visitor, skip: frozenset[type] = frozenset()) -> Non
         stack.append(leave)
         if descend is False:
             continue
-        children: list = []
-        for name in child_fields(type(node)):
-            value = getattr(node, name)
-            if isinstance(value, _CSTNode):
-                if type(value) not in skip:
-                    children.append(value)
-            elif isinstance(value, (tuple, list)):
-                for item in value:
-                    if isinstance(item, _CSTNode) and type(item) not in skip:
-                        children.append(item)
-        stack.extend(reversed(children))
+        stack.extend(reversed(children(node, skip)))
 
 
 def iter_nodes(root: cst.CSTNode, skip: frozenset[type] = TRIVIA):
@@ -132,14 +142,4 @@ def iter_nodes(root: cst.CSTNode, skip: frozenset[type] = TRIVIA):
     while stack:
         node = stack.pop()
         yield node
-        children: list = []
-        for name in child_fields(type(node)):
-            value = getattr(node, name)
-            if isinstance(value, _CSTNode):
-                if type(value) not in skip:
-                    children.append(value)
-            elif isinstance(value, (tuple, list)):
-                for item in value:
-                    if isinstance(item, _CSTNode) and type(item) not in skip:
-                        children.append(item)
-        stack.extend(reversed(children))
+        stack.extend(reversed(children(node, skip)))

@@ -16,7 +16,7 @@ from ..context import FileContext, find_arg, literal_string
 from ..diagnostics import Severity
 from ..names import LOCAL, dotted_name, lookup
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..walk import TRIVIA, walk
+from ..walk import TRIVIA, calls_in, walk
 
 # -- shared helpers ---------------------------------------------------------------
 
@@ -96,22 +96,13 @@ def in_compat_shim(ctx: FileContext, errors: set[str], attribute: str | None = N
         if isinstance(node, cst.ExceptHandler) and _handler_catches(node, errors):
             return True  # the fallback of `try: <new path> except ImportError: <old path>`
         if attribute is not None and isinstance(node, (cst.If, cst.IfExp)) and child is node.body:
-            for sub in _calls_in(node.test):
+            for sub in calls_in(node.test):
                 if isinstance(sub.func, cst.Name) and sub.func.value == "hasattr" and len(sub.args) >= 2 \
                         and literal_string(sub.args[1].value) == attribute:
                     return True
     return False
 
 
-def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            found.append(call)
-
-    walk(node, _V(), TRIVIA)
-    return found
 
 
 def _version(v: tuple[int, int]) -> str:

@@ -17,7 +17,7 @@ from ..context import FileContext, find_arg
 from ..diagnostics import Severity
 from ..names import Scope, qualified_names
 from ..rule import Invalid, Rule, Valid
-from ..walk import TRIVIA, walk
+from ..walk import TRIVIA, calls_in, walk
 
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
 XLA_STEP = "torch_xla.step"
@@ -342,7 +342,15 @@ def _compares_counter(test: cst.CSTNode, counters: set[str]) -> bool:
 HOST_METHODS = {"item": False, "tolist": False, "cpu": True, "numpy": True}  # name -> may take arguments
 
 
-class HostSyncInStep(Rule):
+class LoopRule(Rule):
+    """A rule that reads the module's loop structure (:class:`LoopFacts`, shared by all of them)."""
+
+    @property
+    def facts(self) -> LoopFacts:
+        return self.ctx.memo(LoopFacts, lambda: LoopFacts(self.ctx))
+
+
+class HostSyncInStep(LoopRule):
     code = "XLA201"
     name = "host-sync-in-step"
     summary = "A tensor read on the host (.item(), .cpu(), print) on every step of a training or step loop."
@@ -446,15 +454,9 @@ print(total_loss.item())                       # once, after the loop
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._facts: LoopFacts | None = None
         self._tensors: dict[int, set[str]] = {}
         self._reported_statements: set[int] = set()
 
-    @property
-    def facts(self) -> LoopFacts:
-        if self._facts is None:
-            self._facts = self.ctx.memo(LoopFacts, lambda: LoopFacts(self.ctx))
-        return self._facts
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.imports_torch_xla:
@@ -581,7 +583,7 @@ print(total_loss.item())                       # once, after the loop
         walk(loop.body, _V(), TRIVIA)
         torchy: set[int] = set()
         for i, (_, value) in enumerate(assigns):
-            for call in _calls(value):
+            for call in calls_in(value):
                 if any(n.startswith("torch.") and not n.startswith("torch_xla") for n in ctx.qnames(call)):
                     torchy.add(i)
                     break
@@ -605,18 +607,9 @@ def _has_host_call(node: cst.CSTNode) -> bool:
     return False
 
 
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            found.append(n)
-
-    walk(node, _V(), TRIVIA)
-    return found
 
 
-class DataLoaderPartialBatch(Rule):
+class DataLoaderPartialBatch(LoopRule):
     code = "XLA202"
     name = "dataloader-partial-batch"
     summary = "DataLoader without drop_last=True: the smaller last batch compiles another graph."
@@ -683,10 +676,6 @@ samples changes what the loop sees.
                 "loader = DL(ds, batch_size=8, sampler=sampler)\n", (5,)),
     )
 
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._facts: LoopFacts | None = None
-
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.imports_torch_xla or not self.ctx.is_call_to(node, DATALOADER):
             return
@@ -703,9 +692,7 @@ samples changes what the loop sees.
         self.report(node)
 
     def _iterable(self, value: cst.CSTNode) -> bool:
-        if self._facts is None:
-            self._facts = self.ctx.memo(LoopFacts, lambda: LoopFacts(self.ctx))
-        facts = self._facts
+        facts = self.facts
         if isinstance(value, cst.Call):
             if _last_name(value.func) in facts.iterable_classes or self.ctx.qnames(value) & ITERABLE_DATASET:
                 return True
@@ -715,7 +702,7 @@ samples changes what the loop sees.
         return name is not None and name in facts.iterable_values
 
 
-class MissingStepBoundary(Rule):
+class MissingStepBoundary(LoopRule):
     code = "XLA203"
     name = "missing-step-boundary"
     summary = "A training loop with no torch_xla.step()/sync(): the lazy graph grows every step."
@@ -806,16 +793,6 @@ of the step.
         Invalid("import torch_xla\nstep = 0\nwhile step < 10:\n    loss = model(batch).sum()\n"
                 "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    step += 1\n", (3,)),
     )
-
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._facts: LoopFacts | None = None
-
-    @property
-    def facts(self) -> LoopFacts:
-        if self._facts is None:
-            self._facts = self.ctx.memo(LoopFacts, lambda: LoopFacts(self.ctx))
-        return self._facts
 
     def visit_For(self, node: cst.For) -> None:
         self._loop(node)
