@@ -80,6 +80,7 @@ def test_options_round_trip_through_argv():
         ({"inject": (Injection("missing-host", 1),)}, "needs --simulate-hosts"),
         ({"model": "pkg:fn"}, "--input-shape"),
         ({"dim": 30, "heads": 4}, "divisible"),
+        ({"mesh_axes": ("tensor",)}, "no 'fsdp' axis"),
     ],
 )
 def test_options_reject_inconsistent_combinations(kwargs, fragment):

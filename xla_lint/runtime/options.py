@@ -116,6 +116,9 @@ class RuntimeOptions:
                 problems.append(f"--mesh axis {axis!r} is not one of {', '.join(KNOWN_AXES)}")
         if "data" in self.mesh_axes and len(self.mesh_axes) > 1:
             problems.append("--mesh data is plain data parallelism and takes no other axis")
+        if self.mesh_axes and "data" not in self.mesh_axes and "fsdp" not in self.mesh_axes:
+            problems.append(f"--mesh {','.join(self.mesh_axes)} has no 'fsdp' axis: FSDPv2 shards along 'fsdp' "
+                            "(use fsdp, fsdp,tensor or data)")
         if self.mesh_shape is not None and len(self.mesh_shape) != len(self.mesh_axes):
             problems.append(
                 f"--mesh-shape {fmt_shape(self.mesh_shape)} has {len(self.mesh_shape)} entries but "
