@@ -459,3 +459,14 @@ def test_force_exclude_applies_exclude_to_named_files(tmp_path):
     assert forced.returncode == 0, forced.stdout + forced.stderr  # ...unless exclusion is forced
     hooks = (Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text()
     assert hooks.count("--force-exclude") == 2
+
+
+@pytest.mark.parametrize("args", [["--statistics", "--output-format", "sarif"],
+                                  ["--statistics", "--output-format", "github"],
+                                  ["--diff", "--output-format", "json"]])
+def test_options_that_cannot_be_shown_together_are_a_usage_error(tmp_path, args):
+    (tmp_path / "t.py").write_text("import torch_xla\nprint('x')\n")
+    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--no-cache", *args, "t.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("xla-lint: error: ") and len(proc.stderr.strip().splitlines()) == 1

@@ -100,6 +100,10 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, d
           force_exclude, jobs, no_cache, cache_dir) -> None:
     """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
     options = Output(output_format, use_color(color), quiet, show_fixes, statistics)
+    if statistics and output_format in ("sarif", "github"):
+        _fail(f"--statistics prints text or JSON; it cannot be shown as --output-format {output_format}")
+    if diff and output_format != "text":
+        _fail(f"--diff prints a unified diff; it cannot be combined with --output-format {output_format}")
     if "-" in paths and len(paths) > 1:
         _fail("`-` (standard input) cannot be combined with other paths")
     if stdin_filename and "-" not in paths:
