@@ -16,7 +16,7 @@ import libcst as cst
 
 from . import apis
 from .facts import FileFacts
-from .names import BindingCollector, Scope, dotted_name, qualified_names
+from .names import BindingCollector, Scope, qualified_names
 from .rule import PendingFix, Rule
 
 
@@ -56,6 +56,7 @@ class FileContext:
             q == "torch_xla" or q.startswith("torch_xla.") for qs in globals_scope.bindings.values() for q in qs))
         self.scope_stack: list[Scope] = [self.root_scope]
         self._qnames_cache: dict[tuple[int, int], frozenset[str]] = {}
+        self._memo: dict[object, object] = {}
         self.stack: list[cst.CSTNode] = []
         self.reports: list[Report] = []
 
@@ -64,24 +65,25 @@ class FileContext:
 
         ``factory()`` builds it on first use (e.g. the loop structure the three loop rules read).
         """
-        cache = self.__dict__.setdefault("_memo", {})
-        if key not in cache:
-            cache[key] = factory()
-        return cache[key]
+        if key not in self._memo:
+            self._memo[key] = factory()
+        return self._memo[key]
 
     # -- names -----------------------------------------------------------
     @property
     def scope(self) -> Scope:
         return self.scope_stack[-1]
 
-    def qnames(self, node: cst.CSTNode) -> frozenset[str]:
+    def qnames(self, node: cst.CSTNode, scope: Scope | None = None) -> frozenset[str]:
         """Qualified names ``node`` (a Name/Attribute, or a Call's callee) may stand for,
-        in their public spelling (see :func:`xla_lint.apis.canonical`) and as written."""
+        in their public spelling (see :func:`xla_lint.apis.canonical`) and as written;
+        read in ``scope`` (default: the scope of the node being visited)."""
         if isinstance(node, cst.Call):
             node = node.func
         if not isinstance(node, (cst.Name, cst.Attribute)):
             return frozenset()
-        scope = self.scope_stack[-1]
+        if scope is None:
+            scope = self.scope_stack[-1]
         key = (id(node), id(scope))  # every rule asks about the same calls: answer once
         cached = self._qnames_cache.get(key)
         if cached is None:

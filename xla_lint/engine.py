@@ -24,7 +24,7 @@ from .context import Dispatcher, FactsCollector, FileContext
 from .docstrings import lint_docstrings
 from .diagnostics import Diagnostic, Edit, Fix, Severity
 from .discovery import Target
-from .facts import FileFacts, ProgramFacts, compute_program_facts, module_name
+from .facts import FileFacts, ProgramFacts, compute_program_facts
 from .names import BindingCollector, Scope
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
@@ -91,29 +91,39 @@ def _syntax_error_position(text: str, exc: "cst.ParserSyntaxError") -> tuple[str
     return message, exc.raw_line, exc.raw_column + 1
 
 
+def parse_source(text: str, path: str, line_offset: int = 0, column_offset: int = 0) -> cst.Module | Diagnostic:
+    """The LibCST module of ``text``, or the XLA000 diagnostic saying why it cannot be parsed."""
+    deep = nesting_error(text)  # LibCST's native parser would overflow the stack on this input
+    if deep is not None:
+        return syntax_error(path, deep.message, deep.line + line_offset, deep.column + column_offset)
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        message, line, column = _syntax_error_position(text, exc)
+        return syntax_error(path, message, line + line_offset, column + column_offset)
+    except RecursionError:
+        return syntax_error(path, "nesting too deep to parse", 1 + line_offset, 1 + column_offset)
+    except Exception as exc:  # the native parser raises other errors on some inputs
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return syntax_error(path, first, 1 + line_offset, 1 + column_offset)
+
+
 def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
               module: str = "", is_package: bool = False, line_offset: int = 0,
               column_offset: int = 0, with_fixes: bool = True, group: str | None = None,
-              globals_scope=None) -> tuple[list[Diagnostic], FileFacts | None]:
-    """Lint one piece of Python source.
+              globals_scope=None, tree: cst.Module | None = None,
+              ) -> tuple[list[Diagnostic], FileFacts | None]:
+    """Lint one piece of Python source (``tree``: its parse, when the caller already has it).
 
     Returns the diagnostics (positions moved by the offsets, ``requires`` still to be
     checked) and the source's facts; a source that does not parse yields one XLA000
     diagnostic and no facts. Never raises for bad input.
     """
-    deep = nesting_error(text)  # LibCST's native parser would overflow the stack on this input
-    if deep is not None:
-        return [syntax_error(path, deep.message, deep.line + line_offset, deep.column + column_offset)], None
-    try:
-        tree = cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        message, line, column = _syntax_error_position(text, exc)
-        return [syntax_error(path, message, line + line_offset, column + column_offset)], None
-    except RecursionError:
-        return [syntax_error(path, "nesting too deep to parse", 1 + line_offset, 1 + column_offset)], None
-    except Exception as exc:  # the native parser raises other errors on some inputs
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return [syntax_error(path, first, 1 + line_offset, 1 + column_offset)], None
+    if tree is None:
+        tree_or_error = parse_source(text, path, line_offset, column_offset)
+        if isinstance(tree_or_error, Diagnostic):
+            return [tree_or_error], None
+        tree = tree_or_error
 
     ctx = FileContext(tree, module, is_package, target_version, globals_scope)
     facts = FactsCollector(ctx, module)
@@ -319,19 +329,20 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
     if not blocks or not PREFILTER.search(text):
         return
     page = Scope("module", None)
+    parsed = []  # each block parsed once; the ones that do not parse are skipped
     for block in blocks:
-        try:
-            tree = cst.parse_module(block.code)
-        except Exception:
+        tree = parse_source(block.code, path)
+        if isinstance(tree, Diagnostic):
             continue
+        parsed.append((block, tree))
         collected = BindingCollector().collect(tree)
         for name, values in collected.bindings.items():
             page.bindings.setdefault(name, set()).update(values)
         page.star_imports.extend(collected.star_imports)
-    for block in blocks:
+    for block, tree in parsed:
         diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
                                  line_offset=block.line_offset, column_offset=block.indent,
-                                 with_fixes=False, group=path, globals_scope=page)
+                                 with_fixes=False, group=path, globals_scope=page, tree=tree)
         once = {r.code for r in rules if r.once_per_file}
         seen = {d.code for d in result.diagnostics if d.code in once}
         for d in diags:

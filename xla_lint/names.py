@@ -38,6 +38,7 @@ class Scope:
     globals: set[str] = field(default_factory=set)
     nonlocals: set[str] = field(default_factory=set)
     star_imports: list[str] = field(default_factory=list)
+    node: "cst.CSTNode | None" = None  # the Module/FunctionDef/ClassDef whose body this is
 
     def bind(self, name: str, qualified: str) -> None:
         self.bindings.setdefault(name, set()).add(qualified)
@@ -91,6 +92,7 @@ class BindingCollector:
         self.root = Scope("module", None)
 
     def collect(self, module: cst.Module) -> Scope:
+        self.root.node = module
         self.scopes[module] = self.root
         self._body(module.body, self.root)
         return self.root
@@ -113,7 +115,7 @@ class BindingCollector:
                 self._small(small, scope)
         elif isinstance(stmt, cst.FunctionDef):
             scope.bind(stmt.name.value, LOCAL)
-            inner = Scope("function", scope)
+            inner = Scope("function", scope, node=stmt)
             self.scopes[stmt] = inner
             params = stmt.params
             for p in (*params.posonly_params, *params.params, *params.kwonly_params):
@@ -124,7 +126,7 @@ class BindingCollector:
             self._block(stmt.body, inner)
         elif isinstance(stmt, cst.ClassDef):
             scope.bind(stmt.name.value, LOCAL)
-            inner = Scope("class", scope)
+            inner = Scope("class", scope, node=stmt)
             self.scopes[stmt] = inner
             self._block(stmt.body, inner)
         elif isinstance(stmt, cst.If):

@@ -14,7 +14,7 @@ import libcst as cst
 from .. import apis
 from ..context import FileContext, find_arg, literal_string
 from ..diagnostics import Severity
-from ..names import LOCAL, dotted_name, lookup
+from ..names import dotted_name, lookup
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 from ..walk import TRIVIA, calls_in, walk
 

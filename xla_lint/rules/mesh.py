@@ -255,7 +255,7 @@ def assigned_once(ctx, name: cst.BaseExpression) -> cst.BaseExpression | None:
         return None
     if name.value in scope.globals or name.value in scope.nonlocals:
         return None
-    node = next((n for n, s in ctx.scopes.items() if s is scope), None)
+    node = scope.node
     if node is None:
         return None
     if isinstance(node, cst.FunctionDef):

@@ -15,7 +15,7 @@ import libcst as cst
 from .. import apis
 from ..context import FileContext, find_arg
 from ..diagnostics import Severity
-from ..names import Scope, qualified_names
+from ..names import Scope
 from ..rule import Invalid, Rule, Valid
 from ..walk import TRIVIA, calls_in, walk
 
@@ -36,15 +36,6 @@ ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset", "torch.utils.d
 WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "chain", "trange"})
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _LOOPS = (cst.For, cst.While)
-
-
-def _qnames(node: cst.CSTNode, scope: Scope) -> frozenset[str]:
-    if isinstance(node, cst.Call):
-        node = node.func
-    if not isinstance(node, (cst.Name, cst.Attribute)):
-        return frozenset()
-    raw = qualified_names(node, scope)
-    return frozenset(raw | {apis.canonical(n) for n in raw})
 
 
 def root_name(node: cst.CSTNode) -> str | None:
@@ -137,7 +128,7 @@ class LoopFacts:
             def visit_ClassDef(self, node: cst.ClassDef) -> None:
                 self.scopes.append(ctx.scopes.get(node, self.scopes[-1]))
                 for base in node.bases:
-                    if _qnames(base.value, self.scopes[-2]) & ITERABLE_DATASET or \
+                    if ctx.qnames(base.value, self.scopes[-2]) & ITERABLE_DATASET or \
                             _last_name(base.value) in facts.iterable_classes:
                         facts.iterable_classes.add(node.name.value)
 
@@ -145,7 +136,7 @@ class LoopFacts:
                 self.scopes.pop()
 
             def visit_Call(self, node: cst.Call) -> None:
-                names = _qnames(node, self.scopes[-1])
+                names = ctx.qnames(node, self.scopes[-1])
                 if names & EAGER_MODE:
                     arg = find_arg(node, "enable", 0)
                     if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
@@ -155,7 +146,7 @@ class LoopFacts:
 
             def visit_Assign(self, node: cst.Assign) -> None:
                 scope = self.scopes[-1]
-                if isinstance(node.value, cst.Call) and _qnames(node.value, scope) & COMPILERS:
+                if isinstance(node.value, cst.Call) and ctx.qnames(node.value, scope) & COMPILERS:
                     for t in node.targets:
                         name = _last_name(t.target)
                         if name:
@@ -168,7 +159,7 @@ class LoopFacts:
                 if isinstance(node.value, cst.Call):
                     callee = _last_name(node.value.func)
                     streaming = find_arg(node.value, "streaming")
-                    if callee in facts.iterable_classes or _qnames(node.value, scope) & ITERABLE_DATASET or (
+                    if callee in facts.iterable_classes or ctx.qnames(node.value, scope) & ITERABLE_DATASET or (
                             streaming is not None and isinstance(streaming.value, cst.Name)
                             and streaming.value.value == "True"):
                         for t in node.targets:
@@ -179,7 +170,7 @@ class LoopFacts:
         walk(ctx.module, _V(), TRIVIA)
         for func, scope in functions:
             steps = Steps()
-            if any(_qnames(d.decorator, scope) & COMPILERS for d in func.decorators):
+            if any(ctx.qnames(d.decorator, scope) & COMPILERS for d in func.decorators):
                 steps.boundary = True
             own, _ = self._scan(func.body, scope, use_functions=False)
             steps.merge(own)
@@ -192,7 +183,7 @@ class LoopFacts:
         """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``,
         a name assigned one, or such a value passed through ``enumerate``/``iter``/``zip``/..."""
         if isinstance(node, cst.Call):
-            if _qnames(node, scope) & DEVICE_LOADERS:
+            if self.ctx.qnames(node, scope) & DEVICE_LOADERS:
                 return True
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "per_device_loader":
                 return True
@@ -242,7 +233,7 @@ class LoopFacts:
             root = root_name(func.value)
             roots = {root} if root else _names_in(func.value)
             return Steps(backward=True, backward_roots=roots)
-        names = _qnames(call, scope)
+        names = self.ctx.qnames(call, scope)
         if XLA_STEP in names or names & SYNC:
             return Steps(boundary=True, xla_step=True)
         if OPTIMIZER_STEP in names:
@@ -252,7 +243,7 @@ class LoopFacts:
         if isinstance(func, cst.Attribute) and func.attr.value == "step" and not names:
             if _looks_like_optimizer(func.value) or any(_looks_like_optimizer(a.value) for a in call.args):
                 return Steps(optimizer=True)
-        if names & COMPILERS or (isinstance(func, cst.Call) and _qnames(func, scope) & COMPILERS) or (
+        if names & COMPILERS or (isinstance(func, cst.Call) and self.ctx.qnames(func, scope) & COMPILERS) or (
                 _last_name(func) in self.compiled_names and (isinstance(func, cst.Name) or (
                     isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"))):
             if not names & COMPILERS:

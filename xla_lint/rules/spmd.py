@@ -206,10 +206,11 @@ def expects_error(ctx) -> bool:
 def _launched_functions(ctx) -> frozenset[str]:
     """Names of this file's functions passed to ``torch_xla.launch``/``xmp.spawn`` that do not
     call ``use_spmd()`` themselves: they run in per-device processes, never in SPMD mode
-    (``torch_xla/torch_xla.py``, ``launch`` refuses SPMD). Cached on the context."""
-    cached = getattr(ctx, "_xla_lint_launched", None)
-    if cached is not None:
-        return cached
+    (``torch_xla/torch_xla.py``, ``launch`` refuses SPMD). Computed once per file (``ctx.memo``)."""
+    return ctx.memo(_launched_functions, lambda: _find_launched_functions(ctx))
+
+
+def _find_launched_functions(ctx) -> frozenset[str]:
     launched: set[str] = set()
     defs: dict[str, cst.FunctionDef] = {}
 
@@ -242,9 +243,7 @@ def _launched_functions(ctx) -> frozenset[str]:
         walk(node, Uses(), TRIVIA)
         if Uses.found:
             enabling.add(name)
-    result = frozenset(n for n in launched if n in defs and n not in enabling)
-    ctx._xla_lint_launched = result
-    return result
+    return frozenset(n for n in launched if n in defs and n not in enabling)
 
 
 def in_launched_function(ctx) -> bool:
