@@ -14,7 +14,7 @@ from xla_lint import engine
 from xla_lint.config import build_settings
 from xla_lint.discovery import discover
 from xla_lint.rules import all_rules
-from xla_lint.walk import TRIVIA, walk
+from xla_lint.walk import TRIVIA, silent_types, walk
 
 TRAIN = ("import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.distributed.spmd as xs\n"
          "import torch_xla.runtime as xr\n\n\ndef step_{i}(model, mesh, loader, opt):\n"
@@ -108,6 +108,59 @@ def test_walk_skips_only_trivia():
     dropped = [nodes[i] for _, i in full.events if i not in kept]
     assert dropped and all(type(n) in TRIVIA for n in dropped)
     assert [e for e in full.events if e[1] in kept] == lean.events
+
+
+class _Listener:
+    """Records visits and leaves of the ``listened`` types, each with the listened ancestors seen."""
+
+    def __init__(self, listened: frozenset[type]) -> None:
+        self.listened = listened
+        self.stack: list[cst.CSTNode] = []
+        self.events: list[tuple[str, int, tuple[int, ...]]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.stack.append(node)
+        if type(node) in self.listened:
+            self.events.append(("visit", id(node), tuple(id(n) for n in self.stack if type(n) in self.listened)))
+        return True
+
+    def on_leave(self, node: cst.CSTNode) -> None:
+        if type(node) in self.listened:
+            self.events.append(("leave", id(node), ()))
+        self.stack.pop()
+
+
+LISTENED_SETS = [
+    frozenset({cst.Call}),
+    frozenset({cst.Name}),
+    frozenset({cst.Attribute, cst.Assign, cst.For, cst.While, cst.FormattedStringExpression}),
+    frozenset({cst.Import, cst.ImportFrom, cst.Module}),
+    frozenset({cst.Comma}),
+]
+
+
+def test_silent_types_skip_nothing_a_visitor_listens_to():
+    """Walking with silent_types(listened) sees every listened node, in order, with the same ancestors."""
+    sources = _sources()
+    for listened in LISTENED_SETS:
+        skip = silent_types(listened)
+        assert TRIVIA - listened <= skip and not skip & listened
+        for text in sources[::3]:
+            try:
+                module = cst.parse_module(text)
+            except cst.ParserSyntaxError:
+                continue
+            full, lean = _Listener(listened), _Listener(listened)
+            walk(module, full)
+            walk(module, lean, skip)
+            assert lean.events == full.events
+
+
+def test_silent_types_leave_out_leaves_nobody_listens_to():
+    skip = silent_types(frozenset({cst.Call}))
+    assert {cst.Name, cst.Integer, cst.SimpleString, cst.Float} <= skip
+    assert cst.Attribute not in skip and cst.Arg not in skip  # an argument may hold a call
+    assert cst.Name not in silent_types(frozenset({cst.Name}))
 
 
 def test_walk_has_no_recursion_limit():

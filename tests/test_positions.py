@@ -32,3 +32,115 @@ def test_statement_positions_match_libcst(source):
             assert partial[node] == full[node]
             checked += 1
     assert checked > 0
+
+
+# --- locate(): innermost statement placed by CPython's line numbers ---------------------
+
+import ast  # noqa: E402
+
+from xla_lint import positions  # noqa: E402
+
+NESTED = '''\
+import torch_xla
+
+
+@decorator(1)
+# comment between decorators
+@other
+async def train(loader, *, steps=3):
+    """Doc."""
+    for step, batch in enumerate(loader):  # loop
+        if step == 0:
+            x = f(batch); y = g(x)
+        elif step == 1:
+            # leading comment
+            z = h(
+                batch,
+            )
+        elif step == 2: w = k(batch)
+        else:
+            try:
+                q = r(batch)
+            except ValueError as exc:
+                s = t(exc)
+            else:
+                u = v()
+            finally:
+                done()
+    try:
+        risky()
+    except* TypeError:
+        grouped()
+    while cond():
+        async with lock() as l:
+            await work(l)
+    else:
+        after()
+    match command:
+        case [a, b]:
+            handle(a, b)
+        case _:
+            other()
+
+
+class Model:
+\tdef forward(self, x):
+\t\treturn self.net(x)  # tab-indented
+
+
+(parenthesized
+ )(call)
+caf\u00e9 = "\u00e9t\u00e9"; nested = [f(x) for x in caf\u00e9]
+'''
+
+
+def _paths(tree: cst.Module) -> dict:
+    """Every node of ``tree`` -> its path from the module (module first, node last)."""
+    out = {tree: (tree,)}
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            out[child] = out[node] + (child,)
+            stack.append(child)
+    return out
+
+
+@pytest.mark.parametrize("source", [NESTED, NESTED.replace("\n", "\r\n")] +
+                         [p.read_text(encoding="utf-8") for p in SOURCES[:25]])
+def test_locate_matches_libcst_for_every_node(source, monkeypatch):
+    tree = cst.parse_module(source)
+    full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    paths = _paths(tree)
+    syntax = ast.parse(source)
+    wanted = [(node, path[:-1]) for node, path in paths.items()
+              if isinstance(node, (cst.Call, cst.Name, cst.BaseCompoundStatement))]
+    found = positions.locate(tree, syntax, wanted)
+    for node, _ in wanted:
+        assert found[node] == full[node], tree.code_for_node(node)[:60]
+
+
+def test_locate_places_ordinary_statements_without_generating_the_module(monkeypatch):
+    """The fast path is taken: neither fallback (whole module, module-level statement) runs."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("fallback used")
+
+    monkeypatch.setattr(positions, "module_positions", refuse)
+    monkeypatch.setattr(positions, "statement_positions", refuse)
+    source = NESTED.replace("(parenthesized\n )(call)\n", "")  # CPython places a parenthesized start differently
+    tree = cst.parse_module(source)
+    full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    paths = _paths(tree)
+    wanted = [(node, path[:-1]) for node, path in paths.items() if isinstance(node, cst.Call)]
+    found = positions.locate(tree, ast.parse(source), wanted)
+    assert len(wanted) > 15
+    assert all(found[node] == full[node] for node, _ in wanted)
+
+
+def test_locate_without_a_path_or_cpython_tree_still_places_nodes():
+    source = "import torch_xla\n\ndef f():\n    if a:\n        return g(1)\n"
+    tree = cst.parse_module(source)
+    full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    call = next(n for n in _paths(tree) if isinstance(n, cst.Call))
+    assert positions.locate(tree, ast.parse(source), [(call, ())])[call] == full[call]  # path found by search
+    assert positions.locate(tree, None, [(call, (tree,))])[call] == full[call]  # no CPython tree: slow way

@@ -9,6 +9,7 @@ rule's ``visit_<Node>``/``leave_<Node>`` method, keeping the scope and ancestor 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -27,7 +28,7 @@ class Report:
     message: str
     fix: PendingFix | None
     requires: tuple[tuple[str, bool], ...]
-    statement: cst.CSTNode | None = None  # the module-level statement holding ``node``
+    ancestors: tuple[cst.CSTNode, ...] = ()  # the traversal's stack when reported (module first)
 
 
 class FileContext:
@@ -155,8 +156,7 @@ class FileContext:
                     continue
                 kept.append((name, value))
             requires = tuple(kept)
-        top = self.stack[1] if len(self.stack) > 1 and self.stack[0] is self.module else None
-        self.reports.append(Report(type(rule), node, message, fix, requires, top))
+        self.reports.append(Report(type(rule), node, message, fix, requires, tuple(self.stack)))
         return True
 
 
@@ -250,6 +250,18 @@ def _with_prefixes(modules: Iterable[str]) -> set[str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _callbacks(visitor_type: type) -> tuple[tuple[str, type], ...]:
+    """``(method name, node type)`` of every ``visit_<Node>``/``leave_<Node>`` method of ``visitor_type``."""
+    out = []
+    for attr in dir(visitor_type):
+        if attr.startswith("visit_") or attr.startswith("leave_"):
+            node_type = getattr(cst, attr[6:], None)
+            if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
+                out.append((attr, node_type))
+    return tuple(out)
+
+
 class Dispatcher(cst.CSTVisitor):
     """One traversal of a module that calls every visitor's ``visit_``/``leave_`` methods."""
 
@@ -259,12 +271,9 @@ class Dispatcher(cst.CSTVisitor):
         self._visit: dict[type, list[Callable]] = {}
         self._leave: dict[type, list[Callable]] = {}
         for v in visitors:
-            for attr in dir(type(v)):
-                if attr.startswith("visit_") or attr.startswith("leave_"):
-                    node_type = getattr(cst, attr[6:], None)
-                    if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
-                        table = self._visit if attr.startswith("visit_") else self._leave
-                        table.setdefault(node_type, []).append(getattr(v, attr))
+            for attr, node_type in _callbacks(type(v)):
+                table = self._visit if attr.startswith("visit_") else self._leave
+                table.setdefault(node_type, []).append(getattr(v, attr))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         ctx = self.ctx

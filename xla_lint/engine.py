@@ -12,6 +12,7 @@ join and the filtering run after every file is done.
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import re
@@ -28,9 +29,9 @@ from .facts import FileFacts, ProgramFacts, compute_program_facts
 from .names import BindingCollector, Scope
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
-from .source import SourceError, call_with_deep_stack, code_blocks, decode, nesting_error, read_source
+from .source import SourceError, call_with_deep_stack, code_blocks, decode, python_syntax, read_source
 from .suppress import Suppressions, find_suppressions
-from .walk import TRIVIA, walk
+from .walk import silent_types, walk
 
 # A file none of whose text matches cannot concern any rule: every rule is about a
 # torch_xla API or an XLA_* environment variable, and reports only in files that name one.
@@ -91,13 +92,15 @@ def _syntax_error_position(text: str, exc: "cst.ParserSyntaxError") -> tuple[str
     return message, exc.raw_line, exc.raw_column + 1
 
 
-def parse_source(text: str, path: str, line_offset: int = 0, column_offset: int = 0) -> cst.Module | Diagnostic:
-    """The LibCST module of ``text``, or the XLA000 diagnostic saying why it cannot be parsed."""
-    deep = nesting_error(text)  # LibCST's native parser would overflow the stack on this input
+def parse_source(text: str, path: str, line_offset: int = 0, column_offset: int = 0
+                 ) -> "tuple[cst.Module, ast.Module | None] | Diagnostic":
+    """The LibCST module of ``text`` with CPython's (None when CPython refuses the text), or
+    the XLA000 diagnostic saying why it cannot be parsed."""
+    syntax, deep = python_syntax(text)  # LibCST's native parser would overflow the stack on deep input
     if deep is not None:
         return syntax_error(path, deep.message, deep.line + line_offset, deep.column + column_offset)
     try:
-        return cst.parse_module(text)
+        return cst.parse_module(text), syntax
     except cst.ParserSyntaxError as exc:
         message, line, column = _syntax_error_position(text, exc)
         return syntax_error(path, message, line + line_offset, column + column_offset)
@@ -111,19 +114,20 @@ def parse_source(text: str, path: str, line_offset: int = 0, column_offset: int 
 def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
               module: str = "", is_package: bool = False, line_offset: int = 0,
               column_offset: int = 0, with_fixes: bool = True, group: str | None = None,
-              globals_scope=None, tree: cst.Module | None = None,
+              globals_scope=None, tree: cst.Module | None = None, syntax: "ast.Module | None" = None,
               ) -> tuple[list[Diagnostic], FileFacts | None]:
-    """Lint one piece of Python source (``tree``: its parse, when the caller already has it).
+    """Lint one piece of Python source (``tree``: its parse, when the caller already has it,
+    and ``syntax`` CPython's, which places the reported nodes: :mod:`xla_lint.positions`).
 
     Returns the diagnostics (positions moved by the offsets, ``requires`` still to be
     checked) and the source's facts; a source that does not parse yields one XLA000
     diagnostic and no facts. Never raises for bad input.
     """
     if tree is None:
-        tree_or_error = parse_source(text, path, line_offset, column_offset)
-        if isinstance(tree_or_error, Diagnostic):
-            return [tree_or_error], None
-        tree = tree_or_error
+        parsed = parse_source(text, path, line_offset, column_offset)
+        if isinstance(parsed, Diagnostic):
+            return [parsed], None
+        tree, syntax = parsed
 
     ctx = FileContext(tree, module, is_package, target_version, globals_scope)
     facts = FactsCollector(ctx, module)
@@ -132,23 +136,22 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
     try:
         # walk(): LibCST's visit order, without rebuilding every node (5-10x faster than tree.visit)
         dispatcher = Dispatcher(ctx, [facts, *instances])
-        walk(tree, dispatcher, TRIVIA.difference(dispatcher._visit, dispatcher._leave))
+        walk(tree, dispatcher, silent_types(frozenset(dispatcher._visit) | frozenset(dispatcher._leave)))
     except RecursionError:
         return [syntax_error(path, "nesting too deep to analyse", 1 + line_offset, 1 + column_offset)], None
 
     if not ctx.reports:
         return [], facts.facts
     # Imported here: libcst.metadata costs ~70 ms to import, and most files have no report.
-    from .positions import module_positions, statement_positions
+    from .positions import locate
 
-    if all(rep.statement is not None for rep in ctx.reports):
-        positions = statement_positions(tree, {rep.statement for rep in ctx.reports})
-        needed = [rep.node for rep in ctx.reports]
-        needed += [r.node for rep in ctx.reports if rep.fix is not None for r in rep.fix.replacements]
-        if any(node not in positions for node in needed):
-            positions = module_positions(tree)  # a fix edits another statement
-    else:
-        positions = module_positions(tree)
+    wanted = [(rep.node, rep.ancestors) for rep in ctx.reports]
+    if with_fixes:
+        wanted += [(r.node, rep.ancestors) for rep in ctx.reports if rep.fix is not None
+                   for r in rep.fix.replacements]
+    if syntax is None:
+        syntax = python_syntax(text)[0]
+    positions = locate(tree, syntax, wanted)
 
     def place(node: cst.CSTNode) -> tuple[int, int, int, int]:
         r = positions[node]
@@ -331,18 +334,19 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
     page = Scope("module", None)
     parsed = []  # each block parsed once; the ones that do not parse are skipped
     for block in blocks:
-        tree = parse_source(block.code, path)
-        if isinstance(tree, Diagnostic):
+        parsed_block = parse_source(block.code, path)
+        if isinstance(parsed_block, Diagnostic):
             continue
-        parsed.append((block, tree))
+        tree, syntax = parsed_block
+        parsed.append((block, tree, syntax))
         collected = BindingCollector().collect(tree)
         for name, values in collected.bindings.items():
             page.bindings.setdefault(name, set()).update(values)
         page.star_imports.extend(collected.star_imports)
-    for block, tree in parsed:
+    for block, tree, syntax in parsed:
         diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
                                  line_offset=block.line_offset, column_offset=block.indent,
-                                 with_fixes=False, group=path, globals_scope=page, tree=tree)
+                                 with_fixes=False, group=path, globals_scope=page, tree=tree, syntax=syntax)
         once = {r.code for r in rules if r.once_per_file}
         seen = {d.code for d in result.diagnostics if d.code in once}
         for d in diags:

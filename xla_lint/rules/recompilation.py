@@ -9,6 +9,7 @@ outside its own loops. :class:`LoopFacts` is the per-module analysis both loop r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import libcst as cst
 
@@ -17,7 +18,7 @@ from ..context import FileContext, find_arg
 from ..diagnostics import Severity
 from ..names import Scope
 from ..rule import Invalid, Rule, Valid
-from ..walk import TRIVIA, calls_in, walk
+from ..walk import TRIVIA, calls_in, silent_types, walk
 
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
 XLA_STEP = "torch_xla.step"
@@ -36,6 +37,9 @@ ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset", "torch.utils.d
 WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "chain", "trange"})
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _LOOPS = (cst.For, cst.While)
+# What LoopFacts' walk acts on; everything that cannot hold one of these is skipped.
+_LOOP_FACTS_TYPES = frozenset({cst.Call, cst.For, cst.While, cst.Assign, cst.AugAssign, cst.AnnAssign,
+                               cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
 def root_name(node: cst.CSTNode) -> str | None:
@@ -87,12 +91,18 @@ class Steps:
 
 
 class LoopFacts:
-    """Per-module facts the loop rules share (computed lazily, once per rule instance).
+    """Per-module facts the loop rules share, from one walk of the module (computed once per file).
 
     ``functions``: same-module function name -> :class:`Steps` of its body outside its own
     loops (a function that *is* one training step); ``loader_names``: names and attributes
     assigned a torch_xla device loader (``MpDeviceLoader``, ``ParallelLoader``,
     ``.per_device_loader()``), or ``iter()`` of one; ``has_device_loader``: the module makes one.
+
+    The walk records where every call and assignment sits: its function (whose body it is
+    directly in) and the chain of loops around it up to the nearest function, lambda or
+    class, each with whether it is in that loop's body (a ``while`` loop's test counts as
+    body) or elsewhere in the loop (a ``for`` loop's iterable, an ``else`` branch). Calls are
+    classified after the walk, when every name the classification reads is known.
     """
 
     def __init__(self, ctx: FileContext) -> None:
@@ -104,80 +114,161 @@ class LoopFacts:
         self.iterable_classes: set[str] = set()
         self.iterable_values: set[str] = set()
         self.compiled_names: set[str] = set()  # names assigned `torch.compile(...)`/`torch_xla.compile(...)`
+        # Per loop (by id): calls in its body (full) / not inside a nested loop (own), the
+        # loops nested in its body, the assignments in its body; each call with its scope.
+        self._full: dict[int, list[tuple[cst.Call, Scope]]] = {}
+        self._own: dict[int, list[tuple[cst.Call, Scope]]] = {}
+        self._inner: dict[int, list[cst.For | cst.While]] = {}
+        self._assigns: dict[int, list[cst.CSTNode]] = {}
         self._loops: dict[int, tuple[Steps, Steps]] = {}
+        self._classified: dict[tuple[int, bool], Steps | None] = {}
         self._scan_module()
 
-    # -- module pre-pass -------------------------------------------------------
+    # -- the walk -------------------------------------------------------------------
     def _scan_module(self) -> None:
         ctx = self.ctx
         facts = self
         functions: list[tuple[cst.FunctionDef, Scope]] = []
+        function_calls: dict[int, list[tuple[cst.Call, Scope]]] = {}
+        full, own, inner, assigns = self._full, self._own, self._inner, self._assigns
+        scopes: list[Scope] = [ctx.root_scope]
+        # (function whose body we are directly in, or None; loop chain: ((loop, in_body), ...))
+        frames: list[tuple[cst.FunctionDef | None, tuple]] = [(None, ())]
+        owners: list[cst.CSTNode] = []  # the node that pushed each frame after the first
+        entries: dict[int, tuple[str, cst.CSTNode]] = {}  # id(body node) -> what entering it starts
 
-        class _V(cst.CSTVisitor):
-            def __init__(self) -> None:
-                super().__init__()
-                self.scopes = [ctx.root_scope]
+        def push(node: cst.CSTNode, frame: tuple) -> None:
+            frames.append(frame)
+            owners.append(node)
 
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-                self.scopes.append(ctx.scopes.get(node, self.scopes[-1]))
-                functions.append((node, self.scopes[-1]))
-
-            def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-                self.scopes.pop()
-
-            def visit_ClassDef(self, node: cst.ClassDef) -> None:
-                self.scopes.append(ctx.scopes.get(node, self.scopes[-1]))
+        def on_visit(node: cst.CSTNode) -> bool:
+            kind = type(node)
+            entry = entries.pop(id(node), None) if entries else None
+            if entry is not None:
+                what, owner = entry
+                function, chain = frames[-1]
+                if what == "function":
+                    push(node, (owner, ()))
+                else:  # a loop's body (or a while loop's test): replace (loop, False) by (loop, True)
+                    push(node, (function, chain[:-1] + ((owner, True),)))
+            if kind is cst.Call:
+                function, chain = frames[-1]
+                record = (node, scopes[-1])
+                if chain:
+                    last = len(chain) - 1
+                    for i, (loop, in_body) in enumerate(chain):
+                        if in_body:
+                            full[id(loop)].append(record)
+                            if i == last:
+                                own[id(loop)].append(record)
+                elif function is not None:
+                    function_calls[id(function)].append(record)
+                visit_call(node)
+            elif kind is cst.For or kind is cst.While:
+                function, chain = frames[-1]
+                for loop, in_body in chain:
+                    if in_body:
+                        inner[id(loop)].append(node)
+                key = id(node)
+                full[key], own[key], inner[key], assigns[key] = [], [], [], []
+                push(node, (function, chain + ((node, False),)))
+                entries[id(node.body)] = ("loop", node)
+                if kind is cst.While:
+                    entries[id(node.test)] = ("loop", node)
+            elif kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
+                for loop, in_body in frames[-1][1]:
+                    if in_body:
+                        assigns[id(loop)].append(node)
+                if kind is cst.Assign:
+                    visit_assign(node)
+            elif kind is cst.FunctionDef:
+                scopes.append(ctx.scopes.get(node, scopes[-1]))
+                functions.append((node, scopes[-1]))
+                function_calls[id(node)] = []
+                push(node, (None, ()))
+                entries[id(node.body)] = ("function", node)
+            elif kind is cst.ClassDef:
+                scopes.append(ctx.scopes.get(node, scopes[-1]))
+                push(node, (None, ()))
                 for base in node.bases:
-                    if ctx.qnames(base.value, self.scopes[-2]) & ITERABLE_DATASET or \
+                    if ctx.qnames(base.value, scopes[-2]) & ITERABLE_DATASET or \
                             _last_name(base.value) in facts.iterable_classes:
                         facts.iterable_classes.add(node.name.value)
+            elif kind is cst.Lambda:
+                push(node, (None, ()))
+            return True
 
-            def leave_ClassDef(self, node: cst.ClassDef) -> None:
-                self.scopes.pop()
+        def on_leave(node: cst.CSTNode) -> None:
+            while owners and owners[-1] is node:
+                owners.pop()
+                frames.pop()
+            kind = type(node)
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
+                scopes.pop()
 
-            def visit_Call(self, node: cst.Call) -> None:
-                names = ctx.qnames(node, self.scopes[-1])
-                if names & EAGER_MODE:
-                    arg = find_arg(node, "enable", 0)
-                    if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
-                        facts.eager = True
-                if facts.is_device_loader(node, self.scopes[-1]):
-                    facts.has_device_loader = True
+        def visit_call(node: cst.Call) -> None:
+            names = ctx.qnames(node, scopes[-1])
+            if names & EAGER_MODE:
+                arg = find_arg(node, "enable", 0)
+                if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+                    facts.eager = True
+            if facts.is_device_loader(node, scopes[-1]):
+                facts.has_device_loader = True
 
-            def visit_Assign(self, node: cst.Assign) -> None:
-                scope = self.scopes[-1]
-                if isinstance(node.value, cst.Call) and ctx.qnames(node.value, scope) & COMPILERS:
+        def visit_assign(node: cst.Assign) -> None:
+            scope = scopes[-1]
+            value = node.value
+            if type(value) is cst.Call and ctx.qnames(value, scope) & COMPILERS:
+                for t in node.targets:
+                    name = _last_name(t.target)
+                    if name:
+                        facts.compiled_names.add(name)
+            if facts.is_device_loader(value, scope):
+                for t in node.targets:
+                    name = _last_name(t.target)
+                    if name:
+                        facts.loader_names.add(name)
+            if type(value) is cst.Call:
+                callee = _last_name(value.func)
+                streaming = find_arg(value, "streaming")
+                if callee in facts.iterable_classes or ctx.qnames(value, scope) & ITERABLE_DATASET or (
+                        streaming is not None and isinstance(streaming.value, cst.Name)
+                        and streaming.value.value == "True"):
                     for t in node.targets:
                         name = _last_name(t.target)
                         if name:
-                            facts.compiled_names.add(name)
-                if facts.is_device_loader(node.value, scope):
-                    for t in node.targets:
-                        name = _last_name(t.target)
-                        if name:
-                            facts.loader_names.add(name)
-                if isinstance(node.value, cst.Call):
-                    callee = _last_name(node.value.func)
-                    streaming = find_arg(node.value, "streaming")
-                    if callee in facts.iterable_classes or ctx.qnames(node.value, scope) & ITERABLE_DATASET or (
-                            streaming is not None and isinstance(streaming.value, cst.Name)
-                            and streaming.value.value == "True"):
-                        for t in node.targets:
-                            name = _last_name(t.target)
-                            if name:
-                                facts.iterable_values.add(name)
+                            facts.iterable_values.add(name)
 
-        walk(ctx.module, _V(), TRIVIA)
+        walk(ctx.module, SimpleNamespace(on_visit=on_visit, on_leave=on_leave),
+             silent_types(_LOOP_FACTS_TYPES))
         for func, scope in functions:
             steps = Steps()
             if any(ctx.qnames(d.decorator, scope) & COMPILERS for d in func.decorators):
                 steps.boundary = True
-            own, _ = self._scan(func.body, scope, use_functions=False)
-            steps.merge(own)
+            for call, call_scope in function_calls[id(func)]:
+                found = self._classify(call, call_scope, False)
+                if found is not None:
+                    steps.merge(found)
             previous = self.functions.get(func.name.value)
             if previous is not None:
                 steps.merge(previous)
             self.functions[func.name.value] = steps
+
+    def _classify(self, call: cst.Call, scope: Scope, use_functions: bool) -> Steps | None:
+        key = (id(call), use_functions)
+        if key not in self._classified:
+            self._classified[key] = self.classify(call, scope, use_functions)
+        return self._classified[key]
+
+    def inner_loops(self, node: cst.For | cst.While) -> list[cst.For | cst.While]:
+        """The loops inside ``node``'s body (at any depth, not inside a nested function,
+        lambda or class), in source order."""
+        return self._inner.get(id(node), [])
+
+    def assignments(self, node: cst.For | cst.While) -> list[cst.CSTNode]:
+        """The ``=``, ``+=`` and annotated assignments in ``node``'s body (at any depth, not
+        inside a nested function, lambda or class), in source order."""
+        return self._assigns.get(id(node), [])
 
     def is_device_loader(self, node: cst.CSTNode, scope: Scope) -> bool:
         """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``,
@@ -192,39 +283,6 @@ class LoopFacts:
             return False
         name = _last_name(node)
         return name is not None and name in self.loader_names
-
-    # -- loop bodies -------------------------------------------------------------
-    def _scan(self, body: cst.CSTNode, scope: Scope, use_functions: bool = True) -> tuple[Steps, Steps]:
-        """Steps of ``body`` outside nested loops (own) and including them (full);
-        nested functions, lambdas and classes are not part of it."""
-        own, full = Steps(), Steps()
-        facts = self
-
-        class _V(cst.CSTVisitor):
-            def __init__(self) -> None:
-                super().__init__()
-                self.depth = 0
-
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                if isinstance(node, _SCOPE_NODES):
-                    return False
-                if isinstance(node, _LOOPS) and node is not body:
-                    self.depth += 1
-                if isinstance(node, cst.Call):
-                    found = facts.classify(node, scope, use_functions)
-                    if found is not None:
-                        full.merge(found)
-                        full.backward_roots |= found.backward_roots
-                        if self.depth == 0:
-                            own.merge(found)
-                return True
-
-            def on_leave(self, node: cst.CSTNode) -> None:
-                if isinstance(node, _LOOPS) and node is not body:
-                    self.depth -= 1
-
-        walk(body, _V(), TRIVIA)
-        return own, full
 
     def classify(self, call: cst.Call, scope: Scope, use_functions: bool = True) -> Steps | None:
         """What one call does to the step structure, or None when nothing."""
@@ -260,15 +318,23 @@ class LoopFacts:
                 return Steps(s.backward, s.optimizer, s.boundary, s.xla_step)
         return None
 
-    def loop(self, node: cst.For | cst.While, scope: Scope) -> tuple[Steps, Steps]:
-        """(own, full) :class:`Steps` of a loop's body (and of a ``while`` loop's test)."""
+    def loop(self, node: cst.For | cst.While, scope: Scope | None = None) -> tuple[Steps, Steps]:
+        """(own, full) :class:`Steps` of a loop's body (and of a ``while`` loop's test):
+        ``own`` leaves out what runs inside loops nested in it; calls of same-module functions
+        count as what those functions do. Nested functions, lambdas and classes are not part
+        of it. (``scope`` is accepted for compatibility: each call is read in its own scope.)"""
         key = id(node)
         if key not in self._loops:
-            own, full = self._scan(node.body, scope)
-            if isinstance(node, cst.While):
-                o2, f2 = self._scan(node.test, scope)
-                own.merge(o2)
-                full.merge(f2)
+            own, full = Steps(), Steps()
+            own_calls = {id(call) for call, _ in self._own.get(key, ())}
+            for call, call_scope in self._full.get(key, ()):
+                found = self._classify(call, call_scope, True)
+                if found is None:
+                    continue
+                full.merge(found)
+                full.backward_roots |= found.backward_roots
+                if id(call) in own_calls:
+                    own.merge(found)
             self._loops[key] = (own, full)
         return self._loops[key]
 
@@ -557,21 +623,14 @@ print(total_loss.item())                       # once, after the loop
         names = set(full.backward_roots)
         assigns: list[tuple[set[str], cst.CSTNode]] = []
         ctx = self.ctx
-
-        class _V(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                if isinstance(node, _SCOPE_NODES):
-                    return False
-                if isinstance(node, cst.Assign):
-                    targets: set[str] = set()
-                    for t in node.targets:
-                        targets |= _target_names(t.target)
-                    assigns.append((targets, node.value))
-                elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
-                    assigns.append((_target_names(node.target), node.value))
-                return True
-
-        walk(loop.body, _V(), TRIVIA)
+        for node in self.facts.assignments(loop):
+            if type(node) is cst.Assign:
+                targets: set[str] = set()
+                for t in node.targets:
+                    targets |= _target_names(t.target)
+                assigns.append((targets, node.value))
+            elif node.value is not None:  # AugAssign, AnnAssign with a value
+                assigns.append((_target_names(node.target), node.value))
         torchy: set[int] = set()
         for i, (_, value) in enumerate(assigns):
             for call in calls_in(value):
@@ -806,22 +865,11 @@ of the step.
 
     def _inner_training_loop(self, node: cst.For | cst.While, scope: Scope) -> bool:
         facts = self.facts
-        found = False
-
-        class _V(cst.CSTVisitor):
-            def on_visit(self, n: cst.CSTNode) -> bool:
-                nonlocal found
-                if found or isinstance(n, _SCOPE_NODES):
-                    return False
-                if isinstance(n, _LOOPS) and n is not node:
-                    _, f = facts.loop(n, scope)
-                    if f.backward and f.optimizer:
-                        found = True
-                        return False
+        for inner in facts.inner_loops(node):
+            _, f = facts.loop(inner, scope)
+            if f.backward and f.optimizer:
                 return True
-
-        walk(node.body, _V(), TRIVIA)
-        return found
+        return False
 
     def _device_loader_iter(self, iterable: cst.CSTNode, scope: Scope) -> bool:
         """True when the loop iterates a device loader, or may (a parameter or attribute in
