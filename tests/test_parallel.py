@@ -3,6 +3,7 @@ traversal visits what LibCST's own visit does, in the same order."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,32 @@ def test_pool_results_equal_serial_results_in_order(tmp_path, monkeypatch):
     assert [r.path for r in parallel] == [t.path for t in targets]
     assert parallel == serial
     assert sum(1 for r in serial if r.diagnostics) == 40
+
+
+def test_a_worker_crash_costs_one_file_not_the_run(tmp_path, monkeypatch):
+    """A file that kills its worker process (as a crash in native code would) is reported
+    as XLA000; every other file, including those queued behind it, is linted."""
+    make_tree(tmp_path, n=12)
+    (tmp_path / "t05.py").write_text(TRAIN.format(i=5) + "# CRASH\n")
+    monkeypatch.chdir(tmp_path)
+    settings = build_settings(cwd=tmp_path, isolated=True)
+    targets = discover(["."], settings)
+    parent = os.getpid()
+    real = engine.lint_bytes
+
+    def crashing(target, settings, data, *args):
+        if b"# CRASH" in data and os.getpid() != parent:
+            os._exit(1)
+        return real(target, settings, data, *args)
+
+    monkeypatch.setattr(engine, "lint_bytes", crashing)
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+    results = {r.path: r for r in engine.lint_targets(targets, settings, jobs=2)}
+    crashed = next(r for p, r in results.items() if os.path.basename(p) == "t05.py")
+    assert [d.code for d in crashed.diagnostics] == ["XLA000"]
+    assert "crashed" in crashed.diagnostics[0].message
+    others = [r for p, r in results.items() if os.path.basename(p).startswith("t") and r is not crashed]
+    assert len(others) == 11 and all(any(d.code == "XLA004" for d in r.diagnostics) for r in others)
 
 
 def test_cli_jobs_give_identical_output(tmp_path):

@@ -59,6 +59,8 @@ class FileContext:
         self._qnames_cache: dict[tuple[int, int], frozenset[str]] = {}
         self._memo: dict[object, object] = {}
         self.stack: list[cst.CSTNode] = []
+        # The ancestors of these types, kept apart while the traversal runs (enclosing() reads them).
+        self.typed_stacks: dict[type, list[cst.CSTNode]] = {cst.FunctionDef: [], cst.With: []}
         self.reports: list[Report] = []
 
     def memo(self, key, factory):
@@ -79,31 +81,36 @@ class FileContext:
         """Qualified names ``node`` (a Name/Attribute, or a Call's callee) may stand for,
         in their public spelling (see :func:`xla_lint.apis.canonical`) and as written;
         read in ``scope`` (default: the scope of the node being visited)."""
-        if isinstance(node, cst.Call):
+        kind = type(node)
+        if kind is cst.Call:
             node = node.func
-        if not isinstance(node, (cst.Name, cst.Attribute)):
-            return frozenset()
+            kind = type(node)
+        if kind is not cst.Name and kind is not cst.Attribute:
+            return _NO_NAMES
         if scope is None:
             scope = self.scope_stack[-1]
         key = (id(node), id(scope))  # every rule asks about the same calls: answer once
         cached = self._qnames_cache.get(key)
         if cached is None:
             raw = qualified_names(node, scope)
-            cached = frozenset(raw | {apis.canonical(n) for n in raw}) if raw else frozenset()
+            cached = frozenset(raw | {apis.canonical(n) for n in raw}) if raw else _NO_NAMES
             self._qnames_cache[key] = cached
         return cached
 
     def is_call_to(self, node: cst.CSTNode, *names: str | Iterable[str]) -> bool:
         """True when ``node`` is a call of one of ``names`` (dotted, public spelling)."""
-        if not isinstance(node, cst.Call):
+        if type(node) is not cst.Call:
             return False
-        wanted: set[str] = set()
+        found = self.qnames(node.func)
+        if not found:
+            return False
         for n in names:
             if isinstance(n, str):
-                wanted.add(n)
-            else:
-                wanted.update(n)
-        return not wanted.isdisjoint(self.qnames(node.func))
+                if n in found:
+                    return True
+            elif not found.isdisjoint(n):
+                return True
+        return False
 
     def is_torch_xla_name(self, node: cst.CSTNode) -> bool:
         return any(n.startswith("torch_xla") for n in self.qnames(node))
@@ -116,6 +123,12 @@ class FileContext:
 
     def enclosing(self, *types: type) -> Iterable[cst.CSTNode]:
         """Ancestors of the current node of the given types, innermost first."""
+        current = self.stack[-1] if self.stack else None
+        if len(types) == 1 and types[0] in self.typed_stacks:
+            for node in reversed(self.typed_stacks[types[0]]):
+                if node is not current:
+                    yield node
+            return
         for node in reversed(self.stack[:-1]):
             if isinstance(node, types):
                 yield node
@@ -250,6 +263,9 @@ def _with_prefixes(modules: Iterable[str]) -> set[str]:
     return out
 
 
+_NO_NAMES: frozenset[str] = frozenset()
+
+
 @functools.lru_cache(maxsize=None)
 def _callbacks(visitor_type: type) -> tuple[tuple[str, type], ...]:
     """``(method name, node type)`` of every ``visit_<Node>``/``leave_<Node>`` method of ``visitor_type``."""
@@ -278,17 +294,29 @@ class Dispatcher(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         ctx = self.ctx
         ctx.stack.append(node)
+        kind = type(node)
+        typed = ctx.typed_stacks.get(kind)
+        if typed is not None:
+            typed.append(node)
         scope = ctx.scopes.get(node)
         if scope is not None and node is not ctx.module:
             ctx.scope_stack.append(scope)
-        for callback in self._visit.get(type(node), ()):
-            callback(node)
+        callbacks = self._visit.get(kind)
+        if callbacks:
+            for callback in callbacks:
+                callback(node)
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         ctx = self.ctx
-        for callback in self._leave.get(type(original_node), ()):
-            callback(original_node)
+        kind = type(original_node)
+        callbacks = self._leave.get(kind)
+        if callbacks:
+            for callback in callbacks:
+                callback(original_node)
         if original_node is not ctx.module and original_node in ctx.scopes:
             ctx.scope_stack.pop()
+        typed = ctx.typed_stacks.get(kind)
+        if typed is not None:
+            typed.pop()
         ctx.stack.pop()

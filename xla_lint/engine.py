@@ -428,9 +428,10 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
 
     Each file is read once. Files the prefilter rules out yield their imports only;
     the others are answered from the result cache in ``cache_dir`` (None: no cache,
-    see :mod:`xla_lint.cache`) or linted, in up to ``jobs`` worker processes when there
+    see :mod:`xla_lint.cache`) or linted, in up to ``jobs`` worker processes once there
     is enough source to parse (at least :data:`PARALLEL_MIN_FILES` files and
-    :data:`PARALLEL_MIN_BYTES` bytes), else in this process.
+    :data:`PARALLEL_MIN_BYTES` bytes), else in this process. Files go to the workers
+    as they are read, so reading the rest of the tree overlaps with linting.
     """
     cache = None
     if cache_dir is not None:
@@ -438,75 +439,113 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
 
         cache = ResultCache(cache_dir, settings.fingerprint())
     results: list[FileResult | None] = [None] * len(targets)
-    todo: list[tuple[int, Target, bytes, str | None]] = []
-    for index, target in enumerate(targets):
-        try:
-            data = read_source(target.path)
-        except OSError as exc:
-            result = FileResult(target.path)
-            result.diagnostics.append(syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1))
-            results[index] = result
-            continue
-        if not needs_parse(data):
-            results[index] = lint_bytes(target, settings, data)
-            continue
-        key = None
-        if cache is not None:
-            module, is_package = module_of(target.path) if target.kind == "python" else ("", False)
-            key = cache.key(target.path, target.kind, data, settings.codes_for(target.path), module, is_package)
-            hit = cache.load(target.path, key)
-            if hit is not None:
-                results[index] = hit
+    queued: list[tuple[int, Target, bytes, str | None]] = []
+    queued_bytes = 0
+    pool: _Pool | None = None
+    try:
+        for index, target in enumerate(targets):
+            try:
+                data = read_source(target.path)
+            except OSError as exc:
+                result = FileResult(target.path)
+                result.diagnostics.append(syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1))
+                results[index] = result
                 continue
-        todo.append((index, target, data, key))
-
-    workers = min(jobs, len(todo))
-    if workers > 1 and len(todo) >= PARALLEL_MIN_FILES and sum(len(j[2]) for j in todo) >= PARALLEL_MIN_BYTES:
-        for index, result in _lint_in_pool(todo, settings, cache_dir, workers):
-            results[index] = result
-    else:
-        for index, target, data, key in todo:
-            results[index] = lint_bytes(target, settings, data)
-            if cache is not None and key is not None:
-                cache.store(target.path, key, results[index])
+            if not needs_parse(data):
+                results[index] = lint_bytes(target, settings, data)
+                continue
+            key = None
+            if cache is not None:
+                module, is_package = module_of(target.path) if target.kind == "python" else ("", False)
+                key = cache.key(target.path, target.kind, data, settings.codes_for(target.path), module, is_package)
+                hit = cache.load(target.path, key)
+                if hit is not None:
+                    results[index] = hit
+                    continue
+            job = (index, target, data, key)
+            if pool is not None:
+                pool.submit(job)
+                continue
+            queued.append(job)
+            queued_bytes += len(data)
+            if jobs > 1 and len(queued) >= PARALLEL_MIN_FILES and queued_bytes >= PARALLEL_MIN_BYTES:
+                pool = _Pool(settings, cache_dir, jobs)
+                for job in sorted(queued, key=lambda j: -len(j[2])):
+                    pool.submit(job)
+                queued = []
+        if pool is not None:
+            for index, result in pool.results():
+                results[index] = result
+    finally:
+        if pool is not None:
+            pool.close()
+    for index, target, data, key in queued:  # too little to be worth worker processes
+        results[index] = lint_bytes(target, settings, data)
+        if cache is not None and key is not None:
+            cache.store(target.path, key, results[index])
     return results  # type: ignore[return-value]
 
 
-def _lint_in_pool(todo, settings: Settings, cache_dir: str | None, workers: int):
-    """Lint ``todo`` in ``workers`` processes, biggest files first (the last to finish is small).
+class _Pool:
+    """Worker processes linting jobs ``(index, target, bytes, cache key)`` as they are submitted.
 
     A worker that dies (out of memory, a crash in native code) does not take the run
     with it: each file it may have held is linted again alone in a fresh process, and
     one that kills that process too is reported as XLA000.
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
 
-    try:  # fork: workers inherit the imported rules instead of importing them again
-        context = multiprocessing.get_context("fork")
-    except ValueError:  # pragma: no cover - not on Linux/macOS
-        context = multiprocessing.get_context()
-    ordered = sorted(todo, key=lambda j: -len(j[2]))
-    done: dict[int, FileResult] = {}
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init,
-                                 initargs=(settings, cache_dir)) as pool:
-            for index, result in pool.map(_worker_lint, ordered, chunksize=1):
+    def __init__(self, settings: Settings, cache_dir: str | None, workers: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        try:  # fork: workers inherit the imported rules instead of importing them again
+            self._context = multiprocessing.get_context("fork")
+        except ValueError:  # pragma: no cover - not on Linux/macOS
+            self._context = multiprocessing.get_context()
+        self._initargs = (settings, cache_dir)
+        self._executor = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
+                                             initializer=_worker_init, initargs=self._initargs)
+        self._jobs: list = []
+        self._futures: list = []
+
+    def submit(self, job: tuple[int, Target, bytes, str | None]) -> None:
+        from concurrent.futures.process import BrokenProcessPool
+
+        self._jobs.append(job)
+        try:
+            self._futures.append(self._executor.submit(_worker_lint, job))
+        except (BrokenProcessPool, RuntimeError):  # the pool died already: results() redoes it
+            self._futures.append(None)
+
+    def results(self) -> list[tuple[int, FileResult]]:
+        """``(index, result)`` of every submitted job, sorted by index."""
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        done: dict[int, FileResult] = {}
+        for job, future in zip(self._jobs, self._futures):
+            if future is None:
+                continue
+            try:
+                index, result = future.result()
                 done[index] = result
-    except BrokenProcessPool:
-        for job in ordered:
+            except BrokenProcessPool:
+                pass
+        for job in self._jobs:
             if job[0] in done:
                 continue
             try:
-                with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_worker_init,
-                                         initargs=(settings, cache_dir)) as pool:
-                    done[job[0]] = pool.submit(_worker_lint, job).result()[1]
+                with ProcessPoolExecutor(max_workers=1, mp_context=self._context, initializer=_worker_init,
+                                         initargs=self._initargs) as alone:
+                    done[job[0]] = alone.submit(_worker_lint, job).result()[1]
             except BrokenProcessPool:
                 result = FileResult(job[1].path)
                 result.diagnostics.append(syntax_error(job[1].path, "the parser crashed on this file", 1, 1))
                 done[job[0]] = result
-    return sorted(done.items())
+        return sorted(done.items())
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 def program_facts(results: list[FileResult]) -> ProgramFacts:

@@ -264,7 +264,12 @@ def assigned_once(ctx, name: cst.BaseExpression) -> cst.BaseExpression | None:
                  *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)))
         if any(p.name.value == name.value for p in every):
             return None
-    counter = _Assignments(name.value, node)
+    return ctx.memo(("assigned_once", id(node), name.value), lambda: _only_value(node, name.value))
+
+
+def _only_value(node: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """The value ``name`` is assigned in ``node`` when that is its only binding there."""
+    counter = _Assignments(name, node)
     walk(node, counter, TRIVIA)
     if len(counter.values) == 1 and counter.other == 0:
         return counter.values[0]

@@ -45,6 +45,7 @@ RUNTIME_QUERIES = frozenset({
 } | {f"{apis.XM}.{n}" for n in ("xrt_world_size", "get_ordinal", "get_local_ordinal", "is_master_ordinal",
                                  "get_xla_supported_devices", "set_rng_state")}
   | {"torch_xla.devices", "torch_xla.device_count", "torch_xla.real_devices", "torch_xla.manual_seed"})
+_DEVICE_OR_RUNTIME = DEVICE_APIS | RUNTIME_QUERIES
 
 CLIP_APIS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
                        "torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm_",
@@ -499,9 +500,9 @@ if __name__ == "__main__":
             return
         if key in self.first:
             return
-        if self.ctx.spmd_branch() is True:
+        if not (names & _DEVICE_OR_RUNTIME or self.devices.placement(node)):
             return
-        if names & (DEVICE_APIS | RUNTIME_QUERIES) or self.devices.placement(node):
+        if self.ctx.spmd_branch() is not True:
             self.first[key] = node
 
     def leave_Module(self, node: cst.Module) -> None:
