@@ -190,6 +190,20 @@ def test_silent_types_leave_out_leaves_nobody_listens_to():
     assert cst.Name not in silent_types(frozenset({cst.Name}))
 
 
+def test_child_fields_from_code_constants_match_the_source():
+    """The cheap reading of LibCST's visit order (code constants) agrees with its source, for every node type."""
+    from xla_lint import walk as walk_module
+
+    checked = 0
+    for node_type in walk_module._NODE_TYPES:
+        method = getattr(node_type, "_visit_and_replace_children", None)
+        if method is None or getattr(method, "__isabstractmethod__", False):
+            continue
+        assert walk_module.child_fields(node_type) == walk_module._child_fields_from_source(node_type), node_type
+        checked += 1
+    assert checked > 150
+
+
 def test_walk_has_no_recursion_limit():
     module = cst.parse_module("x = " + "-" * 500 + "1\n")
     count = 0
