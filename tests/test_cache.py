@@ -141,3 +141,39 @@ def test_cache_key_covers_module_name(tmp_path):
     assert c.key(*args, "pkg", True) != c.key(*args, "pkg", False)
     assert c.key(*args, "a", False) == c.key(*args, "a", False)
     assert c.key(*args, "a", False) != ResultCache(tmp_path, "other settings").key(*args, "a", False)
+
+
+LIBCST_PROBE = """\
+import sys
+from xla_lint.cli import main
+try:
+    main(sys.argv[1:], standalone_mode=False)
+except SystemExit:
+    pass
+print("LIBCST-IMPORTED" if "libcst" in sys.modules else "LIBCST-NOT-IMPORTED")
+"""
+
+
+def _probe(cwd: Path, *args: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", LIBCST_PROBE, *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout
+
+
+def test_a_run_that_parses_nothing_never_imports_libcst(tmp_path):
+    """Warm runs, --version and configuration errors skip LibCST's ~0.3 s import; a cold run needs it."""
+    tree(tmp_path, n=3)
+    cache = str(tmp_path / "cache")
+    cold = _probe(tmp_path, "--isolated", "--output-format", "json", "--cache-dir", cache, "-j", "1", ".")
+    assert cold.rstrip().endswith("LIBCST-IMPORTED")
+    warm = _probe(tmp_path, "--isolated", "--output-format", "json", "--cache-dir", cache, "-j", "1", ".")
+    assert warm.rstrip().endswith("LIBCST-NOT-IMPORTED")
+    assert warm.replace("LIBCST-NOT-IMPORTED", "") == cold.replace("LIBCST-IMPORTED", "")  # same findings
+    assert "XLA003" in warm
+    assert _probe(tmp_path, "--version").rstrip().endswith("LIBCST-NOT-IMPORTED")
+    assert _probe(tmp_path, "--isolated", "--select", "XLA999", ".").rstrip().endswith("LIBCST-NOT-IMPORTED")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "util.py").write_text("import os\nprint(os.sep)\n")
+    assert _probe(plain, "--isolated", "--no-cache", ".").rstrip().endswith("LIBCST-NOT-IMPORTED")  # prefilter: no parse

@@ -38,3 +38,21 @@ def test_module_entry_point_prints_the_page():
     proc = subprocess.run([sys.executable, "-m", "xla_lint.docs"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0
     assert proc.stdout == render()
+
+
+def test_catalogue_is_up_to_date_and_agrees_with_the_rule_classes(tmp_path, capsys):
+    """xla_lint/catalogue.py (what start-up reads instead of the rule classes) is generated and current."""
+    from xla_lint import catalogue
+    from xla_lint.docs import CATALOGUE_PATH, render_catalogue
+
+    assert CATALOGUE_PATH.read_text(encoding="utf-8") == render_catalogue(), \
+        "xla_lint/catalogue.py is stale: run `python -m xla_lint.docs --catalogue > xla_lint/catalogue.py`"
+    assert [(r.code, r.name, r.default_enabled, r.since_version) for r in all_rules()] == \
+        [tuple(info) for info in catalogue.RULES]
+    for rule in all_rules():
+        for version in ((2, 0), (2, 4), (2, 9), (3, 0)):
+            assert catalogue.BY_CODE[rule.code].applies_to(version) == rule.applies_to(version)
+    stale = tmp_path / "catalogue.py"
+    stale.write_text(render_catalogue().replace("'XLA001'", "'XLA0001'"), encoding="utf-8")
+    assert main(["--catalogue", "--check", "--path", str(stale)]) == 1
+    assert "--catalogue" in capsys.readouterr().err

@@ -24,7 +24,6 @@ from .fixes import WriteError, fix_loop, write_atomic
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
 from .reporters.explain import render_rule
-from .rules import all_rules, rule_by_code
 from .source import SourceError, decode_with_encoding
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
@@ -304,6 +303,8 @@ def _fail(message: str) -> None:
               help="Emphasise headings and code; auto: when standard output is a terminal and NO_COLOR is not set.")
 def rule_command(code: str | None, show_all: bool, output_format: str, color: str) -> None:
     """Explain rule CODE, or list every rule with --all."""
+    from .rules import all_rules, rule_by_code  # the rule classes (and LibCST): only this command needs them
+
     colored = use_color(color)
     if show_all or code is None:
         if output_format == "json":

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .rules import all_rules
+from .catalogue import RULES
 
 DEFAULT_TARGET = (2, 9)
 KNOWN_KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores",
@@ -117,7 +117,7 @@ def _codes(value: Any, key: str, source: str) -> list[str]:
         value = [v for v in value.replace(" ", "").split(",") if v]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{source}: {key} must be a list of rule codes")
-    known = [r.code for r in all_rules()]
+    known = [r.code for r in RULES]
     out = []
     for v in value:
         v = v.strip().upper()
@@ -170,7 +170,7 @@ def build_settings(
     ignored = cli_ignore if cli_ignore is not None else file_ignore
     extend = file_extend + cli_extend
     selected = set()
-    for rule in all_rules():
+    for rule in RULES:
         on = any(rule.code.startswith(p) for p in chosen) if chosen is not None else rule.default_enabled
         on = on or any(rule.code.startswith(p) for p in extend)
         if on and not any(rule.code.startswith(p) for p in ignored):

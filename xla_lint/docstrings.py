@@ -107,7 +107,7 @@ def lint_docstrings(text: str, path: str, rules: list[type[Rule]], *, target_ver
     Findings that need program facts are dropped (an example is a fragment). Examples
     that do not parse are skipped, never reported.
     """
-    from .engine import lint_text  # the engine calls this module; import late
+    from .linter import lint_text  # the linter calls this module; import late
 
     scope = None
     out: list[Diagnostic] = []

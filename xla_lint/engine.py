@@ -7,31 +7,27 @@
 
 A file's own work (:func:`lint_file`) depends on nothing but the file and the settings,
 so it runs in parallel worker processes and can be cached; only the cheap program-facts
-join and the filtering run after every file is done.
+join and the filtering run after every file is done. Parsing and the traversal live in
+:mod:`xla_lint.linter`, the only part that needs LibCST, imported when a file needs a parse.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import os
 import re
 from dataclasses import dataclass, field, replace
 
-import libcst as cst
-
+from .catalogue import BY_CODE
 from .config import Settings
-from .context import Dispatcher, FactsCollector, FileContext
-from .docstrings import lint_docstrings
 from .diagnostics import Diagnostic, Edit, Fix, Severity
 from .discovery import Target
 from .facts import FileFacts, ProgramFacts, compute_program_facts
-from .names import BindingCollector, Scope
-from .rule import Rule, SyntaxErrorRule
-from .rules import all_rules
-from .source import SourceError, call_with_deep_stack, code_blocks, decode, python_syntax, read_source
-from .suppress import Suppressions, find_suppressions
-from .walk import silent_types, walk
+from .source import SourceError, decode, read_source
+from .suppress import Suppressions
+
+# Parsing and rules live in xla_lint/linter.py (LibCST), imported when a file needs a parse.
+SYNTAX_ERROR = BY_CODE["XLA000"]
 
 # A file none of whose text matches cannot concern any rule: every rule is about a
 # torch_xla API or an XLA_* environment variable, and reports only in files that name one.
@@ -59,119 +55,10 @@ class FileResult:
     skipped_reason: str | None = None
 
 
-def _rules_for(settings: Settings, path: str) -> list[type[Rule]]:
-    codes = settings.codes_for(path)
-    return [r for r in all_rules() if r.code in codes and r is not SyntaxErrorRule
-            and r.applies_to(settings.target_version)]
-
-
 def syntax_error(path: str, message: str, line: int, column: int) -> Diagnostic:
     """The XLA000 diagnostic for a file that cannot be read or parsed."""
-    return Diagnostic(SyntaxErrorRule.code, SyntaxErrorRule.name, f"cannot parse: {message}", path,
+    return Diagnostic(SYNTAX_ERROR.code, SYNTAX_ERROR.name, f"cannot parse: {message}", path,
                       line, column, line, column + 1, Severity.ERROR)
-
-
-def _syntax_error_position(text: str, exc: "cst.ParserSyntaxError") -> tuple[str, int, int]:
-    """Message, 1-based line and column of a syntax error.
-
-    LibCST's native parser reports the token after the error, and its message and its
-    position disagree; CPython's own parser, asked only on this error path, names the
-    exact place (``def f(:`` -> line 1, column 7, "invalid syntax"). When CPython accepts
-    what LibCST refused (newer syntax), LibCST's account is used.
-    """
-    import ast
-
-    try:
-        ast.parse(text)
-    except SyntaxError as err:
-        if err.lineno:
-            return (err.msg or "invalid syntax"), err.lineno, max(1, err.offset or 1)
-    except (ValueError, RecursionError, MemoryError):
-        pass
-    message = str(exc.message).strip().splitlines()[0] if str(exc.message).strip() else "syntax error"
-    return message, exc.raw_line, exc.raw_column + 1
-
-
-def parse_source(text: str, path: str, line_offset: int = 0, column_offset: int = 0
-                 ) -> "tuple[cst.Module, ast.Module | None] | Diagnostic":
-    """The LibCST module of ``text`` with CPython's (None when CPython refuses the text), or
-    the XLA000 diagnostic saying why it cannot be parsed."""
-    syntax, deep = python_syntax(text)  # LibCST's native parser would overflow the stack on deep input
-    if deep is not None:
-        return syntax_error(path, deep.message, deep.line + line_offset, deep.column + column_offset)
-    try:
-        return cst.parse_module(text), syntax
-    except cst.ParserSyntaxError as exc:
-        message, line, column = _syntax_error_position(text, exc)
-        return syntax_error(path, message, line + line_offset, column + column_offset)
-    except RecursionError:
-        return syntax_error(path, "nesting too deep to parse", 1 + line_offset, 1 + column_offset)
-    except Exception as exc:  # the native parser raises other errors on some inputs
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return syntax_error(path, first, 1 + line_offset, 1 + column_offset)
-
-
-def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
-              module: str = "", is_package: bool = False, line_offset: int = 0,
-              column_offset: int = 0, with_fixes: bool = True, group: str | None = None,
-              globals_scope=None, tree: cst.Module | None = None, syntax: "ast.Module | None" = None,
-              ) -> tuple[list[Diagnostic], FileFacts | None]:
-    """Lint one piece of Python source (``tree``: its parse, when the caller already has it,
-    and ``syntax`` CPython's, which places the reported nodes: :mod:`xla_lint.positions`).
-
-    Returns the diagnostics (positions moved by the offsets, ``requires`` still to be
-    checked) and the source's facts; a source that does not parse yields one XLA000
-    diagnostic and no facts. Never raises for bad input.
-    """
-    if tree is None:
-        parsed = parse_source(text, path, line_offset, column_offset)
-        if isinstance(parsed, Diagnostic):
-            return [parsed], None
-        tree, syntax = parsed
-
-    ctx = FileContext(tree, module, is_package, target_version, globals_scope)
-    facts = FactsCollector(ctx, module)
-    facts.facts.group = group
-    instances = [rule(ctx) for rule in rules]
-    try:
-        # walk(): LibCST's visit order, without rebuilding every node (5-10x faster than tree.visit)
-        dispatcher = Dispatcher(ctx, [facts, *instances])
-        walk(tree, dispatcher, silent_types(frozenset(dispatcher._visit) | frozenset(dispatcher._leave)))
-    except RecursionError:
-        return [syntax_error(path, "nesting too deep to analyse", 1 + line_offset, 1 + column_offset)], None
-
-    if not ctx.reports:
-        return [], facts.facts
-    # Imported here: libcst.metadata costs ~70 ms to import, and most files have no report.
-    from .positions import locate
-
-    wanted = [(rep.node, rep.ancestors) for rep in ctx.reports]
-    if with_fixes:
-        wanted += [(r.node, rep.ancestors) for rep in ctx.reports if rep.fix is not None
-                   for r in rep.fix.replacements]
-    if syntax is None:
-        syntax = python_syntax(text)[0]
-    positions = locate(tree, syntax, wanted)
-
-    def place(node: cst.CSTNode) -> tuple[int, int, int, int]:
-        r = positions[node]
-        return (r.start.line + line_offset, r.start.column + 1 + column_offset,
-                r.end.line + line_offset, r.end.column + 1 + column_offset)
-
-    out = []
-    for rep in ctx.reports:
-        line, col, end_line, end_col = place(rep.node)
-        fix = None
-        if rep.fix is not None and with_fixes:
-            edits = []
-            for repl in rep.fix.replacements:
-                a, b, c, d = place(repl.node)
-                content = repl.new if isinstance(repl.new, str) else tree.code_for_node(repl.new)
-                edits.append(Edit(a, b, c, d, content))
-            fix = Fix(rep.fix.description, tuple(edits), rep.fix.safe, tuple(rep.fix.add_imports))
-        out.append(Diagnostic(rep.rule.code, rep.rule.name, rep.message, path, line, col, end_line,
-                              end_col, rep.rule.severity, fix, rep.requires))
-    return out, facts.facts
 
 
 def lint_file(target: Target, settings: Settings, text: str | None = None) -> FileResult:
@@ -182,7 +69,9 @@ def lint_file(target: Target, settings: Settings, text: str | None = None) -> Fi
     parsed (see :data:`PREFILTER`): it yields only the imports that tie it into programs.
     """
     if text is not None:
-        return _lint_decoded(target, settings, text)
+        from .linter import lint_decoded  # LibCST, imported only when something is parsed
+
+        return lint_decoded(target, settings, text)
     try:
         data = read_source(target.path)
     except OSError as exc:
@@ -212,45 +101,9 @@ def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
         result = FileResult(target.path)
         result.diagnostics.append(syntax_error(target.path, exc.message, exc.line, exc.column))
         return result
-    return _lint_decoded(target, settings, text)
+    from .linter import lint_decoded  # LibCST, imported only when something is parsed
 
-
-def _lint_decoded(target: Target, settings: Settings, text: str) -> FileResult:
-    # In a thread with a deep stack: LibCST recurses once or more per nesting level.
-    try:
-        return call_with_deep_stack(_lint_decoded_here, target, settings, text)
-    except Exception as exc:  # a bug of ours must cost one file, not the run
-        result = FileResult(target.path)
-        result.diagnostics.append(syntax_error(
-            target.path, f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}", 1, 1))
-        return result
-
-
-def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileResult:
-    path = target.path
-    result = FileResult(path)
-    rules = _rules_for(settings, path)
-    if target.kind == "doc":
-        _lint_document(path, text, rules, settings, result)
-        return result
-    if not PREFILTER.search(text):
-        result.skipped_reason = "no torch_xla"
-        facts = import_facts(path, text.encode("utf-8", "replace"))
-        if facts is not None:
-            result.facts.append(facts)
-        return result
-    module, is_package = module_of(path)
-    diags, facts = lint_text(text, path, rules, target_version=settings.target_version,
-                             module=module, is_package=is_package)
-    result.diagnostics = diags
-    if settings.docs and facts is not None:  # `>>>` examples in docstrings (xla_lint/docstrings.py)
-        result.diagnostics = diags + lint_docstrings(text, path, rules, target_version=settings.target_version,
-                                                     module=module, is_package=is_package)
-    if facts is not None:
-        result.facts.append(facts)
-        result.parsed = True
-        result.suppressions = find_suppressions(text)
-    return result
+    return lint_decoded(target, settings, text)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -317,52 +170,6 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
     return FileFacts(module=module, imports=frozenset(p for p in prefixes if p))
 
 
-def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Settings,
-                   result: FileResult) -> None:
-    """Lint the Python code blocks of a Markdown/reStructuredText document.
-
-    Each block is linted on its own (a page's examples are separate snippets: what one
-    block does first is no reason to flag another), with its positions in the document,
-    but names resolve across the page: an import in one block binds names in the others
-    (each block's unbound names are looked up in the page's module-level bindings), and
-    all blocks form one program for the program facts. Blocks that do not parse are
-    skipped: in documentation they are more often prose or pseudo-code than bugs.
-    """
-    blocks = code_blocks(path, text)
-    if not blocks or not PREFILTER.search(text):
-        return
-    page = Scope("module", None)
-    parsed = []  # each block parsed once; the ones that do not parse are skipped
-    for block in blocks:
-        parsed_block = parse_source(block.code, path)
-        if isinstance(parsed_block, Diagnostic):
-            continue
-        tree, syntax = parsed_block
-        parsed.append((block, tree, syntax))
-        collected = BindingCollector().collect(tree)
-        for name, values in collected.bindings.items():
-            page.bindings.setdefault(name, set()).update(values)
-        page.star_imports.extend(collected.star_imports)
-    for block, tree, syntax in parsed:
-        diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
-                                 line_offset=block.line_offset, column_offset=block.indent,
-                                 with_fixes=False, group=path, globals_scope=page, tree=tree, syntax=syntax)
-        once = {r.code for r in rules if r.once_per_file}
-        seen = {d.code for d in result.diagnostics if d.code in once}
-        for d in diags:
-            if d.code == SyntaxErrorRule.code:
-                continue
-            if d.code in once:  # the page is one program: its facts, and so the finding, are the same
-                if d.code in seen:
-                    continue
-                seen.add(d.code)
-            result.diagnostics.append(d)
-        if facts is not None:
-            result.facts.append(facts)
-            result.parsed = True
-            result.suppressions.merge(find_suppressions(block.code).shift(block.line_offset, block.indent))
-
-
 @dataclass
 class RunResult:
     """A finished run: ``diagnostics`` kept after facts and suppressions, sorted by path and position."""
@@ -405,6 +212,8 @@ _worker_state: dict = {}
 
 
 def _worker_init(settings: Settings, cache_dir: str | None) -> None:
+    from . import linter  # noqa: F401  LibCST and the rules, once per worker, while the parent reads files
+
     _worker_state["settings"] = settings
     _worker_state["cache"] = None
     if cache_dir is not None:
@@ -625,11 +434,10 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     reported. The fix (none for documents) removes the directive, or only its unused codes.
     """
     from .discovery import DOC_SUFFIXES
-    from .rules import rule_by_code
 
     used = {(d.line, d.code) for d in result.diagnostics}
     enabled = {c for c in settings.codes_for(result.path)
-               if (rule := rule_by_code(c)) is not None and rule.applies_to(settings.target_version)}
+               if (rule := BY_CODE.get(c)) is not None and rule.applies_to(settings.target_version)}
     is_doc = result.path.lower().endswith(DOC_SUFFIXES)
     out = []
     for comment in sorted(result.suppressions.noqa.values(), key=lambda c: c.line):
@@ -640,7 +448,7 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
         for code, _, _ in comment.code_spans:
             if not code.startswith("XLA") or code == UNUSED_NOQA or code in unused:
                 continue
-            if rule_by_code(code) is None:
+            if code not in BY_CODE:
                 reasons["unknown"].append(code)
             elif code not in enabled:
                 reasons["non-enabled"].append(code)

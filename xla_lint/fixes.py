@@ -11,8 +11,6 @@ import os
 import stat
 from dataclasses import dataclass
 
-import libcst as cst
-
 from .diagnostics import Diagnostic, Edit, Fix
 from .source import call_with_deep_stack, nesting_error, split_lines
 
@@ -35,6 +33,8 @@ def parses(text: str) -> bool:
     if nesting_error(text) is not None:
         return False
     try:
+        import libcst as cst  # only --fix needs the parse check
+
         call_with_deep_stack(cst.parse_module, text)
     except Exception:
         return False
@@ -48,6 +48,8 @@ def add_imports(text: str, imports: list[tuple[str, str | None]]) -> str:
     # Imported here: libcst.codemod pulls in libcst.matchers (~0.3 s), needed only by --fix.
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import AddImportsVisitor
+
+    import libcst as cst
 
     def run() -> str:
         tree = cst.parse_module(text)

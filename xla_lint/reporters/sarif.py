@@ -23,7 +23,6 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..diagnostics import Diagnostic, Fix
-from ..rules import all_rules
 from . import Report, rule_to_json
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -71,6 +70,8 @@ def _fix(d: Diagnostic, fix: Fix) -> dict | None:
 
 def sarif_log(report: Report) -> dict:
     """The SARIF log of ``report`` as a dict."""
+    from ..rules import all_rules  # the rule table (and LibCST): only SARIF output needs it
+
     rules = list(all_rules())
     index = {r.code: i for i, r in enumerate(rules)}
     results = []
