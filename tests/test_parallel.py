@@ -183,6 +183,18 @@ def test_silent_types_skip_nothing_a_visitor_listens_to():
             assert lean.events == full.events
 
 
+def test_silent_types_hold_where_annotations_are_narrower_than_the_parser():
+    """LibCST annotates AsName.name as Name | Tuple | List, yet `with f() as self.h:` holds an
+    Attribute there (and `as a[0]` a Subscript): nothing listened to may be skipped."""
+    module = cst.parse_module("with open(f) as self.handle, g() as a[0]:\n    pass\n"
+                              "import x.y as z\nexcept_ = [e for e in self.items]\n")
+    for listened in (frozenset({cst.Attribute}), frozenset({cst.Subscript}), frozenset({cst.Name})):
+        full, lean = _Listener(listened), _Listener(listened)
+        walk(module, full)
+        walk(module, lean, silent_types(listened))
+        assert lean.events == full.events and full.events
+
+
 def test_silent_types_leave_out_leaves_nobody_listens_to():
     skip = silent_types(frozenset({cst.Call}))
     assert {cst.Name, cst.Integer, cst.SimpleString, cst.Float} <= skip

@@ -182,6 +182,7 @@ def _learn(node_type: type) -> None:
 
 
 _NODE_TYPES: frozenset[type] = frozenset(_subclasses(_CSTNode))
+_EXPRESSIONS: frozenset[type] = frozenset({cst.BaseExpression} | _subclasses(cst.BaseExpression))
 _PLANS: dict[frozenset, _Plan] = {}
 
 
@@ -201,6 +202,11 @@ def _edges(node_type: type) -> frozenset:
     for types in _annotated_types(node_type).values():
         if types is None:
             out.add(_ANY)
+        elif not types.isdisjoint(_EXPRESSIONS):
+            # Annotations narrower than the parser: `with f() as self.handle:` puts an
+            # Attribute in AsName.name, annotated Name | Tuple | List. A field that may hold
+            # some expression is taken to hold any.
+            out |= types | _EXPRESSIONS
         else:
             out |= types
     return frozenset(out)
