@@ -236,3 +236,29 @@ def test_walk_has_no_recursion_limit():
     finally:
         sys.setrecursionlimit(old)
     assert count > 1000
+
+
+def test_a_parser_panic_costs_one_file_not_the_run(tmp_path, monkeypatch):
+    """pyo3 turns a Rust panic in LibCST's parser into PanicException, a BaseException:
+    it must be reported on its file like any other internal error."""
+    import libcst
+
+    class PanicException(BaseException):  # what pyo3 raises
+        pass
+
+    make_tree(tmp_path, n=4)
+    monkeypatch.chdir(tmp_path)
+    settings = build_settings(cwd=tmp_path, isolated=True)
+    targets = discover(["."], settings)
+    real = libcst.parse_module
+
+    def panicking(source, *args, **kwargs):
+        if "m2.pt" in source:
+            raise PanicException("called `Option::unwrap()` on a `None` value")
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(libcst, "parse_module", panicking)
+    results = {os.path.basename(r.path): r for r in engine.lint_targets(targets, settings, jobs=1)}
+    assert [d.code for d in results["t02.py"].diagnostics] == ["XLA000"]
+    assert "PanicException" in results["t02.py"].diagnostics[0].message
+    assert all(any(d.code == "XLA004" for d in results[f"t0{i}.py"].diagnostics) for i in (0, 1, 3))

@@ -144,3 +144,42 @@ def test_locate_without_a_path_or_cpython_tree_still_places_nodes():
     call = next(n for n in _paths(tree) if isinstance(n, cst.Call))
     assert positions.locate(tree, ast.parse(source), [(call, ())])[call] == full[call]  # path found by search
     assert positions.locate(tree, None, [(call, (tree,))])[call] == full[call]  # no CPython tree: slow way
+
+
+@pytest.mark.parametrize("source", [
+    "foo(bar)\rimport torch_xla\r\x0cprint(1)\r",        # lone CR; a form feed sends it to the fallback
+    "foo(bar)\r\nimport torch_xla\r\n\x0cprint(1)\r\n",  # CRLF, same
+    "# head\r\rfoo(bar)\rimport torch_xla\rprint(1)\r",  # a header counted in lone CRs
+])
+def test_fallback_counts_every_kind_of_line_end(source):
+    """The module-level fallback counts \\r and \\r\\n line ends too (it used to count only \\n,
+    which put every statement of a CR file on line 1 and let --fix edit the wrong code)."""
+    tree = cst.parse_module(source)
+    full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    call = [n for n in _paths(tree) if isinstance(n, cst.Call)]
+    last = max(call, key=lambda n: full[n].start.line)
+    assert positions.statement_positions(tree, [tree.body[-1]])[last] == full[last]
+    assert positions.locate(tree, ast.parse(source), [(last, ())])[last] == full[last]
+
+
+def test_locate_is_linear_in_the_number_of_reported_statements():
+    """Each block's statements are indexed once (matching them one by one from the top was quadratic)."""
+    source = "import torch_xla\n" + "".join(f"print({i})\n" for i in range(3000))
+    tree = cst.parse_module(source)
+    calls = [(stmt.body[0].value, (tree, stmt, stmt.body[0])) for stmt in tree.body[1:]]
+    calls_made = built = 0
+    real = positions._block_index
+
+    def counting(block):
+        nonlocal calls_made, built
+        calls_made += 1
+        built += id(block) not in positions._INDEXES
+        return real(block)
+
+    positions._block_index, saved = counting, positions._block_index
+    try:
+        found = positions.locate(tree, ast.parse(source), calls)
+    finally:
+        positions._block_index = saved
+    assert len(found) > 3000 and calls_made == 3000 and built == 1
+    assert len(positions._INDEXES) == 0  # nothing kept once locate() returns

@@ -137,10 +137,18 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
 
 
 def lint_decoded(target: Target, settings: Settings, text: str) -> FileResult:
+    """Lint decoded source text (see :func:`xla_lint.engine.lint_file`); never raises for bad input.
+
+    An error inside the linter costs the file (an XLA000 naming it), not the run. That
+    includes LibCST's native parser panicking: pyo3 raises ``PanicException``, which derives
+    from ``BaseException``; only interrupts and exits are let through.
+    """
     # In a thread with a deep stack: LibCST recurses once or more per nesting level.
     try:
         return call_with_deep_stack(_lint_decoded_here, target, settings, text)
-    except Exception as exc:  # a bug of ours must cost one file, not the run
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # a bug of ours (or a parser panic) must cost one file, not the run
         result = FileResult(target.path)
         result.diagnostics.append(syntax_error(
             target.path, f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}", 1, 1))

@@ -24,6 +24,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+from .source import LINE_BREAK as _LINE_BREAK
 from .walk import children
 
 _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -60,7 +61,7 @@ def statement_positions(tree: cst.Module, statements: Iterable[cst.CSTNode]) -> 
     wanted = {id(s) for s in statements}
     provider = PositionProvider()
     provider._computed = {}
-    line = 1 + sum(tree.code_for_node(h).count("\n") for h in tree.header)
+    line = 1 + sum(_line_breaks(tree.code_for_node(h)) for h in tree.header)
     remaining = len(wanted)
     for stmt in tree.body:
         if not remaining:
@@ -73,8 +74,13 @@ def statement_positions(tree: cst.Module, statements: Iterable[cst.CSTNode]) -> 
             line = state.line if state.column == 0 else state.line + 1
             remaining -= 1
         else:
-            line += tree.code_for_node(stmt).count("\n")
+            line += _line_breaks(tree.code_for_node(stmt))
     return provider._computed
+
+
+def _line_breaks(code: str) -> int:
+    """Line ends in ``code`` as Python counts them: ``\\n``, ``\\r\\n`` and a lone ``\\r``."""
+    return len(_LINE_BREAK.findall(code))
 
 
 def locate(tree: cst.Module, syntax: ast.Module | None,
@@ -87,6 +93,14 @@ def locate(tree: cst.Module, syntax: ast.Module | None,
     same text (None: CPython could not parse it, so every node takes the slow way).
     Never raises for a node of ``tree``; a node not in ``tree`` has no entry.
     """
+    try:
+        return _locate(tree, syntax, wanted)
+    finally:
+        _INDEXES.clear()
+
+
+def _locate(tree: cst.Module, syntax: ast.Module | None,
+            wanted: Sequence[tuple[cst.CSTNode, Sequence[cst.CSTNode]]]) -> Mapping[cst.CSTNode, CodeRange]:
     found: dict[cst.CSTNode, CodeRange] = {}
     done: set[int] = set()
     parents: dict[cst.CSTNode, cst.CSTNode] | None = None
@@ -242,19 +256,31 @@ def _descend(stmt: cst.CSTNode, node: ast.AST, path: Sequence[cst.CSTNode], at: 
 
 def _match(block: Sequence[cst.CSTNode], ast_block: Sequence[ast.stmt], stmt: cst.CSTNode):
     """``stmt`` (a statement of ``block``) and CPython's statement for it, or None."""
-    index = 0
-    for item in block:
-        if item is stmt:
-            break
-        index += len(item.body) if type(item) is cst.SimpleStatementLine else 1
-    else:
-        return None
-    if index >= len(ast_block):
+    index = _block_index(block).get(id(stmt))
+    if index is None or index >= len(ast_block):
         return None
     node = ast_block[index]
     if type(stmt) is not cst.SimpleStatementLine and type(node) not in _AST_TYPES.get(type(stmt), ()):
         return None
     return stmt, node
+
+
+_INDEXES: dict[int, tuple[Sequence[cst.CSTNode], dict[int, int]]] = {}  # emptied when locate() returns
+
+
+def _block_index(block: Sequence[cst.CSTNode]) -> dict[int, int]:
+    """id of each statement of ``block`` -> the index of its first CPython statement
+    (``a; b`` is one LibCST line, two CPython statements). Built once per block."""
+    cached = _INDEXES.get(id(block))
+    if cached is not None and cached[0] is block:
+        return cached[1]
+    index: dict[int, int] = {}
+    at = 0
+    for item in block:
+        index[id(item)] = at
+        at += len(item.body) if type(item) is cst.SimpleStatementLine else 1
+    _INDEXES[id(block)] = (block, index)
+    return index
 
 
 def _first_line(stmt: cst.CSTNode, node: ast.stmt, indents: list[str], is_elif: bool):

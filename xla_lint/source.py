@@ -30,7 +30,7 @@ class SourceError(Exception):
         self.column = column
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the line ends Python (and LibCST) count
 
 
 def split_lines(text: str) -> list[str]:
@@ -42,7 +42,7 @@ def split_lines(text: str) -> list[str]:
     """
     out: list[str] = []
     start = 0
-    for m in _LINE_BREAK.finditer(text):
+    for m in LINE_BREAK.finditer(text):
         out.append(text[start:m.end()])
         start = m.end()
     if start < len(text):

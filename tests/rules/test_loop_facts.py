@@ -75,3 +75,11 @@ def test_assignments_in_a_loop_body():
     (loop,) = _loops(tree).values()
     written = [tree.code_for_node(n).strip() for n in facts.assignments(loop)]
     assert written == ["a = f(x)", "b += a", "c: int = 1", "d: int"]
+
+
+def test_backward_in_a_while_test_is_a_step_but_not_a_tensor_of_the_body():
+    tree = cst.parse_module("import torch_xla\nwhile loss.backward() is None:\n    opt.step()\n")
+    facts = LoopFacts(FileContext(tree))
+    (loop,) = _loops(tree).values()
+    own, full = facts.loop(loop)
+    assert own.backward and full.backward and not full.backward_roots

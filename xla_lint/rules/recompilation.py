@@ -327,12 +327,16 @@ class LoopFacts:
         if key not in self._loops:
             own, full = Steps(), Steps()
             own_calls = {id(call) for call, _ in self._own.get(key, ())}
+            # A while loop's test runs every iteration, but what `.backward()` is called on
+            # there is not a tensor the body computes (XLA201 reads backward_roots).
+            in_test = {id(c) for c in calls_in(node.test)} if type(node) is cst.While else ()
             for call, call_scope in self._full.get(key, ()):
                 found = self._classify(call, call_scope, True)
                 if found is None:
                     continue
                 full.merge(found)
-                full.backward_roots |= found.backward_roots
+                if id(call) not in in_test:
+                    full.backward_roots |= found.backward_roots
                 if id(call) in own_calls:
                     own.merge(found)
             self._loops[key] = (own, full)
