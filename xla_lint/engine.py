@@ -212,7 +212,9 @@ _worker_state: dict = {}
 
 
 def _worker_init(settings: Settings, cache_dir: str | None) -> None:
-    from . import linter  # noqa: F401  LibCST and the rules, once per worker, while the parent reads files
+    import importlib
+
+    importlib.import_module(f"{__package__}.linter")  # LibCST and the rules, once per worker, while the parent reads files
 
     _worker_state["settings"] = settings
     _worker_state["cache"] = None
