@@ -95,6 +95,33 @@ def test_form_feed_does_not_shift_fixes(tmp_path):
     assert (tmp_path / "ff.py").read_bytes().decode() == data.replace("print('a')", "print('a', flush=True)")
 
 
+def test_lone_cr_file_keeps_its_final_line_end_when_a_fix_adds_an_import(tmp_path):
+    # LibCST's code generation of a lone-CR module drops the final \r; only the lines the
+    # import changes may come from LibCST, the rest from the file.
+    data = b"import torch_xla.core.xla_model as xm\rxm.mark_step()\rx = 1\r"
+    (tmp_path / "cr.py").write_bytes(data)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA302", "--fix", "cr.py")
+    assert proc.returncode == 0, proc.stdout
+    assert (tmp_path / "cr.py").read_bytes() == (b"import torch_xla.core.xla_model as xm\rimport torch_xla\r\r"
+                                                 b"torch_xla.sync()\rx = 1\r")
+
+
+def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp_path):
+    # LibCST drops a form feed in front of a line's first token: columns on that line are
+    # CPython's (one further right per form feed), the fix lands on the call, and the form
+    # feeds survive the import LibCST adds.
+    data = ("import torch_xla.core.xla_model as xm\n\x0c\x0cy = xm.mark_step(); xm.mark_step()\n"
+            "\x0c\nxm.mark_step()\n")
+    (tmp_path / "ff.py").write_text(data, newline="")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA302", "ff.py")
+    assert [r.split(": ")[0] for r in rows(proc)[:3]] == ["ff.py:2:7", "ff.py:2:23", "ff.py:4:1"]
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA302", "--fix", "ff.py")
+    assert proc.returncode == 0, proc.stdout
+    assert (tmp_path / "ff.py").read_bytes().decode() == (
+        "import torch_xla.core.xla_model as xm\nimport torch_xla\n\n"
+        "\x0c\x0cy = torch_xla.sync(); torch_xla.sync()\n\x0c\ntorch_xla.sync()\n")
+
+
 def test_empty_file(tmp_path):
     (tmp_path / "empty.py").write_bytes(b"")
     proc = xla(tmp_path, "--isolated", "--no-cache", "empty.py")

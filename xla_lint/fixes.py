@@ -7,30 +7,24 @@ is left, so a second ``--fix`` run changes nothing.
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 from dataclasses import dataclass
 
 from .diagnostics import Diagnostic, Edit, Fix
-from .source import call_with_deep_stack, nesting_error, split_lines
+from .source import call_with_deep_stack, line_starts, nesting_error, split_lines
 
 MAX_ROUNDS = 10
-
-
-def _offsets(text: str) -> list[int]:
-    starts = [0]
-    for line in split_lines(text):
-        starts.append(starts[-1] + len(line))
-    return starts
 
 
 def _span(edit: Edit, starts: list[int]) -> tuple[int, int]:
     return starts[edit.line - 1] + edit.column - 1, starts[edit.end_line - 1] + edit.end_column - 1
 
 
-def parses(text: str) -> bool:
-    """True when LibCST parses ``text`` (and it nests no deeper than CPython accepts)."""
-    if nesting_error(text) is not None:
+def parses(text: str | None) -> bool:
+    """True when LibCST parses ``text`` (and it nests no deeper than CPython accepts); None never parses."""
+    if text is None or nesting_error(text) is not None:
         return False
     try:
         import libcst as cst  # only --fix needs the parse check
@@ -41,8 +35,15 @@ def parses(text: str) -> bool:
     return True
 
 
-def add_imports(text: str, imports: list[tuple[str, str | None]]) -> str:
-    """``text`` with each ``(module, name)`` imported once (``name`` None: ``import module``)."""
+def add_imports(text: str, imports: list[tuple[str, str | None]]) -> str | None:
+    """``text`` with each ``(module, name)`` imported once (``name`` None: ``import module``).
+
+    LibCST's ``AddImportsVisitor`` decides which lines to add or merge, and only those
+    lines are carried into ``text``: LibCST does not reproduce every file byte for byte
+    (it drops a form feed before a statement and a lone-CR file's final ``\r``), so its
+    code generation of the whole module is never written. Returns None when an import
+    would have to change a line LibCST did not reproduce exactly (the fix is then dropped).
+    """
     if not imports:
         return text
     # Imported here: libcst.codemod pulls in libcst.matchers (~0.3 s), needed only by --fix.
@@ -51,19 +52,45 @@ def add_imports(text: str, imports: list[tuple[str, str | None]]) -> str:
 
     import libcst as cst
 
-    def run() -> str:
+    def run() -> tuple[str, str]:
         tree = cst.parse_module(text)
         context = CodemodContext()
         for module, name in imports:
             AddImportsVisitor.add_needed_import(context, module, name)
-        return tree.visit(AddImportsVisitor(context)).code
+        return tree.code, tree.visit(AddImportsVisitor(context)).code
 
-    return call_with_deep_stack(run)
+    before, after = call_with_deep_stack(run)
+    if before == text:
+        return after
+    return _carry_changes(text, before, after)
+
+
+def _carry_changes(text: str, before: str, after: str) -> str | None:
+    """Apply the line changes from ``before`` to ``after`` onto ``text``.
+
+    ``before`` is LibCST's rendition of ``text``: the same lines, some not byte-identical.
+    Unchanged lines are taken from ``text``; a changed line must be identical in ``text``
+    and ``before``, else None.
+    """
+
+    original, old, new = split_lines(text), split_lines(before), split_lines(after)
+    if len(original) != len(old):
+        return None
+    out: list[str] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            out.extend(original[i1:i2])
+            continue
+        if original[i1:i2] != old[i1:i2]:
+            return None
+        out.extend(new[j1:j2])
+    return "".join(out)
 
 
 def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, int]:
     """Apply the non-overlapping safe ``fixes`` whose result parses; return the text and how many applied."""
-    starts = _offsets(text)
+    starts = line_starts(split_lines(text))
     taken: list[tuple[int, int]] = []
     chosen: list[tuple[Fix, list[tuple[int, int, str]]]] = []
     for fix in fixes:
@@ -75,7 +102,7 @@ def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, int]:
         chosen.append((fix, spans))
         taken.extend((a, b) for a, b, _ in spans)
 
-    def build(selection) -> str:
+    def build(selection) -> str | None:
         edits = sorted((s for _, spans in selection for s in spans), key=lambda s: s[0], reverse=True)
         out = text
         for a, b, content in edits:

@@ -9,6 +9,7 @@ LibCST.
 from __future__ import annotations
 
 import ast
+import re
 
 import libcst as cst
 
@@ -22,9 +23,11 @@ from .facts import FileFacts
 from .names import BindingCollector, Scope
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
-from .source import call_with_deep_stack, code_blocks, python_syntax
+from .source import call_with_deep_stack, code_blocks, line_starts, python_syntax, split_lines
 from .suppress import find_suppressions
 from .walk import silent_types, walk
+
+_WHITESPACE = re.compile(r"\s+")
 
 
 def _rules_for(settings: Settings, path: str) -> list[type[Rule]]:
@@ -120,11 +123,28 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
         return (r.start.line + line_offset, r.start.column + 1 + column_offset,
                 r.end.line + line_offset, r.end.column + 1 + column_offset)
 
+    starts: list[int] = []
+
+    def holds(node: cst.CSTNode) -> bool:
+        """The text at ``node``'s position is ``node``'s own code, whitespace aside (LibCST's code
+        of a node omits the block indentation of its continuation lines) and without the
+        node's own parentheses (outside its position), so an edit there replaces what the
+        rule saw."""
+        if not starts:
+            starts.extend(line_starts(split_lines(text)))
+        r = positions[node]
+        if r.end.line >= len(starts):
+            return False
+        here = text[starts[r.start.line - 1] + r.start.column:starts[r.end.line - 1] + r.end.column]
+        if getattr(node, "lpar", None) or getattr(node, "rpar", None):
+            node = node.with_changes(lpar=(), rpar=())
+        return _WHITESPACE.sub("", here) == _WHITESPACE.sub("", tree.code_for_node(node))
+
     out = []
     for rep in ctx.reports:
         line, col, end_line, end_col = place(rep.node)
         fix = None
-        if rep.fix is not None and with_fixes:
+        if rep.fix is not None and with_fixes and all(holds(repl.node) for repl in rep.fix.replacements):
             edits = []
             for repl in rep.fix.replacements:
                 a, b, c, d = place(repl.node)

@@ -21,7 +21,7 @@ import ast
 from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
-from libcst.metadata import CodeRange, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from .source import LINE_BREAK as _LINE_BREAK
@@ -178,11 +178,27 @@ def _place(tree: cst.Module, syntax: ast.Module, path: Sequence[cst.CSTNode],
     else:
         statement._codegen(state)
     own = provider._computed.get(statement)
-    if own is None or (own.start.line, own.start.column) != expected:
-        return False  # CPython and LibCST disagree on where it starts: not trusted
+    if own is None:
+        return False
+    if (own.start.line, own.start.column) != expected:
+        shift = expected[1] - own.start.column
+        if own.start.line != expected[0] or shift <= 0:
+            return False  # CPython and LibCST disagree on where it starts: not trusted
+        # LibCST drops form feeds before a line's first token (``\fx = 1`` generates
+        # ``x = 1``): every position on that line moves right by what was dropped.
+        _shift_line(provider._computed, own.start.line, shift)
     done.add(id(statement))
     found.update(provider._computed)
     return True
+
+
+def _shift_line(positions: dict[cst.CSTNode, CodeRange], line: int, shift: int) -> None:
+    """Move every position on ``line`` (1-based) ``shift`` columns to the right, in place."""
+    for node, r in positions.items():
+        if r.start.line == line or r.end.line == line:
+            start = CodePosition(r.start.line, r.start.column + shift) if r.start.line == line else r.start
+            end = CodePosition(r.end.line, r.end.column + shift) if r.end.line == line else r.end
+            positions[node] = CodeRange(start, end)
 
 
 def _start(tree: cst.Module, syntax: ast.Module, path: Sequence[cst.CSTNode]

@@ -50,6 +50,15 @@ def split_lines(text: str) -> list[str]:
     return out
 
 
+def line_starts(lines: list[str]) -> list[int]:
+    """Character offset at which each of ``lines`` (:func:`split_lines`' result) starts, and
+    one more entry: the offset just past the last line (the text's length)."""
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
 def read_source(path: str) -> bytes:
     """The bytes of the regular file ``path``.
 

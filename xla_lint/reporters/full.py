@@ -17,6 +17,7 @@ is shown as its one line.
 from __future__ import annotations
 
 from ..diagnostics import Diagnostic, Fix
+from ..source import line_starts
 from . import Report
 from .text import fixes_section, line, style, summary
 
@@ -33,9 +34,7 @@ def apply_one(lines: list[str], fix: Fix) -> tuple[int, list[str], list[str]] | 
     if lo < 1 or hi > len(lines):
         return None
     segment = lines[lo - 1:hi]
-    starts = [0]
-    for piece in segment:
-        starts.append(starts[-1] + len(piece))
+    starts = line_starts(segment)
     text = "".join(segment)
     spans = sorted(((starts[e.line - lo] + e.column - 1, starts[e.end_line - lo] + e.end_column - 1, e.content)
                     for e in fix.edits), key=lambda s: s[0], reverse=True)
