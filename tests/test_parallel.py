@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import libcst as cst
+import pytest
 from helpers import write_tree
 
 from xla_lint import engine
@@ -68,6 +70,40 @@ def test_a_worker_crash_costs_one_file_not_the_run(tmp_path, monkeypatch):
     assert "crashed" in crashed.diagnostics[0].message
     others = [r for p, r in results.items() if os.path.basename(p).startswith("t") and r is not crashed]
     assert len(others) == 11 and all(any(d.code == "XLA004" for d in r.diagnostics) for r in others)
+
+
+def _running(pid: str) -> bool:
+    """The process exists and is not a zombie (an orphan's zombie may never be reaped in a container)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_workers_exit_when_the_parent_is_killed(tmp_path):
+    """kill -9 of xla-lint takes its worker processes with it (they used to wait forever)."""
+    make_tree(tmp_path, n=400)
+    proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--jobs", "2", "."],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    workers: list[str] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            if not children.exists():
+                pytest.skip("this kernel does not list a process's children")
+            workers = children.read_text().split()
+            time.sleep(0.02)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(workers) == 2, "the run ended before both workers were seen"
+    deadline = time.monotonic() + 10
+    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if _running(w)]
 
 
 def test_cli_jobs_give_identical_output(tmp_path):

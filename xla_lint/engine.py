@@ -211,9 +211,32 @@ PARALLEL_MIN_FILES = 4
 _worker_state: dict = {}
 
 
-def _worker_init(settings: Settings, cache_dir: str | None) -> None:
+PARENT_CHECK_SECONDS = 0.5  # how often a worker looks for its parent
+
+
+def _exit_with_parent(parent: int, interval: float = PARENT_CHECK_SECONDS) -> None:
+    """End this worker process once ``parent`` (a process id) is gone, checked every ``interval`` seconds.
+
+    A pool worker waits on a queue whose write end it holds itself, so it would never see
+    the parent die (``kill -9`` of ``xla-lint``, a CI runner killing the job) and would wait
+    forever. A daemon thread notices that the worker was re-parented and exits it.
+    """
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="xla-lint-parent-watch", daemon=True).start()
+
+
+def _worker_init(settings: Settings, cache_dir: str | None, parent: int | None = None) -> None:
     import importlib
 
+    if parent is not None:
+        _exit_with_parent(parent)
     importlib.import_module(f"{__package__}.linter")  # LibCST and the rules, once per worker, while the parent reads files
 
     _worker_state["settings"] = settings
@@ -313,7 +336,7 @@ class _Pool:
             self._context = multiprocessing.get_context("fork")
         except ValueError:  # pragma: no cover - not on Linux/macOS
             self._context = multiprocessing.get_context()
-        self._initargs = (settings, cache_dir)
+        self._initargs = (settings, cache_dir, os.getpid())
         self._executor = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
                                              initializer=_worker_init, initargs=self._initargs)
         self._jobs: list = []
