@@ -18,7 +18,7 @@ import click
 
 from . import __version__
 from .config import ConfigError, Settings, build_settings
-from .discovery import DOC_SUFFIXES, DiscoveryError, Target, discover
+from .discovery import DOCUMENT_SUFFIXES, DiscoveryError, Target, discover
 from .engine import FileResult, default_jobs, finalize, lint_file, program_facts, run, syntax_error
 from .fixes import WriteError, fix_loop, write_atomic
 from .reporters import Report, reporters, rule_to_json
@@ -208,7 +208,7 @@ def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, d
     """Lint standard input as file ``name``; with ``fix`` print the fixed source on standard
     output (the report then goes to standard error), with ``diff`` a unified diff. Exits."""
     data = sys.stdin.buffer.read()
-    kind = "doc" if name.lower().endswith(DOC_SUFFIXES) else "python"
+    kind = "doc" if name.lower().endswith(DOCUMENT_SUFFIXES) else "python"
     target = Target(name, kind)
     try:
         text, encoding = decode_with_encoding(data)

@@ -40,8 +40,10 @@ class FileContext:
     """
 
     def __init__(self, module: cst.Module, module_name: str = "", is_package: bool = False,
-                 target_version: tuple[int, int] = (2, 9), globals_scope: Scope | None = None) -> None:
+                 target_version: tuple[int, int] = (2, 9), globals_scope: Scope | None = None,
+                 notebook: bool = False) -> None:
         self.module = module
+        self.notebook = notebook  # a Jupyter notebook's code cell (run in a kernel, not as a script)
         self.module_name = module_name
         self.target_version = target_version
         collector = BindingCollector(module_name, is_package)

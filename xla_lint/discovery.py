@@ -1,7 +1,7 @@
 """Which files a run lints.
 
-Folders are searched for ``*.py`` (and ``*.md``/``*.rst`` when documentation linting is
-on), skipping hidden folders, virtualenvs, ``build/``, ``dist/``, ``__pycache__``,
+Folders are searched for ``*.py`` and ``*.ipynb`` (and ``*.md``/``*.rst`` when documentation
+linting is on), skipping hidden folders, virtualenvs, ``build/``, ``dist/``, ``__pycache__``,
 ``node_modules``, ``site-packages`` and what ``exclude`` names. A file named explicitly
 is always linted, unless ``force-exclude`` is on (as the pre-commit hooks run it). Symlinked folders are not followed (no loops); the order is sorted.
 """
@@ -16,7 +16,9 @@ from .config import Settings, _path_matches
 
 SKIPPED_FOLDERS = frozenset({"build", "dist", "__pycache__", "node_modules", "site-packages",
                              "venv", "env", ".venv", ".xla_lint_cache"})
-DOC_SUFFIXES = (".md", ".markdown", ".rst")
+DOC_SUFFIXES = (".md", ".markdown", ".rst")  # linted when documentation linting is on
+NOTEBOOK_SUFFIX = ".ipynb"  # Jupyter notebooks: always linted (their code cells)
+DOCUMENT_SUFFIXES = (*DOC_SUFFIXES, NOTEBOOK_SUFFIX)  # files whose code blocks are linted, never fixed
 
 
 class DiscoveryError(Exception):
@@ -32,7 +34,7 @@ class Target:
 
 
 def _kind(name: str) -> str:
-    return "doc" if name.lower().endswith(DOC_SUFFIXES) else "python"
+    return "doc" if name.lower().endswith(DOCUMENT_SUFFIXES) else "python"
 
 
 def _is_virtualenv(folder: str) -> bool:
@@ -63,7 +65,8 @@ def discover(paths: list[str], settings: Settings) -> list[Target]:
             )
             for name in sorted(files):
                 full = os.path.normpath(os.path.join(folder, name))
-                if name.endswith(".py") or (settings.docs and name.lower().endswith(DOC_SUFFIXES)):
+                lower = name.lower()
+                if name.endswith(".py") or lower.endswith(NOTEBOOK_SUFFIX) or (settings.docs and lower.endswith(DOC_SUFFIXES)):
                     if not _excluded(full, settings):
                         found.setdefault(full, Target(full, _kind(name)))
     return sorted(found.values(), key=lambda t: t.path)

@@ -458,12 +458,12 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     whole program). Bare ``# noqa``, other tools' codes and ``XLA900`` itself are never
     reported. The fix (none for documents) removes the directive, or only its unused codes.
     """
-    from .discovery import DOC_SUFFIXES
+    from .discovery import DOCUMENT_SUFFIXES
 
     used = {(d.line, d.code) for d in result.diagnostics}
     enabled = {c for c in settings.codes_for(result.path)
                if (rule := BY_CODE.get(c)) is not None and rule.applies_to(settings.target_version)}
-    is_doc = result.path.lower().endswith(DOC_SUFFIXES)
+    is_doc = result.path.lower().endswith(DOCUMENT_SUFFIXES)
     out = []
     for comment in sorted(result.suppressions.noqa.values(), key=lambda c: c.line):
         if comment.codes is None:

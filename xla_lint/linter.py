@@ -23,7 +23,7 @@ from .facts import FileFacts
 from .names import BindingCollector, Scope
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
-from .source import call_with_deep_stack, code_blocks, line_starts, python_syntax, split_lines
+from .source import SourceError, call_with_deep_stack, code_blocks, line_starts, python_syntax, split_lines
 from .suppress import find_suppressions
 from .walk import silent_types, walk
 
@@ -94,7 +94,8 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
             return [parsed], None
         tree, syntax = parsed
 
-    ctx = FileContext(tree, module, is_package, target_version, globals_scope)
+    ctx = FileContext(tree, module, is_package, target_version, globals_scope,
+                      notebook=path.lower().endswith(".ipynb"))
     facts = FactsCollector(ctx, module)
     facts.facts.group = group
     instances = [rule(ctx) for rule in rules]
@@ -204,7 +205,7 @@ def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileRes
 
 def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Settings,
                    result: FileResult) -> None:
-    """Lint the Python code blocks of a Markdown/reStructuredText document.
+    """Lint the Python code blocks of a Markdown/reStructuredText document or the code cells of a notebook.
 
     Each block is linted on its own (a page's examples are separate snippets: what one
     block does first is no reason to flag another), with its positions in the document,
@@ -213,8 +214,14 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
     all blocks form one program for the program facts. Blocks that do not parse are
     skipped: in documentation they are more often prose or pseudo-code than bugs.
     """
-    blocks = code_blocks(path, text)
-    if not blocks or not PREFILTER.search(text):
+    if not PREFILTER.search(text):
+        return
+    try:
+        blocks = code_blocks(path, text)
+    except SourceError as exc:  # a notebook that is not nbformat JSON
+        result.diagnostics.append(syntax_error(path, exc.message, exc.line, exc.column))
+        return
+    if not blocks:
         return
     page = Scope("module", None)
     parsed = []  # each block parsed once; the ones that do not parse are skipped

@@ -306,8 +306,16 @@ def doctest_blocks(text: str, line_offset: int = 0, extra_indent: int = 0) -> li
 
 
 def code_blocks(path: str, text: str) -> list[CodeBlock]:
-    """Python blocks of a ``.md``/``.markdown`` or ``.rst`` document (empty for other suffixes)."""
+    """Python blocks of a ``.md``/``.markdown`` or ``.rst`` document, or the code cells of a
+    ``.ipynb`` notebook (empty for other suffixes).
+
+    Raises :class:`SourceError` for a notebook that is not nbformat JSON.
+    """
     lower = path.lower()
+    if lower.endswith(".ipynb"):
+        from .notebooks import notebook_blocks
+
+        return notebook_blocks(text)
     if lower.endswith((".md", ".markdown")):
         return markdown_blocks(text)
     if lower.endswith(".rst"):

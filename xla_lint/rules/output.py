@@ -22,7 +22,10 @@ class PrintWithoutFlush(Rule):
 Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla.
 Calls that pass `**kwargs` are left alone (they may carry `flush`), and so are
 prints to `sys.stderr`, which Python 3.9+ line-buffers even when redirected. A local function or
-parameter named `print` is not the builtin and is not flagged.
+parameter named `print` is not the builtin and is not flagged. In a Jupyter notebook only
+prints inside functions are flagged: at a cell's top level they run in the kernel, whose
+output the notebook shows, while a function may run in processes that `torch_xla.launch`
+or `xmp.spawn` start, whose output is lost the same way.
 
 ## Why is this bad
 On TPU VMs a training job's standard output is usually a pipe or a file (`nohup`,
@@ -79,6 +82,8 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             return  # stderr is line-buffered even when redirected (Python 3.9+)
         if not self.ctx.is_call_to(node, apis.PRINT):
             return
+        if self.ctx.notebook and next(iter(self.ctx.enclosing(cst.FunctionDef)), None) is None:
+            return  # a cell's top level runs in the kernel, whose output the notebook shows
         self.report(node, fix=PendingFix("add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]))
 
 
