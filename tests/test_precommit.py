@@ -9,6 +9,7 @@ fixable finding.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -57,6 +58,10 @@ def test_hooks_report_and_fix(tmp_path, pre_commit_home, hooks_repo):
     _git(project, "init", "-q")
     (project / "train.py").write_text(BAD)
     (project / "notes.txt").write_text("print('not python')\n")
+    notebook = json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                                      "source": ["import torch_xla\n", "def f():\n", "    print('x')\n"]}],
+                           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    (project / "train.ipynb").write_text(notebook)
     _git(project, "add", ".")
     env = {**os.environ, "PRE_COMMIT_HOME": str(pre_commit_home), "PRE_COMMIT_COLOR": "never",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
@@ -70,13 +75,16 @@ def test_hooks_report_and_fix(tmp_path, pre_commit_home, hooks_repo):
     lint = hook("xla-lint")
     assert lint.returncode == 1, lint.stdout + lint.stderr
     assert "train.py:5:5: XLA004" in lint.stdout
-    assert "notes.txt" not in lint.stdout  # types: [python]
+    assert "notes.txt" not in lint.stdout  # types_or: [python, jupyter]
+    assert "train.ipynb:" in lint.stdout and "XLA004" in lint.stdout
     assert (project / "train.py").read_text() == BAD
 
     fix = hook("xla-lint-fix")
     assert fix.returncode == 1, fix.stdout + fix.stderr  # pre-commit fails a hook that changed files
     assert "files were modified by this hook" in fix.stdout
     assert (project / "train.py").read_text() == FIXED
+    assert (project / "train.ipynb").read_text() == notebook  # notebooks are never rewritten
 
     again = hook("xla-lint")
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.returncode == 1, again.stdout + again.stderr  # the notebook's finding stays
+    assert "train.py:" not in again.stdout and "train.ipynb:" in again.stdout
