@@ -22,6 +22,7 @@ are left out.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 
@@ -50,6 +51,9 @@ def notebook_blocks(text: str) -> list[CodeBlock]:
     if _language(notebook) not in ("", "python"):
         return []
     strings = _string_lines(text)
+    where: dict[str, list[int]] = {}  # string value -> its indexes in ``strings``, ascending
+    for index, (_, _, value) in enumerate(strings):
+        where.setdefault(value, []).append(index)
     blocks: list[CodeBlock] = []
     after = 0  # index in ``strings`` past the last cell placed
     for cell in cells:
@@ -62,7 +66,7 @@ def notebook_blocks(text: str) -> list[CodeBlock]:
         code = _mask("".join(pieces))
         if code is None or not code.strip():
             continue
-        found = _find(strings, pieces, after)
+        found = _find(strings, where, pieces, after)
         line_offset = indent = 0  # not found in the text (JSON without line breaks): from the top
         if found is not None:
             index, exact = found
@@ -125,12 +129,14 @@ def _string_lines(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _find(strings: list[tuple[int, int, str]], pieces: list[str], after: int) -> tuple[int, bool] | None:
+def _find(strings: list[tuple[int, int, str]], where: dict[str, list[int]], pieces: list[str],
+          after: int) -> tuple[int, bool] | None:
     """Where in ``strings`` (at or after index ``after``) the cell ``pieces`` start: the index,
     and whether they stand there one per line (see :func:`_one_per_line`); the first such
-    place, else the first string equal to the first piece; None when there is none."""
-    first = pieces[0]
-    candidates = [i for i in range(after, len(strings)) if strings[i][2] == first]
+    place, else the first string equal to the first piece; None when there is none.
+    ``where`` maps each string value to its indexes in ``strings``."""
+    indexes = where.get(pieces[0], [])
+    candidates = indexes[bisect.bisect_left(indexes, after):]
     for index in candidates:
         if _one_per_line(strings, index, pieces):
             return index, True
