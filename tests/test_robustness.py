@@ -156,6 +156,30 @@ def test_deep_nesting_never_crashes(tmp_path, expr):
     assert all(" XLA000 cannot parse: " in r for r in deep)
 
 
+@pytest.mark.parametrize("expr", ["a" + ".b" * 10_000, "f" + "()" * 50_000, "1 if x else " * 5_000 + "1"])
+def test_nesting_python_refuses_is_reported_at_once(tmp_path, expr):
+    """Depth that `python file.py` refuses is XLA000 before LibCST sees it (10,000 chained
+    attributes used to crash the process in LibCST's native parser and lose every result;
+    5,000 nested conditionals took 4 GB)."""
+    (tmp_path / "deep.py").write_text(f"import torch_xla\nx = {expr}\n")
+    (tmp_path / "good.py").write_text(PRINT)
+    python = subprocess.run([sys.executable, "deep.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "RecursionError" in python.stderr  # the interpreter refuses it too
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", ".", timeout=60)
+    assert rows(proc)[:2] == ["deep.py:1:1: XLA000 cannot parse: nesting too deep (Python refuses it too)",
+                              "good.py:2:1: XLA004 `print` without `flush=True` in torch_xla code: "
+                              "the line may sit in a buffer and never appear"]
+
+
+def test_nesting_python_accepts_is_linted(tmp_path):
+    (tmp_path / "deep.py").write_text("import torch_xla\nx = a" + ".b" * 2_500 + "\nprint(x)\n")
+    python = subprocess.run([sys.executable, "-c", "import ast; ast.parse(open('deep.py').read())"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert python.returncode == 0
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "deep.py", timeout=120)
+    assert [r.split(" ")[0] for r in rows(proc)[:1]] == ["deep.py:3:1:"]
+
+
 def test_symlink_loop_and_dangling_symlink(tmp_path):
     (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
     (tmp_path / "gone.py").symlink_to(tmp_path / "missing.py")

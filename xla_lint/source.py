@@ -94,8 +94,17 @@ def python_syntax(text: str) -> tuple[ast.Module | None, SourceError | None]:
     are left to LibCST, which knows newer grammar than the running interpreter may).
     CPython's parser guards its stack and is ~15x faster than LibCST's; its line numbers
     also place reported statements without generating code (:mod:`xla_lint.positions`).
+
+    The nesting CPython accepts is what ``python file.py`` accepts: its AST depth limit
+    follows the recursion limit (3x it, counted from the caller's depth: CPython 3.11
+    ``Python/Python-ast.c``), so the parse runs under the interpreter's default limit
+    above the current depth, even inside
+    :func:`call_with_deep_stack` (whose raised limit let 10,000 chained ``.attr`` through,
+    and LibCST's native parser then crashed the process).
     """
+    old_limit = sys.getrecursionlimit()
     try:
+        sys.setrecursionlimit(min(old_limit, PYTHON_RECURSION_LIMIT + _stack_depth()))
         return compile(text, "<xla-lint>", "exec", ast.PyCF_ONLY_AST), None
     except SyntaxError as exc:
         if "too many nested" in str(exc.msg) or "too complex" in str(exc.msg):
@@ -104,7 +113,22 @@ def python_syntax(text: str) -> tuple[ast.Module | None, SourceError | None]:
         return None, SourceError("nesting too deep (Python refuses it too)")
     except (ValueError, OverflowError):
         pass
+    finally:
+        sys.setrecursionlimit(old_limit)
     return None, None
+
+
+PYTHON_RECURSION_LIMIT = 1000  # the interpreter's default sys.getrecursionlimit()
+
+
+def _stack_depth() -> int:
+    """Frames on this thread's Python stack."""
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
 
 
 def nesting_error(text: str) -> SourceError | None:
