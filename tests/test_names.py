@@ -80,3 +80,14 @@ def test_old_and_private_paths_map_to_the_public_name():
     names = resolved_calls(code)[0]
     assert "torch_xla.distributed.spmd.Mesh" in names
     assert "torch_xla.experimental.xla_sharding.Mesh" in names
+
+
+@pytest.mark.parametrize("pattern", ["xs", "[1, xs]", "[*xs]", "{'k': xs}", "{**xs}", "C(a=xs)", "1 | xs",
+                                     "(1 as xs)"])
+def test_a_case_pattern_capture_binds_its_name(pattern):
+    """`case` captures bind like assignments: the import and the captured value are both possible."""
+    from xla_lint.names import LOCAL, BindingCollector
+
+    code = f"import torch_xla.distributed.spmd as xs\nmatch v:\n    case {pattern}:\n        pass\n"
+    bindings = BindingCollector().collect(cst.parse_module(code)).bindings
+    assert bindings["xs"] == {"torch_xla.distributed.spmd", LOCAL}

@@ -159,6 +159,7 @@ class BindingCollector:
             self._block(stmt.body, scope)
         elif isinstance(stmt, cst.Match):
             for case in stmt.cases:
+                self._pattern(case.pattern, scope)
                 self._block(case.body, scope)
 
     def _small(self, small, scope: Scope) -> None:
@@ -205,6 +206,20 @@ class BindingCollector:
         elif isinstance(small, cst.Nonlocal):
             scope.nonlocals.update(n.name.value for n in small.names)
 
+    def _pattern(self, pattern, scope: Scope) -> None:
+        """Bind the capture names of a ``case`` pattern (``case x``, ``[a, *rest]``, ``{**kw}``, ``C(y=z) as w``)."""
+        stack = [pattern]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is cst.MatchAs or kind is cst.MatchStar:
+                if isinstance(node.name, cst.Name):
+                    scope.bind(node.name.value, LOCAL)
+            elif kind is cst.MatchMapping and isinstance(node.rest, cst.Name):
+                scope.bind(node.rest.value, LOCAL)
+            if isinstance(node, cst.MatchPattern) or kind in _PATTERN_PARTS:
+                stack.extend(node.children)
+
     def _target(self, target, scope: Scope) -> None:
         if isinstance(target, cst.Name):
             scope.bind(target.value, LOCAL)
@@ -213,6 +228,11 @@ class BindingCollector:
                 self._target(el.value, scope)
         elif isinstance(target, cst.StarredElement):
             self._target(target.value, scope)
+
+
+# Pattern nodes that hold patterns without being patterns themselves.
+_PATTERN_PARTS = frozenset({cst.MatchSequenceElement, cst.MatchMappingElement, cst.MatchKeywordElement,
+                            cst.MatchOrElement})
 
 
 def lookup(name: str, scope: Scope) -> set[str]:

@@ -16,7 +16,7 @@ from ..context import FileContext, find_arg, literal_string
 from ..diagnostics import Severity
 from ..names import dotted_name, lookup
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..walk import TRIVIA, calls_in, walk
+from ..walk import TRIVIA, calls_in, iter_nodes, walk
 
 # -- shared helpers ---------------------------------------------------------------
 
@@ -112,16 +112,51 @@ def _version(v: tuple[int, int]) -> str:
 def _fix_name_ok(ctx: FileContext, head: str) -> bool:
     """True when the bare name ``head`` is free or already the module ``head`` here,
     so a fix may write ``head.something`` (and add ``import head``)."""
+    if head in _expression_binders(ctx):
+        return False
     found = lookup(head, ctx.scope)
     return not found or found == {head}
 
 
 def _module_alias(ctx: FileContext, module: str) -> str | None:
     """A module-level name bound to exactly ``module`` (``xr`` for ``import torch_xla.runtime as xr``)."""
+    binders = _expression_binders(ctx)
     for name, targets in ctx.root_scope.bindings.items():
-        if targets == {module} and lookup(name, ctx.scope) == {module}:
+        if targets == {module} and name not in binders and lookup(name, ctx.scope) == {module}:
             return name
     return None
+
+
+def _expression_binders(ctx: FileContext) -> frozenset[str]:
+    """Names the file binds where :class:`~xla_lint.names.BindingCollector` does not look:
+    comprehension targets, lambda parameters, ``:=`` targets (all inside expressions).
+
+    A fix that writes ``torch_xla.sync()`` where a comprehension or lambda binds
+    ``torch_xla`` would call a method of that value instead; fixes are refused for such
+    names anywhere in the file (rare, and safe). One walk per file, on the first fix asked.
+    """
+    def collect() -> frozenset[str]:
+        names: set[str] = set()
+        for node in iter_nodes(ctx.module):
+            kind = type(node)
+            if kind is cst.CompFor:
+                names.update(_target_names(node.target))
+            elif kind is cst.Lambda:
+                params = node.params
+                for p in (*params.posonly_params, *params.params, *params.kwonly_params,
+                          params.star_arg, params.star_kwarg):
+                    if isinstance(p, cst.Param):
+                        names.add(p.name.value)
+            elif kind is cst.NamedExpr:
+                names.update(_target_names(node.target))
+        return frozenset(names)
+
+    return ctx.memo("expression-binders", collect)
+
+
+def _target_names(target: cst.CSTNode) -> set[str]:
+    """Names bound by an assignment target (``a``, ``(a, *b)``, ``[a, b]``)."""
+    return {n.value for n in iter_nodes(target) if type(n) is cst.Name}
 
 
 def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
@@ -303,6 +338,10 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                 fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
                       "if xr.global_ordinal() == 0:\n    pass\n"),
         Invalid("from torch_xla.core.xla_model import xrt_world_size as ws\nn = ws()\n", (1,)),
+        Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+                "r = [xm.get_ordinal() for xr in range(2)]\n", (3,),  # `xr` is the loop's here
+                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nimport torch_xla.runtime\n\n"
+                      "r = [torch_xla.runtime.global_ordinal() for xr in range(2)]\n"),
         Invalid("import torch_xla.experimental\nstep_fn = torch_xla.experimental.compile(step_fn)\n", (2,),
                 fixed="import torch_xla.experimental\nimport torch_xla\n\nstep_fn = torch_xla.compile(step_fn)\n"),
         Invalid("import os\nimport torch_xla\nos.environ['XRT_TPU_CONFIG'] = 'localservice;0;localhost:51011'\n"
@@ -523,6 +562,8 @@ ignores; it adds `import torch_xla` when the file lacks it. Calls passing `*args
         Invalid("from torch_xla.core.xla_model import xla_device\nd = xla_device(0)\n", (2,),
                 fixed="from torch_xla.core.xla_model import xla_device\nimport torch_xla\n\nd = torch_xla.device(0)\n"),
         Invalid("import torch_xla.core.xla_model as xm\ndef f(torch_xla):\n    return xm.xla_device()\n", (3,)),
+        Invalid("import torch_xla.core.xla_model as xm\nf = lambda torch_xla: xm.xla_device()\n", (2,),
+                fixed="import torch_xla.core.xla_model as xm\nf = lambda torch_xla: xm.xla_device()\n"),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -602,6 +643,15 @@ so the fix keeps every argument and adds `import torch_xla` when missing.
         Invalid("from torch_xla.core import xla_model\nfor b in data:\n    xla_model.mark_step()\n", (3,),
                 fixed="from torch_xla.core import xla_model\nimport torch_xla\n\nfor b in data:\n"
                       "    torch_xla.sync()\n"),
+        # `torch_xla` bound by a comprehension, `:=` or a `case` pattern: `torch_xla.sync()` would
+        # call that value's method, so there is no fix (fixed == the source).
+        *(Invalid(src, (line,), fixed=src) for src, line in (
+            ("import torch_xla.core.xla_model as xm\n[xm.mark_step() for torch_xla in range(2)]\n", 2),
+            ("import torch_xla.core.xla_model as xm\n{k: xm.mark_step() for k, torch_xla in d}\n", 2),
+            ("import torch_xla.core.xla_model as xm\n(torch_xla := 3)\nxm.mark_step()\n", 3),
+            ("import torch_xla.core.xla_model as xm\nmatch v:\n    case [1, {'k': torch_xla}]:\n"
+             "        xm.mark_step()\n", 4),
+        )),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
