@@ -106,6 +106,17 @@ def test_lone_cr_file_keeps_its_final_line_end_when_a_fix_adds_an_import(tmp_pat
                                                  b"torch_xla.sync()\rx = 1\r")
 
 
+def test_noqa_counts_in_a_lone_cr_file(tmp_path):
+    # tokenize cut the file only at \n: a CR file was one line, its noqa comments ignored,
+    # and XLA900's fix removed the user's comment while the finding was fixed.
+    data = b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b")  # noqa: XLA302\r'
+    (tmp_path / "cr.py").write_bytes(data)
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--extend-select", "XLA900", "cr.py")
+    assert [r.split(" ")[0:2] for r in rows(proc)[:2]] == [["cr.py:3:1:", "XLA004"], ["cr.py:3:13:", "XLA900"]]
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--extend-select", "XLA900", "--fix", "cr.py")
+    assert (tmp_path / "cr.py").read_bytes() == b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b", flush=True)\r'
+
+
 def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp_path):
     # LibCST drops a form feed in front of a line's first token: columns on that line are
     # CPython's (one further right per form feed), the fix lands on the call, and the form
@@ -120,6 +131,30 @@ def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp
     assert (tmp_path / "ff.py").read_bytes().decode() == (
         "import torch_xla.core.xla_model as xm\nimport torch_xla\n\n"
         "\x0c\x0cy = torch_xla.sync(); torch_xla.sync()\n\x0c\ntorch_xla.sync()\n")
+
+
+@pytest.mark.parametrize("data", [
+    b'import torch_xla\nprint("hi")',                                  # no line end at the end
+    b'import torch_xla\n\x0cprint("hi")\n',                           # a form feed (str.splitlines cuts there)
+    b'import torch_xla\nprint("a\xe2\x80\xa8b")\n',                      # U+2028 inside a string
+    b'# -*- coding: latin-1 -*-\nimport torch_xla\nprint("caf\xe9")\n',  # the diff is in the file's encoding
+    b'\xef\xbb\xbfimport torch_xla\r\nprint(1)\r\n',                     # BOM and CRLF
+    b'import torch_xla\r\nprint(1)\nprint(2)\r\n',                      # mixed line ends
+], ids=["no-eol", "form-feed", "u2028", "latin-1", "bom-crlf", "mixed"])
+def test_diff_applies_and_gives_what_fix_writes(tmp_path, data):
+    (tmp_path / "t.py").write_bytes(data)
+    diff = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff", "t.py"],
+                          cwd=tmp_path, capture_output=True, timeout=120)
+    assert diff.returncode == 1 and diff.stdout.startswith(b"--- a/t.py\n"), diff.stderr
+    stdin = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff",
+                            "--stdin-filename", "t.py", "-"], input=data, cwd=tmp_path, capture_output=True, timeout=120)
+    assert stdin.stdout == diff.stdout
+    (tmp_path / "t.diff").write_bytes(diff.stdout)
+    subprocess.run(["git", "apply", "t.diff"], cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    patched = (tmp_path / "t.py").read_bytes()
+    (tmp_path / "t.py").write_bytes(data)
+    xla(tmp_path, "--isolated", "--no-cache", "--fix", "t.py")
+    assert patched == (tmp_path / "t.py").read_bytes() != data
 
 
 def test_empty_file(tmp_path):

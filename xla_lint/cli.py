@@ -6,7 +6,6 @@ Exit status: 0 nothing found, 1 diagnostics found, 2 usage or configuration erro
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -20,7 +19,7 @@ from . import __version__
 from .config import ConfigError, Settings, build_settings
 from .discovery import DOCUMENT_SUFFIXES, DiscoveryError, Target, discover
 from .engine import FileResult, default_jobs, finalize, lint_file, program_facts, run, syntax_error
-from .fixes import WriteError, fix_loop, write_atomic
+from .fixes import WriteError, fix_loop, unified_diff, write_atomic
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
 from .reporters.explain import render_rule
@@ -228,9 +227,7 @@ def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, d
         fixed = outcome.applied
         applied = [d for d in diagnostics if d.fix is not None and d.fix.safe] if fixed else []
         if diff:
-            click.echo("".join(difflib.unified_diff(text.splitlines(keepends=True),
-                                                    outcome.fixed.splitlines(keepends=True),
-                                                    fromfile=f"a/{name}", tofile=f"b/{name}")), nl=False)
+            _write_bytes(unified_diff(text, outcome.fixed, name, encoding))
             sys.exit(EXIT_FOUND if fixed else EXIT_CLEAN)
         diagnostics = relint(outcome.fixed)
         text = outcome.fixed
@@ -272,9 +269,7 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
         outcome = fix_loop(path, text, relint)
         if outcome.fixed != text:
             if not write:
-                diff = difflib.unified_diff(text.splitlines(keepends=True), outcome.fixed.splitlines(keepends=True),
-                                            fromfile=f"a/{path}", tofile=f"b/{path}")
-                click.echo("".join(diff), nl=False)
+                _write_bytes(unified_diff(text, outcome.fixed, path, encoding))
             else:
                 try:
                     write_atomic(path, outcome.fixed, encoding)
@@ -288,6 +283,13 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
         remaining.extend(relint(outcome.fixed if write else text))
     remaining.sort(key=lambda d: d.sort_key)
     return remaining, total, failed, applied
+
+
+def _write_bytes(data: bytes) -> None:
+    """Write ``data`` to standard output as is (a diff in its file's encoding)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
 
 
 def _fail(message: str) -> None:

@@ -123,6 +123,25 @@ def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, int]:
     return text, 0
 
 
+def unified_diff(old: str, new: str, path: str, encoding: str = "utf-8") -> bytes:
+    """A unified diff from ``a/path`` to ``b/path`` that ``patch -p1`` and ``git apply`` turn
+    the file (text ``old``, stored as ``encoding``) into ``new``, as bytes in that encoding.
+
+    Lines are cut where Python cuts them (:func:`split_lines`: not at form feeds or
+    ``\\u2028`` as :meth:`str.splitlines` does), a last line without a line end is followed by
+    ``\\ No newline at end of file``, and a UTF-8 BOM stays on the first line. Lines that end
+    in a lone ``\\r`` are shown but cannot be applied by line-based tools.
+    """
+    if encoding == "utf-8-sig":
+        old, new, encoding = "\ufeff" + old, "\ufeff" + new, "utf-8"
+    out: list[str] = []
+    for line in difflib.unified_diff(split_lines(old), split_lines(new), fromfile=f"a/{path}", tofile=f"b/{path}"):
+        out.append(line)
+        if not line.endswith(("\n", "\r")):
+            out.append("\n\\ No newline at end of file\n")
+    return "".join(out).encode(encoding, errors="surrogateescape")
+
+
 @dataclass
 class FixOutcome:
     """The result of fixing one file: the new text and how many fixes went in."""

@@ -126,11 +126,18 @@ def _codes(text: str | None) -> frozenset[str] | None:
     return frozenset(c.upper() for c in _CODE.findall(text))
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
 def find_suppressions(text: str) -> Suppressions:
     """Every suppression comment of ``text`` (which must tokenize; a failure yields none)."""
     result = Suppressions()
     if "noqa" not in text and "xla-lint" not in text:
         return result
+    # tokenize cuts lines at "\n" only; a lone "\r" ends a line for Python (and for the
+    # reported positions) too. "\r" -> "\n" keeps every line number and column.
+    if "\r" in text:
+        text = _LONE_CR.sub("\n", text)
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
