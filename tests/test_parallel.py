@@ -88,10 +88,13 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--jobs", "2", "."],
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    want = 2
+    if engine.default_jobs() < want:
+        pytest.skip("--jobs is capped at the cores: one core runs no worker processes")
     workers: list[str] = []
     deadline = time.monotonic() + 60
     try:
-        while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        while len(workers) < want and proc.poll() is None and time.monotonic() < deadline:
             if not children.exists():
                 pytest.skip("this kernel does not list a process's children")
             workers = children.read_text().split()
@@ -99,7 +102,7 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path):
     finally:
         proc.kill()
         proc.wait()
-    assert len(workers) == 2, "the run ended before both workers were seen"
+    assert len(workers) == want, "the run ended before every worker was seen"
     deadline = time.monotonic() + 10
     while any(_running(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -298,3 +301,25 @@ def test_a_parser_panic_costs_one_file_not_the_run(tmp_path, monkeypatch):
     assert [d.code for d in results["t02.py"].diagnostics] == ["XLA000"]
     assert "PanicException" in results["t02.py"].diagnostics[0].message
     assert all(any(d.code == "XLA004" for d in results[f"t0{i}.py"].diagnostics) for i in (0, 1, 3))
+
+
+def test_jobs_is_capped_at_the_cores(tmp_path, monkeypatch):
+    """-j 1000 on two cores started 1000 worker processes and ran 50x slower."""
+    from click.testing import CliRunner
+
+    from xla_lint import cli
+
+    seen = []
+    real = cli.run
+
+    def recording(targets, settings, jobs, **kw):
+        seen.append(jobs)
+        return real(targets, settings, jobs, **kw)
+
+    monkeypatch.setattr(cli, "run", recording)
+    (tmp_path / "a.py").write_text("import torch_xla\nprint(1)\n")
+    monkeypatch.chdir(tmp_path)
+    for option in (["--jobs", "1000"], [], ["--jobs", "1"]):
+        result = CliRunner().invoke(cli.main, ["check", "--isolated", "--no-cache", *option, "a.py"])
+        assert result.exit_code == 1, result.output
+    assert seen == [engine.default_jobs(), engine.default_jobs(), 1]
