@@ -48,3 +48,22 @@ def fix_text(root: Path, rel: str, select: list[str]) -> str:
         return outcome.fixed
     finally:
         os.chdir(old)
+
+
+def without_file_powers() -> list[str]:
+    """A command prefix that runs a program without root's power to read and write any file
+    (``setpriv`` dropping CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH), so permission tests mean
+    something under root too; empty when not root. Skips the test when it cannot be done."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    caps = "-dac_override,-dac_read_search"
+    prefix = [setpriv or "setpriv", "--bounding-set", caps, "--inh-caps", caps]
+    if setpriv is None or subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
+        pytest.skip("running as root, and setpriv cannot drop the file-access capabilities")
+    return prefix

@@ -102,6 +102,31 @@ def test_corrupt_and_foreign_entries_are_ignored_and_rewritten(tmp_path):
         assert entry["tag"] == "xla-lint result cache" and len(entry["key"]) == 64
 
 
+def test_entries_with_values_of_the_wrong_type_are_ignored_and_rewritten(tmp_path):
+    """Right tag, version and key, but a facts or noqa value of the wrong type (as a hand
+    edit or another tool could leave it): ignored, not an internal error on every run."""
+    tree(tmp_path, n=3)
+    cache = tmp_path / "cache"
+    baseline = xla(tmp_path, "--no-cache", ".").stdout
+    xla(tmp_path, "--cache-dir", str(cache), ".")
+    poisons = [("facts", "module", 5), ("facts", "group", [1]), ("facts", "imports", [1]),
+               ("suppressions", "disabled_codes", [7]), ("suppressions", "disable_all", "yes")]
+    poisoned = 0
+    for path in entries(cache):
+        entry = json.loads(path.read_bytes())
+        result = entry["result"]
+        if not result["facts"] or poisoned >= len(poisons):
+            continue
+        part, field, value = poisons[poisoned]
+        target = result["facts"][0] if part == "facts" else result["suppressions"]
+        target[field] = value
+        path.write_text(json.dumps(entry))
+        poisoned += 1
+    assert poisoned == len(poisons)
+    for _ in range(2):  # ignored, then rewritten
+        assert xla(tmp_path, "--cache-dir", str(cache), ".").stdout == baseline
+
+
 def test_unusable_cache_folder_only_costs_time(tmp_path):
     tree(tmp_path, n=2)
     (tmp_path / "blocker").write_text("a file where the cache folder should be")

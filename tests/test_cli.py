@@ -18,7 +18,7 @@ import pytest
 
 from xla_lint.rules import all_rules
 
-from helpers import write_tree
+from helpers import without_file_powers, write_tree
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 
@@ -30,11 +30,12 @@ CLEAN = "import torch_xla\nprint('ok', flush=True)\n"
 MSG4 = "`print` without `flush=True` in torch_xla code: the line may sit in a buffer and never appear"
 
 
-def xla(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m xla_lint ARGS`` in ``cwd``; stdout/stderr as text."""
+def xla(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None,
+        prefix: list[str] = ()) -> subprocess.CompletedProcess:
+    """Run ``python -m xla_lint ARGS`` in ``cwd`` (after the command ``prefix``); stdout/stderr as text."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", *args], cwd=cwd, input=input,
+    proc = subprocess.run([*prefix, sys.executable, "-m", "xla_lint", *args], cwd=cwd, input=input,
                           capture_output=True, env=full_env, timeout=120)
     proc.stdout = proc.stdout.decode("utf-8")
     proc.stderr = proc.stderr.decode("utf-8")
@@ -209,12 +210,11 @@ def test_diff_prints_and_writes_nothing(tmp_path):
 
 
 def test_fix_reports_unwritable_file_and_leaves_it(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root can write read-only files")
+    prefix = without_file_powers()
     write_tree(tmp_path, {"a.py": PRINTS})
     (tmp_path / "a.py").chmod(0o444)
-    proc = xla(tmp_path, "--select", "XLA004", "--fix")
-    assert proc.returncode == 1 and "not writable" in proc.stderr
+    proc = xla(tmp_path, "--select", "XLA004", "--fix", prefix=prefix)
+    assert proc.returncode == 1 and "a.py: read-only, left unchanged" in proc.stderr
     assert (tmp_path / "a.py").read_text() == PRINTS
 
 

@@ -109,6 +109,33 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path):
     assert not [w for w in workers if _running(w)]
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_ctrl_c_exits_130_and_takes_the_workers_with_it(tmp_path):
+    """SIGINT to the whole process group, as Ctrl-C in a terminal sends it: one line, exit 130
+    (click printed "Aborted!" and exited 1, the code for findings), no worker left."""
+    import signal
+
+    if engine.default_jobs() < 2:
+        pytest.skip("--jobs is capped at the cores: one core runs no worker processes")
+    make_tree(tmp_path, n=400)
+    proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--jobs", "2", "."],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    workers: list[str] = []
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        workers = children.read_text().split() if children.exists() else []
+        time.sleep(0.02)
+    assert len(workers) == 2, "the run ended before its workers were seen"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, b"xla-lint: interrupted\n")
+    deadline = time.monotonic() + 10
+    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if _running(w)]
+
+
 def test_cli_jobs_give_identical_output(tmp_path):
     make_tree(tmp_path)
     outs = []

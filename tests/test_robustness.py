@@ -16,13 +16,16 @@ import pytest
 from xla_lint.fixes import WriteError, apply_fixes, write_atomic
 from xla_lint.diagnostics import Edit, Fix
 
+from helpers import without_file_powers
+
 PRINT = "import torch_xla\nprint('a')\n"
 PRINT_FIXED = "import torch_xla\nprint('a', flush=True)\n"
 
 
-def xla(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``python -m xla_lint ARGS`` in ``cwd`` (isolated from config unless a test says otherwise)."""
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", *args], cwd=cwd, capture_output=True,
+def xla(cwd: Path, *args: str, timeout: float = 120, prefix: list[str] = ()) -> subprocess.CompletedProcess:
+    """Run ``python -m xla_lint ARGS`` in ``cwd`` (isolated from config unless a test says
+    otherwise), after the command ``prefix`` (see :func:`helpers.without_file_powers`)."""
+    proc = subprocess.run([*prefix, sys.executable, "-m", "xla_lint", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
     assert proc.returncode in (0, 1, 2), (proc.returncode, proc.stderr)
@@ -252,12 +255,32 @@ def test_fifo_is_refused_without_hanging(tmp_path):
     assert rows(proc)[0] == "pipe.py:1:1: XLA000 cannot parse: cannot read file: not a regular file"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads chmod-000 files")
 def test_unreadable_file(tmp_path):
+    prefix = without_file_powers()
     (tmp_path / "secret.py").write_text(PRINT)
     (tmp_path / "secret.py").chmod(0)
-    proc = xla(tmp_path, "--isolated", "--no-cache", "secret.py")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "secret.py", prefix=prefix)
     assert rows(proc)[0] == "secret.py:1:1: XLA000 cannot parse: cannot read file: Permission denied"
+
+
+def test_unreadable_folder_is_reported_not_skipped(tmp_path):
+    prefix = without_file_powers()
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "a.py").write_text(PRINT)
+    (tmp_path / "b.py").write_text(PRINT)
+    (tmp_path / "secret").chmod(0)
+    try:
+        proc = xla(tmp_path, "--isolated", "--no-cache", ".", prefix=prefix)
+        assert [r.split(" ")[0:2] for r in rows(proc)[:2]] == [["b.py:2:1:", "XLA004"], ["secret:1:1:", "XLA000"]]
+        assert rows(proc)[1].endswith("cannot read folder: Permission denied")
+        # A file named inside it exists; it cannot be reached (it used to be "no such file").
+        proc = xla(tmp_path, "--isolated", "--no-cache", "secret/a.py", prefix=prefix)
+        assert proc.returncode == 1
+        assert rows(proc)[0] == "secret/a.py:1:1: XLA000 cannot parse: cannot access: Permission denied"
+        proc = xla(tmp_path, "--isolated", "--no-cache", "secret", prefix=prefix)  # the folder, named
+        assert rows(proc)[0] == "secret:1:1: XLA000 cannot parse: cannot read folder: Permission denied"
+    finally:
+        (tmp_path / "secret").chmod(0o755)
 
 
 def test_file_deleted_between_discovery_and_reading(tmp_path):
@@ -288,6 +311,25 @@ def test_malformed_pyproject(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("xla-lint: error: ") and "pyproject.toml: not valid TOML" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("tool", ["5", '"xla-lint"', '["x"]'])
+def test_pyproject_whose_tool_is_not_a_table(tmp_path, tool):
+    """Found on the way up it is some other project's file: ignored. Named with --config: a
+    one-line error (both were internal errors)."""
+    (tmp_path / "pyproject.toml").write_text(f"tool = {tool}\n")
+    (tmp_path / "a.py").write_text(PRINT)
+    proc = xla(tmp_path, "--no-cache", "a.py")
+    assert proc.returncode == 1 and rows(proc)[0].startswith("a.py:2:1: XLA004")
+    proc = xla(tmp_path, "--no-cache", "--config", "pyproject.toml", "a.py")
+    assert proc.returncode == 2 and proc.stderr == "xla-lint: error: pyproject.toml: `tool` must be a table\n"
+
+
+def test_closed_standard_input(tmp_path):
+    proc = subprocess.run(["sh", "-c", f"exec '{sys.executable}' -m xla_lint - <&-"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == "xla-lint: error: standard input is closed; name files to lint instead of `-`\n"
 
 
 def test_unknown_select_code(tmp_path):

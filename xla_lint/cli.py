@@ -26,6 +26,7 @@ from .reporters.explain import render_rule
 from .source import SourceError, decode_with_encoding
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a job stopped by Ctrl-C
 FORMATS = ["text", "concise", "full", "json", "sarif", "github"]
 
 
@@ -40,8 +41,11 @@ class DefaultGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit, KeyboardInterrupt):
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit):
             raise
+        except KeyboardInterrupt:  # click would print "Aborted!" and exit 1, the code for findings
+            click.echo("xla-lint: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:  # `xla-lint ... | head`
             sys.exit(EXIT_ERROR)
         except Exception as exc:  # a bug of ours: one line, a defined exit code, no traceback
@@ -66,7 +70,7 @@ def main() -> None:
 
 
 @main.command("check")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))  # unreadable paths: XLA000, as in folders
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the configured set).")
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable in addition.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
@@ -207,6 +211,8 @@ def _log_run(result, seconds: float) -> None:
 def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, diff: bool, exit_zero: bool) -> None:
     """Lint standard input as file ``name``; with ``fix`` print the fixed source on standard
     output (the report then goes to standard error), with ``diff`` a unified diff. Exits."""
+    if sys.stdin is None:  # started with standard input closed (`xla-lint - <&-`)
+        _fail("standard input is closed; name files to lint instead of `-`")
     data = sys.stdin.buffer.read()
     kind = "doc" if name.lower().endswith(DOCUMENT_SUFFIXES) else "python"
     target = Target(name, kind)

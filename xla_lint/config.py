@@ -83,7 +83,8 @@ def find_pyproject(start: Path) -> Path | None:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
                 raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
-            if "xla-lint" in data.get("tool", {}):
+            tool = data.get("tool")
+            if isinstance(tool, dict) and "xla-lint" in tool:  # `tool = 5` is some other tool's business
                 return candidate
     return None
 
@@ -96,7 +97,10 @@ def load_table(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: no such file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    table = data.get("tool", {}).get("xla-lint", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table")
+    table = tool.get("xla-lint", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.xla-lint] must be a table")
     return table

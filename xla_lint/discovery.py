@@ -27,10 +27,15 @@ class DiscoveryError(Exception):
 
 @dataclass(frozen=True)
 class Target:
-    """A file to lint: ``path`` as it will be shown, ``kind`` ``"python"`` or ``"doc"``."""
+    """A file to lint: ``path`` as it will be shown, ``kind`` ``"python"`` or ``"doc"``.
+
+    ``error`` (e.g. ``"cannot read folder: Permission denied"``) marks a path that could
+    not be searched or looked at: it is reported as XLA000 instead of being linted.
+    """
 
     path: str
     kind: str
+    error: str | None = None
 
 
 def _kind(name: str) -> str:
@@ -48,15 +53,25 @@ def discover(paths: list[str], settings: Settings) -> list[Target]:
     """
     found: dict[str, Target] = {}
     for given in paths:
-        if not os.path.lexists(given):
-            raise DiscoveryError(f"{given}: no such file or directory")
+        try:
+            os.lstat(given)
+        except FileNotFoundError:
+            raise DiscoveryError(f"{given}: no such file or directory") from None
+        except OSError as exc:  # a folder on the way that may not be searched
+            norm = os.path.normpath(given)
+            found.setdefault(norm, Target(norm, _kind(given), f"cannot access: {exc.strerror or exc}"))
+            continue
         if not os.path.isdir(given):
             norm = os.path.normpath(given)
             if settings.force_exclude and _excluded(norm, settings):
                 continue
             found.setdefault(norm, Target(norm, _kind(given)))
             continue
-        for folder, dirs, files in os.walk(given, followlinks=False):
+        def unreadable(exc: OSError) -> None:
+            path = os.path.normpath(exc.filename if exc.filename is not None else given)
+            found.setdefault(path, Target(path, "python", f"cannot read folder: {exc.strerror or exc}"))
+
+        for folder, dirs, files in os.walk(given, onerror=unreadable, followlinks=False):
             dirs[:] = sorted(
                 d for d in dirs
                 if not d.startswith(".") and d not in SKIPPED_FOLDERS

@@ -198,9 +198,36 @@ def result_from_json(data: dict) -> FileResult:
     reason = data["skipped_reason"]
     if not isinstance(path, str) or not (reason is None or isinstance(reason, str)):
         raise TypeError("malformed file result")
-    return FileResult(path, [Diagnostic.from_json(d) for d in data["diagnostics"]],
-                      [FileFacts.from_json(f) for f in data["facts"]],
-                      Suppressions.from_json(data["suppressions"]), bool(data["parsed"]), reason)
+    result = FileResult(path, [Diagnostic.from_json(d) for d in data["diagnostics"]],
+                        [FileFacts.from_json(f) for f in data["facts"]],
+                        Suppressions.from_json(data["suppressions"]), bool(data["parsed"]), reason)
+    _check_types(result)
+    return result
+
+
+def _check_types(result: FileResult) -> None:
+    """Raise TypeError unless the facts and suppressions of ``result`` hold values of their
+    declared types (a cache entry edited by hand or by another tool must not reach the
+    program facts, where a module name that is a number fails every later run)."""
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise TypeError(f"malformed {what}")
+
+    for facts in result.facts:
+        need(isinstance(facts.module, str) and all(isinstance(m, str) for m in facts.imports)
+             and (facts.group is None or isinstance(facts.group, str)), "facts")
+    s = result.suppressions
+    need(type(s.disable_all) is bool and all(isinstance(c, str) for c in s.disabled_codes), "suppressions")
+    for comment in s.noqa.values():
+        need(all(type(v) is int for v in (comment.line, comment.column, comment.end_column,
+                                          comment.remove_column, comment.remove_end_column))
+             and isinstance(comment.replacement, str)
+             and (comment.codes is None or (type(comment.codes) is frozenset
+                                            and all(isinstance(c, str) for c in comment.codes)))
+             and type(comment.code_spans) is tuple
+             and all(type(span) is tuple and len(span) == 3 and isinstance(span[0], str)
+                     and type(span[1]) is int and type(span[2]) is int for span in comment.code_spans),
+             "noqa comment")
 
 
 # Parallel linting pays only when there is real parsing to share out: starting a worker
@@ -234,7 +261,11 @@ def _exit_with_parent(parent: int, interval: float = PARENT_CHECK_SECONDS) -> No
 
 def _worker_init(settings: Settings, cache_dir: str | None, parent: int | None = None) -> None:
     import importlib
+    import signal
 
+    # Ctrl-C reaches the whole process group: the parent stops the run (exit 130) and the
+    # pool; a worker interrupted mid-import or mid-file would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent is not None:
         _exit_with_parent(parent)
     importlib.import_module(f"{__package__}.linter")  # LibCST and the rules, once per worker, while the parent reads files
@@ -278,6 +309,9 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
     pool: _Pool | None = None
     try:
         for index, target in enumerate(targets):
+            if target.error is not None:  # found by discovery: a folder it could not search
+                results[index] = FileResult(target.path, [syntax_error(target.path, target.error, 1, 1)])
+                continue
             try:
                 data = read_source(target.path)
             except OSError as exc:

@@ -54,14 +54,21 @@ class FileFacts:
 
     @classmethod
     def from_json(cls, data: dict) -> "FileFacts":
+        """Inverse of :meth:`to_json`; raises KeyError/TypeError on a malformed object
+        (values are checked, never converted: ``"yes"`` is not a flag)."""
+        def flag(value: object) -> bool:
+            if type(value) is not bool:
+                raise TypeError(f"expected true or false, got {type(value).__name__}")
+            return value
+
         return cls(
             module=data["module"],
             imports=frozenset(data["imports"]),
-            enables_spmd=bool(data["enables_spmd"]),
-            shards=bool(data["shards"]),
-            multiprocess=bool(data["multiprocess"]),
-            imports_torch_xla=bool(data["imports_torch_xla"]),
-            sets_global_mesh=bool(data.get("sets_global_mesh", False)),
+            enables_spmd=flag(data["enables_spmd"]),
+            shards=flag(data["shards"]),
+            multiprocess=flag(data["multiprocess"]),
+            imports_torch_xla=flag(data["imports_torch_xla"]),
+            sets_global_mesh=flag(data.get("sets_global_mesh", False)),
             group=data.get("group"),
         )
 

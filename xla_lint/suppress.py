@@ -95,7 +95,7 @@ class Suppressions:
             if not isinstance(comment.line, int):
                 raise TypeError("noqa line must be an integer")
             noqa[comment.line] = comment
-        return cls(noqa, frozenset(str(c) for c in data["disabled_codes"]), bool(data["disable_all"]))
+        return cls(noqa, frozenset(data["disabled_codes"]), data["disable_all"])  # types: engine._check_types
 
 
 def _encode(value):
