@@ -268,6 +268,14 @@ def _with_prefixes(modules: Iterable[str]) -> set[str]:
 _NO_NAMES: frozenset[str] = frozenset()
 
 
+@functools.lru_cache(maxsize=256)
+def parse_expression(code: str) -> cst.BaseExpression:
+    """LibCST's parse of the expression ``code``, once per process: fixes write the same few
+    expressions (``torch_xla.sync``, ``True``) thousands of times in a large file, and nodes
+    are immutable, so one parse serves them all. Raises ``libcst.ParserSyntaxError``."""
+    return cst.parse_expression(code)
+
+
 @functools.lru_cache(maxsize=None)
 def _callbacks(visitor_type: type) -> tuple[tuple[str, type], ...]:
     """``(method name, node type)`` of every ``visit_<Node>``/``leave_<Node>`` method of ``visitor_type``."""

@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from .. import apis
-from ..context import FileContext, find_arg, literal_string
+from ..context import FileContext, find_arg, literal_string, parse_expression
 from ..diagnostics import Severity
 from ..names import dotted_name, lookup
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
@@ -164,7 +164,7 @@ def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
     only when arguments were dropped."""
     if args and len(args) < len(node.args) and node.args and not isinstance(node.args[-1].comma, cst.Comma):
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return node.with_changes(func=cst.parse_expression(func), args=args)
+    return node.with_changes(func=parse_expression(func), args=args)
 
 
 # -- XLA013 -----------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import apis
-from ..context import find_arg
+from ..context import find_arg, parse_expression
 from ..diagnostics import Severity
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 
@@ -89,7 +89,7 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
 
 def add_keyword(call: cst.Call, keyword: str, value: str) -> cst.Call:
     """``call`` with ``keyword=value`` appended, keeping a trailing comma where there was one."""
-    new = cst.Arg(keyword=cst.Name(keyword), value=cst.parse_expression(value),
+    new = cst.Arg(keyword=cst.Name(keyword), value=parse_expression(value),
                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                         whitespace_after=cst.SimpleWhitespace("")))
     args = list(call.args)
