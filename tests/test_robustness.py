@@ -143,21 +143,24 @@ def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp
     b'# -*- coding: latin-1 -*-\nimport torch_xla\nprint("caf\xe9")\n',  # the diff is in the file's encoding
     b'\xef\xbb\xbfimport torch_xla\r\nprint(1)\r\n',                     # BOM and CRLF
     b'import torch_xla\r\nprint(1)\nprint(2)\r\n',                      # mixed line ends
-], ids=["no-eol", "form-feed", "u2028", "latin-1", "bom-crlf", "mixed"])
-def test_diff_applies_and_gives_what_fix_writes(tmp_path, data):
-    (tmp_path / "t.py").write_bytes(data)
-    diff = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff", "t.py"],
+    b'import torch_xla\rprint(1)\rprint(2)\r',                           # lone CR: one line for git
+    b'import torch_xla\nimport torch_xla.core.xla_model as xm\nprint(1)\r',  # ... and mixed with \n
+], ids=["no-eol", "form-feed", "u2028", "latin-1", "bom-crlf", "mixed", "lone-cr", "lone-cr-mixed"])
+@pytest.mark.parametrize("name", ["t.py", "été.py", "日本.py"])
+def test_diff_applies_and_gives_what_fix_writes(tmp_path, data, name):
+    (tmp_path / name).write_bytes(data)
+    diff = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff", name],
                           cwd=tmp_path, capture_output=True, timeout=120)
-    assert diff.returncode == 1 and diff.stdout.startswith(b"--- a/t.py\n"), diff.stderr
+    assert diff.returncode == 1 and diff.stdout.startswith(b"--- a/" + os.fsencode(name) + b"\n"), diff.stderr
     stdin = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff",
-                            "--stdin-filename", "t.py", "-"], input=data, cwd=tmp_path, capture_output=True, timeout=120)
+                            "--stdin-filename", name, "-"], input=data, cwd=tmp_path, capture_output=True, timeout=120)
     assert stdin.stdout == diff.stdout
     (tmp_path / "t.diff").write_bytes(diff.stdout)
     subprocess.run(["git", "apply", "t.diff"], cwd=tmp_path, check=True, capture_output=True, timeout=60)
-    patched = (tmp_path / "t.py").read_bytes()
-    (tmp_path / "t.py").write_bytes(data)
-    xla(tmp_path, "--isolated", "--no-cache", "--fix", "t.py")
-    assert patched == (tmp_path / "t.py").read_bytes() != data
+    patched = (tmp_path / name).read_bytes()
+    (tmp_path / name).write_bytes(data)
+    xla(tmp_path, "--isolated", "--no-cache", "--fix", name)
+    assert patched == (tmp_path / name).read_bytes() != data
 
 
 def test_empty_file(tmp_path):

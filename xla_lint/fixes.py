@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import stat
 from dataclasses import dataclass
 
@@ -125,21 +126,34 @@ def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, int]:
 
 def unified_diff(old: str, new: str, path: str, encoding: str = "utf-8") -> bytes:
     """A unified diff from ``a/path`` to ``b/path`` that ``patch -p1`` and ``git apply`` turn
-    the file (text ``old``, stored as ``encoding``) into ``new``, as bytes in that encoding.
+    the file (text ``old``, stored as ``encoding``) into ``new``.
 
-    Lines are cut where Python cuts them (:func:`split_lines`: not at form feeds or
-    ``\\u2028`` as :meth:`str.splitlines` does), a last line without a line end is followed by
-    ``\\ No newline at end of file``, and a UTF-8 BOM stays on the first line. Lines that end
-    in a lone ``\\r`` are shown but cannot be applied by line-based tools.
+    Returned as bytes: the ``---``/``+++`` lines name ``path`` in the file system's encoding
+    (``os.fsencode``), the hunks are in the file's own ``encoding``. Lines are cut at ``\\n``
+    only, as line-based tools cut them (a form feed, ``\\u2028`` or a lone ``\\r`` stays inside
+    its line), a last line without ``\\n`` is followed by ``\\ No newline at end of file``, and
+    a UTF-8 BOM stays on the first line.
     """
     if encoding == "utf-8-sig":
         old, new, encoding = "\ufeff" + old, "\ufeff" + new, "utf-8"
-    out: list[str] = []
-    for line in difflib.unified_diff(split_lines(old), split_lines(new), fromfile=f"a/{path}", tofile=f"b/{path}"):
-        out.append(line)
-        if not line.endswith(("\n", "\r")):
-            out.append("\n\\ No newline at end of file\n")
-    return "".join(out).encode(encoding, errors="surrogateescape")
+    lines = difflib.unified_diff(_cut_at_newlines(old), _cut_at_newlines(new), fromfile="a", tofile="b")
+    header = [next(lines, None), next(lines, None)]
+    if header[0] is None:
+        return b""
+    out = [b"--- a/" + os.fsencode(path) + b"\n", b"+++ b/" + os.fsencode(path) + b"\n"]
+    for line in lines:
+        out.append(line.encode(encoding, errors="surrogateescape"))
+        if not line.endswith("\n"):
+            out.append(b"\n\\ No newline at end of file\n")
+    return b"".join(out)
+
+
+def _cut_at_newlines(text: str) -> list[str]:
+    """``text`` cut after each ``\\n`` (line ends kept)."""
+    return _NEWLINE_PIECES.findall(text)
+
+
+_NEWLINE_PIECES = re.compile(r"[^\n]*\n|[^\n]+\Z")
 
 
 @dataclass

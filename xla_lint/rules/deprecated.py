@@ -110,30 +110,92 @@ def _version(v: tuple[int, int]) -> str:
 
 
 def _fix_name_ok(ctx: FileContext, head: str) -> bool:
-    """True when the bare name ``head`` is free or already the module ``head`` here,
-    so a fix may write ``head.something`` (and add ``import head``)."""
-    if head in _expression_binders(ctx):
+    """True when a fix may write ``head.something`` here and add ``import head`` at the top.
+
+    ``head`` (``"torch_xla"``) must be free or bound only by an unconditional module-level
+    import above the statement being fixed, and the file must already import some
+    ``head`` module unconditionally above it: a file that imports torch_xla inside
+    ``try/except ImportError``, under ``if TYPE_CHECKING:`` or inside a function would
+    otherwise gain a hard dependency at its top (and fail to import without torch_xla).
+    Names bound where :class:`~xla_lint.names.BindingCollector` does not look
+    (:func:`_unsafe_names`) are refused.
+    """
+    if head in _unsafe_names(ctx):
+        return False
+    before = _imports_above(ctx)
+    if not any(m == head or m.startswith(head + ".") for _, modules in before for m in modules):
         return False
     found = lookup(head, ctx.scope)
-    return not found or found == {head}
+    if not found:
+        return True
+    return found == {head} and any(head in names for names, _ in before)
 
 
 def _module_alias(ctx: FileContext, module: str) -> str | None:
-    """A module-level name bound to exactly ``module`` (``xr`` for ``import torch_xla.runtime as xr``)."""
-    binders = _expression_binders(ctx)
-    for name, targets in ctx.root_scope.bindings.items():
-        if targets == {module} and name not in binders and lookup(name, ctx.scope) == {module}:
-            return name
+    """A name bound to exactly ``module`` by an unconditional module-level import above the
+    statement being fixed, and nowhere else (``xr`` for ``import torch_xla.runtime as xr``)."""
+    unsafe = _unsafe_names(ctx)
+    for names, _ in _imports_above(ctx):
+        for name in names:
+            if name not in unsafe and ctx.root_scope.bindings.get(name) == {module} \
+                    and lookup(name, ctx.scope) == {module}:
+                return name
     return None
 
 
-def _expression_binders(ctx: FileContext) -> frozenset[str]:
-    """Names the file binds where :class:`~xla_lint.names.BindingCollector` does not look:
-    comprehension targets, lambda parameters, ``:=`` targets (all inside expressions).
+def _imports_above(ctx: FileContext) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """``(names bound, modules named)`` of each import statement at the module's top level
+    (not under ``if``/``try``/``def``) before the top-level statement being visited."""
+    table = ctx.memo("top-level-imports", lambda: _top_level_imports(ctx.module))
+    current = ctx.stack[1] if len(ctx.stack) > 1 else None
+    out = []
+    for statement, names, modules in table:
+        if statement is current:
+            break
+        out.append((names, modules))
+    return out
 
-    A fix that writes ``torch_xla.sync()`` where a comprehension or lambda binds
-    ``torch_xla`` would call a method of that value instead; fixes are refused for such
-    names anywhere in the file (rare, and safe). One walk per file, on the first fix asked.
+
+def _top_level_imports(module: cst.Module) -> list[tuple[cst.CSTNode, frozenset[str], frozenset[str]]]:
+    """Every top-level statement of ``module`` in order, with the names its imports bind and
+    the modules they name (both empty for other statements)."""
+    out = []
+    for statement in module.body:
+        names: set[str] = set()
+        modules: set[str] = set()
+        if type(statement) is cst.SimpleStatementLine:
+            for small in statement.body:
+                if type(small) is cst.Import:
+                    for alias in small.names:
+                        full = dotted_name(alias.name)
+                        if full is None:
+                            continue
+                        modules.add(full)
+                        asname = alias.asname.name if alias.asname is not None else None
+                        names.add(asname.value if isinstance(asname, cst.Name) else full.split(".")[0])
+                elif type(small) is cst.ImportFrom and not small.relative and small.module is not None:
+                    base = dotted_name(small.module)
+                    if base is None:
+                        continue
+                    modules.add(base)
+                    if not isinstance(small.names, cst.ImportStar):
+                        for alias in small.names:
+                            asname = alias.asname.name if alias.asname is not None else alias.name
+                            if isinstance(asname, cst.Name):
+                                names.add(asname.value)
+        out.append((statement, frozenset(names), frozenset(modules)))
+    return out
+
+
+def _unsafe_names(ctx: FileContext) -> frozenset[str]:
+    """Names a fix must not write: those the file binds where
+    :class:`~xla_lint.names.BindingCollector` does not look (comprehension targets, lambda
+    parameters, ``:=`` targets), declares ``global``/``nonlocal`` (a function may rebind the
+    module's name) or deletes with ``del``.
+
+    A fix that writes ``torch_xla.sync()`` where a comprehension binds ``torch_xla`` would
+    call a method of that value instead; fixes are refused for such names anywhere in the
+    file (rare, and safe). One walk per file, on the first fix asked.
     """
     def collect() -> frozenset[str]:
         names: set[str] = set()
@@ -149,9 +211,13 @@ def _expression_binders(ctx: FileContext) -> frozenset[str]:
                         names.add(p.name.value)
             elif kind is cst.NamedExpr:
                 names.update(_target_names(node.target))
+            elif kind is cst.Global or kind is cst.Nonlocal:
+                names.update(item.name.value for item in node.names)
+            elif kind is cst.Del:
+                names.update(_target_names(node.target))
         return frozenset(names)
 
-    return ctx.memo("expression-binders", collect)
+    return ctx.memo("unsafe-names", collect)
 
 
 def _target_names(target: cst.CSTNode) -> set[str]:
@@ -338,6 +404,10 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                 fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
                       "if xr.global_ordinal() == 0:\n    pass\n"),
         Invalid("from torch_xla.core.xla_model import xrt_world_size as ws\nn = ws()\n", (1,)),
+        Invalid("import torch_xla.core.xla_model as xm\nx = xm.get_ordinal()\nimport torch_xla.runtime as xr\n",
+                (2,),  # `xr` is bound only below the call: the fix spells the module out
+                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime\n\n"
+                      "x = torch_xla.runtime.global_ordinal()\nimport torch_xla.runtime as xr\n"),
         Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
                 "r = [xm.get_ordinal() for xr in range(2)]\n", (3,),  # `xr` is the loop's here
                 fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nimport torch_xla.runtime\n\n"
@@ -624,7 +694,10 @@ for batch in loader:
 ```
 or `torch_xla.sync()` where `xm.mark_step()` was. `torch_xla.sync(wait=False,
 reset_scope=True)` (`torch_xla/torch_xla.py`) has the same parameters in the same order,
-so the fix keeps every argument and adds `import torch_xla` when missing.
+so the fix keeps every argument and adds `import torch_xla` when missing. It is not offered
+where torch_xla is imported only conditionally (`try/except ImportError`, `if TYPE_CHECKING:`)
+or inside a function (a top-level import would make torch_xla a hard dependency), nor where
+the name `torch_xla` is rebound (a comprehension, `:=`, `global`, `del`, ...).
 
 ## References
 - https://docs.pytorch.org/xla/master/learn/api-guide.html
@@ -638,6 +711,8 @@ so the fix keeps every argument and adds `import torch_xla` when missing.
     invalid = (
         Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\nxm.mark_step()\n", (3,),
                 fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\ntorch_xla.sync()\n"),
+        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\n(  xm.mark_step()  )\n", (3,),
+                fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\n(  torch_xla.sync()  )\n"),
         Invalid("import torch_xla.core.xla_model as xm\nxm.mark_step(wait=True)\n", (2,),
                 fixed="import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync(wait=True)\n"),
         Invalid("from torch_xla.core import xla_model\nfor b in data:\n    xla_model.mark_step()\n", (3,),
@@ -651,6 +726,16 @@ so the fix keeps every argument and adds `import torch_xla` when missing.
             ("import torch_xla.core.xla_model as xm\n(torch_xla := 3)\nxm.mark_step()\n", 3),
             ("import torch_xla.core.xla_model as xm\nmatch v:\n    case [1, {'k': torch_xla}]:\n"
              "        xm.mark_step()\n", 4),
+            ("import torch_xla.core.xla_model as xm\ndef g():\n    global torch_xla\n    torch_xla = 5\n"
+             "xm.mark_step()\n", 5),
+            ("import torch_xla\nimport torch_xla.core.xla_model as xm\ndel torch_xla\nxm.mark_step()\n", 4),
+            # torch_xla is an optional or lazy import here: an `import torch_xla` added at the top
+            # would make the module fail to import without it.
+            ("try:\n    import torch_xla.core.xla_model as xm\nexcept ImportError:\n    xm = None\n"
+             "if xm is not None:\n    xm.mark_step()\n", 6),
+            ("def f():\n    import torch_xla.core.xla_model as xm\n    xm.mark_step()\n", 3),
+            # `import torch_xla` exists, but only below the call.
+            ("import torch_xla.core.xla_model as xm\nxm.mark_step()\nimport torch_xla\n", 2),
         )),
     )
 

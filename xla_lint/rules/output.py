@@ -66,6 +66,8 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
                 fixed="import torch_xla\nprint(\n    'step',\n    step, flush=True\n)\n"),
         Invalid("import torch_xla\nprint('a',\n      'b')\n", (2,),
                 fixed="import torch_xla\nprint('a',\n      'b', flush=True)\n"),
+        Invalid("import torch_xla\nx = (print('a'))\n", (2,),
+                fixed="import torch_xla\nx = (print('a', flush=True))\n"),
         Invalid("import torch_xla.core.xla_model as xm\nprint()\n", (2,),
                 fixed="import torch_xla.core.xla_model as xm\nprint(flush=True)\n"),
         Invalid("import torch_xla\nprint('a', file=log,)\n", (2,),
