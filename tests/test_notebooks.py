@@ -70,13 +70,54 @@ def test_ipython_syntax_is_masked_line_for_line():
     ]
 
 
-def test_a_cell_stored_as_one_string_counts_lines_from_its_string():
-    text = json.dumps({"cells": [{"cell_type": "code", "source": "import torch_xla\nx = 1\n", "metadata": {},
-                                  "outputs": [], "execution_count": None}],
+def test_a_cell_stored_as_one_string_is_reported_where_its_source_starts(tmp_path):
+    text = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                  "source": "import torch_xla.core.xla_model as xm\nx = 1\nxm.mark_step()\n"}],
                        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
     line = next(i for i, t in enumerate(text.splitlines(), 1) if '"source"' in t)
-    (block,) = notebook_blocks(text)
-    assert (block.code, block.line_offset, block.indent) == ("import torch_xla\nx = 1\n", line - 1, 0)
+    (d,) = found(tmp_path, {"one.ipynb": text}, select=["XLA302"])
+    assert (d.line, d.column) == (line, 1) and d.message.endswith("(cell 1, line 3)")
+    # The same as compact JSON (one line): the top of the file, never a line past its end.
+    (d,) = found(tmp_path, {"one.ipynb": json.dumps(json.loads(text))}, select=["XLA302"])
+    assert (d.line, d.column, d.end_line) == (1, 1, 1) and d.message.endswith("(cell 1, line 3)")
+
+
+def test_an_output_that_repeats_the_code_is_not_taken_for_it(tmp_path):
+    """Jupyter sorts keys, so a cell's outputs come before its source in the file."""
+    text = json.dumps({"cells": [cell("import torch_xla.core.xla_model as xm\nxm.mark_step()\n",
+                                      outputs=["xm.mark_step()\n"])],
+                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1, sort_keys=True)
+    (d,) = found(tmp_path, {"sorted.ipynb": text}, select=["XLA302"])
+    lines = text.splitlines()
+    assert '"source"' in "".join(lines[:d.line - 1]) and lines[d.line - 1][d.column - 1:].startswith("xm.mark_step")
+
+
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_columns_count_escapes_as_written(tmp_path, ascii_only):
+    code = "import torch_xla.core.xla_model as xm\ns = \"caf\u00e9 \\t \U0001F600\"; xm.mark_step()\n"
+    text = json.dumps({"cells": [cell(code)], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+                      indent=1, ensure_ascii=ascii_only)
+    (d,) = found(tmp_path, {"esc.ipynb": text}, select=["XLA302"])
+    line = text.splitlines()[d.line - 1]
+    assert line[d.column - 1:d.end_column - 1] == "xm.mark_step()"
+
+
+@pytest.mark.parametrize("source", [
+    "files = !ls\nxm.mark_step()\n", "xm.mark_step?\nxm.mark_step()\n", "env = %env\nxm.mark_step()\n",
+    "a, b = !echo 1 2\nxm.mark_step()\n",
+])
+def test_more_ipython_syntax_is_masked(tmp_path, source):
+    text = notebook(cell("import torch_xla.core.xla_model as xm\n"), cell(source))
+    assert [d.code for d in found(tmp_path, {"nb.ipynb": text}, select=["XLA302", "XLA000"])] == ["XLA302"]
+
+
+def test_a_cell_that_does_not_parse_is_reported(tmp_path):
+    """Unlike a documentation snippet, a cell is code that runs: XLA000 at its line, the rest linted."""
+    text = notebook(cell("import torch_xla.core.xla_model as xm\n"), cell("def f(:\n    pass\n"),
+                    cell("xm.mark_step()\n"))
+    diagnostics = found(tmp_path, {"nb.ipynb": text}, select=["XLA302", "XLA000"])
+    assert [d.code for d in diagnostics] == ["XLA000", "XLA302"]
+    assert text.splitlines()[diagnostics[0].line - 1].strip().startswith('"def f(:')
 
 
 def test_other_kernels_give_no_blocks_and_broken_json_is_an_error():
@@ -85,6 +126,10 @@ def test_other_kernels_give_no_blocks_and_broken_json_is_an_error():
         notebook_blocks('{"cells": [')
     with pytest.raises(SourceError, match="no list of `cells`"):
         notebook_blocks('["torch_xla"]')
+    with pytest.raises(SourceError, match="nbformat 3"):
+        notebook_blocks('{"worksheets": [{"cells": []}], "nbformat": 3}')
+    with pytest.raises(SourceError, match="nested too deeply"):
+        notebook_blocks("[" * 100_000 + "]" * 100_000)
 
 
 def test_folders_include_notebooks_and_fix_leaves_them_untouched(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 
 import libcst as cst
 
@@ -21,10 +22,11 @@ from .docstrings import lint_docstrings
 from .engine import PREFILTER, FileResult, import_facts, module_of, syntax_error
 from .facts import FileFacts
 from .names import BindingCollector, Scope
+from .notebooks import NotebookCell
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
 from .source import SourceError, call_with_deep_stack, code_blocks, line_starts, python_syntax, split_lines
-from .suppress import find_suppressions
+from .suppress import Suppressions, find_suppressions
 from .walk import silent_types, walk
 
 _WHITESPACE = re.compile(r"\s+")
@@ -149,7 +151,12 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
             edits = []
             for repl in rep.fix.replacements:
                 a, b, c, d = place(repl.node)
-                content = repl.new if isinstance(repl.new, str) else tree.code_for_node(repl.new)
+                new = repl.new
+                if not isinstance(new, str) and getattr(new, "lpar", None) and getattr(repl.node, "lpar", None):
+                    # The replaced node's parentheses lie outside its position and stay in the
+                    # file; the new node (made with with_changes) still carries them.
+                    new = new.with_changes(lpar=(), rpar=())
+                content = new if isinstance(new, str) else tree.code_for_node(new)
                 edits.append(Edit(a, b, c, d, content))
             fix = Fix(rep.fix.description, tuple(edits), rep.fix.safe, tuple(rep.fix.add_imports))
         out.append(Diagnostic(rep.rule.code, rep.rule.name, rep.message, path, line, col, end_line,
@@ -203,6 +210,16 @@ def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileRes
     return result
 
 
+def _in_cell(cell: NotebookCell, d: Diagnostic) -> Diagnostic:
+    """``d``, made on the cell's own lines, placed in the notebook file (:meth:`NotebookCell.place`)."""
+    line, column = cell.place(d.line, d.column)
+    end_line, end_column = cell.place(d.end_line, d.end_column)
+    if (end_line, end_column) < (line, column):
+        end_line, end_column = line, column
+    return replace(d, line=line, column=column, end_line=end_line, end_column=end_column,
+                   message=d.message + cell.where(d.line))
+
+
 def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Settings,
                    result: FileResult) -> None:
     """Lint the Python code blocks of a Markdown/reStructuredText document or the code cells of a notebook.
@@ -228,6 +245,8 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
     for block in blocks:
         parsed_block = parse_source(block.code, path)
         if isinstance(parsed_block, Diagnostic):
+            if isinstance(block, NotebookCell):  # a cell is code that runs, not a snippet: say so
+                result.diagnostics.append(_in_cell(block, parsed_block))
             continue
         tree, syntax = parsed_block
         parsed.append((block, tree, syntax))
@@ -239,6 +258,17 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
         diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
                                  line_offset=block.line_offset, column_offset=block.indent,
                                  with_fixes=False, group=path, globals_scope=page, tree=tree, syntax=syntax)
+        suppressions = find_suppressions(block.code)
+        if isinstance(block, NotebookCell):
+            if not block.rows:  # placed at its anchor: noqa comments apply here, by the cell's lines
+                diags = [d for d in diags if not suppressions.suppresses(d.code, d.line)]
+                suppressions = Suppressions({}, suppressions.disabled_codes, suppressions.disable_all)
+            else:
+                first_line, _, start = block.rows[0]
+                suppressions = suppressions.shift(first_line - 1, start)
+            diags = [_in_cell(block, d) for d in diags]
+        else:
+            suppressions = suppressions.shift(block.line_offset, block.indent)
         once = {r.code for r in rules if r.once_per_file}
         seen = {d.code for d in result.diagnostics if d.code in once}
         for d in diags:
@@ -252,4 +282,4 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
         if facts is not None:
             result.facts.append(facts)
             result.parsed = True
-            result.suppressions.merge(find_suppressions(block.code).shift(block.line_offset, block.indent))
+            result.suppressions.merge(suppressions)

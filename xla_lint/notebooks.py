@@ -1,21 +1,23 @@
 """The code cells of Jupyter notebooks (``.ipynb``), as code blocks placed in the notebook file.
 
 TPU work often starts in a Kaggle or Colab notebook. A notebook is nbformat JSON; each
-code cell becomes one :class:`~xla_lint.source.CodeBlock` and the cells are linted like
-a Markdown page's blocks (one program, names shared between cells, no fixes).
+code cell becomes one :class:`NotebookCell` and the cells are linted like a Markdown
+page's blocks (one program, names shared between cells, no fixes), except that a cell
+that does not parse is reported (XLA000): unlike a documentation snippet, it is code
+that runs.
 
-Positions are lines of the ``.ipynb`` file itself: Jupyter, Colab, Kaggle and nbformat
-write a cell's source as a JSON list with one string per line, each on its own line of
-the file, so a cell's line *k* is the file line holding its *k*-th string, and columns
-are the cell's columns plus that string's indentation and opening quote (a character
-written escaped in the file, such as ``\\"``, moves later columns on its line to the
-right). A cell stored otherwise (one string, or JSON without line breaks) has its lines
-counted from the file line of its first string (from the top of the file when the text
-holds no line break there), and its columns from the cell.
+Positions are lines and columns of the ``.ipynb`` file itself. Jupyter, Colab, Kaggle and
+nbformat write a cell's source as a JSON list with one string per line, each on its own
+line of the file: a cell's line *k* is the file line holding its *k*-th string, and a
+column is where that character stands in the file (escapes such as ``\\"`` or ``\\u00e9``
+counted as written). A cell stored otherwise (``"source"`` as one string, or JSON without
+line breaks) is reported at the file line where its source starts, column 1, and the
+message names the line of the cell.
 
 IPython syntax is masked line for line, so the rest of a cell still parses: a line
-magic (``%time x``), shell escape (``!pip install``) or help request (``?x``) becomes
-``pass``; a cell magic whose body is Python (``%%time``, ``%%writefile train.py``, ...)
+magic (``%time x``), shell escape (``!pip install``) or help request (``?x``, ``x?``)
+becomes ``pass``, the right-hand side of ``files = !ls`` or ``env = %env`` becomes
+``None``; a cell magic whose body is Python (``%%time``, ``%%writefile train.py``, ...)
 loses only its first line; cells of other cell magics (``%%bash``) are not Python and
 are left out.
 """
@@ -26,6 +28,8 @@ import bisect
 import json
 import re
 
+from dataclasses import dataclass
+
 from .source import CodeBlock, SourceError, split_lines
 
 #: Cell magics whose body is Python code.
@@ -33,30 +37,64 @@ PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "writefile", "file"
                                 "python", "python3", "pypy", "tensorflow_version"})
 
 _SHELL_OR_MAGIC = re.compile(r"^(?P<indent>[ \t]*)(?:%|!|\?)")
+_ASSIGNED_SHELL = re.compile(r"^(?P<target>[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)[!%]")
+_HELP = re.compile(r"^(?P<indent>[ \t]*)[A-Za-z_][\w.]*[ \t]*\?\??[ \t]*$")
 
 
-def notebook_blocks(text: str) -> list[CodeBlock]:
+@dataclass(frozen=True)
+class NotebookCell(CodeBlock):
+    """One code cell: ``code`` is its source with IPython syntax masked (``line_offset`` and
+    ``indent`` are 0: positions go through :meth:`place`).
+
+    ``number`` counts every cell from 1; ``rows`` holds, for each line of the cell, the file
+    line number (1-based), that line's text and the index in it where the JSON string's
+    value starts; empty when the cell cannot be placed line by line, and then every
+    position is ``anchor``, column 1.
+    """
+
+    number: int = 0
+    rows: tuple[tuple[int, str, int], ...] = ()
+    anchor: int = 1
+
+    def place(self, line: int, column: int) -> tuple[int, int]:
+        """The file's (line, column) for the cell's (line, column); all 1-based."""
+        if not self.rows:
+            return self.anchor, 1
+        row = self.rows[min(max(line, 1), len(self.rows)) - 1]
+        file_line, raw, start = row
+        return file_line, _raw_index(raw, start, column - 1) + 1
+
+    def where(self, line: int) -> str:
+        """``" (cell 3, line 2)"`` for a cell placed at its anchor, else ``""``."""
+        return "" if self.rows else f" (cell {self.number}, line {line})"
+
+
+def notebook_blocks(text: str) -> list[NotebookCell]:
     """The code cells of the notebook JSON ``text``, each with IPython syntax masked.
 
     Returns [] for a notebook whose kernel is not Python. Raises :class:`SourceError`
-    (1-based line and column) when ``text`` is not JSON or holds no list of cells.
+    (1-based line and column) when ``text`` is not nbformat 4 JSON.
     """
     try:
         notebook = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SourceError(f"not a notebook: invalid JSON ({exc.msg})", exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise SourceError("not a notebook: JSON nested too deeply") from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
+        if isinstance(notebook, dict) and "worksheets" in notebook:
+            raise SourceError("an nbformat 3 notebook: not read (`jupyter nbconvert --to notebook` upgrades it)")
         raise SourceError("not a notebook: no list of `cells` (nbformat 4)")
     if _language(notebook) not in ("", "python"):
         return []
-    strings = _string_lines(text)
+    strings = _source_strings(text)
     where: dict[str, list[int]] = {}  # string value -> its indexes in ``strings``, ascending
-    for index, (_, _, value) in enumerate(strings):
-        where.setdefault(value, []).append(index)
-    blocks: list[CodeBlock] = []
+    for index, item in enumerate(strings):
+        where.setdefault(item[2], []).append(index)
+    blocks: list[NotebookCell] = []
     after = 0  # index in ``strings`` past the last cell placed
-    for cell in cells:
+    for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
@@ -67,14 +105,38 @@ def notebook_blocks(text: str) -> list[CodeBlock]:
         if code is None or not code.strip():
             continue
         found = _find(strings, where, pieces, after)
-        line_offset = indent = 0  # not found in the text (JSON without line breaks): from the top
+        rows: tuple[tuple[int, str, int], ...] = ()
+        anchor = 1  # not found in the text (JSON without line breaks): the top of the file
         if found is not None:
             index, exact = found
-            line, column, _ = strings[index]
+            anchor = strings[index][0]
             after = index + (len(pieces) if exact else 1)
-            line_offset, indent = line - 1, (column if exact else 0)
-        blocks.append(CodeBlock(code if code.endswith("\n") else code + "\n", line_offset, indent))
+            if exact:
+                rows = tuple((line, raw, start) for line, start, _, raw in strings[index:index + len(pieces)])
+        blocks.append(NotebookCell(code if code.endswith("\n") else code + "\n", 0, 0, number, rows, anchor))
     return blocks
+
+
+def _raw_index(raw: str, start: int, count: int) -> int:
+    """Index in ``raw`` of the ``count``-th character (0-based) of the JSON string value that
+    starts at ``raw[start]``: each escape (``\\"``, ``\\n``, ``\\u00e9``, a surrogate pair)
+    stands for one character."""
+    at = start
+    for _ in range(count):
+        if at >= len(raw):
+            return at + 1
+        if raw[at] == "\\":
+            if raw[at + 1:at + 2] == "u":
+                high = raw[at + 2:at + 6]
+                at += 6
+                if high[:1].lower() == "d" and high[1:2].lower() in "89ab":  # a high surrogate: a pair
+                    if raw[at:at + 2] == "\\u":
+                        at += 6
+            else:
+                at += 2
+        else:
+            at += 1
+    return at
 
 
 def _language(notebook: dict) -> str:
@@ -98,38 +160,56 @@ def _mask(code: str) -> str | None:
         lines[0] = "\n"
     out = []
     for line in lines:
-        m = _SHELL_OR_MAGIC.match(line)
+        end = line[len(line.rstrip("\r\n")):]
+        m = _SHELL_OR_MAGIC.match(line) or _HELP.match(line)
         if m:
-            end = line[len(line.rstrip("\r\n")):]
             line = f"{m.group('indent')}pass{end}"
+        else:
+            m = _ASSIGNED_SHELL.match(line)
+            if m:
+                line = f"{m.group('target')}None{end}"
         out.append(line)
     return "".join(out)
 
 
-def _string_lines(text: str) -> list[tuple[int, int, str]]:
-    """``(line, column, value)`` of each line of ``text`` that holds a JSON string value and
-    nothing else but an optional ``"key":`` before it and a comma after it. ``line`` is
-    1-based; ``column`` is where the value's text starts (after its opening quote)."""
+def _source_strings(text: str) -> list[tuple[int, int, str, str]]:
+    """``(line, start, value, line text)`` of each JSON string that stands alone on a line
+    inside a ``"source": [...]`` list, or is the value of a one-line ``"source": "..."``
+    (outputs and metadata are left out: an output may repeat a cell's code). ``line`` is
+    1-based; ``start`` is the index in the line where the value's text begins (after its
+    opening quote)."""
     out = []
+    in_source = False
     for number, raw in enumerate(split_lines(text), start=1):
         line = raw.rstrip("\r\n")
-        body = line.rstrip().removesuffix(",")
-        start = len(line) - len(line.lstrip())
-        if body.lstrip().startswith('"source":'):
-            start = body.index(":", body.index('"source"') + 8) + 1
-            start += len(body[start:]) - len(body[start:].lstrip())
-        if not body.endswith('"') or body[start:start + 1] != '"':
+        stripped = line.strip()
+        if in_source:
+            if stripped in ("]", "],"):
+                in_source = False
+                continue
+            start = len(line) - len(line.lstrip())
+        elif stripped.startswith('"source":'):
+            rest = stripped[len('"source":'):].lstrip()
+            if rest == "[":
+                in_source = True
+                continue
+            start = line.index('"source":') + len('"source":')
+            start += len(line[start:]) - len(line[start:].lstrip())
+        else:
+            continue
+        body = line[start:].rstrip().removesuffix(",")
+        if len(body) < 2 or body[0] != '"' or body[-1] != '"':
             continue
         try:
-            value = json.loads(body[start:])
-        except json.JSONDecodeError:
+            value = json.loads(body)
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(value, str):
-            out.append((number, start + 1, value))
+            out.append((number, start + 1, value, line))
     return out
 
 
-def _find(strings: list[tuple[int, int, str]], where: dict[str, list[int]], pieces: list[str],
+def _find(strings: list[tuple[int, int, str, str]], where: dict[str, list[int]], pieces: list[str],
           after: int) -> tuple[int, bool] | None:
     """Where in ``strings`` (at or after index ``after``) the cell ``pieces`` start: the index,
     and whether they stand there one per line (see :func:`_one_per_line`); the first such
@@ -143,16 +223,16 @@ def _find(strings: list[tuple[int, int, str]], where: dict[str, list[int]], piec
     return (candidates[0], False) if candidates else None
 
 
-def _one_per_line(strings: list[tuple[int, int, str]], index: int, pieces: list[str]) -> bool:
+def _one_per_line(strings: list[tuple[int, int, str, str]], index: int, pieces: list[str]) -> bool:
     """True when ``pieces`` are the lines of the cell, one per line of the file on consecutive
     lines from ``strings[index]`` on, at one indentation: then the cell's line *k* is the
     file's line ``strings[index + k - 1]``."""
     if index + len(pieces) > len(strings):
         return False
-    line, column, _ = strings[index]
+    line, column = strings[index][0], strings[index][1]
     last = len(pieces) - 1
     for k, piece in enumerate(pieces):
-        at_line, at_column, value = strings[index + k]
+        at_line, at_column, value, _ = strings[index + k]
         if value != piece or at_line != line + k or at_column != column:
             return False
         inner = piece[:-2] if piece.endswith("\r\n") else piece[:-1] if piece.endswith(("\n", "\r")) else piece
