@@ -151,3 +151,12 @@ def test_print_is_flagged_in_notebooks_only_inside_functions(tmp_path):
     diagnostics = found(tmp_path, {"nb.ipynb": text}, select=["XLA004"])
     assert [(d.code, text.splitlines()[d.line - 1].strip()) for d in diagnostics] == [
         ("XLA004", '"    print(\'ordinal\', index)\\n",')]
+
+
+def test_only_lines_that_start_a_statement_are_masked():
+    """`% x` continuing a bracket or a backslash line, and `!` inside a string spanning
+    lines, are Python: masking them broke valid cells (XLA000)."""
+    code = ('msg = ("value: %d"\n       % 3)\ntotal = 10 \\\n    % 3\ns = """\n!important\n?why\n"""\n'
+            "!pip install x\n")
+    (block,) = notebook_blocks(notebook(cell(code)))
+    assert block.code == code.replace("!pip install x", "pass")

@@ -159,7 +159,10 @@ def _mask(code: str) -> str | None:
             return None
         lines[0] = "\n"
     out = []
-    for line in lines:
+    for line, starts_statement in zip(lines, _statement_starts(lines)):
+        if not starts_statement:  # `% x` continuing a bracket, `!` inside a string: Python, kept
+            out.append(line)
+            continue
         end = line[len(line.rstrip("\r\n")):]
         m = _SHELL_OR_MAGIC.match(line) or _HELP.match(line)
         if m:
@@ -170,6 +173,47 @@ def _mask(code: str) -> str | None:
                 line = f"{m.group('target')}None{end}"
         out.append(line)
     return "".join(out)
+
+
+def _statement_starts(lines: list[str]) -> list[bool]:
+    """For each line, whether it starts a logical line: not inside brackets, inside a string
+    spanning lines, or after a backslash continuation. A small scanner (the IPython syntax
+    being masked does not tokenize), which is all the masking needs."""
+    out = []
+    depth = 0
+    quote = ""  # the quote of the string open at the end of the line (only triple quotes span lines)
+    continued = False
+    for line in lines:
+        out.append(depth == 0 and not quote and not continued)
+        continued = False
+        i, n = 0, len(line)
+        while i < n:
+            c = line[i]
+            if quote:
+                if c == "\\":
+                    i += 2
+                elif line.startswith(quote, i):
+                    i += len(quote)
+                    quote = ""
+                else:
+                    i += 1
+                continue
+            if c == "#":
+                break
+            if c in "'\"":
+                quote = line[i:i + 3] if line[i:i + 3] in ('"""', "'''") else c
+                i += len(quote)
+                continue
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth = max(0, depth - 1)
+            elif c == "\\" and not line[i + 1:].strip("\r\n"):
+                continued = True
+            i += 1
+        if len(quote) == 1:  # an unclosed one-line string ends with its line
+            quote = ""
+    return out
 
 
 def _source_strings(text: str) -> list[tuple[int, int, str, str]]:
