@@ -40,6 +40,7 @@ SCENARIOS = {
     "mesh_2d": [*SMALL, "--steps", "3", "--mesh", "fsdp,tensor", "--mesh-shape", "2,2"],
     "dcn_on_cpu": [*SMALL, "--steps", "3", "--mesh", "fsdp", "--dcn-mesh-shape", "2"],
     "user_model": ["--model", "runtime_user_model:build", "--input-shape", "32", "--cpu-devices", "4", "--steps", "4"],
+    "own_checkpoint_dir": [*SMALL, "--steps", "3", "--checkpoint-dir", "{base}/ckpt"],  # holds a file of the user's
 }
 SCENARIO_ENV = {"user_model": {"PYTHONPATH": str(Path(__file__).parent)}}
 
@@ -80,12 +81,17 @@ def run_checker(args: list[str], json_path: Path, extra_env: dict | None = None)
 def runs(tmp_path_factory: pytest.TempPathFactory):
     """All scenarios, started at once on a pool of three; ``runs[name]`` waits for one."""
     base = tmp_path_factory.mktemp("runtime")
+    (base / "ckpt").mkdir()
+    (base / "ckpt" / "precious.txt").write_text("the user's own file\n")
     pool = ThreadPoolExecutor(max_workers=3)
     futures: dict[str, Future] = {
-        name: pool.submit(run_checker, args, base / f"{name}.json", SCENARIO_ENV.get(name)) for name, args in SCENARIOS.items()
+        name: pool.submit(run_checker, [a.format(base=base) for a in args], base / f"{name}.json", SCENARIO_ENV.get(name))
+        for name, args in SCENARIOS.items()
     }
 
     class Runs:
+        base_dir = base
+
         def __getitem__(self, name: str) -> Result:
             res = futures[name].result(timeout=RUN_TIMEOUT * 2)
             assert res.report is not None, f"{name}: no JSON report; exit {res.code}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
@@ -229,6 +235,14 @@ def test_exception_in_a_step_becomes_a_fail_with_its_host_index(runs):
 
 
 # --- usage ------------------------------------------------------------------------------------
+
+
+def test_own_checkpoint_dir_is_left_as_it_was(runs):
+    """--checkpoint-dir DIR: the checkpoint passes and DIR keeps only what was there (an empty
+    per-run folder used to be left behind)."""
+    res = runs["own_checkpoint_dir"]
+    assert res.statuses()["checkpoint"] == "PASS", explain(res)
+    assert sorted(p.name for p in (runs.base_dir / "ckpt").iterdir()) == ["precious.txt"]
 
 
 def test_usage_errors_exit_2_without_starting_the_job(tmp_path):

@@ -240,5 +240,48 @@ def test_without_torch_the_checker_prints_one_line_and_exits_2():
     code = "import sys; sys.modules['torch'] = None; sys.modules['torch_xla'] = None; from xla_lint.runtime.cli import main; sys.exit(main([]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == ["error: the runtime checker needs the runtime extra: pip install 'xla-lint[runtime]'"]
+    from xla_lint.runtime import RUNTIME_EXTRA_HINT
+
+    assert out.stderr.strip().splitlines() == ["error: " + RUNTIME_EXTRA_HINT]
+    assert "pip install -e '.[runtime]'" in RUNTIME_EXTRA_HINT  # a clone has no package index entry
     assert out.stdout == ""
+
+
+def test_cpu_hosts_joined_by_coordinator_are_separate_worlds_but_tpu_hosts_are_not():
+    """On CPU, PJRT is one process per host even in a --coordinator group (the check failed
+    every such run); on TPU the same layout means the runtime missed the other hosts."""
+    from xla_lint.runtime.checks import environment
+
+    records = [make_record(0), make_record(1)]
+    result = environment.check(context(records, source="cli"))
+    assert result.status == "PASS" and "CPU hosts: every process is its own SPMD world" in result.summary
+    for record in records:
+        record["environment"]["device_kind"] = "TPU"
+    result = environment.check(context(records, source="cli"))
+    assert result.status == "FAIL" and "PJRT reports [1] process(es)" in result.summary
+
+
+@pytest.mark.parametrize("env", [{"WORLD_SIZE": "2", "RANK": "1"}, {"WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.2"}])
+def test_a_partial_host_environment_is_a_usage_error(env):
+    """WORLD_SIZE=2 RANK=1 without MASTER_ADDR ran as a lone host 0 and passed."""
+    from xla_lint.runtime.hosts import resolve_layout
+
+    with pytest.raises(OptionsError, match="set but not"):
+        resolve_layout(RuntimeOptions(), env)
+    assert resolve_layout(RuntimeOptions(), {"WORLD_SIZE": "1"}).num_hosts == 1  # a single-process launcher: fine
+
+
+@pytest.mark.parametrize("losses,cause", [
+    ([0.04, 3.0, 1.0e4], "the loss rose: the learning rate (--lr 0.003) is too high"),
+    ([2.0, 2.0, 2.0], "build it from model.parameters() AFTER wrapping"),
+    ([2.0, 2.5, 2.1], "try a smaller --lr (now 0.003) or more --steps"),
+])
+def test_a_loss_that_does_not_fall_is_explained_by_how_it_moved(losses, cause):
+    """A user model whose loss exploded was told to build its optimizer after wrapping,
+    though the wrapping was fine and the learning rate too high."""
+    from xla_lint.runtime.checks import convergence
+
+    record = make_record()
+    record["losses"] = losses
+    result = convergence.check(context([record]))
+    assert result.status == "FAIL" and cause in result.explanation

@@ -596,6 +596,11 @@ def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_ind
     finally:
         if not spans_hosts or host_index == 0:
             shutil.rmtree(run_dir if not made_base else base, ignore_errors=True)
+            if not made_base and not spans_hosts:
+                try:  # the per-run folder above host-N, once the last host has removed its own
+                    os.rmdir(os.path.dirname(run_dir))
+                except OSError:
+                    pass
 
 
 def run_bare(opts: RuntimeOptions) -> dict:

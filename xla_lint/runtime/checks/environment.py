@@ -2,7 +2,8 @@
 
 Every host must report the same torch/torch_xla versions and device counts, and SPMD
 must be on (``xr.is_spmd()``, torch_xla/runtime.py). On a real pod PJRT's process count
-must equal the host count; simulated hosts are independent SPMD worlds (1 process each).
+must equal the host count; simulated hosts, and CPU hosts joined with ``--coordinator``
+(PJRT's CPU client is one process), are independent SPMD worlds (1 process each).
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ def check(ctx: CheckContext) -> CheckResult:
         problems.append(f"SPMD is off on host(s) {', '.join(off)}")
         causes.append("call torch_xla.runtime.use_spmd() before any tensor or model reaches the XLA device")
         rules.append("XLA002")
-    if not ctx.simulated and n_hosts > 1:
-        counts = {h: v["xla_process_count"] for h, v in per_host.items()}
+    counts = {h: v["xla_process_count"] for h, v in per_host.items()}
+    separate_worlds = ctx.simulated or (
+        all(v["device_kind"] == "CPU" for v in per_host.values()) and set(counts.values()) == {1})
+    if not separate_worlds and n_hosts > 1:
         if any(c != n_hosts for c in counts.values()):
             problems.append(f"the host group has {n_hosts} hosts but PJRT reports {sorted(set(counts.values()))} process(es)")
             causes.append(
@@ -54,6 +57,8 @@ def check(ctx: CheckContext) -> CheckResult:
     )
     if ctx.simulated:
         summary += " (simulated hosts: every process is its own SPMD world)"
+    elif separate_worlds and n_hosts > 1:
+        summary += " (CPU hosts: every process is its own SPMD world)"
     values = {"hosts": per_host, "device_env": ctx.device_env}
     if problems:
         return CheckResult("environment", FAIL, "; ".join(problems), values, explanation="; ".join(causes), rules=rules)
