@@ -152,11 +152,31 @@ def test_pyproject_keys(tmp_path):
     ('select = ["XLA999"]', "'XLA999'"),
     ('ignore = ["E501"]', "'E501'"),
     ('per-file-ignores = { "a.py" = ["XLA9x"] }', "'XLA9X'"),
+    # Values of the wrong type, which used to be taken silently:
+    ('target-version = 2.10', 'target-version must be a quoted string'),  # TOML: the number 2.1
+    ('target-version = "banana"', "pyproject.toml: target-version must look like '2.9'"),
+    ('select = "XLA001"', "select must be a list of rule codes"),
+    ('per-file-ignores = { "a.py" = "XLA004" }', "per-file-ignores.a.py must be a list of rule codes"),
 ])
 def test_config_errors_name_the_culprit(tmp_path, table, named):
     write_tree(tmp_path, {"pyproject.toml": f"[tool.xla-lint]\n{table}\n", "a.py": PRINTS})
     proc = xla(tmp_path)
     assert proc.returncode == 2
+    assert proc.stderr.startswith("xla-lint: error: ") and named in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--output-format", "xml"], "'xml' is not one of"),
+    (["--color", "sometimes"], "'sometimes' is not one of"),
+    (["-j", "0"], "'--jobs'"),
+    (["--formt", "x"], "No such option '--formt'"),
+])
+def test_usage_errors_are_one_line(tmp_path, args, named):
+    """Option errors found by click used to print its four-line usage block."""
+    write_tree(tmp_path, {"a.py": PRINTS})
+    proc = xla(tmp_path, *args, "a.py")
+    assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("xla-lint: error: ") and named in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 

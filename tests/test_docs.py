@@ -56,3 +56,24 @@ def test_catalogue_is_up_to_date_and_agrees_with_the_rule_classes(tmp_path, caps
     stale.write_text(render_catalogue().replace("'XLA001'", "'XLA0001'"), encoding="utf-8")
     assert main(["--catalogue", "--check", "--path", str(stale)]) == 1
     assert "--catalogue" in capsys.readouterr().err
+
+
+def test_cli_md_sarif_sample_matches_real_output(tmp_path):
+    """docs/cli.md shows "real output" of --output-format sarif (rule table cut to one rule,
+    help text shortened): everything else in it must still be what xla-lint prints."""
+    import json
+    import re
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = page[page.index("### `sarif`"):]
+    sample = json.loads(re.search(r"```json\n(.*?)\n```", section, re.S).group(1))
+    (tmp_path / "train.py").write_text("import torch_xla\nprint(1)\n")
+    out = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--select", "XLA004",
+                          "--output-format", "sarif", "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    real = json.loads(out.stdout)
+    rule = next(r for r in real["runs"][0]["tool"]["driver"]["rules"] if r["id"] == "XLA004")
+    (shown,) = sample["runs"][0]["tool"]["driver"]["rules"]
+    for key in ("id", "name", "shortDescription", "fullDescription", "defaultConfiguration"):
+        assert shown[key] == rule[key], key
+    assert {k: v for k, v in sample["runs"][0]["tool"]["driver"].items() if k != "rules"} == \
+        {k: v for k, v in real["runs"][0]["tool"]["driver"].items() if k != "rules"}

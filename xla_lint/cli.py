@@ -38,6 +38,25 @@ class DefaultGroup(click.Group):
             args.insert(0, "check")
         return super().parse_args(ctx, args)
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Click's ``main``, except that a usage error is one line on standard error
+        (``xla-lint: error: No such option: --formt``, exit 2) like every other error of
+        ours, instead of click's usage block."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.UsageError as exc:
+            click.echo(f"xla-lint: error: {exc.format_message()} (see xla-lint --help)", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"xla-lint: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("xla-lint: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(rv if isinstance(rv, int) else EXIT_CLEAN)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -193,7 +212,7 @@ def _read_sources(diagnostics) -> dict[str, str]:
 
 def _log_run(result, seconds: float) -> None:
     """``--verbose``: each file read or skipped, then the count and time, on standard error."""
-    parsed = skipped = 0
+    parsed = skipped = failed = 0
     for r in result.files:
         if r.skipped_reason:
             skipped += 1
@@ -202,10 +221,12 @@ def _log_run(result, seconds: float) -> None:
             parsed += 1
             click.echo(f"xla-lint: linted {r.path}", err=True)
         else:
+            failed += 1
             click.echo(f"xla-lint: could not parse {r.path}", err=True)
     n = len(result.files)
+    unparsed = f", {failed} not parsed (XLA000)" if failed else ""
     click.echo(f"xla-lint: {n} {'file' if n == 1 else 'files'} read ({parsed} linted, {skipped} skipped: "
-               f"no torch_xla) in {seconds:.3f}s; {result.suppressed} suppressed by comments", err=True)
+               f"no torch_xla{unparsed}) in {seconds:.3f}s; {result.suppressed} suppressed by comments", err=True)
 
 
 def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, diff: bool, exit_zero: bool) -> None:

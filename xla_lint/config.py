@@ -116,11 +116,22 @@ def parse_version(text: str) -> tuple[int, int]:
     return major, minor
 
 
+def _version_of(value: Any, key: str, source: str) -> tuple[int, int]:
+    """``value`` as a (major, minor) torch_xla version; ConfigError naming ``source`` otherwise.
+
+    Only a string is taken: TOML reads an unquoted ``2.10`` as the number 2.1.
+    """
+    if not isinstance(value, str):
+        raise ConfigError(f'{source}: {key} must be a quoted string such as "2.9" (an unquoted 2.10 is the number 2.1)')
+    try:
+        return parse_version(value)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
 def _codes(value: Any, key: str, source: str) -> list[str]:
-    if isinstance(value, str):
-        value = [v for v in value.replace(" ", "").split(",") if v]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{source}: {key} must be a list of rule codes")
+        raise ConfigError(f'{source}: {key} must be a list of rule codes, e.g. ["XLA001"]')
     known = [r.code for r in RULES]
     out = []
     for v in value:
@@ -188,7 +199,10 @@ def build_settings(
         raise ConfigError(f"{source}: per-file-ignores must be a table of pattern = [codes]")
     pfi = tuple((pat, frozenset(_codes(codes, f"per-file-ignores.{pat}", source))) for pat, codes in pfi_raw.items())
 
-    version = parse_version(target_version or table.get("target-version", "2.9"))
+    if target_version is not None:
+        version = _version_of(target_version, "--target-version", "command line")
+    else:
+        version = _version_of(table.get("target-version", "2.9"), "target-version", source)
     doc_flag = table.get("docs", False) if docs is None else docs
     if not isinstance(doc_flag, bool):
         raise ConfigError(f"{source}: docs must be true or false")
