@@ -91,3 +91,28 @@ def test_a_case_pattern_capture_binds_its_name(pattern):
     code = f"import torch_xla.distributed.spmd as xs\nmatch v:\n    case {pattern}:\n        pass\n"
     bindings = BindingCollector().collect(cst.parse_module(code)).bindings
     assert bindings["xs"] == {"torch_xla.distributed.spmd", LOCAL}
+
+
+def test_names_bound_in_expressions_or_rebound():
+    from xla_lint.names import names_bound_in_expressions_or_rebound
+
+    code = ("import torch_xla\n[a for b, (c, *d) in x]\nf = lambda e, *g, h=1, **i: 0\n(j := 1)\n"
+            "def k():\n    global l\n    nonlocal_m = 1\ndel n, o.p\nq = 1\n")
+    found = names_bound_in_expressions_or_rebound(cst.parse_module(code))
+    assert {"b", "c", "d", "e", "g", "h", "i", "j", "l", "n", "o", "p"} <= found
+    assert not {"torch_xla", "q", "k", "nonlocal_m"} & found  # the collector's own bindings
+
+
+def test_top_level_imports_are_in_order_and_only_unconditional():
+    from xla_lint.names import top_level_imports
+
+    code = ("import torch_xla.core.xla_model as xm, os\nx = 1\ntry:\n    import torch_xla.runtime as xr\n"
+            "except ImportError:\n    pass\nfrom torch_xla.distributed import spmd as xs\nfrom . import sibling\n")
+    table = [(names, modules) for _, names, modules in top_level_imports(cst.parse_module(code))]
+    assert table == [
+        (frozenset({"xm", "os"}), frozenset({"torch_xla.core.xla_model", "os"})),
+        (frozenset(), frozenset()),
+        (frozenset(), frozenset()),  # under try: not unconditional
+        (frozenset({"xs"}), frozenset({"torch_xla.distributed"})),
+        (frozenset(), frozenset()),  # relative: not a torch_xla import
+    ]

@@ -198,36 +198,9 @@ def result_from_json(data: dict) -> FileResult:
     reason = data["skipped_reason"]
     if not isinstance(path, str) or not (reason is None or isinstance(reason, str)):
         raise TypeError("malformed file result")
-    result = FileResult(path, [Diagnostic.from_json(d) for d in data["diagnostics"]],
-                        [FileFacts.from_json(f) for f in data["facts"]],
-                        Suppressions.from_json(data["suppressions"]), bool(data["parsed"]), reason)
-    _check_types(result)
-    return result
-
-
-def _check_types(result: FileResult) -> None:
-    """Raise TypeError unless the facts and suppressions of ``result`` hold values of their
-    declared types (a cache entry edited by hand or by another tool must not reach the
-    program facts, where a module name that is a number fails every later run)."""
-    def need(ok: bool, what: str) -> None:
-        if not ok:
-            raise TypeError(f"malformed {what}")
-
-    for facts in result.facts:
-        need(isinstance(facts.module, str) and all(isinstance(m, str) for m in facts.imports)
-             and (facts.group is None or isinstance(facts.group, str)), "facts")
-    s = result.suppressions
-    need(type(s.disable_all) is bool and all(isinstance(c, str) for c in s.disabled_codes), "suppressions")
-    for comment in s.noqa.values():
-        need(all(type(v) is int for v in (comment.line, comment.column, comment.end_column,
-                                          comment.remove_column, comment.remove_end_column))
-             and isinstance(comment.replacement, str)
-             and (comment.codes is None or (type(comment.codes) is frozenset
-                                            and all(isinstance(c, str) for c in comment.codes)))
-             and type(comment.code_spans) is tuple
-             and all(type(span) is tuple and len(span) == 3 and isinstance(span[0], str)
-                     and type(span[1]) is int and type(span[2]) is int for span in comment.code_spans),
-             "noqa comment")
+    return FileResult(path, [Diagnostic.from_json(d) for d in data["diagnostics"]],
+                      [FileFacts.from_json(f) for f in data["facts"]],
+                      Suppressions.from_json(data["suppressions"]), bool(data["parsed"]), reason)
 
 
 # Parallel linting pays only when there is real parsing to share out: starting a worker

@@ -61,15 +61,19 @@ class FileFacts:
                 raise TypeError(f"expected true or false, got {type(value).__name__}")
             return value
 
+        module, imports, group = data["module"], data["imports"], data.get("group")
+        if not isinstance(module, str) or not all(isinstance(m, str) for m in imports) \
+                or not (group is None or isinstance(group, str)):
+            raise TypeError("malformed file facts")
         return cls(
-            module=data["module"],
-            imports=frozenset(data["imports"]),
+            module=module,
+            imports=frozenset(imports),
             enables_spmd=flag(data["enables_spmd"]),
             shards=flag(data["shards"]),
             multiprocess=flag(data["multiprocess"]),
             imports_torch_xla=flag(data["imports_torch_xla"]),
             sets_global_mesh=flag(data.get("sets_global_mesh", False)),
-            group=data.get("group"),
+            group=group,
         )
 
 

@@ -73,7 +73,6 @@ def _carry_changes(text: str, before: str, after: str) -> str | None:
     Unchanged lines are taken from ``text``; a changed line must be identical in ``text``
     and ``before``, else None.
     """
-
     original, old, new = split_lines(text), split_lines(before), split_lines(after)
     if len(original) != len(old):
         return None
@@ -136,10 +135,10 @@ def unified_diff(old: str, new: str, path: str, encoding: str = "utf-8") -> byte
     """
     if encoding == "utf-8-sig":
         old, new, encoding = "\ufeff" + old, "\ufeff" + new, "utf-8"
-    lines = difflib.unified_diff(_cut_at_newlines(old), _cut_at_newlines(new), fromfile="a", tofile="b")
-    header = [next(lines, None), next(lines, None)]
-    if header[0] is None:
+    lines = difflib.unified_diff(_cut_at_newlines(old), _cut_at_newlines(new))
+    if next(lines, None) is None:  # no change
         return b""
+    next(lines)  # difflib's "+++" line: the header is written here, in the file system's encoding
     out = [b"--- a/" + os.fsencode(path) + b"\n", b"+++ b/" + os.fsencode(path) + b"\n"]
     for line in lines:
         out.append(line.encode(encoding, errors="surrogateescape"))

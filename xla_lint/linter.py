@@ -17,7 +17,7 @@ import libcst as cst
 from .config import Settings
 from .context import Dispatcher, FactsCollector, FileContext
 from .diagnostics import Diagnostic, Edit, Fix
-from .discovery import Target
+from .discovery import NOTEBOOK_SUFFIX, Target
 from .docstrings import lint_docstrings
 from .engine import PREFILTER, FileResult, import_facts, module_of, syntax_error
 from .facts import FileFacts
@@ -97,7 +97,7 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
         tree, syntax = parsed
 
     ctx = FileContext(tree, module, is_package, target_version, globals_scope,
-                      notebook=path.lower().endswith(".ipynb"))
+                      notebook=path.lower().endswith(NOTEBOOK_SUFFIX))
     facts = FactsCollector(ctx, module)
     facts.facts.group = group
     instances = [rule(ctx) for rule in rules]
@@ -139,9 +139,7 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
         if r.end.line >= len(starts):
             return False
         here = text[starts[r.start.line - 1] + r.start.column:starts[r.end.line - 1] + r.end.column]
-        if getattr(node, "lpar", None) or getattr(node, "rpar", None):
-            node = node.with_changes(lpar=(), rpar=())
-        return _WHITESPACE.sub("", here) == _WHITESPACE.sub("", tree.code_for_node(node))
+        return _WHITESPACE.sub("", here) == _WHITESPACE.sub("", tree.code_for_node(_without_parens(node)))
 
     out = []
     for rep in ctx.reports:
@@ -152,10 +150,10 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
             for repl in rep.fix.replacements:
                 a, b, c, d = place(repl.node)
                 new = repl.new
-                if not isinstance(new, str) and getattr(new, "lpar", None) and getattr(repl.node, "lpar", None):
+                if not isinstance(new, str) and getattr(repl.node, "lpar", None):
                     # The replaced node's parentheses lie outside its position and stay in the
                     # file; the new node (made with with_changes) still carries them.
-                    new = new.with_changes(lpar=(), rpar=())
+                    new = _without_parens(new)
                 content = new if isinstance(new, str) else tree.code_for_node(new)
                 edits.append(Edit(a, b, c, d, content))
             fix = Fix(rep.fix.description, tuple(edits), rep.fix.safe, tuple(rep.fix.add_imports))
@@ -208,6 +206,13 @@ def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileRes
         result.parsed = True
         result.suppressions = find_suppressions(text)
     return result
+
+
+def _without_parens(node: cst.CSTNode) -> cst.CSTNode:
+    """``node`` without its own parentheses (which lie outside its reported position)."""
+    if getattr(node, "lpar", None) or getattr(node, "rpar", None):
+        return node.with_changes(lpar=(), rpar=())
+    return node
 
 
 def _in_cell(cell: NotebookCell, d: Diagnostic) -> Diagnostic:

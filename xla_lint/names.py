@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from .walk import iter_nodes
+
 LOCAL = "<local>"
 _BUILTINS = frozenset(dir(builtins))
 
@@ -228,6 +230,73 @@ class BindingCollector:
                 self._target(el.value, scope)
         elif isinstance(target, cst.StarredElement):
             self._target(target.value, scope)
+
+
+def top_level_imports(module: cst.Module) -> list[tuple[cst.CSTNode, frozenset[str], frozenset[str]]]:
+    """Every top-level statement of ``module`` in order, with the names its imports bind and
+    the modules they name (both empty for other statements)."""
+    out = []
+    for statement in module.body:
+        names: set[str] = set()
+        modules: set[str] = set()
+        if type(statement) is cst.SimpleStatementLine:
+            for small in statement.body:
+                if type(small) is cst.Import:
+                    for alias in small.names:
+                        full = dotted_name(alias.name)
+                        if full is None:
+                            continue
+                        modules.add(full)
+                        asname = alias.asname.name if alias.asname is not None else None
+                        names.add(asname.value if isinstance(asname, cst.Name) else full.split(".")[0])
+                elif type(small) is cst.ImportFrom and not small.relative and small.module is not None:
+                    base = dotted_name(small.module)
+                    if base is None:
+                        continue
+                    modules.add(base)
+                    if not isinstance(small.names, cst.ImportStar):
+                        for alias in small.names:
+                            asname = alias.asname.name if alias.asname is not None else alias.name
+                            if isinstance(asname, cst.Name):
+                                names.add(asname.value)
+        out.append((statement, frozenset(names), frozenset(modules)))
+    return out
+
+
+def names_bound_in_expressions_or_rebound(module: cst.Module) -> frozenset[str]:
+    """Names ``module`` binds where :class:`BindingCollector` does not look (comprehension
+    targets, lambda parameters, ``:=`` targets, all inside expressions), declares
+    ``global``/``nonlocal`` (a function may rebind the module's name) or deletes with ``del``.
+
+    The collector's scopes are enough to resolve names; a fix that *writes* a name (such as
+    ``torch_xla.sync()``) must also know that no such binding can change what it means
+    (a comprehension binding ``torch_xla`` would make it call that value's method). One walk
+    of the module.
+    """
+    names: set[str] = set()
+    for node in iter_nodes(module):
+        kind = type(node)
+        if kind is cst.CompFor:
+            names.update(_target_names(node.target))
+        elif kind is cst.Lambda:
+            params = node.params
+            for p in (*params.posonly_params, *params.params, *params.kwonly_params,
+                      params.star_arg, params.star_kwarg):
+                if isinstance(p, cst.Param):
+                    names.add(p.name.value)
+        elif kind is cst.NamedExpr:
+            names.update(_target_names(node.target))
+        elif kind is cst.Global or kind is cst.Nonlocal:
+            names.update(item.name.value for item in node.names)
+        elif kind is cst.Del:
+            names.update(_target_names(node.target))
+    return frozenset(names)
+
+
+def _target_names(target: cst.CSTNode) -> set[str]:
+    """Names bound by an assignment target (``a``, ``(a, *b)``, ``[a, b]``; an attribute or
+    subscript target gives its names too, which only makes callers more careful)."""
+    return {n.value for n in iter_nodes(target) if type(n) is cst.Name}
 
 
 # Pattern nodes that hold patterns without being patterns themselves.

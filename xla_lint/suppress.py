@@ -88,14 +88,30 @@ class Suppressions:
     @classmethod
     def from_json(cls, data: dict) -> "Suppressions":
         """Inverse of :meth:`to_json`; raises KeyError/TypeError/ValueError on a malformed object
-        (including one written by a version whose :class:`NoqaComment` had other fields)."""
+        (including one written by a version whose :class:`NoqaComment` had other fields, or a
+        value of the wrong type: checked, never converted)."""
         noqa = {}
         for item in data["noqa"]:
             comment = NoqaComment(**{f.name: _decode(item[f.name]) for f in fields(NoqaComment)})
-            if not isinstance(comment.line, int):
-                raise TypeError("noqa line must be an integer")
+            if not _well_typed(comment):
+                raise TypeError("malformed noqa comment")
             noqa[comment.line] = comment
-        return cls(noqa, frozenset(data["disabled_codes"]), data["disable_all"])  # types: engine._check_types
+        disabled, disable_all = data["disabled_codes"], data["disable_all"]
+        if type(disable_all) is not bool or not all(isinstance(c, str) for c in disabled):
+            raise TypeError("malformed file-wide suppression")
+        return cls(noqa, frozenset(disabled), disable_all)
+
+
+def _well_typed(comment: NoqaComment) -> bool:
+    """Every field of ``comment`` holds a value of its declared type."""
+    return (all(type(v) is int for v in (comment.line, comment.column, comment.end_column,
+                                         comment.remove_column, comment.remove_end_column))
+            and isinstance(comment.replacement, str)
+            and (comment.codes is None or (type(comment.codes) is frozenset
+                                           and all(isinstance(c, str) for c in comment.codes)))
+            and type(comment.code_spans) is tuple
+            and all(type(span) is tuple and len(span) == 3 and isinstance(span[0], str)
+                    and type(span[1]) is int and type(span[2]) is int for span in comment.code_spans))
 
 
 def _encode(value):

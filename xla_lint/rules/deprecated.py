@@ -14,9 +14,9 @@ import libcst as cst
 from .. import apis
 from ..context import FileContext, find_arg, literal_string, parse_expression
 from ..diagnostics import Severity
-from ..names import dotted_name, lookup
+from ..names import dotted_name, lookup, names_bound_in_expressions_or_rebound, top_level_imports
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..walk import TRIVIA, calls_in, iter_nodes, walk
+from ..walk import TRIVIA, calls_in, walk
 
 # -- shared helpers ---------------------------------------------------------------
 
@@ -146,7 +146,7 @@ def _module_alias(ctx: FileContext, module: str) -> str | None:
 def _imports_above(ctx: FileContext) -> list[tuple[frozenset[str], frozenset[str]]]:
     """``(names bound, modules named)`` of each import statement at the module's top level
     (not under ``if``/``try``/``def``) before the top-level statement being visited."""
-    table = ctx.memo("top-level-imports", lambda: _top_level_imports(ctx.module))
+    table = ctx.memo("top-level-imports", lambda: top_level_imports(ctx.module))
     current = ctx.stack[1] if len(ctx.stack) > 1 else None
     out = []
     for statement, names, modules in table:
@@ -156,73 +156,10 @@ def _imports_above(ctx: FileContext) -> list[tuple[frozenset[str], frozenset[str
     return out
 
 
-def _top_level_imports(module: cst.Module) -> list[tuple[cst.CSTNode, frozenset[str], frozenset[str]]]:
-    """Every top-level statement of ``module`` in order, with the names its imports bind and
-    the modules they name (both empty for other statements)."""
-    out = []
-    for statement in module.body:
-        names: set[str] = set()
-        modules: set[str] = set()
-        if type(statement) is cst.SimpleStatementLine:
-            for small in statement.body:
-                if type(small) is cst.Import:
-                    for alias in small.names:
-                        full = dotted_name(alias.name)
-                        if full is None:
-                            continue
-                        modules.add(full)
-                        asname = alias.asname.name if alias.asname is not None else None
-                        names.add(asname.value if isinstance(asname, cst.Name) else full.split(".")[0])
-                elif type(small) is cst.ImportFrom and not small.relative and small.module is not None:
-                    base = dotted_name(small.module)
-                    if base is None:
-                        continue
-                    modules.add(base)
-                    if not isinstance(small.names, cst.ImportStar):
-                        for alias in small.names:
-                            asname = alias.asname.name if alias.asname is not None else alias.name
-                            if isinstance(asname, cst.Name):
-                                names.add(asname.value)
-        out.append((statement, frozenset(names), frozenset(modules)))
-    return out
-
-
 def _unsafe_names(ctx: FileContext) -> frozenset[str]:
-    """Names a fix must not write: those the file binds where
-    :class:`~xla_lint.names.BindingCollector` does not look (comprehension targets, lambda
-    parameters, ``:=`` targets), declares ``global``/``nonlocal`` (a function may rebind the
-    module's name) or deletes with ``del``.
-
-    A fix that writes ``torch_xla.sync()`` where a comprehension binds ``torch_xla`` would
-    call a method of that value instead; fixes are refused for such names anywhere in the
-    file (rare, and safe). One walk per file, on the first fix asked.
-    """
-    def collect() -> frozenset[str]:
-        names: set[str] = set()
-        for node in iter_nodes(ctx.module):
-            kind = type(node)
-            if kind is cst.CompFor:
-                names.update(_target_names(node.target))
-            elif kind is cst.Lambda:
-                params = node.params
-                for p in (*params.posonly_params, *params.params, *params.kwonly_params,
-                          params.star_arg, params.star_kwarg):
-                    if isinstance(p, cst.Param):
-                        names.add(p.name.value)
-            elif kind is cst.NamedExpr:
-                names.update(_target_names(node.target))
-            elif kind is cst.Global or kind is cst.Nonlocal:
-                names.update(item.name.value for item in node.names)
-            elif kind is cst.Del:
-                names.update(_target_names(node.target))
-        return frozenset(names)
-
-    return ctx.memo("unsafe-names", collect)
-
-
-def _target_names(target: cst.CSTNode) -> set[str]:
-    """Names bound by an assignment target (``a``, ``(a, *b)``, ``[a, b]``)."""
-    return {n.value for n in iter_nodes(target) if type(n) is cst.Name}
+    """:func:`~xla_lint.names.names_bound_in_expressions_or_rebound` of the file, once per file
+    (on the first fix asked): names a fix must not write."""
+    return ctx.memo("unsafe-names", lambda: names_bound_in_expressions_or_rebound(ctx.module))
 
 
 def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
