@@ -125,6 +125,9 @@ class RendezvousResult:
         return {**dataclasses.asdict(self), "ok": self.ok}
 
 
+_HOST_ENV = ("MASTER_ADDR", "WORLD_SIZE", "RANK")  # torch.distributed's env:// description of a host
+
+
 def resolve_layout(opts: RuntimeOptions, environ: dict | None = None) -> HostLayout:
     """Work out host index, host count and coordinator from options, then environment.
 
@@ -144,13 +147,13 @@ def resolve_layout(opts: RuntimeOptions, environ: dict | None = None) -> HostLay
             coord = (host, int(port))
         source = "simulated" if opts.simulated else "cli"
         return HostLayout(index, num, coord if num > 1 else None, source)
-    described = [k for k in ("MASTER_ADDR", "WORLD_SIZE", "RANK") if env.get(k)]
-    if described and len(described) < 3 and env.get("WORLD_SIZE", "1") != "1":
+    described = [k for k in _HOST_ENV if env.get(k)]
+    if described and len(described) < len(_HOST_ENV) and env.get("WORLD_SIZE", "1") != "1":
         # WORLD_SIZE=2 RANK=1 without MASTER_ADDR used to run as a lone host 0 and pass.
-        missing = [k for k in ("MASTER_ADDR", "WORLD_SIZE", "RANK") if k not in described]
+        missing = [k for k in _HOST_ENV if k not in described]
         raise OptionsError(f"{', '.join(described)} set but not {', '.join(missing)}: set all three "
                            "(MASTER_ADDR is host 0's address) or use --coordinator/--num-hosts/--host-index")
-    if env.get("MASTER_ADDR") and env.get("WORLD_SIZE") and env.get("RANK"):
+    if len(described) == len(_HOST_ENV):
         num, index = int(env["WORLD_SIZE"]), int(env["RANK"])
         if not 0 <= index < num:
             raise OptionsError(f"RANK={index} is outside [0, WORLD_SIZE={num})")

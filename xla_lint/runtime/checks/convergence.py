@@ -25,10 +25,12 @@ def check(ctx: CheckContext) -> CheckResult:
         lr = ctx.options.get("lr")
         own = " (for --model, the checker trains on the mean square of the output, not your objective)" \
             if ctx.options.get("model") else ""
-        if len(losses) >= 2 and losses[-1] > 1.5 * losses[0]:
+        if len(losses) < 2:
+            explanation = "fewer than 2 steps ran: run more --steps"
+        elif losses[-1] > 1.5 * losses[0]:
             explanation = (f"the loss rose: the learning rate (--lr {lr}) is too high for this model{own}; "
                            "rerun with a smaller --lr (e.g. --lr 1e-4) before suspecting the sharding")
-        elif len(losses) >= 2 and losses[-1] == losses[0]:
+        elif losses[-1] == losses[0]:
             explanation = ("the loss did not move: the optimizer does not update the trained parameters; build it from "
                            "model.parameters() AFTER wrapping in FSDPv2 (the wrap replaces them)")
         else:
