@@ -28,18 +28,19 @@ def lint_tree(root: Path, select: list[str] | None = None, **settings_kw):
     os.chdir(root)
     try:
         settings = build_settings(cwd=root, select=select, isolated=True, **settings_kw)
-        targets = discover(["."], settings)
-        return run(targets, settings, jobs=1), settings, targets
+        launchers: list[str] = []
+        targets = discover(["."], settings, launchers)
+        return run(targets, settings, jobs=1, launchers=launchers, folders=["."]), settings, targets
     finally:
         os.chdir(old)
 
 
-def fix_text(root: Path, rel: str, select: list[str]) -> str:
+def fix_text(root: Path, rel: str, select: list[str], **settings_kw) -> str:
     """The text of ``rel`` after every round of safe fixes (the file itself is not written)."""
     old = os.getcwd()
     os.chdir(root)
     try:
-        settings = build_settings(cwd=root, select=select, isolated=True)
+        settings = build_settings(cwd=root, select=select, isolated=True, **settings_kw)
         targets = discover(["."], settings)
         result = run(targets, settings, jobs=1)
         target = next(t for t in targets if t.path == rel)

@@ -64,7 +64,7 @@ def test_program_facts_are_applied_after_the_cache(tmp_path):
     codes = lambda out: sorted((d["path"], d["code"]) for d in json.loads(out))  # noqa: E731
     first = codes(xla(tmp_path, "--cache-dir", cache, ".").stdout)
     assert ("pkg/model.py", "XLA002") not in first
-    (tmp_path / "train.py").write_text("import pkg.model\n")
+    (tmp_path / "train.py").write_text('import pkg.model\n\nif __name__ == "__main__":\n    pkg.model.main()\n')
     second = codes(xla(tmp_path, "--cache-dir", cache, ".").stdout)
     assert ("pkg/model.py", "XLA002") in second
     assert second == codes(xla(tmp_path, "--no-cache", ".").stdout)

@@ -293,8 +293,8 @@ def test_file_deleted_between_discovery_and_reading(tmp_path):
         import os, sys
         import xla_lint.cli as cli
         real = cli.discover
-        def discover(paths, settings):
-            found = real(paths, settings)
+        def discover(paths, settings, launchers=None):
+            found = real(paths, settings, launchers)
             os.unlink("a.py")  # gone after discovery, before reading
             return found
         cli.discover = discover

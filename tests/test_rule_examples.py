@@ -16,6 +16,12 @@ from helpers import fix_text, lint_tree, write_tree
 
 RULES = [r for r in all_rules() if r.code != "XLA000"]
 
+def _entry(example) -> dict:
+    """An example alone is a program run as `python example.py` (its modes come from its own
+    code); with other modules beside it, they say which file is the entry, as a real tree would."""
+    return {} if example.files else {"entry_points": {"example.py": "single"}}
+
+
 
 def _cases(kind: str):
     for rule in RULES:
@@ -35,11 +41,11 @@ def _program(tmp_path, example):
 @pytest.mark.parametrize("rule,example", list(_cases("invalid")))
 def test_invalid_example_is_reported(tmp_path, rule, example):
     _program(tmp_path, example)
-    result, _, _ = lint_tree(tmp_path, select=[rule.code])
+    result, _, _ = lint_tree(tmp_path, select=[rule.code], **_entry(example))
     lines = sorted(d.line for d in result.diagnostics if d.path == "example.py" and d.code == rule.code)
     assert lines == sorted(example.lines), f"{rule.code} reported lines {lines} for:\n{example.code}"
     if example.fixed is not None:
-        fixed = fix_text(tmp_path, "example.py", [rule.code])
+        fixed = fix_text(tmp_path, "example.py", [rule.code], **_entry(example))
         assert fixed == example.fixed
         assert parses(fixed)
 
@@ -47,7 +53,7 @@ def test_invalid_example_is_reported(tmp_path, rule, example):
 @pytest.mark.parametrize("rule,example", list(_cases("valid")))
 def test_valid_example_is_not_reported(tmp_path, rule, example):
     _program(tmp_path, example)
-    result, _, _ = lint_tree(tmp_path, select=[rule.code])
+    result, _, _ = lint_tree(tmp_path, select=[rule.code], **_entry(example))
     found = [f"{d.line}: {d.message}" for d in result.diagnostics if d.path == "example.py" and d.code == rule.code]
     assert found == [], f"{rule.code} wrongly reported {found} for:\n{example.code}"
 

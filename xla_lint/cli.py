@@ -103,6 +103,9 @@ def main() -> None:
 @click.option("--statistics", is_flag=True, help="Print how many diagnostics of each code, most frequent first.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diagnostics: no summary line.")
 @click.option("--verbose", "-v", is_flag=True, help="Report files read, skipped and timing on standard error.")
+@click.option("--show-programs", is_flag=True,
+              help="Print the programs found (entries, tests, documents), the mode of each and where it comes from; "
+                   "report nothing else.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Color the output; auto: when standard output is a terminal and NO_COLOR is not set.")
 @click.option("--stdin-filename", help="With PATH `-`: the file name to report (and match per-file-ignores) for standard input.")
@@ -117,7 +120,7 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=str, default=None, help="Where to keep the result cache.")
 def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, diff, show_fixes, statistics,
-          quiet, verbose, color, stdin_filename, config_file, isolated, target_version, docs, exclude,
+          quiet, verbose, show_programs, color, stdin_filename, config_file, isolated, target_version, docs, exclude,
           force_exclude, jobs, no_cache, cache_dir) -> None:
     """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
     options = Output(output_format, use_color(color), quiet, show_fixes, statistics)
@@ -137,14 +140,20 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, d
             cache_dir=cache_dir, isolated=isolated, force_exclude=force_exclude)
         if paths == ("-",):
             _check_stdin(settings, stdin_filename or "-", options, fix=fix, diff=diff, exit_zero=exit_zero)
-        targets = discover(list(paths) or ["."], settings)
+        launchers: list[str] = []
+        targets = discover(list(paths) or ["."], settings, launchers)
     except (ConfigError, DiscoveryError) as exc:
         _fail(str(exc))
     started = time.perf_counter()
     # More workers than cores only adds start-up and contention (-j 1000 took 50x longer).
-    result = run(targets, settings, min(jobs or default_jobs(), default_jobs()), cache=not no_cache)
+    result = run(targets, settings, min(jobs or default_jobs(), default_jobs()), cache=not no_cache,
+                 launchers=launchers, folders=[p for p in (list(paths) or ["."]) if os.path.isdir(p)])
     if verbose:
         _log_run(result, time.perf_counter() - started)
+    if show_programs:
+        lines = result.program.describe()
+        click.echo("\n".join(lines) if lines else "no programs found: every linted module is library code")
+        sys.exit(EXIT_CLEAN)
     diagnostics = result.diagnostics
     fixed, applied = 0, None
     if fix or diff:
@@ -244,7 +253,7 @@ def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, d
         result = FileResult(name, [syntax_error(name, exc.message, exc.line, exc.column)])
     else:
         result = lint_file(target, settings, text=text)
-    program = program_facts([result])
+    program = program_facts([result], settings, entries=(name,))  # standard input is run as a program
     diagnostics = finalize([result], program, settings)[0]
     fixed, applied = 0, None
     if (fix or diff) and text is not None and kind == "python":

@@ -11,6 +11,9 @@ Keys (all optional)::
     target-version = "2.9"           # torch_xla version linted for
     docs = false                     # lint code blocks of .md/.rst found in folders, and docstring examples
     cache-dir = ".xla_lint_cache"
+    # Entries whose launcher lives outside the tree, and the mode it runs them in:
+    # "spmd", "multiprocess", "unbuffered" (a string or a list), or "single" (an entry, nothing set)
+    entry-points = { "train.py" = "spmd", "scripts/*.py" = ["multiprocess", "unbuffered"] }
 
 An unknown key, code or value raises :class:`ConfigError`, whose message names it.
 """
@@ -27,7 +30,8 @@ from .catalogue import RULES
 
 DEFAULT_TARGET = (2, 9)
 KNOWN_KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores",
-              "target-version", "docs", "cache-dir", "force-exclude"}
+              "target-version", "docs", "cache-dir", "force-exclude", "entry-points"}
+ENTRY_MODES = ("spmd", "multiprocess", "unbuffered", "single")
 
 
 class ConfigError(Exception):
@@ -47,6 +51,19 @@ class Settings:
     cache_dir: str = ".xla_lint_cache"
     root: str = "."
     config_path: str | None = None
+    # `entry-points`: (glob pattern, facts declared) for entries launched from outside the tree.
+    entry_points: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    def declared_entries(self, paths) -> dict[str, frozenset[str]]:
+        """The paths among ``paths`` that ``entry-points`` names, with the facts declared for each."""
+        out: dict[str, frozenset[str]] = {}
+        if not self.entry_points:
+            return out
+        for path in paths:
+            for pattern, facts in self.entry_points:
+                if _path_matches(path, pattern, self.root):
+                    out[path] = out.get(path, frozenset()) | facts
+        return out
 
     def codes_for(self, path: str) -> frozenset[str]:
         """Codes enabled for ``path`` after ``per-file-ignores``."""
@@ -157,6 +174,7 @@ def build_settings(
     cache_dir: str | None = None,
     isolated: bool = False,
     force_exclude: bool | None = None,
+    entry_points: dict[str, Any] | None = None,
 ) -> Settings:
     """Merge the config file (found from ``cwd`` unless given) with command-line values.
 
@@ -212,6 +230,9 @@ def build_settings(
     cdir = cache_dir or table.get("cache-dir", ".xla_lint_cache")
     if not isinstance(cdir, str):
         raise ConfigError(f"{source}: cache-dir must be a string")
+    entries = _entry_points(table.get("entry-points", {}), source)
+    if entry_points:
+        entries += _entry_points(entry_points, "entry points")
     root = str(path.parent) if path is not None else str(cwd)
     if path is not None and cache_dir is None and not Path(cdir).is_absolute():
         cdir = str(Path(root) / cdir)
@@ -225,7 +246,25 @@ def build_settings(
         cache_dir=cdir,
         root=root,
         config_path=str(path) if path else None,
+        entry_points=entries,
     )
+
+
+def _entry_points(value: Any, source: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """``{pattern: mode or [modes]}`` checked; ConfigError naming ``source`` otherwise."""
+    if not isinstance(value, dict):
+        raise ConfigError(f'{source}: entry-points must be a table of pattern = mode, e.g. {{ "train.py" = "spmd" }}')
+    out = []
+    for pattern, modes in value.items():
+        listed = [modes] if isinstance(modes, str) else modes
+        if not isinstance(listed, list) or not listed or not all(isinstance(m, str) for m in listed):
+            raise ConfigError(f"{source}: entry-points.{pattern} must be one of {', '.join(ENTRY_MODES)} or a list of them")
+        bad = [m for m in listed if m not in ENTRY_MODES]
+        if bad:
+            raise ConfigError(f"{source}: entry-points.{pattern}: unknown mode {bad[0]!r} "
+                              f"(one of {', '.join(ENTRY_MODES)})")
+        out.append((pattern, frozenset(listed)))
+    return tuple(out)
 
 
 def with_selected(settings: Settings, codes: frozenset[str]) -> Settings:

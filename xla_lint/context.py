@@ -17,7 +17,9 @@ import libcst as cst
 
 from . import apis
 from .facts import FileFacts
-from .names import BindingCollector, Scope, qualified_names
+from .guards import runs_on_target
+from .diagnostics import Severity
+from .names import BindingCollector, Scope, dotted_name, qualified_names
 from .rule import PendingFix, Rule
 
 
@@ -29,6 +31,7 @@ class Report:
     fix: PendingFix | None
     requires: tuple[tuple[str, bool], ...]
     ancestors: tuple[cst.CSTNode, ...] = ()  # the traversal's stack when reported (module first)
+    severity: Severity | None = None  # None: the rule's own
 
 
 class FileContext:
@@ -41,10 +44,11 @@ class FileContext:
 
     def __init__(self, module: cst.Module, module_name: str = "", is_package: bool = False,
                  target_version: tuple[int, int] = (2, 9), globals_scope: Scope | None = None,
-                 notebook: bool = False) -> None:
+                 notebook: bool = False, in_xla_program: bool = False) -> None:
         self.module = module
         self.notebook = notebook  # a Jupyter notebook's code cell (run in a kernel, not as a script)
         self.module_name = module_name
+        self.is_package = is_package  # the file is a package's __init__.py
         self.target_version = target_version
         collector = BindingCollector(module_name, is_package)
         self.root_scope = collector.collect(module)
@@ -57,6 +61,9 @@ class FileContext:
             m == "torch_xla" or m.startswith("torch_xla.") for m in self.imported_modules
         ) or (globals_scope is not None and any(
             q == "torch_xla" or q.startswith("torch_xla.") for qs in globals_scope.bindings.values() for q in qs))
+        # Code that runs in an XLA program: the file imports torch_xla, or a program that does
+        # imports it (a data.py building the loader a torch_xla loop trains on).
+        self.in_xla_program = self.imports_torch_xla or in_xla_program
         self.scope_stack: list[Scope] = [self.root_scope]
         self._qnames_cache: dict[tuple[int, int], frozenset[str]] = {}
         self._memo: dict[object, object] = {}
@@ -159,8 +166,12 @@ class FileContext:
 
     # -- reports ---------------------------------------------------------
     def add_report(self, rule: Rule, node: cst.CSTNode, message: str,
-                   fix: PendingFix | None, requires: tuple[tuple[str, bool], ...]) -> bool:
-        """Record a report; False when the enclosing ``is_spmd()`` branch rules it out."""
+                   fix: PendingFix | None, requires: tuple[tuple[str, bool], ...],
+                   severity: Severity | None = None) -> bool:
+        """Record a report; False when the enclosing ``is_spmd()`` branch rules it out, or when
+        ``rule`` is version-guarded and the code does not run on the target version."""
+        if rule.version_guarded and not runs_on_target(self, caught=rule.version_guarded == "removed"):
+            return False
         branch = self.spmd_branch() if any(k == "spmd" for k, _ in requires) else None
         if branch is not None:
             kept = []
@@ -171,13 +182,14 @@ class FileContext:
                     continue
                 kept.append((name, value))
             requires = tuple(kept)
-        self.reports.append(Report(type(rule), node, message, fix, requires, tuple(self.stack)))
+        self.reports.append(Report(type(rule), node, message, fix, requires, tuple(self.stack), severity))
         return True
 
 
-def literal_string(node: cst.CSTNode | None) -> str | None:
-    """The value of a plain string literal (no f-string, no concatenation), else None."""
-    if isinstance(node, cst.SimpleString):
+def literal_string(node: cst.CSTNode | None, concatenated: bool = False) -> str | None:
+    """The value of a plain string literal (no f-string; with ``concatenated``, also
+    ``"a" "b"``), else None."""
+    if isinstance(node, cst.SimpleString) or (concatenated and isinstance(node, cst.ConcatenatedString)):
         try:
             value = node.evaluated_value
         except Exception:  # pragma: no cover - malformed literal the parser accepted
@@ -208,42 +220,175 @@ class FactsCollector:
             module=module_name,
             imports=frozenset(_with_prefixes(ctx.imported_modules)),
             imports_torch_xla=ctx.imports_torch_xla,
+            entry=not ctx.is_package and is_entry_module(ctx),
+            requires_torch_xla=_imports_torch_xla_unconditionally(ctx.module),
         )
         # torch_xla's own modules implement the APIs (runtime.use_spmd sets XLA_USE_SPMD, the
         # sharding module builds meshes): linted together with user code, they must not make
         # every program that imports them an SPMD / sharding / multi-process program.
         self.library = module_name == "torch_xla" or module_name.startswith("torch_xla.")
 
+    def _set(self, fact: str) -> None:
+        """Record ``fact`` (a :func:`xla_lint.program.own_facts` name) where the traversal is:
+        at module level (``""``) or in the innermost enclosing function, by name."""
+        f = self.facts
+        if fact == "spmd":
+            f.enables_spmd = True
+        elif fact == "shards":
+            f.shards = True
+        elif fact == "global_mesh":
+            f.sets_global_mesh = True
+        elif fact == "multiprocess":
+            f.multiprocess = True
+        elif fact == "unbuffered":
+            f.unbuffered = True
+        functions = self.ctx.typed_stacks[cst.FunctionDef]
+        f.fact_functions.setdefault(fact, set()).add(functions[-1].name.value if functions else "")
+
     def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        refs = self.facts.references
+        if type(func) is cst.Name:
+            refs.add(func.value)
+        elif type(func) is cst.Attribute:
+            refs.add(func.attr.value)
+        for arg in node.args:  # callbacks: torch_xla.launch(_mp_fn), app.run(main)
+            value = arg.value
+            if type(value) is cst.Name:
+                refs.add(value.value)
+            elif type(value) is cst.Attribute:
+                refs.add(value.attr.value)
         if self.library:
             return
-        names = self.ctx.qnames(node.func)
+        names = self.ctx.qnames(func)
         if not names:
             return
-        f = self.facts
         if apis.USE_SPMD in names:
-            f.enables_spmd = True
+            self._set("spmd")
         if not names.isdisjoint(apis.SHARDING_APIS):
-            f.shards = True
+            self._set("shards")
         if apis.SET_GLOBAL_MESH in names:
-            f.sets_global_mesh = True
+            self._set("global_mesh")
         if not names.isdisjoint(apis.LAUNCH_APIS):
-            f.multiprocess = True
+            self._set("multiprocess")
         if apis.INIT_PROCESS_GROUP in names:
             backend = find_arg(node, "backend", 0)
             if backend is not None and literal_string(backend.value) == "xla":
-                f.multiprocess = True
+                self._set("multiprocess")
+        if node.args and any(n.endswith(".reconfigure") for n in names) \
+                and any(n.startswith(("sys.stdout", "sys.stderr")) for n in names):
+            line = find_arg(node, "line_buffering")
+            write = find_arg(node, "write_through")
+            if any(a is not None and _is_true(a.value) for a in (line, write)):
+                self._set("unbuffered")
         if names & {"os.environ.setdefault", "os.putenv", "os.environ.__setitem__"}:
             key = find_arg(node, None, 0)
             if key is not None and literal_string(key.value) == "XLA_USE_SPMD":
-                f.enables_spmd = True
+                self._set("spmd")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.library:
             return
         for target in node.targets:
             if is_environ_item(self.ctx, target.target, "XLA_USE_SPMD"):
-                self.facts.enables_spmd = True
+                self._set("spmd")
+            elif isinstance(target.target, cst.Name) and target.target.value == "print" \
+                    and self.ctx.is_call_to(node.value, "functools.partial"):
+                flush = find_arg(node.value, "flush")  # print = functools.partial(print, flush=True)
+                if flush is not None and _is_true(flush.value):
+                    self._set("unbuffered")
+
+
+def _imports_torch_xla_unconditionally(module: cst.Module) -> bool:
+    """True when a statement of the module body itself (not under ``if``/``try``, not in a
+    function) imports torch_xla."""
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                if any((dotted_name(a.name) or "").split(".")[0] == "torch_xla" for a in small.names):
+                    return True
+            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                if (dotted_name(small.module) or "").split(".")[0] == "torch_xla":
+                    return True
+    return False
+
+
+def _is_true(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+# Module-level calls that libraries make at import time without being programs.
+_LIBRARY_CALL_ROOTS = frozenset({"warnings", "logging", "logger", "_logger", "log", "LOGGER", "__all__",
+                                 "sys", "os", "typing", "atexit", "setattr", "torch", "np", "numpy",
+                                 "collections", "copyreg", "dataclasses", "functools", "abc"})
+
+
+def _is_library_call(call: cst.Call) -> bool:
+    name = dotted_name(call.func) or ""
+    root, _, last = name.partition(".")
+    last = name.rsplit(".", 1)[-1]
+    return (not name or root in _LIBRARY_CALL_ROOTS or "register" in last.lower()
+            or last in {"update", "extend", "append", "add", "define", "wrap", "allow_in_graph"})
+
+
+def is_main_guard(test: cst.BaseExpression) -> bool:
+    """True for ``__name__ == "__main__"`` (either side first)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 \
+            or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(a, cst.Name) and a.value == "__name__" for a in sides) and \
+        any(literal_string(b) == "__main__" for b in sides)
+
+
+def is_entry_module(ctx: FileContext) -> bool:
+    """True when the module runs as a program: it has ``if __name__ == "__main__":`` or does
+    work at import time, at module level (also inside module-level ``if``/``try``, except under
+    ``if TYPE_CHECKING:``): a loop, a ``with``, a call statement that is not a library idiom
+    (logging, warnings, registration, ``sys.path`` edits), or an assignment from
+    ``parse_args()`` or from a torch_xla call. Definitions, imports, constants and docstrings
+    are not work. See :mod:`xla_lint.program`."""
+    def work(statements) -> bool:
+        for stmt in statements:
+            kind = type(stmt)
+            if kind is cst.If:
+                if is_main_guard(stmt.test):
+                    return True
+                if (dotted_name(stmt.test) or "").endswith("TYPE_CHECKING"):
+                    continue
+                branch = stmt
+                while branch is not None:
+                    if isinstance(branch, cst.If):
+                        if work(branch.body.body):
+                            return True
+                        branch = branch.orelse
+                    else:
+                        if work(branch.body.body):
+                            return True
+                        branch = None
+            elif kind is cst.Try:
+                blocks = [stmt.body, *(h.body for h in stmt.handlers)]
+                blocks += [b.body for b in (stmt.orelse, stmt.finalbody) if b is not None]
+                if any(work(b.body) for b in blocks):
+                    return True
+            elif kind in (cst.For, cst.While, cst.With):
+                return True
+            elif kind is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                        if not _is_library_call(small.value):
+                            return True
+                    elif isinstance(small, (cst.Assign, cst.AnnAssign)) and isinstance(small.value, cst.Call):
+                        func = small.value.func
+                        if isinstance(func, cst.Attribute) and func.attr.value in ("parse_args", "parse_known_args"):
+                            return True
+                        if ctx.is_torch_xla_name(func):
+                            return True
+        return False
+
+    return work(ctx.module.body)
 
 
 def is_environ_item(ctx: FileContext, node: cst.CSTNode, key: str) -> bool:

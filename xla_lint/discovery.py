@@ -46,9 +46,15 @@ def _is_virtualenv(folder: str) -> bool:
     return os.path.isfile(os.path.join(folder, "pyvenv.cfg"))
 
 
-def discover(paths: list[str], settings: Settings) -> list[Target]:
+LAUNCHER_SUFFIXES = (".sh", ".bash", ".md", ".markdown", ".rst")  # read for the commands that run files
+
+
+def discover(paths: list[str], settings: Settings, launchers: list[str] | None = None) -> list[Target]:
     """Files to lint under ``paths`` (files or folders), sorted, without duplicates.
 
+    With ``launchers`` given, the shell scripts and docs found in the folders searched are
+    appended to it (read for the commands that run the tree's files, see
+    :mod:`xla_lint.launchers`; never linted unless documentation linting takes the docs).
     Raises DiscoveryError naming the first path that does not exist.
     """
     found: dict[str, Target] = {}
@@ -84,6 +90,8 @@ def discover(paths: list[str], settings: Settings) -> list[Target]:
                 if name.endswith(".py") or lower.endswith(NOTEBOOK_SUFFIX) or (settings.docs and lower.endswith(DOC_SUFFIXES)):
                     if not _excluded(full, settings):
                         found.setdefault(full, Target(full, _kind(name)))
+                if launchers is not None and lower.endswith(LAUNCHER_SUFFIXES) and not _excluded(full, settings):
+                    launchers.append(full)
     return sorted(found.values(), key=lambda t: t.path)
 
 

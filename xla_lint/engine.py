@@ -22,7 +22,8 @@ from .catalogue import BY_CODE
 from .config import Settings
 from .diagnostics import Diagnostic, Edit, Fix, Severity
 from .discovery import Target
-from .facts import FileFacts, ProgramFacts, compute_program_facts
+from .facts import FileFacts
+from .program import Launch, ProgramModel
 from .source import SourceError, decode, read_source
 from .suppress import Suppressions
 
@@ -133,8 +134,36 @@ _IMPORT = re.compile(
     rb"|import[ \t]+(?P<modules>[^\n#;]*))", re.M)
 
 
+# A file that is not parsed is an entry when it has a main guard, or a statement at column 0
+# that does work: a loop, a `with`, or a call that is not a library idiom (the line-based
+# counterpart of xla_lint.context.is_entry_module).
+_MAIN_GUARD = re.compile(rb"""^if\s+(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)""", re.M)
+_TOP_WORK = re.compile(rb"^(?:(?:for|while|with|async\s+for|async\s+with)\b|(?P<call>[A-Za-z_][\w.]*)\()", re.M)
+_CALLED = re.compile(rb"([A-Za-z_]\w*)\s*\(")  # names a file calls (a function fact counts when called)
+_LIBRARY_ROOTS = (b"warnings", b"logging", b"logger", b"_logger", b"log", b"LOGGER", b"__all__", b"sys", b"os",
+                  b"typing", b"atexit", b"setattr", b"torch", b"np", b"numpy", b"collections", b"copyreg",
+                  b"dataclasses", b"functools", b"abc")
+
+
+def _does_work(data: bytes, is_package: bool, path: str) -> bool:
+    if is_package:
+        return False
+    if os.path.basename(path) == "__main__.py" or _MAIN_GUARD.search(data):
+        return True
+    for m in _TOP_WORK.finditer(data):
+        call = m.group("call")
+        if call is None:
+            return True
+        root, last = call.split(b".")[0], call.rsplit(b".", 1)[-1]
+        if root in _LIBRARY_ROOTS or b"register" in last.lower() or last in (b"update", b"extend", b"append", b"add"):
+            continue
+        return True
+    return False
+
+
 def import_facts(path: str, data: bytes) -> FileFacts | None:
-    """The facts of a file that is not parsed: its module name and the modules it imports, no fact set.
+    """The facts of a file that is not parsed: its module name, the modules it imports and
+    whether it is an entry; no other fact is set.
 
     Such a file may still tie a program together (``train.py`` imports the module that
     calls ``use_spmd()`` and the one that shards), so its imports are read with a
@@ -167,7 +196,9 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
     if not found:
         return None
     prefixes = {".".join(n.split(".")[:i + 1]) for n in found for i in range(n.count(".") + 1)}
-    return FileFacts(module=module, imports=frozenset(p for p in prefixes if p))
+    return FileFacts(module=module, imports=frozenset(p for p in prefixes if p),
+                     entry=_does_work(data, is_package, path),
+                     references={m.decode("ascii") for m in _CALLED.findall(data)})
 
 
 @dataclass
@@ -176,7 +207,7 @@ class RunResult:
 
     diagnostics: list[Diagnostic]
     files: list[FileResult]
-    program: ProgramFacts
+    program: ProgramModel
     suppressed: int = 0
 
 
@@ -389,43 +420,71 @@ class _Pool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-def program_facts(results: list[FileResult]) -> ProgramFacts:
-    """Join the facts of every linted file (code blocks of one document are one program)."""
+def program_facts(results: list[FileResult], settings: Settings | None = None, launches: list[Launch] = (),
+                  entries: tuple[str, ...] = ()) -> ProgramModel:
+    """The program model of every linted file (:mod:`xla_lint.program`): a document's code
+    blocks are one program; ``launches`` and the configuration's ``entry-points`` add entries
+    and the facts their launchers set; ``entries`` names more entry paths (standard input)."""
     table: dict[str, FileFacts] = {}
     for r in results:
-        for i, f in enumerate(r.facts):
-            table[r.path if len(r.facts) == 1 and f.group is None else f"{r.path}#{i}"] = f
-    joined = compute_program_facts(table)
-    # A document's blocks share one program; give the document the blocks' joined facts.
-    for r in results:
-        if len(r.facts) > 1 or (r.facts and r.facts[0].group is not None):
-            keys = [f"{r.path}#{i}" for i in range(len(r.facts))]
-            agg: dict[str, bool] = {}
-            for k in keys:
-                for name, value in joined.per_file.get(k, {}).items():
-                    agg[name] = agg.get(name, False) or value
-            joined.per_file[r.path] = agg
-    return joined
+        if not r.facts:
+            continue
+        if len(r.facts) == 1 and r.facts[0].group is None:
+            table[r.path] = r.facts[0]
+            continue
+        first = r.facts[0]
+        table[r.path] = FileFacts(
+            module="", imports=frozenset().union(*(f.imports for f in r.facts)),
+            enables_spmd=any(f.enables_spmd for f in r.facts), shards=any(f.shards for f in r.facts),
+            multiprocess=any(f.multiprocess for f in r.facts),
+            imports_torch_xla=any(f.imports_torch_xla for f in r.facts),
+            requires_torch_xla=any(f.requires_torch_xla for f in r.facts),
+            sets_global_mesh=any(f.sets_global_mesh for f in r.facts), group=first.group or r.path,
+            unbuffered=any(f.unbuffered for f in r.facts),
+            fact_functions={k: set().union(*(f.fact_functions.get(k, set()) for f in r.facts))
+                            for k in {k for f in r.facts for k in f.fact_functions}},
+            references=set().union(*(f.references for f in r.facts)))
+    declared = settings.declared_entries(table) if settings is not None else {}
+    return ProgramModel(table, launches, declared, entries)
 
 
-_FACT_PHRASES = {
-    "spmd": "SPMD is enabled in {}",
-    "shards": "the program shards in {}",
-    "multiprocess": "the program launches one process per device in {}",
-}
+# The rules that also run on a module without torch_xla that an XLA program imports (the
+# loader an XLA training loop iterates is often built in a plain data.py).
+PROGRAM_RULES = frozenset({"XLA202", "XLA017"})
+PROGRAM_RULES_NEED = b"DataLoader"
 
 
-def _attribution(program: ProgramFacts, path: str, requires: tuple[tuple[str, bool], ...]) -> str:
-    """`` (SPMD is enabled in main.py)`` when a fact the finding needs comes from another file."""
-    notes = []
-    for name, value in requires:
-        src = program.source_of(path, name) if value else None
-        if src is not None and name in _FACT_PHRASES:
-            notes.append(_FACT_PHRASES[name].format(src))
-    return f" ({'; '.join(notes)})" if notes else ""
+def lint_reached(results: list[FileResult], program: ProgramModel, settings: Settings) -> list[FileResult]:
+    """``results``, with the files the prefilter skipped linted again by :data:`PROGRAM_RULES`
+    where an XLA program reaches them: a script program one of whose modules imports torch_xla
+    unconditionally (a library's optional import does not make its users XLA programs). A
+    cheap byte test first: the file must name ``DataLoader``. Their findings then depend on
+    that program's facts."""
+    xla_members: set[str] = set()
+    for p in program.programs:
+        if p.kind == "script" and any(program.files[m].requires_torch_xla for m in p.members):
+            xla_members |= p.members
+    out = list(results)
+    for i, r in enumerate(results):
+        if r.skipped_reason != "no torch_xla" or r.path not in xla_members or not r.path.endswith(".py"):
+            continue
+        codes = settings.codes_for(r.path) & PROGRAM_RULES
+        if not codes:
+            continue
+        try:
+            data = read_source(r.path)
+            if PROGRAM_RULES_NEED not in data:
+                continue
+            text = decode(data)
+        except (OSError, SourceError):
+            continue
+        from .linter import lint_in_xla_program
+
+        out[i] = lint_in_xla_program(Target(r.path, "python"), replace(settings, selected=frozenset(codes)), text)
+    return out
 
 
-def finalize(results: list[FileResult], program: ProgramFacts,
+def finalize(results: list[FileResult], program: ProgramModel,
              settings: Settings | None = None) -> tuple[list[Diagnostic], int]:
     """Keep the diagnostics whose facts hold and that no comment suppresses; sort them.
 
@@ -441,7 +500,7 @@ def finalize(results: list[FileResult], program: ProgramFacts,
             if r.suppressions.suppresses(d.code, d.line):
                 suppressed += 1
                 continue
-            kept.append(replace(d, message=d.message + _attribution(program, r.path, d.requires), requires=()))
+            kept.append(replace(d, message=d.message + program.note(r.path, d.requires), requires=()))
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
             for d in unused_noqa(r, settings):
                 if r.suppressions.suppresses(d.code, d.line):
@@ -510,13 +569,19 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     return out
 
 
-def run(targets: list[Target], settings: Settings, jobs: int = 1, cache: bool = False) -> RunResult:
+def run(targets: list[Target], settings: Settings, jobs: int = 1, cache: bool = False,
+        launchers: list[str] = (), folders: list[str] = ()) -> RunResult:
     """Lint ``targets`` in up to ``jobs`` processes and return the diagnostics to report.
 
     ``cache``: answer unchanged files from (and store new results in) ``settings.cache_dir``.
+    ``launchers``: shell scripts and docs to read for the commands that run the tree's files;
+    ``folders``: the folders named on the command line (their ``[project.scripts]``).
     """
+    from .launchers import read_launches
+
     results = lint_targets(targets, settings, jobs, settings.cache_dir if cache else None)
-    program = program_facts(results)
+    program = program_facts(results, settings, read_launches(list(launchers), list(folders)))
+    results = lint_reached(results, program, settings)
     diagnostics, suppressed = finalize(results, program, settings)
     return RunResult(diagnostics, results, program, suppressed)
 

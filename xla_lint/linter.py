@@ -18,7 +18,7 @@ from .config import Settings
 from .context import Dispatcher, FactsCollector, FileContext
 from .diagnostics import Diagnostic, Edit, Fix
 from .discovery import NOTEBOOK_SUFFIX, Target
-from .docstrings import lint_docstrings
+from .docstrings import block_rules, lint_docstrings
 from .engine import PREFILTER, FileResult, import_facts, module_of, syntax_error
 from .facts import FileFacts
 from .names import BindingCollector, Scope
@@ -82,13 +82,14 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
               module: str = "", is_package: bool = False, line_offset: int = 0,
               column_offset: int = 0, with_fixes: bool = True, group: str | None = None,
               globals_scope=None, tree: cst.Module | None = None, syntax: "ast.Module | None" = None,
-              ) -> tuple[list[Diagnostic], FileFacts | None]:
+              in_xla_program: bool = False) -> tuple[list[Diagnostic], FileFacts | None]:
     """Lint one piece of Python source (``tree``: its parse, when the caller already has it,
     and ``syntax`` CPython's, which places the reported nodes: :mod:`xla_lint.positions`).
 
     Returns the diagnostics (positions moved by the offsets, ``requires`` still to be
     checked) and the source's facts; a source that does not parse yields one XLA000
-    diagnostic and no facts. Never raises for bad input.
+    diagnostic and no facts. ``in_xla_program``: the source does not import torch_xla but an
+    XLA program imports it (:attr:`FileContext.in_xla_program`). Never raises for bad input.
     """
     if tree is None:
         parsed = parse_source(text, path, line_offset, column_offset)
@@ -97,7 +98,7 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
         tree, syntax = parsed
 
     ctx = FileContext(tree, module, is_package, target_version, globals_scope,
-                      notebook=path.lower().endswith(NOTEBOOK_SUFFIX))
+                      notebook=path.lower().endswith(NOTEBOOK_SUFFIX), in_xla_program=in_xla_program)
     facts = FactsCollector(ctx, module)
     facts.facts.group = group
     instances = [rule(ctx) for rule in rules]
@@ -158,7 +159,7 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
                 edits.append(Edit(a, b, c, d, content))
             fix = Fix(rep.fix.description, tuple(edits), rep.fix.safe, tuple(rep.fix.add_imports))
         out.append(Diagnostic(rep.rule.code, rep.rule.name, rep.message, path, line, col, end_line,
-                              end_col, rep.rule.severity, fix, rep.requires))
+                              end_col, rep.severity or rep.rule.severity, fix, rep.requires))
     return out, facts.facts
 
 
@@ -181,14 +182,28 @@ def lint_decoded(target: Target, settings: Settings, text: str) -> FileResult:
         return result
 
 
-def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileResult:
+def lint_in_xla_program(target: Target, settings: Settings, text: str) -> FileResult:
+    """Lint a module that does not name torch_xla but that an XLA program imports (the
+    engine's second pass, :func:`xla_lint.engine.lint_reached`), with ``settings``' rules."""
+    try:
+        return call_with_deep_stack(_lint_decoded_here, target, settings, text, True)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # as in lint_decoded: a bug of ours costs the file
+        result = FileResult(target.path)
+        result.diagnostics.append(syntax_error(
+            target.path, f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}", 1, 1))
+        return result
+
+
+def _lint_decoded_here(target: Target, settings: Settings, text: str, in_xla_program: bool = False) -> FileResult:
     path = target.path
     result = FileResult(path)
     rules = _rules_for(settings, path)
     if target.kind == "doc":
         _lint_document(path, text, rules, settings, result)
         return result
-    if not PREFILTER.search(text):
+    if not in_xla_program and not PREFILTER.search(text):
         result.skipped_reason = "no torch_xla"
         facts = import_facts(path, text.encode("utf-8", "replace"))
         if facts is not None:
@@ -196,7 +211,7 @@ def _lint_decoded_here(target: Target, settings: Settings, text: str) -> FileRes
         return result
     module, is_package = module_of(path)
     diags, facts = lint_text(text, path, rules, target_version=settings.target_version,
-                             module=module, is_package=is_package)
+                             module=module, is_package=is_package, in_xla_program=in_xla_program)
     result.diagnostics = diags
     if settings.docs and facts is not None:  # `>>>` examples in docstrings (xla_lint/docstrings.py)
         result.diagnostics = diags + lint_docstrings(text, path, rules, target_version=settings.target_version,
@@ -260,7 +275,8 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
             page.bindings.setdefault(name, set()).update(values)
         page.star_imports.extend(collected.star_imports)
     for block, tree, syntax in parsed:
-        diags, facts = lint_text(block.code, path, rules, target_version=settings.target_version,
+        diags, facts = lint_text(block.code, path, block_rules(text, block, rules),  # no XLA004 in `>>>` sessions
+                                 target_version=settings.target_version,
                                  line_offset=block.line_offset, column_offset=block.indent,
                                  with_fixes=False, group=path, globals_scope=page, tree=tree, syntax=syntax)
         suppressions = find_suppressions(block.code)

@@ -304,8 +304,9 @@ _PATTERN_PARTS = frozenset({cst.MatchSequenceElement, cst.MatchMappingElement, c
                             cst.MatchOrElement})
 
 
-def lookup(name: str, scope: Scope) -> set[str]:
-    """Qualified names a bare ``name`` may stand for when read in ``scope``."""
+def defining_scope(name: str, scope: Scope) -> Scope | None:
+    """The scope whose binding of ``name`` a read in ``scope`` sees, by Python's rules
+    (``global`` declarations, class bodies not enclosing their methods); None: unbound here."""
     if name in scope.globals:
         scope = scope.module
     start = scope
@@ -314,10 +315,18 @@ def lookup(name: str, scope: Scope) -> set[str]:
         if current.kind == "class" and current is not start:
             current = current.parent
             continue
-        found = current.bindings.get(name)
-        if found is not None and name not in current.nonlocals:
-            return found
+        if name in current.bindings and name not in current.nonlocals:
+            return current
         current = current.parent
+    return None
+
+
+def lookup(name: str, scope: Scope) -> set[str]:
+    """Qualified names a bare ``name`` may stand for when read in ``scope``."""
+    owner = defining_scope(name, scope)
+    if owner is not None:
+        return owner.bindings[name]
+    start = scope.module if name in scope.globals else scope
     module = start.module
     if module.star_imports:
         return {f"{m}.{name}" for m in module.star_imports}

@@ -82,6 +82,11 @@ class Rule:
     fixable: ClassVar[bool] = False
     # The lowest torch_xla version (major, minor) the rule applies to, and the first it stops applying to.
     since_version: ClassVar[tuple[int, int] | None] = None
+    # Rules about removed or deprecated APIs: silent in code that does not run on the target
+    # version (an old-version branch of a version guard, an ImportError fallback; xla_lint/guards.py).
+    # "removed": also in a `try` body whose ImportError/AttributeError handler catches what the
+    # removed API raises (the program works); True: deprecated APIs, which run there and are reported.
+    version_guarded: ClassVar[bool | str] = False
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx
@@ -93,13 +98,16 @@ class Rule:
         *,
         fix: PendingFix | None = None,
         requires: Iterable[tuple[str, bool]] = (),
+        severity: Severity | None = None,
     ) -> bool:
         """Report ``node``; ``requires`` names program facts (``("spmd", True)``) the finding depends on.
 
-        Returns False when the report was dropped because an enclosing ``if xr.is_spmd():``
-        branch runs in the other mode.
+        ``severity`` overrides the rule's for this finding (XLA019: an error when the value is
+        known to be wrong, a warning when it cannot be known). Returns False when the report
+        was dropped: an enclosing ``if xr.is_spmd():`` branch runs in the other mode, or (for
+        a ``version_guarded`` rule) the code does not run on the target version.
         """
-        return self.ctx.add_report(self, node, message or self.message, fix, tuple(requires))
+        return self.ctx.add_report(self, node, message or self.message, fix, tuple(requires), severity)
 
     @classmethod
     def applies_to(cls, target_version: tuple[int, int]) -> bool:

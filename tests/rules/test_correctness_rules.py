@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from helpers import lint_tree, write_tree
 
-from xla_lint.facts import FileFacts, compute_program_facts
+from xla_lint.facts import FileFacts
+from xla_lint.program import ProgramModel
 
 FSDP_POSITIONAL = (
     "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
@@ -42,14 +43,16 @@ def test_global_mesh_fact_reads_old_facts_and_joins_along_imports():
     old_json = {"module": "a", "imports": [], "enables_spmd": False, "shards": True,
                 "multiprocess": False, "imports_torch_xla": True, "group": None}
     assert FileFacts.from_json(old_json).sets_global_mesh is False
-    a = FileFacts(module="a", imports=frozenset({"b"}))
+    a = FileFacts(module="a", imports=frozenset({"b"}), entry=True)
     b = FileFacts(module="b", sets_global_mesh=True)
     assert FileFacts.from_json(b.to_json()) == b
-    program = compute_program_facts({"a.py": a, "b.py": b})
+    program = ProgramModel({"a.py": a, "b.py": b})
     assert program.holds("a.py", (("global_mesh", True),))
     assert program.holds("b.py", (("global_mesh", True),))
-    lone = compute_program_facts({"a.py": FileFacts(module="a")})
+    lone = ProgramModel({"a.py": FileFacts(module="a", entry=True)})
     assert lone.holds("a.py", (("global_mesh", False),))
+    # A library module (no program reaches it) has no mode: its user's script may set the mesh.
+    assert not ProgramModel({"a.py": FileFacts(module="a")}).holds("a.py", (("global_mesh", False),))
 
 
 def test_messages_name_what_came_first(tmp_path):

@@ -1,0 +1,229 @@
+"""The program model: entries, programs, modes per module, and what a finding's facts rest on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from xla_lint.facts import FileFacts, module_name
+from xla_lint.program import Launch, ProgramModel, import_edges, is_test_file
+
+from helpers import lint_tree, write_tree
+
+SPMD = (("spmd", True),)
+NO_SPMD = (("spmd", False),)
+MP = (("multiprocess", True), ("spmd", False))
+
+
+def F(module: str, *imports: str, **kw) -> FileFacts:
+    return FileFacts(module=module, imports=frozenset(imports), **kw)
+
+
+def test_module_name_walks_up_packages(tmp_path):
+    (tmp_path / "src" / "mypkg" / "sub").mkdir(parents=True)
+    for rel in ("src/mypkg/__init__.py", "src/mypkg/sub/__init__.py", "src/mypkg/sub/model.py", "src/run.py"):
+        (tmp_path / rel).write_text("")
+    assert module_name(tmp_path / "src/mypkg/sub/model.py") == ("mypkg.sub.model", False)
+    assert module_name(tmp_path / "src/mypkg/__init__.py") == ("mypkg", True)
+    assert module_name(tmp_path / "src/run.py") == ("run", False)
+
+
+@pytest.mark.parametrize("path,expected", [
+    ("tests/test_a.py", True), ("test_a.py", True), ("pkg/a_test.py", True), ("conftest.py", True),
+    ("test/spmd/base.py", True), ("src/pkg/test_utils/scripts/run.py", True),
+    ("train.py", False), ("pkg/testing_helpers.py", False), ("contest/x.py", False),
+])
+def test_test_files(path, expected):
+    assert is_test_file(path) is expected
+
+
+def test_entry_enables_spmd_for_what_it_reaches_and_library_code_has_no_mode():
+    model = ProgramModel({
+        "main.py": F("main", "mypkg", "mypkg.model", entry=True, enables_spmd=True),
+        "mypkg/__init__.py": F("mypkg"),
+        "mypkg/model.py": F("mypkg.model", "mypkg.util", shards=True),
+        "mypkg/util.py": F("mypkg.util"),
+        "other.py": F("other"),
+    })
+    assert model.holds("mypkg/util.py", SPMD)  # transitively
+    assert model.holds("main.py", (("shards", True),))  # the entry's program shards through its import
+    assert model.note("mypkg/util.py", SPMD) == " (SPMD is enabled in main.py)"
+    # other.py: no program reaches it; a finding that needs a mode stays silent either way.
+    assert not model.holds("other.py", SPMD) and not model.holds("other.py", NO_SPMD)
+    # ... but a finding about print buffering is reported in library code as anywhere.
+    assert model.holds("other.py", (("unbuffered", False),))
+
+
+def test_a_test_is_a_program_of_its_own_and_its_mode_never_leaks():
+    model = ProgramModel({
+        "main.py": F("main", "lib", "lib.dist", entry=True, multiprocess=True),
+        "lib/__init__.py": F("lib"),
+        "lib/dist.py": F("lib.dist"),
+        "tests/test_spmd.py": F("test_spmd", "lib", "lib.dist", enables_spmd=True),
+    })
+    assert not model.holds("lib/dist.py", SPMD)
+    assert model.holds("lib/dist.py", MP)
+    assert model.holds("tests/test_spmd.py", SPMD)  # in the test itself
+    assert model.holds("tests/test_spmd.py", (("test", True),))
+    assert not model.holds("main.py", SPMD)
+
+
+def test_library_module_sets_its_own_mode():
+    model = ProgramModel({"lib.py": F("lib", enables_spmd=True)})
+    assert model.holds("lib.py", SPMD)
+    assert model.note("lib.py", SPMD) == ""
+
+
+def test_a_module_run_in_two_modes_names_the_other_program():
+    model = ProgramModel({
+        "spmd_train.py": F("spmd_train", "common", entry=True, enables_spmd=True),
+        "mp_train.py": F("mp_train", "common", entry=True, multiprocess=True),
+        "common.py": F("common"),
+    })
+    assert model.holds("common.py", SPMD) and model.holds("common.py", MP)
+    assert model.note("common.py", SPMD) == \
+        " (SPMD is enabled in spmd_train.py; mp_train.py runs this module in another mode)"
+    # A finding that says a fact is missing does not rest on a program that merely imports
+    # the module while another program gives it the fact.
+    assert not model.holds("common.py", NO_SPMD)
+    assert model.holds("mp_train.py", NO_SPMD)  # its own entry lacks it: certain
+
+
+def test_imports_resolve_through_namespace_packages_src_layouts_and_script_folders():
+    files = {
+        "proj/train.py": F("train", "proj", "proj.models", "proj.models.sharding", entry=True, enables_spmd=True),
+        "proj/models/__init__.py": F("models"),  # proj/ has no __init__.py (PEP 420)
+        "proj/models/sharding.py": F("models.sharding", "models", "models.util"),  # `from . import util`
+        "proj/models/util.py": F("models.util"),
+        "src/pkg/__init__.py": F("pkg"),
+        "src/pkg/core.py": F("pkg.core"),
+        "tests/test_core.py": F("test_core", "pkg", "pkg.core"),
+        "test/spmd/test_mesh.py": F("test.spmd.test_mesh", "test_base"),
+        "test/spmd/test_base.py": F("test.spmd.test_base"),
+    }
+    edges = import_edges(files)
+    assert edges["proj/train.py"] == {"proj/models/__init__.py", "proj/models/sharding.py"}
+    assert edges["proj/models/sharding.py"] == {"proj/models/__init__.py", "proj/models/util.py"}
+    assert edges["tests/test_core.py"] == {"src/pkg/__init__.py", "src/pkg/core.py"}
+    assert edges["test/spmd/test_mesh.py"] == {"test/spmd/test_base.py"}
+    assert ProgramModel(files).holds("proj/models/util.py", SPMD)
+
+
+def test_nearest_folder_wins_and_an_ambiguous_name_is_not_guessed():
+    files = {
+        "x/main.py": F("main", "utils", entry=True, enables_spmd=True),
+        "x/utils.py": F("utils"),
+        "y/utils.py": F("utils"),
+        "z/run.py": F("run", "utils", entry=True, enables_spmd=True),  # no utils.py beside it: two candidates
+    }
+    edges = import_edges(files)
+    assert edges["x/main.py"] == {"x/utils.py"}
+    assert edges["z/run.py"] == set()
+    assert not ProgramModel(files).holds("y/utils.py", SPMD)
+
+
+def test_launcher_environment_and_declared_modes():
+    files = {"train.py": F("train"), "scripts/job.py": F("job"), "tool.py": F("tool")}
+    launches = [Launch("run.sh:3", "train.py", facts=frozenset({"spmd", "unbuffered"}), why="XLA_USE_SPMD=1")]
+    model = ProgramModel(files, launches, declared={"scripts/job.py": {"multiprocess"}, "tool.py": {"single"}})
+    assert model.holds("train.py", SPMD)
+    assert model.note("train.py", SPMD) == " (SPMD is enabled in run.sh:3 (XLA_USE_SPMD=1))"
+    assert not model.holds("train.py", (("unbuffered", False),))
+    assert model.holds("scripts/job.py", MP)
+    assert model.holds("tool.py", NO_SPMD)  # declared an entry, in no mode
+
+
+def test_documents_are_programs_of_their_own():
+    model = ProgramModel({"GUIDE.md": F("", "lib", group="GUIDE.md", enables_spmd=True), "lib.py": F("lib")})
+    assert model.holds("GUIDE.md", SPMD)
+    assert not model.holds("lib.py", SPMD)
+
+
+# ---- through the engine ----------------------------------------------------------------
+
+SPMD_ONLY = "import torch_xla.runtime as xr\n\ndef rank():\n    return xr.global_ordinal()\n"
+
+
+def test_entry_detection_from_code(tmp_path):
+    write_tree(tmp_path, {
+        "guarded.py": "import torch_xla.runtime as xr\nimport lib\n\nif __name__ == '__main__':\n    xr.use_spmd()\n",
+        "toplevel.py": "import torch_xla.runtime as xr\nimport lib2\nxr.use_spmd()\n",
+        "library.py": "import logging\nimport torch_xla.runtime as xr\nimport lib3\nlogger = logging.getLogger()\n"
+                      "logging.basicConfig()\nxr.use_spmd\nCONST = 3\n",
+        "lib.py": SPMD_ONLY, "lib2.py": SPMD_ONLY, "lib3.py": SPMD_ONLY,
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA005"])
+    assert sorted(d.path for d in result.diagnostics) == ["lib.py", "lib2.py"]
+    entries = {p.entry for p in result.program.programs}
+    assert entries == {"guarded.py", "toplevel.py"}
+
+
+def test_entry_detection_in_files_without_torch_xla(tmp_path):
+    # main.py never names torch_xla (it is not parsed), yet it is the program.
+    write_tree(tmp_path, {
+        "main.py": "import os\nfrom trainer import train\n\nif __name__ == '__main__':\n    train()\n",
+        "trainer.py": "import torch_xla.runtime as xr\nimport model\n\ndef train():\n    xr.use_spmd()\n",
+        "model.py": SPMD_ONLY,
+        "helpers.py": "import model\nVALUE = 1\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA005"])
+    [d] = result.diagnostics
+    assert d.path == "model.py" and d.message.endswith("(SPMD is enabled in trainer.py for the program main.py)")
+
+
+def test_shell_launcher_sets_spmd_and_unbuffered(tmp_path):
+    write_tree(tmp_path, {
+        "scripts/run.sh": "#!/bin/bash\nexport XLA_USE_SPMD=1\ncd $ROOT && \\\n  python -u train.py --lr 1e-3\n",
+        "train.py": "import torch_xla.runtime as xr\n\nif __name__ == '__main__':\n    print(xr.global_ordinal())\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA005", "XLA004"])
+    [d] = result.diagnostics
+    assert d.code == "XLA005" and "scripts/run.sh:3 (python -u, XLA_USE_SPMD=1)" in d.message
+
+
+def test_docs_shell_block_and_project_scripts_are_launchers(tmp_path):
+    write_tree(tmp_path, {
+        "README.md": "Run it:\n\n```bash\nXLA_USE_SPMD=1 python -m pkg.train\n```\n",
+        "pyproject.toml": '[project]\nname = "x"\n[project.scripts]\nserve = "pkg.serve:main"\n',
+        "pkg/__init__.py": "",
+        "pkg/train.py": "import torch_xla.runtime as xr\n\ndef main():\n    return xr.global_ordinal()\n",
+        "pkg/serve.py": "import torch_xla.distributed.spmd as xs\n\ndef main(mesh, t):\n"
+                        "    xs.mark_sharding(t, mesh, (0,))\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA005", "XLA002"])
+    found = sorted((d.path, d.code) for d in result.diagnostics)
+    # pkg.train runs with SPMD from the README; pkg.serve is an installed script without it.
+    assert found == [("pkg/serve.py", "XLA002"), ("pkg/train.py", "XLA005")]
+
+
+def test_module_without_torch_xla_imported_by_an_xla_program_is_linted_for_loaders(tmp_path):
+    data = ("import torch\nfrom torch.utils.data import DataLoader\n\n"
+            "def loader(ds):\n    return DataLoader(ds, batch_size=64, shuffle=True)\n")
+    write_tree(tmp_path, {
+        "train.py": "import torch_xla\nfrom data import loader\n\nfor x in loader(ds):\n    pass\n",
+        "data.py": data,
+        # A program that only reaches a library with an optional torch_xla import is no XLA program.
+        "gpu.py": "import optlib\nfrom gpudata import loader\n\nfor x in loader(ds):\n    pass\n",
+        "optlib.py": "try:\n    import torch_xla\nexcept ImportError:\n    torch_xla = None\n",
+        "gpudata.py": data,
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA202"])
+    assert [(d.path, d.line) for d in result.diagnostics] == [("data.py", 5)]
+
+
+def test_entry_points_configuration(tmp_path):
+    write_tree(tmp_path, {
+        "pyproject.toml": '[tool.xla-lint]\nentry-points = { "jobs/*.py" = "spmd" }\n',
+        "jobs/a.py": "import torch_xla.runtime as xr\n\ndef main():\n    return xr.global_ordinal()\n",
+    })
+    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--output-format", "json", "--select", "XLA005", "."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    [d] = json.loads(proc.stdout)
+    assert d["path"] == "jobs/a.py" and "configuration (entry-points)" in d["message"]
+    (tmp_path / "pyproject.toml").write_text('[tool.xla-lint]\nentry-points = { "jobs/*.py" = "tpu" }\n')
+    proc = subprocess.run([sys.executable, "-m", "xla_lint", "."], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "unknown mode 'tpu'" in proc.stderr and len(proc.stderr.splitlines()) == 1

@@ -1,0 +1,395 @@
+"""The program model: which files are programs, what each reaches, and the mode each runs in.
+
+A repository is not one program. It holds entry scripts of different modes (an SPMD
+trainer, a multi-process example), tests that are programs of their own, libraries that
+no entry in the tree reaches, and launch scripts that set the environment. Rules ask
+this model "which programs run this line, and in which mode?"; they never work it out.
+
+Entries (:class:`Program`, ``kind``):
+
+- ``script``: a file with ``if __name__ == "__main__":``, a ``__main__.py``, a module
+  that does work at import time (:func:`xla_lint.context.is_entry_module`), a file a
+  launcher runs (``python FILE``, ``python -m MOD``, ``torchrun FILE`` in a shell script
+  or a shell block of the docs: :mod:`xla_lint.launchers`), a ``[project.scripts]``
+  target, or a file the configuration's ``entry-points`` names;
+- ``test``: a test file (:func:`is_test_file`), a program of its own;
+- ``document``: the code blocks of one Markdown/reST page or notebook.
+
+A program is its entry and every module the entry reaches through imports, resolved as
+Python would from the importing file's folder and each folder above it (so namespace
+packages without ``__init__.py`` and ``src/`` layouts resolve), see :func:`import_edges`.
+
+Facts of a program (a fact that a reached module sets only inside a function counts when
+some module of the program calls or passes that function by name): ``spmd`` (``use_spmd()`` anywhere it reaches, ``XLA_USE_SPMD=1``
+set in its code or by its launcher, or declared), ``multiprocess`` (``torch_xla.launch``,
+``xmp.spawn``, ``init_process_group("xla")``, or run by ``torchrun``), ``shards``,
+``global_mesh`` (``xs.set_global_mesh``), ``unbuffered`` (``python -u``,
+``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``test`` (a test program).
+
+Which programs a module belongs to (:meth:`ProgramModel.programs_of`): the script
+programs that reach it, and for a test file or a document its own program. A test's mode
+stays in the test: it never spreads into the library it imports. A module no program
+reaches is library code and has no mode: a finding that needs a mode is reported there
+only when the module sets that mode itself. torch_xla's own modules (linted in a checkout
+of pytorch/xla) implement the modes and take none from the programs that import them.
+
+A finding's ``requires`` (``(("spmd", True),)``) holds for a module when one program it
+belongs to satisfies all of them; that program is named in the message, with the others
+that run the module in another mode.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from .facts import FileFacts
+
+# Folders whose entry files are tests (pytest collects test_*.py anywhere; suites run from these).
+TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "unittests"})
+# Facts a library module (no program reaches it) is taken to lack, so that a finding needing
+# their absence is reported there as it would be in any program: print buffering and tests.
+LIBRARY_LACKS = frozenset({"unbuffered", "test"})
+# Facts that are a program's mode (what the message names when other programs differ).
+MODE_FACTS = ("spmd", "multiprocess")
+DECLARABLE = frozenset({"spmd", "multiprocess", "unbuffered", "single"})
+
+_PHRASES = {
+    "spmd": ("SPMD is enabled in {}", "never enables SPMD"),
+    "shards": ("the program shards in {}", "does not shard"),
+    "multiprocess": ("the program launches one process per device in {}", "runs a single process"),
+    "global_mesh": ("a global mesh is set in {}", "sets no global mesh"),
+    "unbuffered": ("output is unbuffered in {}", "leaves output buffered"),
+}
+
+
+def _is_torch_xla(module: str) -> bool:
+    return module == "torch_xla" or module.startswith("torch_xla.")
+
+
+def is_test_file(path: str) -> bool:
+    """True for ``test_*.py``, ``*_test.py``, ``conftest.py`` and files in a test folder
+    (``tests/``, ``test/``, ``testing/``, ``test_utils/``)."""
+    norm = path.replace("\\", "/")
+    name = norm.rsplit("/", 1)[-1]
+    if name.startswith("test_") or name.endswith("_test.py") or name in ("conftest.py", "tests.py"):
+        return True
+    return any(part in TEST_FOLDERS for part in norm.split("/")[:-1])
+
+
+def own_facts(f: FileFacts) -> dict[str, bool]:
+    """The facts ``f`` makes true on its own."""
+    return {"spmd": f.enables_spmd, "shards": f.shards, "multiprocess": f.multiprocess,
+            "global_mesh": f.sets_global_mesh, "unbuffered": f.unbuffered}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A command that runs one of the tree's files: ``XLA_USE_SPMD=1 python train.py``.
+
+    ``where`` is the launcher's place (``scripts/run.sh:3``), ``runs`` the file or module
+    as written, ``module`` whether it is ``-m MODULE``, ``folder`` the launcher's folder,
+    ``facts`` what the command sets (``spmd``, ``multiprocess``, ``unbuffered``) and
+    ``why`` how it sets them (``XLA_USE_SPMD=1``).
+    """
+
+    where: str
+    runs: str
+    module: bool = False
+    folder: str = ""
+    facts: frozenset[str] = frozenset()
+    why: str = ""
+
+
+@dataclass
+class Program:
+    """One program: ``entry`` (a path), ``kind`` (``script``, ``test``, ``document``),
+    ``members`` (every path it reaches, the entry included) and, for each fact that holds,
+    ``sources[fact]``: the file (or launcher place, or ``configuration``) that makes it true."""
+
+    entry: str
+    kind: str
+    members: frozenset[str]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def satisfies(self, fact: str, value: bool) -> bool:
+        """Whether ``fact`` is ``value`` in this program (a library pseudo-program is taken
+        to lack only the facts in :data:`LIBRARY_LACKS`; its other missing facts are unknown)."""
+        if value:
+            return fact in self.sources
+        if self.kind == "library":
+            return fact in LIBRARY_LACKS and fact not in self.sources
+        return fact not in self.sources
+
+
+class ProgramModel:
+    """Programs of a set of files and the programs each file belongs to.
+
+    ``files`` maps a path to its facts (documents: one merged entry per page with ``group``
+    set); ``launches`` are the launchers' commands; ``declared`` maps a path to the facts the
+    configuration declares for it (``{"spmd"}``; ``{"single"}`` makes it an entry and adds
+    nothing); ``entries`` names more paths that are entries (``[project.scripts]``, standard
+    input). Building costs O(files x imports) for the edges and O(entries x reach) for programs.
+    """
+
+    def __init__(self, files: Mapping[str, FileFacts], launches: Iterable[Launch] = (),
+                 declared: Mapping[str, Iterable[str]] | None = None, entries: Iterable[str] = ()) -> None:
+        self.files = dict(files)
+        index = _Index(p for p in self.files if p.endswith(".py"))
+        self.edges = import_edges(self.files, index)
+        extra: dict[str, dict[str, str]] = {}  # entry path -> fact -> source
+        entry_paths: set[str] = {p for p in entries if p in self.files}
+        self.unresolved: list[Launch] = []
+        for launch in launches:
+            target = resolve_launch(launch, self.files, index)
+            if target is None:
+                self.unresolved.append(launch)
+                continue
+            entry_paths.add(target)
+            facts = extra.setdefault(target, {})
+            for fact in sorted(launch.facts):
+                facts.setdefault(fact, f"{launch.where} ({launch.why})" if launch.why else launch.where)
+        for path, facts in (declared or {}).items():
+            if path in self.files:
+                entry_paths.add(path)
+                for fact in facts:
+                    if fact != "single":
+                        extra.setdefault(path, {}).setdefault(fact, "configuration (entry-points)")
+        self.programs: list[Program] = []
+        self._containing: dict[str, list[Program]] = {}
+        self._own: dict[str, Program] = {}
+        for path in sorted(self.files):
+            f = self.files[path]
+            if f.group is not None:
+                kind = "document"
+            elif is_test_file(path):
+                kind = "test"
+            elif f.entry or path in entry_paths or os.path.basename(path) == "__main__.py":
+                kind = "script"
+            else:
+                continue
+            program = self._build(path, kind, extra.get(path, {}))
+            self.programs.append(program)
+            if kind == "script":
+                for member in program.members:
+                    if not _is_torch_xla(self.files[member].module):  # the runtime, not user code
+                        self._containing.setdefault(member, []).append(program)
+            else:
+                self._own[path] = program
+
+    def _build(self, entry: str, kind: str, extra: dict[str, str]) -> Program:
+        seen = {entry}
+        todo = [entry]
+        while todo:
+            for nxt in self.edges.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        sources = dict(extra)
+        references: set[str] | None = None
+        for member in [entry, *sorted(seen - {entry})]:  # the entry's own facts are named first
+            f = self.files[member]
+            for fact, value in own_facts(f).items():
+                if not value or fact in sources:
+                    continue
+                where = f.fact_functions.get(fact)
+                if member != entry and where and "" not in where:
+                    # Set only inside functions of a module the entry reaches: it counts when
+                    # the program calls (or passes) one of those functions by name.
+                    if references is None:
+                        references = set().union(*(self.files[m].references for m in seen))
+                    if where.isdisjoint(references):
+                        continue
+                sources[fact] = member
+        if kind == "test":
+            sources["test"] = entry
+        return Program(entry, kind, frozenset(seen), sources)
+
+    # -- questions -------------------------------------------------------
+    def programs_of(self, path: str) -> list[Program]:
+        """The programs ``path`` runs in: script programs reaching it, and its own test or
+        document program. Empty for library code (see :meth:`holds`)."""
+        out = list(self._containing.get(path, ()))
+        own = self._own.get(path)
+        if own is not None:
+            out.append(own)
+        return out
+
+    def _candidates(self, path: str) -> list[Program]:
+        programs = self.programs_of(path)
+        if programs:
+            return programs
+        f = self.files.get(path)
+        sources = {k: path for k, v in own_facts(f).items() if v} if f is not None else {}
+        return [Program(path, "library", frozenset({path}), sources)]
+
+    def holds(self, path: str, requires: tuple[tuple[str, bool], ...]) -> bool:
+        """True when one program ``path`` belongs to satisfies every ``(fact, value)``."""
+        return self.witness(path, requires) is not None
+
+    def witness(self, path: str, requires: tuple[tuple[str, bool], ...]) -> Program | None:
+        """The program that makes ``requires`` hold for ``path``, or None.
+
+        With a fact required true (``("spmd", True)``): the first program (by entry) that
+        satisfies every requirement. With only absences required (``("spmd", False)``: the
+        finding says the program lacks something), the finding must not rest on a program that
+        merely imports the module: it holds when every program ``path`` belongs to satisfies
+        them, or when ``path`` is itself the entry of one that does.
+        """
+        candidates = self._candidates(path)
+        satisfied = [p for p in candidates if all(p.satisfies(fact, value) for fact, value in requires)]
+        if not satisfied:
+            return None
+        if any(value for _, value in requires) or len(satisfied) == len(candidates):
+            return satisfied[0]
+        return next((p for p in satisfied if p.entry == path), None)
+
+    def note(self, path: str, requires: tuple[tuple[str, bool], ...]) -> str:
+        """What a finding at ``path`` that needs ``requires`` says of the program it rests on:
+        `` (SPMD is enabled in train.py; main.py runs this module in another mode)``, or ``""``."""
+        program = self.witness(path, requires)
+        if program is None or not requires:
+            return ""
+        notes = []
+        for fact, value in requires:
+            phrases = _PHRASES.get(fact)
+            if phrases is None:
+                continue
+            if value:
+                src = program.sources[fact]
+                if src == path:
+                    continue
+                text = phrases[0].format(src)
+                if program.entry not in (path, src):
+                    text += f" for the program {program.entry}"
+                notes.append(text)
+            elif program.entry != path and program.kind != "library" and fact in MODE_FACTS:
+                notes.append(f"in the program {program.entry}, which {phrases[1]}")
+        if any(value and fact in MODE_FACTS for fact, value in requires):
+            others = sorted({p.entry for p in self.programs_of(path)
+                             if not all(p.satisfies(f, v) for f, v in requires)})
+            if others:
+                shown = ", ".join(others[:2]) + (f" and {len(others) - 2} more" if len(others) > 2 else "")
+                notes.append(f"{shown} {'runs' if len(others) == 1 else 'run'} this module in another mode")
+        return f" ({'; '.join(notes)})" if notes else ""
+
+
+    def describe(self) -> list[str]:
+        """One line per program for ``xla-lint --show-programs``: its entry, kind, mode and
+        where each fact comes from, then the launches whose file is not among the linted ones::
+
+            train.py: script, SPMD (scripts/run.sh:3 (XLA_USE_SPMD=1)), 4 modules
+        """
+        lines = []
+        for p in sorted(self.programs, key=lambda p: (p.kind != "script", p.entry)):
+            modes = []
+            for fact, label in (("spmd", "SPMD"), ("multiprocess", "one process per device")):
+                if fact in p.sources:
+                    modes.append(f"{label} ({p.sources[fact]})")
+            if not modes:
+                modes.append("single process")
+            for fact, label in (("unbuffered", "unbuffered"), ("shards", "shards"), ("global_mesh", "global mesh")):
+                if fact in p.sources:
+                    modes.append(f"{label} ({p.sources[fact]})")
+            count = len(p.members) - 1
+            lines.append(f"{p.entry}: {p.kind}, {', '.join(modes)}, reaches {count} module{'s' * (count != 1)}")
+        for launch in self.unresolved:
+            if launch.module:  # python -m pytest, pip, a module installed from elsewhere
+                continue
+            lines.append(f"{launch.where}: runs {launch.runs}, which is not among the linted files")
+        return lines
+
+
+# ---- resolving imports and launches to files --------------------------------------------
+
+def _folders_up(folder: str) -> list[str]:
+    """``a/b`` -> ``["a/b", "a", ""]``: where an import may be found from a file in ``folder``."""
+    out = []
+    while True:
+        out.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return out
+        folder = parent
+
+
+def _module_paths(folder: str, name: str) -> tuple[str, str]:
+    tail = name.replace(".", "/")
+    return (os.path.normpath(os.path.join(folder, tail + ".py")),
+            os.path.normpath(os.path.join(folder, tail, "__init__.py")))
+
+
+class _Index:
+    """Known paths, and a fallback for imports that no folder above the importer explains
+    (a ``sys.path`` edit): the one file whose path ends with the module's parts."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths = set(paths)
+        self.parts: set[str] = set()
+        self._by_tail: dict[str, list[str]] | None = None
+        for p in self.paths:
+            self.parts.update(p.replace("\\", "/").split("/"))
+            self.parts.add(os.path.basename(p)[:-3])
+
+    def by_tail(self, tail: str) -> list[str]:
+        if self._by_tail is None:
+            self._by_tail = {}
+            for p in self.paths:
+                parts = p.replace("\\", "/")[:-3].split("/")
+                if parts[-1] == "__init__":
+                    parts = parts[:-1]
+                for i in range(len(parts)):
+                    self._by_tail.setdefault("/".join(parts[i:]), []).append(p)
+        return self._by_tail.get(tail, [])
+
+    def find(self, name: str, start: str) -> str | None:
+        """The file ``import name`` loads for a file in folder ``start``, or None."""
+        if name.split(".", 1)[0] not in self.parts:
+            return None  # torch, numpy, os: not in the tree
+        for folder in _folders_up(start):
+            for base in (folder, os.path.join(folder, "src")):
+                for candidate in _module_paths(base, name):
+                    if candidate in self.paths:
+                        return candidate
+        found = self.by_tail(name.replace(".", "/"))
+        return found[0] if len(found) == 1 else None
+
+
+def import_edges(files: Mapping[str, FileFacts], index: _Index | None = None) -> dict[str, set[str]]:
+    """``path -> paths it imports``: each imported name is looked up as Python's import
+    system would find it with the importing file's folder, or a folder above it (or its
+    ``src/``), on ``sys.path``; nearest first. Names no folder explains resolve to the one
+    file whose path ends with them, if there is exactly one. Documents' blocks import too."""
+    if index is None:
+        index = _Index(p for p in files if p.endswith(".py"))
+    edges: dict[str, set[str]] = {}
+    for path, f in files.items():
+        out: set[str] = set()
+        start = os.path.dirname(path)
+        for name in f.imports:
+            target = index.find(name, start)
+            if target is not None and target != path:
+                out.add(target)
+        edges[path] = out
+    return edges
+
+
+def resolve_launch(launch: Launch, files: Mapping[str, FileFacts], index: _Index | None = None) -> str | None:
+    """The path of the file ``launch`` runs: relative to the launcher's folder, to the
+    current folder, or the one known file whose path ends with what the command names."""
+    if launch.module:
+        if index is None:
+            index = _Index(p for p in files if p.endswith(".py"))
+        return index.find(launch.runs, launch.folder)
+    written = launch.runs.replace("\\", "/")
+    for base in (launch.folder, ""):
+        candidate = os.path.normpath(os.path.join(base, written))
+        if candidate in files:
+            return candidate
+    parts = [p for p in written.split("/") if p not in ("", ".", "..") and "$" not in p and "{" not in p]
+    if not parts:
+        return None
+    tail = "/".join(parts)
+    found = [p for p in files if p.replace("\\", "/") == tail or p.replace("\\", "/").endswith("/" + tail)]
+    return found[0] if len(found) == 1 else None
