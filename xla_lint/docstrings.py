@@ -9,16 +9,24 @@ An example is a fragment, not a program: findings that depend on program facts (
 docstring's facts never leak into the file's. An example (a ``>>>`` line and its ``...`` lines) that does not parse on its own, such as
 an output line written with a prompt, is blanked so the rest of the block is still linted;
 positions are those of the file. No fixes are offered inside docstrings.
+
+Docstring examples, and Markdown/reST code blocks written as an interactive session
+(``>>> `` lines, :func:`is_repl_block`), are read the way they run: typed at a prompt.
+Rules whose finding is about a program's output and not about torch_xla (a rule class
+with ``repl_quiet = True``, such as XLA004 ``print`` without ``flush``: the REPL shows
+every line at once) are not run on them (:func:`repl_rules`).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 
 import libcst as cst
 
 from .diagnostics import Diagnostic
 from .names import LOCAL, BindingCollector, Scope
+from .notebooks import NotebookCell
 from .rule import Rule, SyntaxErrorRule
 from .source import CodeBlock, doctest_blocks
 
@@ -100,6 +108,33 @@ def module_globals(text: str, module: str, is_package: bool) -> Scope | None:
     return scope
 
 
+def repl_rules(rules: list[type[Rule]]) -> list[type[Rule]]:
+    """``rules`` without those that say nothing about code typed at a ``>>>`` prompt
+    (a rule class setting ``repl_quiet = True``)."""
+    return [r for r in rules if not getattr(r, "repl_quiet", False)]
+
+
+@functools.lru_cache(maxsize=8)
+def _lines(text: str) -> tuple[str, ...]:
+    return tuple(text.splitlines())
+
+
+def is_repl_block(text: str, block: CodeBlock) -> bool:
+    """True when ``block`` of the document ``text`` is written as an interactive session: its
+    first line in the document starts (after indentation) with ``>>>`` (see
+    :func:`xla_lint.source.doctest_blocks`). A notebook cell's lines are its own, never a session."""
+    if isinstance(block, NotebookCell):
+        return False
+    lines = _lines(text)
+    return 0 <= block.line_offset < len(lines) and lines[block.line_offset].lstrip().startswith(">>>")
+
+
+def block_rules(text: str, block: CodeBlock, rules: list[type[Rule]]) -> list[type[Rule]]:
+    """The rules to run on ``block`` of the document ``text``: :func:`repl_rules` for a
+    ``>>>`` session, else ``rules``."""
+    return repl_rules(rules) if is_repl_block(text, block) else rules
+
+
 def lint_docstrings(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
                     module: str = "", is_package: bool = False) -> list[Diagnostic]:
     """Diagnostics for the docstring examples of a Python file, positioned in the file.
@@ -111,6 +146,7 @@ def lint_docstrings(text: str, path: str, rules: list[type[Rule]], *, target_ver
 
     scope = None
     out: list[Diagnostic] = []
+    rules = repl_rules(rules)  # every docstring example is a `>>>` session
     for blocks in docstring_blocks(text):
         if scope is None:
             scope = module_globals(text, module, is_package)

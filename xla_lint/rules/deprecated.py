@@ -14,7 +14,7 @@ import libcst as cst
 from .. import apis
 from ..context import FileContext, find_arg, literal_string, parse_expression
 from ..diagnostics import Severity
-from ..names import dotted_name, lookup, names_bound_in_expressions_or_rebound, top_level_imports
+from ..names import Scope, dotted_name, lookup, names_bound_in_expressions_or_rebound, top_level_imports
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 from ..walk import TRIVIA, calls_in, walk
 
@@ -51,16 +51,163 @@ def env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple[str, 
         if key is not None:
             yield key, node
     elif "os.environ.update" in names:
+        yield from _update_keys(node)
+
+
+def _dict_keys(node: cst.Dict) -> Iterator[tuple[str, cst.CSTNode]]:
+    """``(key, element)`` for each literal string key of a dict display."""
+    for element in node.elements:
+        if isinstance(element, cst.DictElement):
+            key = literal_string(element.key)
+            if key is not None:
+                yield key, element
+
+
+def _update_keys(call: cst.Call) -> Iterator[tuple[str, cst.CSTNode]]:
+    """The keys an ``x.update({"K": v}, K2=v)`` call writes: a dict display's literal keys and keywords."""
+    first = find_arg(call, None, 0)
+    if first is not None and isinstance(first.value, cst.Dict):
+        yield from _dict_keys(first.value)
+    for arg in call.args:
+        if arg.keyword is not None:
+            yield arg.keyword.value, arg
+
+
+# Calls that start a child process with the environment passed as `env=` (or, for `os.exec*e`,
+# the positional argument at this index).
+_CHILD_PROCESS_CALLS = {
+    "subprocess.run": None, "subprocess.Popen": None, "subprocess.call": None, "subprocess.check_call": None,
+    "subprocess.check_output": None, "asyncio.create_subprocess_exec": None,
+    "asyncio.create_subprocess_shell": None, "os.posix_spawn": 2, "os.posix_spawnp": 2,
+    "os.execve": 2, "os.execvpe": 2,
+}
+
+
+def _environ_copy(ctx: FileContext, node: cst.CSTNode | None, scope: Scope | None = None) -> bool:
+    """``os.environ.copy()``, ``dict(os.environ, ...)``, ``copy.copy(os.environ)`` or
+    ``{**os.environ, ...}``: a new dict holding the current environment (names read in ``scope``,
+    default the node being visited's)."""
+    if isinstance(node, cst.Dict):
+        return any(isinstance(e, cst.StarredDictElement) and "os.environ" in ctx.qnames(e.value, scope)
+                   for e in node.elements)
+    if not isinstance(node, cst.Call):
+        return False
+    names = ctx.qnames(node, scope)
+    if "os.environ.copy" in names:
+        return True
+    if names & {"builtins.dict", "copy.copy", "copy.deepcopy"}:
         first = find_arg(node, None, 0)
-        if first is not None and isinstance(first.value, cst.Dict):
-            for element in first.value.elements:
-                if isinstance(element, cst.DictElement):
-                    key = literal_string(element.key)
-                    if key is not None:
-                        yield key, element
+        return first is not None and "os.environ" in ctx.qnames(first.value, scope)
+    return False
+
+
+def _child_env_arg(ctx: FileContext, call: cst.Call, scope: Scope | None = None) -> cst.BaseExpression | None:
+    """The environment ``call`` gives a child process (``subprocess.run(..., env=env)``), else None."""
+    names = ctx.qnames(call, scope)
+    if not names:
+        return None
+    for name, position in _CHILD_PROCESS_CALLS.items():
+        if name in names:
+            arg = find_arg(call, "env", position)
+            return arg.value if arg is not None else None
+    return None
+
+
+def _child_env_names(ctx: FileContext) -> dict[int, frozenset[str]]:
+    """Per function (by id; the module for module-level code): the names and ``self.``
+    attributes holding an environment for a child process: assigned a copy of ``os.environ``
+    (:func:`_environ_copy`) or passed as ``env=`` to a process-starting call. Once per file."""
+
+    def compute() -> dict[int, frozenset[str]]:
+        found: dict[int, set[str]] = {}
+        owners: list[cst.CSTNode] = [ctx.module]
+        scopes = [ctx.root_scope]
+        scoped: list[cst.CSTNode] = []
+
+        def add(target: cst.CSTNode) -> None:
+            key = dotted_name(target)
+            if key is not None:
+                found.setdefault(id(owners[-1]), set()).add(key)
+
+        class Scan:
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                scope = ctx.scopes.get(node)
+                if scope is not None and node is not ctx.module:
+                    scopes.append(scope)
+                    scoped.append(node)
+                if type(node) is cst.FunctionDef:
+                    owners.append(node)
+                elif type(node) is cst.Assign and _environ_copy(ctx, node.value, scopes[-1]):
+                    for t in node.targets:
+                        add(t.target)
+                elif type(node) is cst.Call:
+                    value = _child_env_arg(ctx, node, scopes[-1])
+                    if value is not None and "os.environ" not in ctx.qnames(value, scopes[-1]):
+                        add(value)  # (`env=os.environ` itself is XLA304's ordinary case)
+                return True
+
+            def on_leave(self, node: cst.CSTNode) -> None:
+                if scoped and scoped[-1] is node:
+                    scoped.pop()
+                    scopes.pop()
+                if owners[-1] is node:
+                    owners.pop()
+
+        walk(ctx.module, Scan(), TRIVIA)
+        return {k: frozenset(v) for k, v in found.items()}
+
+    return ctx.memo(_child_env_names, compute)
+
+
+def child_env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple[str, cst.CSTNode]]:
+    """Environment variables ``node`` writes into an environment meant for a child process, as
+    ``(name, node to report)``: ``env["X"] = v``, ``env.update({"X": v})``/``update(X=v)`` or
+    ``env.setdefault("X", v)`` on a name :func:`_child_env_names` knows, ``dict(os.environ, X=v)``,
+    a ``{**os.environ, "X": v}`` literal, and a dict literal passed as ``env=`` to a
+    process-starting call. Only literal names are seen."""
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index) \
+                    and _is_child_env(ctx, t.value):
+                key = literal_string(t.slice[0].slice.value)
+                if key is not None:
+                    yield key, t
+        return
+    if isinstance(node, cst.Dict):
+        parent = ctx.parent()
+        passed = isinstance(parent, cst.Arg) and isinstance(ctx.parent(2), cst.Call) \
+            and _child_env_arg(ctx, ctx.parent(2)) is node
+        if passed or _environ_copy(ctx, node):
+            yield from _dict_keys(node)
+        return
+    if not isinstance(node, cst.Call):
+        return
+    if "builtins.dict" in ctx.qnames(node) and _environ_copy(ctx, node):
         for arg in node.args:
             if arg.keyword is not None:
                 yield arg.keyword.value, arg
+        return
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("update", "setdefault") \
+            and _is_child_env(ctx, func.value):
+        first = find_arg(node, None, 0)
+        if func.attr.value == "setdefault":
+            key = literal_string(first.value) if first is not None else None
+            if key is not None:
+                yield key, node
+            return
+        yield from _update_keys(node)
+
+
+def _is_child_env(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` is a name (or ``self.`` attribute) holding a child-process environment in the
+    function being visited (:func:`_child_env_names`)."""
+    key = dotted_name(node)
+    if key is None:
+        return False
+    owner = next(ctx.enclosing(cst.FunctionDef), ctx.module)
+    return key in _child_env_names(ctx).get(id(owner), frozenset())
 
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -193,11 +340,12 @@ class _Removed:
     """A removed module or attribute: the release that removed it, where it went, the commit."""
 
     def __init__(self, removed_in: tuple[int, int], use: str | None, exports: frozenset[str] = frozenset(),
-                 exact: str | None = None) -> None:
+                 exact: str | None = None, hint: str | None = None) -> None:
         self.removed_in = removed_in
         self.use = use  # public replacement (module or callable), None when there is no single one
         self.exports = exports  # names the replacement module has (module rewrites only)
         self.exact = exact  # the module the old one re-exported with `import *` (always a correct rewrite)
+        self.hint = hint  # what to do instead when there is no replacement to name
 
 
 REMOVED_MODULES = {
@@ -208,6 +356,11 @@ REMOVED_MODULES = {
                                                           "torch_xla.distributed.spmd.xla_sharded_tensor"),
     # ed15ea1e7f "Clean up experimental (#7579)", first in v2.5.0
     "torch_xla.experimental.pjrt": _Removed((2, 5), "torch_xla.runtime", RUNTIME_EXPORTS),
+    # f6409de358 "Delete XRT from the main branch (#5240)", first in v2.1.0: the XRT pod launcher
+    "torch_xla.distributed.xla_dist": _Removed(
+        (2, 1), None, hint="under PJRT there is no launcher to call: run the script on every host "
+                           "(`gcloud compute tpus tpu-vm ssh NAME --worker=all --command=\"PJRT_DEVICE=TPU python "
+                           "train.py\"`)"),
 }
 REMOVED_ATTRS = {
     # da7fdca2d2 "Clean up deprecated APIs (#8927) (#8939)", first in v2.7.0; 2.5/2.6 aliased them
@@ -231,6 +384,7 @@ class RemovedApi(Rule):
     summary = "A torch_xla module, function or environment variable removed in the target version."
     message = "`{old}` was removed in torch_xla {version}; {use}"
     severity = Severity.ERROR
+    version_guarded = "removed"  # a `try` that catches the ImportError is a guard too
     fixable = True
     explanation = """\
 ## What it does
@@ -242,6 +396,7 @@ default 2.9), each only from the release that removed it:
 | `torch_xla.experimental.xla_sharding` | 2.5 | `torch_xla.distributed.spmd` |
 | `torch_xla.experimental.xla_sharded_tensor` | 2.5 | `torch_xla.distributed.spmd` |
 | `torch_xla.experimental.pjrt` | 2.5 | `torch_xla.runtime` |
+| `torch_xla.distributed.xla_dist` | 2.1 | run the script on every host (`gcloud ... ssh --worker=all`) |
 | `xm.xrt_world_size()` | 2.7 | `torch_xla.runtime.world_size()` |
 | `xm.get_ordinal()` | 2.7 | `torch_xla.runtime.global_ordinal()` |
 | `xm.parse_xla_device()` | 2.7 | (no public replacement) |
@@ -253,11 +408,22 @@ Imports are reported at the import statement (the import itself fails); function
 call or reference. An import or call inside `try:` whose `except` catches `ImportError`
 (`ModuleNotFoundError`, `AttributeError` for attributes, `Exception`, bare) is a
 compatibility shim and is not reported, nor is a use under `if hasattr(xm, "name"):`.
+Nor is code that never runs on the target version (`xla_lint/guards.py`): the old-version
+branch of a version test (`if _XLA_GREATER_EQUAL_2_1: ... else: <old API>`,
+`version.parse(torch_xla.__version__) < version.parse("2.5")`, `RequirementCache("torch_xla>=2.1")`),
+or the statements after `if <new version>: return <new API>`.
 
 ## Why is this bad
 Each of these raises at once (`ModuleNotFoundError`, `ImportError`, `AttributeError`), or,
 for environment variables, is silently ignored: the job runs without what it asked for.
 Checked against torch_xla 2.9.0 and the pytorch/xla history:
+- `torch_xla/distributed/xla_dist.py`, the XRT pod launcher (`python -m
+  torch_xla.distributed.xla_dist --tpu=NAME -- python train.py`, importable as
+  `xla_dist.get_args_parser`/`resolve_and_execute`), was deleted with XRT (f6409de358,
+  #5240; last shipped in v2.0.0): absent from v2.1.0 on and from the installed 2.9.0. PJRT
+  needs no launcher: the script runs on every host (`docs/source/learn/_pjrt.md`). Only
+  imports are flagged; a `python -m torch_xla.distributed.xla_dist` command line in a shell
+  script or a string is not Python and is not seen.
 - `torch_xla/experimental/` has no `xla_sharding.py`, `xla_sharded_tensor.py` or `pjrt.py`
   (removed by commits d028176a0c, #7499, and ed15ea1e7f, #7579, both first in v2.5.0;
   until 2.4 they were `import *` shims over `torch_xla.distributed.spmd.*` and `torch_xla.runtime`).
@@ -300,6 +466,7 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
 ## References
 - https://github.com/pytorch/xla/pull/7499, https://github.com/pytorch/xla/pull/7579,
   https://github.com/pytorch/xla/pull/8927, https://github.com/pytorch/xla/pull/5240
+- https://docs.pytorch.org/xla/master/learn/pjrt.html (running on TPU pods without `xla_dist`)
 - torch_xla 2.9.0 `torch_xla/core/xla_model.py`, `torch_xla/__init__.py`, `torch_xla/runtime.py`
 """
     valid = (
@@ -317,6 +484,18 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
         Valid("import os\nimport torch_xla\nos.environ['PJRT_DEVICE'] = 'TPU'\n"),
         Valid("import torch_xla.experimental.pjrt_backend\n"),
         Valid("import torch_xla\nn = torch_xla.experimental.eager_mode(True)\n"),
+        # Version guards (xla_lint/guards.py): the old-version branch never runs on the target.
+        Valid("from lightning_utilities.core.imports import RequirementCache\nimport torch_xla.core.xla_model as xm\n"
+              "_XLA_GREATER_EQUAL_2_1 = RequirementCache('torch_xla>=2.1')\ndef world_size():\n"
+              "    if _XLA_GREATER_EQUAL_2_1:\n        import torch_xla.runtime as xr\n        return xr.world_size()\n"
+              "    return xm.xrt_world_size()\n"),
+        Valid("import torch\nfrom packaging import version\n"
+              "if version.parse(torch.__version__) < version.parse('2.1'):\n"
+              "    import torch_xla.experimental.pjrt as xr\nelse:\n    import torch_xla.runtime as xr\n"),
+        Valid("from mylib.imports import _XLA_GREATER_EQUAL_2_1\nimport torch_xla.core.xla_model as xm\n"
+              "import torch_xla.runtime as xr\nn = xr.world_size() if _XLA_GREATER_EQUAL_2_1 else xm.xrt_world_size()\n"),
+        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+              "if hasattr(xr, 'global_ordinal'):\n    r = xr.global_ordinal()\nelse:\n    r = xm.get_ordinal()\n"),
     )
     invalid = (
         Invalid("import torch_xla.experimental.xla_sharding as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
@@ -353,6 +532,12 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                 fixed="import torch_xla.experimental\nimport torch_xla\n\nstep_fn = torch_xla.compile(step_fn)\n"),
         Invalid("import os\nimport torch_xla\nos.environ['XRT_TPU_CONFIG'] = 'localservice;0;localhost:51011'\n"
                 "os.environ.update(XLA_USE_FP16='1')\n", (3, 4)),
+        # huggingface/accelerate src/accelerate/commands/launch.py, tpu_pod_launcher
+        Invalid("import torch_xla\ndef tpu_pod_launcher(args):\n    from torch_xla.distributed import xla_dist\n"
+                "    new_args = xla_dist.get_args_parser().parse_args(argv)\n"
+                "    xla_dist.resolve_and_execute(new_args)\n", (3,)),
+        Invalid("import torch_xla.distributed.xla_dist as xla_dist\n"
+                "from torch_xla.distributed.xla_dist import resolve_and_execute\n", (1, 2)),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -449,7 +634,7 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
 
     @staticmethod
     def _msg(old: str, info: _Removed) -> str:
-        use = f"use `{info.use}`" if info.use else "it has no public replacement"
+        use = f"use `{info.use}`" if info.use else info.hint or "it has no public replacement"
         return RemovedApi.message.format(old=old, version=_version(info.removed_in), use=use)
 
     # -- attributes and calls --------------------------------------------------
@@ -520,6 +705,7 @@ class DeprecatedXlaDevice(Rule):
     summary = "xm.xla_device() is deprecated; use torch_xla.device()."
     message = "`xm.xla_device()` is deprecated since torch_xla 2.7; use `torch_xla.device()`"
     severity = Severity.WARNING
+    version_guarded = True
     fixable = True
     explanation = """\
 ## What it does
@@ -601,6 +787,7 @@ class DeprecatedMarkStep(Rule):
     summary = "xm.mark_step() is deprecated; use torch_xla.sync()."
     message = "`xm.mark_step()` is deprecated; use `torch_xla.sync()` (or `with torch_xla.step():`)"
     severity = Severity.WARNING
+    version_guarded = True
     fixable = True
     explanation = """\
 ## What it does
@@ -698,15 +885,26 @@ class PreferLaunch(Rule):
     summary = "xmp.spawn(fn, args=...) is the old launcher; use torch_xla.launch(fn, args=...)."
     message = "use `torch_xla.launch(fn, args=...)` instead of `xmp.spawn`"
     severity = Severity.WARNING
+    version_guarded = True
     fixable = True
+    # xmp.spawn is not deprecated in 2.9: torch_xla.launch calls it (torch_xla/torch_xla.py, `launch`).
+    default_enabled = False
     explanation = """\
 ## What it does
 Flags `torch_xla.distributed.xla_multiprocessing.spawn(...)` (`xmp.spawn`) in programs
 that are not SPMD programs (XLA007 covers launching an SPMD program this way).
 
+Off by default: `xmp.spawn` is not deprecated in torch_xla 2.9.0. `torch_xla.launch`
+is a thin wrapper that itself calls `xmp.spawn(fn, args=args, nprocs=nprocs,
+start_method=start_method)` (`torch_xla/torch_xla.py`, `launch`), and
+`xla_multiprocessing.spawn` carries no `@deprecated` marker and emits no warning
+(`torch_xla/distributed/xla_multiprocessing.py`). Turn it on (`--extend-select XLA303`,
+or `extend-select = ["XLA303"]` under `[tool.xla-lint]`) to move a code base to the
+documented launcher.
+
 ## Why is this bad
-`torch_xla.launch` is the launcher torch_xla documents since 2.5. In torch_xla 2.9.0
-(`torch_xla/torch_xla.py`) it calls `xmp.spawn(fn, args=args, nprocs=nprocs,
+It is a preference, not a bug: `torch_xla.launch` is the launcher torch_xla documents
+since 2.5. In torch_xla 2.9.0 (`torch_xla/torch_xla.py`) it calls `xmp.spawn(fn, args=args, nprocs=nprocs,
 start_method=start_method)` and, unlike `xmp.spawn`, also works under `torchrun`: when
 `torch.distributed.is_torchelastic_launched()` it calls `fn(LOCAL_RANK, *args)` in the
 process torchrun started instead of spawning more. `xmp.spawn`'s `join` and `daemon`
@@ -802,11 +1000,18 @@ class DeprecatedEnvVar(Rule):
     summary = "XLA_USE_SPMD / XLA_USE_BF16 / XLA_DOWNCAST_BF16 set in code are deprecated."
     message = "`{key}` is deprecated; {use}"
     severity = Severity.WARNING
+    version_guarded = True
     explanation = """\
 ## What it does
 Flags code that sets `XLA_USE_SPMD`, `XLA_USE_BF16`, `XLA_DOWNCAST_BF16` or
 `XLA_USE_32BIT_LONG`: `os.environ["X"] = ...`, `os.environ.setdefault("X", ...)`,
-`os.putenv("X", ...)`, `os.environ.update({"X": ...})` / `update(X=...)`. Reading them
+`os.putenv("X", ...)`, `os.environ.update({"X": ...})` / `update(X=...)`, and the same
+written into an environment for a child process: `env["X"] = ...` (`update`, `setdefault`)
+on a name assigned `os.environ.copy()`, `dict(os.environ)` or `{**os.environ}` or passed
+as `env=` to `subprocess.run`/`Popen`/`call`/`check_call`/`check_output`,
+`asyncio.create_subprocess_*`, `os.execve`/`os.posix_spawn` in the same function;
+`dict(os.environ, X=...)`, `{**os.environ, "X": ...}`, and a dict literal passed as
+`env=`. The child runs torch_xla with the variable just the same. Reading them
 is not flagged, nor is torch_xla's own package (`torch_xla.runtime.use_spmd` itself
 sets `XLA_USE_SPMD`). (`XLA_USE_FP16`/`XLA_DOWNCAST_FP16`, which no longer do anything, are XLA013.)
 
@@ -854,9 +1059,21 @@ value (`"0"` disables) and on where tensors are created.
         Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"),
         Valid("import os\nimport torch_xla\nif os.environ.get('XLA_USE_BF16') == '1':\n    pass\n"),
         Valid("import os\nimport torch_xla\nos.environ['XLA_FLAGS'] = '--xla_dump_to=/tmp/dump'\n"),
+        # Dicts that are not an environment, and a child environment without the deprecated names.
+        Valid("import os\nimport subprocess\nimport torch_xla\ndef run(cfg):\n    cfg['XLA_USE_BF16'] = '1'\n"
+              "    flags = {'XLA_USE_BF16': '1'}\n    env = os.environ.copy()\n    env['PJRT_DEVICE'] = 'TPU'\n"
+              "    if env.get('XLA_USE_BF16') == '1':\n        pass\n    subprocess.run(cmd, env=env)\n"),
     )
     invalid = (
         Invalid("import os\nos.environ['XLA_USE_SPMD'] = '1'\nimport torch_xla\n", (2,)),
+        # Written into the environment given to a child process.
+        Invalid("import os\nimport subprocess\nimport torch_xla\ndef run():\n    env = os.environ.copy()\n"
+                "    env['XLA_USE_BF16'] = '1'\n    env.update(XLA_DOWNCAST_BF16='1')\n"
+                "    subprocess.run(['python', 'train.py'], env=env)\n", (6, 7)),
+        Invalid("import os\nimport subprocess as sp\nimport torch_xla\nenv = dict(os.environ, XLA_USE_BF16='1')\n"
+                "child = {**os.environ, 'XLA_USE_SPMD': '1'}\n"
+                "sp.Popen(cmd, env={'XLA_DOWNCAST_BF16': '1', 'PATH': '/usr/bin'})\n"
+                "extra = {}\nextra['XLA_USE_32BIT_LONG'] = '1'\nsp.check_call(cmd, env=extra)\n", (4, 5, 6, 8)),
         Invalid("import os\nimport torch_xla\nos.environ.setdefault('XLA_USE_BF16', '1')\n"
                 "os.putenv('XLA_DOWNCAST_BF16', '1')\n", (3, 4)),
         Invalid("from os import environ\nimport torch_xla\nenviron.update({'XLA_USE_BF16': '1',\n"
@@ -869,9 +1086,15 @@ value (`"0"` disables) and on where tensors are created.
     def visit_Call(self, node: cst.Call) -> None:
         self._env(node)
 
+    def visit_Dict(self, node: cst.Dict) -> None:
+        self._env(node)
+
     def _env(self, node: cst.CSTNode) -> None:
         if self.ctx.module_name == "torch_xla" or self.ctx.module_name.startswith("torch_xla."):
             return  # torch_xla's own implementation (`use_spmd` sets XLA_USE_SPMD itself)
         for key, where in env_assignments(self.ctx, node):
             if key in DEPRECATED_ENV:
                 self.report(where, self.message.format(key=key, use=DEPRECATED_ENV[key][0]))
+        for key, where in child_env_assignments(self.ctx, node):
+            if key in DEPRECATED_ENV:
+                self.report(where, f"`{key}`, set for a child process, is deprecated; {DEPRECATED_ENV[key][0]}")

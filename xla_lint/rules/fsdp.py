@@ -85,8 +85,10 @@ The fix names positional `mesh` and `shard_output` arguments.
         Valid(_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
               "model = FSDPv2(model, mesh=mesh)\n"),
         Valid(_MESH + _IMPORT + "xs.set_global_mesh(xs.Mesh(np.arange(8), (8,), ('fsdp',)))\nmodel = FSDPv2(model)\n"),
-        Valid(_IMPORT + "model = FSDPv2(model)\n",
-              files=(("setup_mesh.py", _MESH + "import example\nxs.set_global_mesh(xs.get_1d_mesh('fsdp'))\n"),)),
+        # A module of a program whose entry sets the global mesh before calling it.
+        Valid(_IMPORT + "def wrap(model):\n    return FSDPv2(model)\n",
+              files=(("setup_mesh.py", _MESH + "import example\nxs.set_global_mesh(xs.get_1d_mesh('fsdp'))\n"
+                                       "model = example.wrap(model)\n"),)),
         Valid(_IMPORT + "wrap = lambda m, *args, **kwargs: FSDPv2(m, *args, **kwargs)\n"
               "model = FSDPv2(model, mesh=get_mesh(), auto_wrapper_callable=wrap)\n"),
         Valid(_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (2, 4), ('data', 'fsdp'))\n"

@@ -5,20 +5,19 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import apis
-from ..context import find_arg
+from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
-from ..walk import iter_nodes
+from ..walk import TRIVIA, iter_nodes, walk
+from ..values import Known, Unknown, is_replica_test, parts_of, value_of
 from .spmd import DEVICE_APIS, DeviceUse, function_key
 
 MULTIPROCESS = [("multiprocess", True), ("spmd", False)]
 
 _LAUNCH = "import torch_xla\nimport torch_xla.core.xla_model as xm\n"
 
-# Tests that hold on some replicas only: `if xm.is_master_ordinal():`, `if xr.global_ordinal() == 0:`.
-ORDINAL_APIS = frozenset({f"{apis.XR}.global_ordinal", f"{apis.XR}.local_ordinal", f"{apis.XM}.get_ordinal",
-                          f"{apis.XM}.get_local_ordinal", f"{apis.XR}.process_index"})
-MASTER_APIS = frozenset({f"{apis.XM}.is_master_ordinal"})
+# Tests that hold on some replicas only (`if xm.is_master_ordinal():`, `if xr.global_ordinal() == 0:`)
+# are recognised by xla_lint.values, which also sees through saved flags (`is_root = ...`).
 
 # Graph-executing or collective calls every replica must reach (torch_xla/core/xla_model.py).
 SYNC_APIS = {
@@ -53,18 +52,10 @@ CLIP_APIS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_gr
 
 
 def _divergent_test(ctx, test: cst.BaseExpression) -> bool:
-    """True when ``test`` holds on some replicas only: it calls ``is_master_ordinal`` or
-    compares an ordinal (``xr.global_ordinal() == 0``)."""
-    for node in _walk(test):
-        if isinstance(node, cst.Call):
-            names = ctx.qnames(node.func)
-            if names & MASTER_APIS:
-                return True
-        if isinstance(node, cst.Comparison):
-            sides = [node.left, *(c.comparator for c in node.comparisons)]
-            if any(isinstance(s, cst.Call) and ctx.qnames(s.func) & ORDINAL_APIS for s in sides):
-                return True
-    return False
+    """True when ``test`` holds on some replicas only: it calls ``is_master_ordinal``, compares
+    an ordinal (``xr.global_ordinal() == 0``) or reads a flag saved from one
+    (``is_root = xm.is_master_ordinal()``); see :func:`xla_lint.values.is_replica_test`."""
+    return is_replica_test(ctx, test)
 
 
 EVAL_WORDS = frozenset({"test", "eval", "evaluation", "val", "valid", "validation", "dev", "holdout"})
@@ -114,7 +105,15 @@ that is not SPMD, flags `.item()`, `.cpu()`, `xm.save`, `xm.rendezvous`,
 `xm.xla_rendezvous`, `xm.mesh_reduce`, `xm.all_reduce`, `xm.all_gather`,
 `xm.mark_step`, `torch_xla.sync()` and `dist.barrier()` inside an `if` whose test only
 holds on some replicas: `xm.is_master_ordinal()`, or a comparison of
-`xr.global_ordinal()`, `xr.local_ordinal()`, `xm.get_ordinal()`... with a value.
+`xr.global_ordinal()`, `xr.local_ordinal()`, `xm.get_ordinal()`... with a value, also
+through a name saved from one (`is_root = xm.is_master_ordinal()` ... `if is_root:`;
+`rank = xr.global_ordinal()` ... `if rank == 0:`; module level or the same function).
+
+Not flagged: the "master goes first" idiom, where the same barrier (`xm.rendezvous`,
+`xm.xla_rendezvous` or `dist.barrier`, with the same arguments: the same tag) is called in
+the same function under complementary branches (`if not xm.is_master_ordinal():` /
+`if xm.is_master_ordinal():`, `rank != 0` / `rank == 0`, the `if` and `else` of one test):
+every replica enters exactly one of the two, so all of them meet in one rendezvous.
 
 ## Why is this bad
 Every replica runs the same program and the collectives in it must be entered by all of
@@ -142,6 +141,16 @@ xm.add_step_closure(lambda l: print(f"loss {l.item()}", flush=True), args=(loss,
 xm.save(model.state_dict(), "model.pt")   # all replicas call it; only the master writes
 ```
 
+For the master to do something first (download a dataset) while the others wait, let
+every replica enter the same rendezvous once, on either side of the work:
+```python
+if not xm.is_master_ordinal():
+    xm.rendezvous("download")          # the others wait here...
+dataset = datasets.MNIST(root, download=True)
+if xm.is_master_ordinal():
+    xm.rendezvous("download")          # ...until the master has downloaded
+```
+
 ## References
 - https://docs.pytorch.org/xla/master/learn/pytorch-on-xla-devices.html
 - torch_xla 2.9.0 `torch_xla/core/xla_model.py` (`save`, `rendezvous`, `mesh_reduce`, `add_step_closure`)
@@ -156,6 +165,29 @@ xm.save(model.state_dict(), "model.pt")   # all replicas call it; only the maste
               "        def log(l):\n            print(l.item(), flush=True)\n"
               "        xm.add_step_closure(log, args=(loss,))\ntorch_xla.launch(_mp_fn)\n"),
         Valid("import torch_xla.core.xla_model as xm\nif xm.is_master_ordinal():\n    v = t.item()\n"),
+        # The download idiom as real code writes it (pytorch/xla's old MNIST/ImageNet examples,
+        # Colab notebooks): every replica enters exactly one `rendezvous('download_only_once')`.
+        Valid(_LAUNCH + "def _mp_fn(i):\n    if not xm.is_master_ordinal():\n"
+              "        xm.rendezvous('download_only_once')\n"
+              "    train_dataset = datasets.MNIST('/tmp/mnist', download=True)\n"
+              "    if xm.is_master_ordinal():\n        xm.rendezvous(\"download_only_once\")\n"
+              "torch_xla.launch(_mp_fn)\n"),
+        Valid(_LAUNCH + "def train(index):\n    is_root = xm.is_master_ordinal()\n"
+              "    if Config.use_tpu and not is_root:\n        xm.rendezvous('download_only_once')\n"
+              "    dataset = WikiDataset()\n"
+              "    if Config.use_tpu and is_root:\n        xm.rendezvous('download_only_once')\n"
+              "torch_xla.launch(train)\n"),
+        # torch_distributed_zero_first (YOLOv5 and others), with a saved ordinal, and an if/else.
+        Valid(_LAUNCH + "import torch.distributed as dist\nimport torch_xla.runtime as xr\n"
+              "def _mp_fn(i):\n    rank = xr.global_ordinal()\n    if rank != 0:\n        dist.barrier()\n"
+              "    prepare()\n    if rank == 0:\n        dist.barrier()\n"
+              "    if xm.is_master_ordinal(local=False):\n        xm.rendezvous('ckpt')\n"
+              "    else:\n        xm.rendezvous('ckpt')\ntorch_xla.launch(_mp_fn)\n"),
+        # A flag that is a parameter (accelerate's `_goes_first(self, is_main)`) is not known to diverge.
+        Valid(_LAUNCH + "def _goes_first(is_main):\n    if not is_main:\n        xm.rendezvous('first')\n"
+              "    yield\n    if is_main:\n        xm.rendezvous('first')\n"
+              "def _mp_fn(i):\n    is_main = 1\n    is_main = xm.is_master_ordinal()\n    is_main = 2\n"
+              "    if is_main:\n        print(loss.item())\ntorch_xla.launch(_mp_fn)\n"),
     )
     invalid = (
         Invalid(_LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
@@ -169,14 +201,34 @@ xm.save(model.state_dict(), "model.pt")   # all replicas call it; only the maste
                 "    if not xm.is_master_ordinal(local=False):\n        return\n"
                 "    for batch in loader:\n        if xm.is_master_ordinal():\n            dist.barrier()\n"
                 "torch_xla.launch(_mp_fn)\n", (9,)),
+        # Saved flags: module level and in the same function.
+        Invalid(_LAUNCH + "import torch_xla.runtime as xr\nIS_ROOT = xr.global_ordinal() == 0\n"
+                "def _mp_fn(i):\n    is_root = xm.is_master_ordinal()\n    rank = xm.get_ordinal()\n"
+                "    if is_root:\n        print(loss.item())\n    if IS_ROOT:\n        xm.mark_step()\n"
+                "    if rank == 0:\n        xm.save(model.state_dict(), 'm.pt')\n"
+                "torch_xla.launch(_mp_fn)\n", (9, 11, 13)),
+        # Not the download idiom: different tags, the same side twice, another function.
+        Invalid(_LAUNCH + "def _mp_fn(i):\n    if not xm.is_master_ordinal():\n        xm.rendezvous('a')\n"
+                "    if xm.is_master_ordinal():\n        xm.rendezvous('b')\n"
+                "    if xm.is_master_ordinal():\n        xm.rendezvous('c')\n"
+                "    if xm.is_master_ordinal():\n        xm.rendezvous('c')\n"
+                "def other():\n    if not xm.is_master_ordinal():\n        xm.rendezvous('a')\n"
+                "torch_xla.launch(_mp_fn)\n", (5, 7, 9, 11, 14)),
     )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._barriers: dict[int, list[tuple[cst.Call, str, tuple, list]]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         api = self._sync_api(node)
         if api is None:
             return
-        test = self._divergent_branch()
-        if test is None:
+        branch = self._divergent_branch()
+        if branch is None:
+            return
+        test, positive = branch
+        if api in _BARRIERS and self._paired(node, api, (test, positive)):
             return
         why = ("the other replicas never enter the collective and the job hangs"
                if api not in SYNC_METHODS.values() and api not in ("torch_xla.sync", "xm.mark_step")
@@ -196,7 +248,9 @@ xm.save(model.state_dict(), "model.pt")   # all replicas call it; only the maste
                 return short
         return None
 
-    def _divergent_branch(self) -> cst.BaseExpression | None:
+    def _divergent_branch(self) -> tuple[cst.BaseExpression, bool] | None:
+        """The innermost enclosing test that holds on some replicas only, and whether the node
+        is in its true branch; None outside such a branch."""
         stack = self.ctx.stack
         for i in range(len(stack) - 2, -1, -1):
             node = stack[i]
@@ -204,8 +258,115 @@ xm.save(model.state_dict(), "model.pt")   # all replicas call it; only the maste
                 return None
             if isinstance(node, (cst.If, cst.IfExp)) and stack[i + 1] is not node.test:
                 if _divergent_test(self.ctx, node.test):
-                    return node.test
+                    return node.test, stack[i + 1] is node.body
         return None
+
+    def _paired(self, node: cst.Call, api: str, condition: tuple[cst.BaseExpression, bool]) -> bool:
+        """The same barrier, with the same arguments, is called in the same function under the
+        complementary condition: every replica enters exactly one of the two."""
+        function = function_key(self.ctx)
+        barriers = self._barriers.get(id(function))
+        if barriers is None:
+            barriers = self._barriers[id(function)] = self._collect_barriers(function)
+        arguments = _arguments(self.ctx, node)
+        for call, other, other_arguments, conditions in barriers:
+            if call is not node and other == api and other_arguments == arguments and \
+                    any(_complementary(self.ctx, condition, c) for c in conditions):
+                return True
+        return False
+
+    def _collect_barriers(self, function: cst.CSTNode) -> list[tuple[cst.Call, str, tuple, list]]:
+        """Every barrier call in ``function``'s own code (not nested functions, classes or lambdas),
+        with its arguments and the ``(test, in true branch)`` of each ``if`` around it, innermost first."""
+        rule, found, stack = self, [], []
+
+        class Collect:
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                stack.append(node)
+                if node is not function and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    return False
+                if type(node) is cst.Call:
+                    api = rule._sync_api(node)
+                    if api in _BARRIERS:
+                        conditions = []
+                        for i in range(len(stack) - 2, -1, -1):
+                            owner = stack[i]
+                            if isinstance(owner, (cst.If, cst.IfExp)) and stack[i + 1] is not owner.test:
+                                conditions.append((owner.test, stack[i + 1] is owner.body))
+                        found.append((node, api, _arguments(rule.ctx, node), conditions))
+                return True
+
+            def on_leave(self, node: cst.CSTNode) -> None:
+                stack.pop()
+
+        walk(function, Collect(), TRIVIA)
+        return found
+
+
+# Barriers that the "master goes first" idiom calls from complementary branches.
+_BARRIERS = frozenset({"xm.rendezvous", "xm.xla_rendezvous", "dist.barrier"})
+
+
+def _arguments(ctx, call: cst.Call) -> tuple:
+    """A call's arguments, comparable across calls: string literals by value, the rest by code."""
+    out = []
+    for arg in call.args:
+        value = literal_string(arg.value)
+        code = value if value is not None else " ".join(ctx.module.code_for_node(arg.value).split())
+        out.append((arg.keyword.value if arg.keyword is not None else None, arg.star, code))
+    return tuple(out)
+
+
+def _bare(ctx, node: cst.BaseExpression) -> str:
+    """The code of ``node`` without its own parentheses, on one line."""
+    if getattr(node, "lpar", None):
+        node = node.with_changes(lpar=[], rpar=[])
+    return " ".join(ctx.module.code_for_node(node).split())
+
+
+_OPPOSITE = {cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal, cst.LessThan: cst.GreaterThanEqual,
+             cst.GreaterThanEqual: cst.LessThan, cst.GreaterThan: cst.LessThanEqual,
+             cst.LessThanEqual: cst.GreaterThan, cst.Is: cst.IsNot, cst.IsNot: cst.Is, cst.In: cst.NotIn,
+             cst.NotIn: cst.In}
+
+
+def _complementary(ctx, a: tuple[cst.BaseExpression, bool], b: tuple[cst.BaseExpression, bool]) -> bool:
+    """True when condition ``a`` holds exactly where ``b`` does not. A condition is ``(test,
+    in true branch)``; recognised: ``x`` / ``not x`` (and the ``if``/``else`` of one test),
+    ``r == 0`` / ``r != 0`` (and the other opposite comparisons), and ``c and x`` / ``c and not x``
+    (the same other conjuncts)."""
+    (ta, pa), (tb, pb) = a, b
+    while isinstance(ta, cst.UnaryOperation) and isinstance(ta.operator, cst.Not):
+        ta, pa = ta.expression, not pa
+    while isinstance(tb, cst.UnaryOperation) and isinstance(tb.operator, cst.Not):
+        tb, pb = tb.expression, not pb
+    if _bare(ctx, ta) == _bare(ctx, tb):
+        return pa != pb
+    if pa != pb:
+        return False
+    if isinstance(ta, cst.Comparison) and isinstance(tb, cst.Comparison) and \
+            len(ta.comparisons) == 1 and len(tb.comparisons) == 1:
+        ca, cb = ta.comparisons[0], tb.comparisons[0]
+        return _OPPOSITE.get(type(ca.operator)) is type(cb.operator) and \
+            _bare(ctx, ta.left) == _bare(ctx, tb.left) and _bare(ctx, ca.comparator) == _bare(ctx, cb.comparator)
+    if pa and _conjunction(ta) and _conjunction(tb):
+        left, right = _conjuncts(ta), _conjuncts(tb)
+        if len(left) != len(right):
+            return False
+        differ = [(x, y) for x, y in zip(left, right) if _bare(ctx, x) != _bare(ctx, y)]
+        return len(differ) == 1 and _complementary(ctx, (differ[0][0], True), (differ[0][1], True))
+    return False
+
+
+def _conjunction(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And)
+
+
+def _conjuncts(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a and b and c`` -> ``[a, b, c]``."""
+    if _conjunction(node):
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    return [node]
 
 
 class ClipBeforeReduce(Rule):
@@ -289,6 +450,203 @@ optimizer.step()
                 self.report(clip, self.message.format(api=api), requires=MULTIPROCESS)
 
 
+# Calls that take a DataLoader over and give it a distributed sampler themselves (XLA017):
+# accelerate's `Accelerator.prepare`/`prepare_data_loader` (accelerate/data_loader.py,
+# `prepare_data_loader`: a `BatchSamplerShard` over `num_processes`/`process_index`), Lightning's
+# `Trainer.fit/validate/test/predict` (lightning/pytorch/trainer/connectors/data_connector.py,
+# `_prepare_dataloader` injects a `DistributedSampler` when `use_distributed_sampler`) and
+# `Fabric.setup_dataloaders` (lightning/fabric/fabric.py, `use_distributed_sampler=True`).
+ACCELERATE_METHODS = frozenset({"prepare", "prepare_data_loader"})
+TRAINER_METHODS = frozenset({"fit", "validate", "test", "predict"})
+FABRIC_METHODS = frozenset({"setup_dataloaders"})
+# LightningModule / LightningDataModule hooks whose loaders the Trainer prepares the same way.
+LIGHTNING_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
+LIGHTNING_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
+# What a loader may sit in on its way to an assignment, a return or an argument: `[dl1, dl2]`.
+_CONTAINERS = (cst.Element, cst.List, cst.Tuple, cst.DictElement, cst.Dict, cst.StarredElement)
+
+
+def _key(node: cst.CSTNode) -> str | None:
+    """``dl`` for the name ``dl``, ``self.train_dl`` for that attribute chain, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _keys(node: cst.CSTNode) -> set[str]:
+    """The names and attribute chains ``node`` (a target or a returned value) binds or holds:
+    ``a, (b, self.c)`` -> ``{"a", "b", "self.c"}``."""
+    key = _key(node)
+    if key is not None:
+        return {key}
+    out: set[str] = set()
+    if isinstance(node, (cst.Tuple, cst.List)):
+        for el in node.elements:
+            out |= _keys(el.value)
+    elif isinstance(node, cst.StarredElement):
+        out |= _keys(node.value)
+    return out
+
+
+class LoaderHandoffs:
+    """Where a file hands DataLoaders to code that installs the distributed sampler itself.
+
+    One walk of the module (``ctx.memo``) records, per hand-off call
+    (:data:`ACCELERATE_METHODS`, :data:`TRAINER_METHODS`, :data:`FABRIC_METHODS`; method calls
+    count only in files that import that library, a module function only when it resolves to
+    ``accelerate...prepare_data_loader``), every node inside its arguments and the names and
+    attribute chains they mention, by the function (or module) the call is in; the call sites
+    of the file's functions, with the names their results are assigned to; the names each
+    function returns; and which classes derive from a Lightning class. A Lightning hand-off
+    is ignored when the file passes ``use_distributed_sampler=False`` anywhere.
+    """
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        roots = {m.split(".")[0] for m in ctx.imported_modules}
+        self.accelerate = "accelerate" in roots
+        self.trainer = bool(roots & {"lightning", "pytorch_lightning"})
+        self.fabric = bool(roots & {"lightning", "lightning_fabric"})
+        self.handed_nodes: set[int] = set()  # ids of nodes inside a hand-off's arguments
+        self.handed_keys: dict[int, set[str]] = {}  # id(function or module) -> keys handed over there
+        self.class_keys: dict[int, set[str]] = {}  # id(class) -> `self.*` keys handed over in its methods
+        self.returned: dict[int, set[str]] = {}  # id(function) -> keys it returns
+        self.call_sites: dict[str, list[tuple[cst.Call, cst.CSTNode, set[str]]]] = {}
+        self.lightning_classes: set[str] = set()
+        self.class_of: dict[int, cst.ClassDef | None] = {}  # id(function) -> the class it is a method of
+        self._sampler_off = False
+        lightning_calls: list[tuple[cst.Call, cst.CSTNode]] = []  # recorded once the whole file is read
+        self._scan(lightning_calls)
+        if not self._sampler_off:
+            for call, owner in lightning_calls:
+                self._record(call, owner)
+
+    def _scan(self, lightning_calls) -> None:
+        ctx = self.ctx
+        facts = self
+        scopes = [ctx.root_scope]
+        owners: list[cst.CSTNode] = [ctx.module]
+        classes: list[cst.ClassDef | None] = [None]
+        pushed: list[tuple[cst.CSTNode, str]] = []
+
+        class Scan:
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                kind = type(node)
+                if kind is cst.ClassDef:  # bases are read in the enclosing scope
+                    for base in node.bases:
+                        names = ctx.qnames(base.value, scopes[-1])
+                        if any(n.split(".")[0] in LIGHTNING_ROOTS for n in names) or \
+                                _key(base.value) in facts.lightning_classes:
+                            facts.lightning_classes.add(node.name.value)
+                scope = ctx.scopes.get(node)
+                if scope is not None and node is not ctx.module:
+                    scopes.append(scope)
+                    pushed.append((node, "scope"))
+                if kind is cst.ClassDef:
+                    classes.append(node)
+                    pushed.append((node, "class"))
+                elif kind is cst.FunctionDef:
+                    facts.class_of[id(node)] = classes[-1]  # None unless directly in a class body
+                    owners.append(node)
+                    classes.append(None)
+                    pushed.append((node, "function"))
+                elif kind is cst.Return and node.value is not None and owners[-1] is not ctx.module:
+                    facts.returned.setdefault(id(owners[-1]), set()).update(_keys(node.value))
+                elif kind is cst.Call:
+                    facts._call(node, scopes[-1], owners[-1], lightning_calls)
+                elif kind is cst.Assign and type(node.value) is cst.Call:
+                    targets: set[str] = set()
+                    for t in node.targets:
+                        targets |= _keys(t.target)
+                    facts._site(node.value, owners[-1], targets)
+                return True
+
+            def on_leave(self, node: cst.CSTNode) -> None:
+                while pushed and pushed[-1][0] is node:
+                    _, what = pushed.pop()
+                    if what == "scope":
+                        scopes.pop()
+                    elif what == "class":
+                        classes.pop()
+                    else:
+                        owners.pop()
+                        classes.pop()
+
+        walk(ctx.module, Scan(), TRIVIA)
+
+    def _site(self, call: cst.Call, owner: cst.CSTNode, targets: set[str]) -> None:
+        func = call.func
+        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                          and func.value.value == "self"):
+            name = func.value if isinstance(func, cst.Name) else func.attr.value
+            self.call_sites.setdefault(name, []).append((call, owner, targets))
+
+    def _call(self, call: cst.Call, scope, owner: cst.CSTNode, lightning_calls) -> None:
+        ctx = self.ctx
+        off = find_arg(call, "use_distributed_sampler")
+        if off is not None and isinstance(off.value, cst.Name) and off.value.value == "False":
+            self._sampler_off = True
+        self._site(call, owner, set())
+        names = ctx.qnames(call, scope)
+        func = call.func
+        if any(n.startswith("accelerate.") and n.endswith(".prepare_data_loader") for n in names):
+            self._record(call, owner)
+            return
+        if names or not isinstance(func, cst.Attribute):
+            return
+        attr = func.attr.value
+        if attr in ACCELERATE_METHODS and self.accelerate:
+            self._record(call, owner)
+        elif attr in TRAINER_METHODS and self.trainer or attr in FABRIC_METHODS and self.fabric:
+            lightning_calls.append((call, owner))
+
+    def _record(self, call: cst.Call, owner: cst.CSTNode) -> None:
+        """Note everything ``call`` (a hand-off in ``owner``) is given."""
+        keys = self.handed_keys.setdefault(id(owner), set())
+        for arg in call.args:
+            for node in iter_nodes(arg.value):
+                self.handed_nodes.add(id(node))
+                key = _key(node)
+                if key is not None:
+                    keys.add(key)
+                    if key.startswith("self.") and isinstance(owner, cst.FunctionDef):
+                        cls = self.class_of.get(id(owner))
+                        if cls is not None:
+                            self.class_keys.setdefault(id(cls), set()).add(key)
+
+    # -- questions ------------------------------------------------------------------
+    def handed(self, keys: set[str], owner: cst.CSTNode) -> bool:
+        """True when one of ``keys`` is handed over in ``owner`` (or, for ``self.*``, in its class)."""
+        if keys & self.handed_keys.get(id(owner), set()):
+            return True
+        cls = self.class_of.get(id(owner))
+        return cls is not None and bool(keys & self.class_keys.get(id(cls), set()))
+
+    def lightning_hook(self, function: cst.FunctionDef) -> bool:
+        """True for a ``train_dataloader``/``val_dataloader``/... method of a class deriving from a
+        Lightning class (``LightningModule``, ``LightningDataModule``, ``BoringModel``, or a class of
+        this file that derives from one), in a file that imports Lightning's Trainer package."""
+        cls = self.class_of.get(id(function))
+        return function.name.value in LIGHTNING_HOOKS and cls is not None \
+            and cls.name.value in self.lightning_classes and self.trainer and not self._sampler_off
+
+    def result_handed(self, function: cst.FunctionDef) -> bool:
+        """True when what ``function`` returns is handed over: it is a Lightning ``*_dataloader``
+        hook, or a call of it in this file is a hand-off's argument or is assigned to names
+        that are handed over."""
+        if self.lightning_hook(function):
+            return True
+        for call, owner, targets in self.call_sites.get(function.name.value, ()):
+            if id(call) in self.handed_nodes or (targets and self.handed(targets, owner)):
+                return True
+        return False
+
+
 class MissingDistributedSampler(Rule):
     code = "XLA017"
     name = "missing-distributed-sampler"
@@ -306,6 +664,20 @@ calls passing `**kwargs`, loaders given a sampler positionally and evaluation lo
 (`test_loader = DataLoader(test_dataset, ...)`: a loader or dataset named test, eval, val,
 valid, validation, dev or holdout; every replica evaluating the whole set repeats work but
 the metric stays right) are not flagged.
+
+Nor are loaders handed to a library that installs the distributed sampler itself: passed
+(directly, through a name or `self.` attribute of the same function or class, or as the
+result of a function of the same file) to Hugging Face accelerate's
+`accelerator.prepare(...)`/`prepare_data_loader(...)`, to Lightning's
+`trainer.fit/validate/test/predict(...)` or `fabric.setup_dataloaders(...)`, or built in
+the `train_dataloader`/`val_dataloader`/`test_dataloader`/`predict_dataloader` method of a
+class deriving from a Lightning class. Method calls count only in files that import that
+library, and Lightning's only when the file never passes `use_distributed_sampler=False`.
+accelerate shards the batches over `num_processes`/`process_index`
+(`accelerate/data_loader.py`, `prepare_data_loader`); Lightning replaces the sampler with a
+`DistributedSampler` over the strategy's world size and rank (`lightning/pytorch/trainer/
+connectors/data_connector.py`, `_prepare_dataloader`; `lightning/fabric/fabric.py`,
+`setup_dataloaders`).
 
 ## Why is this bad
 Each replica is its own process with its own `DataLoader`. A map-style loader without a
@@ -334,6 +706,8 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
 
 ## References
 - https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler
+- https://huggingface.co/docs/accelerate/basic_tutorials/migration,
+  https://lightning.ai/docs/pytorch/stable/common/trainer.html#use-distributed-sampler
 - torch_xla 2.9.0 `torch_xla/torch_xla.py` (`launch`)
 """
     valid = (
@@ -348,6 +722,39 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
         Valid(_LAUNCH + "from torch.utils.data import DataLoader\n"
               "def _mp_fn(i):\n    test_loader = DataLoader(test_dataset, batch_size=8, shuffle=False)\n"
               "    evalLoader = DataLoader(ds, batch_size=8)\ntorch_xla.launch(_mp_fn)\n"),
+        # Hand-offs that install the distributed sampler (huggingface/accelerate test_metrics.py,
+        # test_accelerator.py; Lightning tests_pytorch/models/test_tpu.py, examples/fabric).
+        Valid(_LAUNCH + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+              "def _mp_fn(i):\n    accelerator = Accelerator()\n    dataloader = DataLoader(dset, batch_size=16)\n"
+              "    model, dataloader = accelerator.prepare(model, dataloader)\n"
+              "    self.train_dl = DataLoader(ds, batch_size=2)\n    accelerator.prepare_data_loader(self.train_dl)\n"
+              "torch_xla.launch(_mp_fn)\n"),
+        Valid(_LAUNCH + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+              "def create_components():\n    train_dl = DataLoader(TensorDataset(t))\n    return model, opt, train_dl\n"
+              "def get_dataloader(accelerator):\n    return DataLoader(tokenized, shuffle=False, batch_size=16)\n"
+              "def _mp_fn(i):\n    accelerator = Accelerator()\n    model, opt, train_dl = create_components()\n"
+              "    accelerator.prepare(model, opt, train_dl)\n    dataloader = get_dataloader(accelerator)\n"
+              "    ddp_model, ddp_dataloader = accelerator.prepare(model, dataloader)\n"
+              "torch_xla.launch(_mp_fn)\n"),
+        Valid(_LAUNCH + "from torch.utils.data import DataLoader\n"
+              "from accelerate.data_loader import prepare_data_loader\n"
+              "def _mp_fn(i):\n    dl = prepare_data_loader(DataLoader(range(32), batch_size=8), device)\n"
+              "torch_xla.launch(_mp_fn)\n"),
+        Valid(_LAUNCH + "from torch.utils.data import DataLoader\nfrom lightning.pytorch import Trainer\n"
+              "from lightning.pytorch.demos.boring_classes import BoringModel\n"
+              "class SerialLoaderBoringModel(BoringModel):\n    def train_dataloader(self):\n"
+              "        return DataLoader(RandomDataset(32, 2000), batch_size=32)\n"
+              "    def predict_dataloader(self):\n"
+              "        return apply_to_collection(self.sets, Dataset, lambda x: DataLoader(x))\n"
+              "def _mp_fn(i):\n    trainer = Trainer(accelerator='tpu')\n"
+              "    trainer.test(model, dataloaders=DataLoader(RandomDataset(32, 2000), batch_size=32))\n"
+              "    train_data = DataLoader(RandomDataset(32, 64), batch_size=2)\n"
+              "    trainer.fit(model, train_dataloaders=train_data)\ntorch_xla.launch(_mp_fn)\n"),
+        Valid(_LAUNCH + "from torch.utils.data import DataLoader\nfrom lightning.fabric import Fabric\n"
+              "def _mp_fn(i):\n    fabric = Fabric(accelerator='tpu')\n"
+              "    dataloader = DataLoader(RandomDataset(32, 64))\n"
+              "    dataloader = fabric.setup_dataloaders(dataloader)\n"
+              "torch_xla.launch(_mp_fn)\n"),
     )
     invalid = (
         Invalid(_LAUNCH + "from torch.utils.data import DataLoader\n"
@@ -358,6 +765,22 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
         Invalid(_LAUNCH + "import torch\ndef _mp_fn(i):\n    attest = make()\n"
                 "    self.train_loader = torch.utils.data.DataLoader(latest_dataset, batch_size=8)\n"
                 "torch_xla.launch(_mp_fn)\n", (6,)),
+        # Not handed over: another loader is prepared; `use_distributed_sampler=False` keeps the
+        # loader as it is; a `train_dataloader` method of a class that is not a Lightning class;
+        # `.prepare(...)` in a file that does not use accelerate.
+        Invalid(_LAUNCH + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+                "def _mp_fn(i):\n    dl = DataLoader(ds, batch_size=8)\n    other = accelerator.prepare(model)\n"
+                "torch_xla.launch(_mp_fn)\n", (6,)),
+        Invalid(_LAUNCH + "from torch.utils.data import DataLoader\nimport lightning as L\n"
+                "def _mp_fn(i):\n    trainer = L.Trainer(use_distributed_sampler=False)\n"
+                "    trainer.fit(model, DataLoader(ds, batch_size=8))\ntorch_xla.launch(_mp_fn)\n", (7,)),
+        Invalid(_LAUNCH + "from torch.utils.data import DataLoader\nimport lightning\nclass Data:\n"
+                "    def train_dataloader(self):\n        return DataLoader(ds, batch_size=8)\n"
+                "def _mp_fn(i):\n    for batch in Data().train_dataloader():\n        pass\n"
+                "torch_xla.launch(_mp_fn)\n", (7,)),
+        Invalid(_LAUNCH + "from torch.utils.data import DataLoader\n"
+                "def _mp_fn(i):\n    dl = DataLoader(ds, batch_size=8)\n    dl = pipeline.prepare(dl)\n"
+                "torch_xla.launch(_mp_fn)\n", (5,)),
     )
 
     def __init__(self, ctx) -> None:
@@ -374,9 +797,38 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
         dataset = find_arg(node, "dataset", 0)
         if dataset is not None and self._is_iterable(dataset.value):
             return
-        if self._is_evaluation(node, dataset):
+        if self._is_evaluation(node, dataset) or self._handed_over(node):
             return
         self.report(node, requires=MULTIPROCESS)
+
+    def _handed_over(self, node: cst.Call) -> bool:
+        """The loader goes to code that installs the distributed sampler itself (:class:`LoaderHandoffs`):
+        it is a hand-off's argument, is assigned to a name (or ``self.`` attribute) handed over in
+        the same function (class), or is returned by a function whose result is handed over."""
+        ctx = self.ctx
+        handoffs = ctx.memo(LoaderHandoffs, lambda: LoaderHandoffs(ctx))
+        if id(node) in handoffs.handed_nodes:
+            return True
+        for function in ctx.enclosing(cst.FunctionDef):
+            if handoffs.lightning_hook(function):
+                return True  # anything a `train_dataloader` hook builds (`lambda x: DataLoader(x)`) is its result
+        stack = ctx.stack
+        i = len(stack) - 2
+        while i >= 0 and isinstance(stack[i], _CONTAINERS):
+            i -= 1
+        holder = stack[i] if i >= 0 else None
+        owner = function_key(ctx)
+        if isinstance(holder, (cst.Assign, cst.AnnAssign)):
+            targets: set[str] = set()
+            for t in (holder.targets if isinstance(holder, cst.Assign) else (holder,)):
+                targets |= _keys(t.target)
+            if handoffs.handed(targets, owner):
+                return True
+            return isinstance(owner, cst.FunctionDef) and bool(targets & handoffs.returned.get(id(owner), set())) \
+                and handoffs.result_handed(owner)
+        if isinstance(holder, cst.Return) and isinstance(owner, cst.FunctionDef):
+            return handoffs.result_handed(owner)
+        return False
 
     def _is_evaluation(self, node: cst.Call, dataset: cst.Arg | None) -> bool:
         """A loader named for evaluation (``test_loader = DataLoader(test_dataset, ...)``): every
@@ -514,13 +966,17 @@ if __name__ == "__main__":
         text = " ".join(self.ctx.module.code_for_node(node).split())
         self.report(node, self.message.format(what=text if len(text) <= 50 else text[:47] + "...", launch=launch))
 
-    @staticmethod
-    def _single_process(node: cst.Call) -> bool:
+    def _single_process(self, node: cst.Call) -> bool:
+        """``nprocs`` is 1 (``spawn`` tests ``nprocs == 1``) or ``debug_single_process`` is true,
+        as literals or values the file fixes (``NPROCS = 1``; :mod:`xla_lint.values`)."""
         nprocs = find_arg(node, "nprocs", 2)
-        if nprocs is not None and isinstance(nprocs.value, cst.Integer) and nprocs.value.value == "1":
+        if nprocs is not None and _is_one(value_of(self.ctx, nprocs.value)):
             return True
         debug = find_arg(node, "debug_single_process", 3)
-        return debug is not None and isinstance(debug.value, cst.Name) and debug.value.value == "True"
+        if debug is None:
+            return False
+        value = value_of(self.ctx, debug.value)
+        return isinstance(value, Known) and bool(value.value) is True
 
 
 class SpawnNprocs(Rule):
@@ -529,33 +985,53 @@ class SpawnNprocs(Rule):
     summary = "xmp.spawn with nprocs other than 1/None raises ValueError; torch_xla.launch takes no nprocs at all."
     message = ("`nprocs={value}` raises ValueError in torch_xla 2.x: spawn uses every local device; "
                "drop `nprocs` (limit devices with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug")
+    known_message = ("`nprocs={text}` is {value} ({origin}), and any nprocs other than 1 or None raises "
+                     "ValueError in torch_xla 2.x: spawn uses every local device; drop `nprocs` (limit devices "
+                     "with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug")
+    unknown_message = ("`nprocs={text}` comes from {origin}: `xmp.spawn` raises ValueError in torch_xla 2.x "
+                       "unless it is 1 or None; drop `nprocs` (spawn uses every local device; limit them with "
+                       "`TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug")
     severity = Severity.ERROR
     explanation = """\
 ## What it does
-Flags `xmp.spawn(fn, nprocs=N)` (positional or keyword) with a literal `N` other than
-`1` or `None`, and `torch_xla.launch(..., nprocs=...)` with any value: `launch(fn, args=(),
+Flags `xmp.spawn(fn, nprocs=N)` (positional or keyword) unless `N` is provably `1` or
+`None`, and `torch_xla.launch(..., nprocs=...)` with any value: `launch(fn, args=(),
 start_method='spawn', debug_single_process=False)` has no `nprocs` parameter
 (`torch_xla/torch_xla.py`, 2.9.0), so the call raises TypeError.
 
+`N` is followed through the file (`xla_lint/values.py`): a literal, a module constant
+(`NPROCS = 8`), a variable assigned once before the call, or the default of an argparse
+option (`nprocs=args.num_cores` with `parser.add_argument("--num_cores", type=int,
+default=8)`). A value the file fixes to something other than 1 or None is an error, and
+the message says where it comes from. A value the file cannot fix (a function parameter,
+an environment variable, an option without a default, the result of a call) is a
+warning: it raises unless whoever runs the program passes 1.
+
 ## Why is this bad
-Under PJRT, `xmp.spawn` starts one process per local device and takes no count: in
-torch_xla 2.9.0 `torch_xla/_internal/pjrt.py`, `spawn`, any `nprocs` other than `1` or
-`None` raises `ValueError: Unsupported nprocs (8). Please use nprocs=1 or None
-(default)...`. Old XRT-era examples (`xmp.spawn(_mp_fn, nprocs=8)`, also found in
-multi-host notes) fail at start-up on every host.
+Under PJRT, `xmp.spawn` starts one process per local device and takes no count. In
+torch_xla 2.9.0, `torch_xla/distributed/xla_multiprocessing.py` `spawn(fn, args=(),
+nprocs=None, join=True, daemon=False, start_method='spawn')` passes `nprocs` straight to
+`torch_xla/_internal/pjrt.py` `spawn`, which runs `fn` in the calling process when
+`nprocs == 1`, starts one process per device when it is `None`, and otherwise raises
+`ValueError: Unsupported nprocs (8). Please use nprocs=1 or None (default)...` (a
+string `"1"` is not 1 there either: the message's `%d` then raises TypeError). Old
+XRT-era scripts (`xmp.spawn(_mp_fn, nprocs=8)`, `nprocs=FLAGS.num_cores` with a
+`--num_cores` option defaulting to 8) fail at start-up on every host.
 
 ## Example
 ```python
 import torch_xla.distributed.xla_multiprocessing as xmp
 
-xmp.spawn(_mp_fn, args=(flags,), nprocs=8, start_method="fork")
+parser.add_argument("--num_cores", type=int, default=8)
+args = parser.parse_args()
+xmp.spawn(_mp_fn, args=(args,), nprocs=args.num_cores, start_method="fork")
 ```
 
 ## Use instead
 ```python
 import torch_xla
 
-torch_xla.launch(_mp_fn, args=(flags,))  # one process per local device
+torch_xla.launch(_mp_fn, args=(args,))  # one process per local device
 ```
 To use fewer devices, set `TPU_NUM_DEVICES` (or `CPU_NUM_DEVICES`) before start-up;
 `nprocs=1` (or `torch_xla.launch(..., debug_single_process=True)`) runs one process for
@@ -563,13 +1039,24 @@ debugging.
 
 ## References
 - https://docs.pytorch.org/xla/master/learn/pjrt.html
-- torch_xla 2.9.0 `torch_xla/_internal/pjrt.py`, `spawn`
+- torch_xla 2.9.0 `torch_xla/_internal/pjrt.py` (`spawn`), `torch_xla/distributed/xla_multiprocessing.py` (`spawn`)
 """
     valid = (
         Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=())\n"),
         Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=(), nprocs=1)\n"),
         Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, (), None)\n"),
         Valid("import torch_xla\nimport torch.multiprocessing as mp\nmp.spawn(fn, nprocs=8)\n"),
+        # Values the file fixes to 1 or None: a constant, an argparse default, both arms of a choice.
+        Valid("import argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\nNPROCS = 1\n"
+              "def main():\n    parser = argparse.ArgumentParser()\n"
+              "    parser.add_argument('--num-cores', type=int, default=None)\n"
+              "    args = parser.parse_args()\n    xmp.spawn(fn, nprocs=args.num_cores)\n"
+              "    xmp.spawn(fn, nprocs=NPROCS)\n    xmp.spawn(fn, nprocs=1 if args.num_cores else None)\n"),
+        # Lightning's XLA launcher passes nprocs only when it is 1 (lightning/fabric/strategies/launchers/xla.py).
+        Valid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
+              "def launch(self, function):\n    spawn_kwargs = {}\n    nprocs = self._strategy.num_processes\n"
+              "    if nprocs == 1:\n        spawn_kwargs['nprocs'] = nprocs\n"
+              "    xmp.spawn(self._wrapping_function, args=(function,), **spawn_kwargs)\n"),
     )
     invalid = (
         Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
@@ -577,6 +1064,19 @@ debugging.
         Invalid("import torch_xla\ntorch_xla.launch(_mp_fn, args=(), nprocs=4)\n", (2,)),
         Invalid("from torch_xla.distributed import xla_multiprocessing\n"
                 "xla_multiprocessing.spawn(_mp_fn, (), 4)\n", (2,)),
+        # Known values: a module constant, an argparse default (huggingface transformers'
+        # old xla_spawn.py, pytorch/xla's XRT-era tests: `nprocs=FLAGS.num_cores`).
+        Invalid("import argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\nNPROCS = 8\n"
+                "def main():\n    parser = argparse.ArgumentParser()\n"
+                "    parser.add_argument('--num_cores', type=int, default=8, help='1 or 8')\n"
+                "    args = parser.parse_args()\n    xmp.spawn(_mp_fn, args=(args,), nprocs=args.num_cores)\n"
+                "    xmp.spawn(_mp_fn, nprocs=NPROCS)\n", (8, 9)),
+        # Values the file cannot fix (warnings): a parameter, the environment, an option without default.
+        Invalid("import os\nimport argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+                "parser = argparse.ArgumentParser()\nparser.add_argument('--cores', type=int)\n"
+                "def run(n):\n    xmp.spawn(_mp_fn, nprocs=n)\n"
+                "xmp.spawn(_mp_fn, nprocs=int(os.environ['NUM_CORES']))\n"
+                "xmp.spawn(_mp_fn, nprocs=parser.parse_args().cores)\n", (7, 8, 9)),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -586,9 +1086,48 @@ debugging.
                               "local device; use `debug_single_process=True` for one process")
             return
         arg = find_arg(node, "nprocs", 2)
-        if arg is None or not isinstance(arg.value, cst.Integer):
+        if arg is None or not self.ctx.is_call_to(node, apis.SPAWN):
             return
-        value = arg.value.evaluated_value
-        if value == 1 or not self.ctx.is_call_to(node, apis.SPAWN):
-            return
-        self.report(node, self.message.format(value=value))
+        value = value_of(self.ctx, arg.value)
+        bad, unknown = _nprocs_verdict(self.ctx, value)
+        text = " ".join(self.ctx.module.code_for_node(arg.value).split())
+        text = text if len(text) <= 40 else text[:37] + "..."
+        if bad is not None:
+            if bad.origin == "a literal" and bad is value:
+                self.report(node, self.message.format(value=text))
+            else:
+                self.report(node, self.known_message.format(text=text, value=repr(bad.value), origin=bad.origin))
+        elif unknown is not None:
+            self.report(node, self.unknown_message.format(text=text, origin=unknown.origin),
+                        severity=Severity.WARNING)
+
+
+def _is_one(value) -> bool:
+    """``spawn`` runs one process: ``nprocs == 1`` holds (1, 1.0, True), as ``pjrt.spawn`` tests it."""
+    return isinstance(value, Known) and not isinstance(value.value, str) and _equals_one(value.value)
+
+
+def _equals_one(value: object) -> bool:
+    try:
+        return bool(value == 1)
+    except Exception:  # pragma: no cover - an object whose == raises
+        return False
+
+
+def _nprocs_verdict(ctx, value, depth: int = 0) -> tuple[Known | None, Unknown | None]:
+    """``(bad, unknown)`` for an ``nprocs`` value: the first known value that is neither 1 nor
+    None, else the first value that cannot be known; ``(None, None)`` when every value it may
+    take is 1 or None (a conditional expression is followed into both arms)."""
+    if isinstance(value, Known):
+        if value.value is None or _is_one(value):
+            return None, None
+        return value, None
+    if value.kind == "several" and value.parts and depth < 4:
+        unknown = None
+        for part in parts_of(ctx, value):
+            bad, maybe = _nprocs_verdict(ctx, part, depth + 1)
+            if bad is not None:
+                return bad, None
+            unknown = unknown or maybe
+        return None, unknown
+    return None, value

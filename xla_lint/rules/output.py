@@ -17,6 +17,7 @@ class PrintWithoutFlush(Rule):
     message = "`print` without `flush=True` in torch_xla code: the line may sit in a buffer and never appear"
     severity = Severity.WARNING
     fixable = True
+    repl_quiet = True  # not run on `>>>` examples (xla_lint/docstrings.py, `repl_rules`)
     explanation = """\
 ## What it does
 Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla.
@@ -25,7 +26,10 @@ prints to `sys.stderr`, which Python 3.9+ line-buffers even when redirected. A l
 parameter named `print` is not the builtin and is not flagged. In a Jupyter notebook only
 prints inside functions are flagged: at a cell's top level they run in the kernel, whose
 output the notebook shows, while a function may run in processes that `torch_xla.launch`
-or `xmp.spawn` start, whose output is lost the same way.
+or `xmp.spawn` start, whose output is lost the same way. Examples written as an
+interactive session are not checked: `>>>` examples in docstrings, and Markdown or
+reStructuredText code blocks whose lines start with `>>> ` (a `pycon` block): typed at a
+prompt, each line's output shows at once.
 
 ## Why is this bad
 On TPU VMs a training job's standard output is usually a pipe or a file (`nohup`,
@@ -86,7 +90,10 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             return
         if self.ctx.notebook and next(iter(self.ctx.enclosing(cst.FunctionDef)), None) is None:
             return  # a cell's top level runs in the kernel, whose output the notebook shows
-        self.report(node, fix=PendingFix("add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]))
+        # Silent in test files (pytest captures output) and in programs whose output is
+        # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured): xla_lint/program.py.
+        self.report(node, fix=PendingFix("add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]),
+                    requires=[("unbuffered", False), ("test", False)])
 
 
 def add_keyword(call: cst.Call, keyword: str, value: str) -> cst.Call:

@@ -2,8 +2,9 @@
 
 The rules here look at *training loops*: ``for``/``while`` loops whose body runs a step
 (``loss.backward()``, an optimizer step, ``torch_xla.step()``, ``torch_xla.sync()``,
-``xm.mark_step()``), directly or through a function of the same module that does so
-outside its own loops. :class:`LoopFacts` is the per-module analysis both loop rules share.
+``xm.mark_step()``, a call of a ``torch_xla.compile``d function), directly or through a
+function of the same module that does so outside its own loops. :class:`LoopFacts` is the
+per-module analysis both loop rules share.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..context import FileContext, find_arg
 from ..diagnostics import Severity
 from ..names import Scope
 from ..rule import Invalid, Rule, Valid
+from ..values import Known, definition, value_of
 from ..walk import TRIVIA, calls_in, silent_types, walk
 
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
@@ -31,6 +33,9 @@ ADD_STEP_CLOSURE = f"{apis.XM}.add_step_closure"
 DEVICE_LOADERS = frozenset({apis.MP_DEVICE_LOADER, apis.PARALLEL_LOADER})
 EAGER_MODE = frozenset({"torch_xla.experimental.eager_mode", "torch_xla.experimental.eager.eager_mode"})
 DATALOADER = "torch.utils.data.DataLoader"
+TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+TENSOR_FACTORIES = frozenset({f"torch.{n}" for n in ("randn", "rand", "zeros", "ones", "empty", "arange", "randint",
+                                                       "full", "tensor")} - {"torch.tensor"})
 ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
                               "torch.utils.data.datapipes.datapipe.IterDataPipe"})
 # Calls that pass an iterable through: `for i, b in enumerate(loader)` iterates `loader`.
@@ -76,7 +81,7 @@ class Steps:
     backward: bool = False
     optimizer: bool = False
     boundary: bool = False  # cuts the lazy graph: torch_xla.step/sync/mark_step/optimizer_step(barrier=True)
-    xla_step: bool = False  # torch_xla.step() / sync() / mark_step() seen (marks a training loop too)
+    xla_step: bool = False  # torch_xla.step() / sync() / mark_step() / a torch_xla.compile'd call (marks a step loop)
     backward_roots: set[str] = field(default_factory=set)
 
     def merge(self, other: "Steps") -> None:
@@ -114,6 +119,9 @@ class LoopFacts:
         self.iterable_classes: set[str] = set()
         self.iterable_values: set[str] = set()
         self.compiled_names: set[str] = set()  # names assigned `torch.compile(...)`/`torch_xla.compile(...)`
+        # The subset assigned `torch_xla.compile(...)`, and functions decorated with it: calling one
+        # runs one XLA step (torch_xla/torch_xla.py `compile`: sync() before and after the call).
+        self.xla_compiled_names: set[str] = set()
         # Per loop (by id): calls in its body (full) / not inside a nested loop (own), the
         # loops nested in its body, the assignments in its body; each call with its scope.
         self._full: dict[int, list[tuple[cst.Call, Scope]]] = {}
@@ -219,10 +227,13 @@ class LoopFacts:
             scope = scopes[-1]
             value = node.value
             if type(value) is cst.Call and ctx.qnames(value, scope) & COMPILERS:
+                xla = XLA_COMPILE in ctx.qnames(value, scope)
                 for t in node.targets:
                     name = _last_name(t.target)
                     if name:
                         facts.compiled_names.add(name)
+                        if xla:
+                            facts.xla_compiled_names.add(name)
             if facts.is_device_loader(value, scope):
                 for t in node.targets:
                     name = _last_name(t.target)
@@ -243,8 +254,12 @@ class LoopFacts:
              silent_types(_LOOP_FACTS_TYPES))
         for func, scope in functions:
             steps = Steps()
-            if any(ctx.qnames(d.decorator, scope) & COMPILERS for d in func.decorators):
+            decorators = [ctx.qnames(d.decorator, scope) for d in func.decorators]
+            if any(names & COMPILERS for names in decorators):
                 steps.boundary = True
+            if any(XLA_COMPILE in names for names in decorators):
+                steps.xla_step = True  # `@torch_xla.compile`: each call is one step
+                self.xla_compiled_names.add(func.name.value)
             for call, call_scope in function_calls[id(func)]:
                 found = self._classify(call, call_scope, False)
                 if found is not None:
@@ -305,7 +320,8 @@ class LoopFacts:
                 _last_name(func) in self.compiled_names and (isinstance(func, cst.Name) or (
                     isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"))):
             if not names & COMPILERS:
-                return Steps(boundary=True)  # calling a compiled function runs its graph
+                # calling a compiled function runs its graph; a torch_xla.compile'd one is a whole step
+                return Steps(boundary=True, xla_step=self.runs_xla_compiled(call, scope))
         if isinstance(func, cst.Name) and func.value == "next" and call.args:
             if self.is_device_loader(call.args[0].value, scope):
                 return Steps(boundary=True)
@@ -317,6 +333,20 @@ class LoopFacts:
                 s = self.functions[name]
                 return Steps(s.backward, s.optimizer, s.boundary, s.xla_step)
         return None
+
+    def runs_xla_compiled(self, call: cst.Call, scope: Scope) -> bool:
+        """True for a call of a function compiled with ``torch_xla.compile``: ``step_fn(x)`` or
+        ``self.step_fn(x)`` with ``step_fn = torch_xla.compile(f, ...)`` or ``@torch_xla.compile``
+        (``@torch_xla.compile(...)``) on its definition, or ``torch_xla.compile(f)(x)``. In
+        torch_xla 2.9.0 (``torch_xla/torch_xla.py``, ``compile``) the call syncs the pending
+        graph, runs ``f`` with eager mode off and syncs again: it is one step, like ``torch_xla.step()``."""
+        func = call.func
+        if isinstance(func, cst.Call):
+            return XLA_COMPILE in self.ctx.qnames(func, scope)
+        if self.ctx.qnames(func, scope):
+            return False  # a module's function, not one of this file's compiled names
+        return _last_name(func) in self.xla_compiled_names and (isinstance(func, cst.Name) or (
+            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"))
 
     def loop(self, node: cst.For | cst.While, scope: Scope | None = None) -> tuple[Steps, Steps]:
         """(own, full) :class:`Steps` of a loop's body (and of a ``while`` loop's test):
@@ -423,11 +453,13 @@ class HostSyncInStep(LoopRule):
 ## What it does
 In a module that imports torch_xla, flags reading a tensor's value on the host inside a
 training loop (a loop whose body runs `backward()`, an optimizer step, `torch_xla.step()`,
-`torch_xla.sync()` or `xm.mark_step()`, directly or through a function of the same
-module): `.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `float(t)`/`int(t)`, printing or
-formatting a tensor (`print(loss)`, `f"{loss:.3f}"`). A "tensor" for `float`/`int`/printing
-is the value `backward()` is called on, or a name the loop computes from it or from a
-`torch.*` call. Not flagged: code under `if step % N == 0:` (or `if step == 0:`),
+`torch_xla.sync()` or `xm.mark_step()`, or calls a step function compiled with
+`torch_xla.compile`: `step_fn = torch_xla.compile(train_step, ...)`, `@torch_xla.compile`,
+`torch_xla.compile(f)(x)`; directly or through a function of the same module): `.item()`,
+`.tolist()`, `.cpu()`, `.numpy()`, `float(t)`/`int(t)`, printing or formatting a tensor
+(`print(loss)`, `f"{loss:.3f}"`). A "tensor" for `float`/`int`/printing is the value
+`backward()` is called on, or a name the loop computes from it, from a `torch.*` call or
+from a `torch_xla.compile`d function. Not flagged: code under `if step % N == 0:` (or `if step == 0:`),
 inside a function or lambda given to `xm.add_step_closure`, after the loop, in a loop
 that only evaluates (no step), a loop over a literal list or tuple (a few
 configurations, not steps), inside `assert` statements and `assert*` calls (a test
@@ -443,7 +475,11 @@ waits for the device and for the device-to-host copy before it can trace the nex
 operation. Done every step it serializes host and device, which otherwise overlap:
 `torch_xla.sync()` (`torch_xla/torch_xla.py`, 2.9.0) only *launches* the step's graph
 (`wait=False`), and step closures (`xm.add_step_closure`, `torch_xla/core/xla_model.py`)
-run after that launch, with the values already materialized.
+run after that launch, with the values already materialized. A function wrapped by
+`torch_xla.compile` is such a step: in 2.9.0 (`torch_xla/torch_xla.py`, `compile`) each
+call syncs the pending graph, traces the function with eager mode off and syncs again
+on the way out, launching the step's graph; `loss.item()` right after it waits for that
+whole step to finish on the device before the host may trace the next one.
 
 ## Example
 ```python
@@ -470,7 +506,7 @@ print(total_loss.item())                       # once, after the loop
 
 ## References
 - https://docs.pytorch.org/xla/master/learn/troubleshoot.html
-- torch_xla 2.9.0 `torch_xla/torch_xla.py` (`sync`, `step`), `torch_xla/core/xla_model.py` (`add_step_closure`)
+- torch_xla 2.9.0 `torch_xla/torch_xla.py` (`sync`, `step`, `compile`), `torch_xla/core/xla_model.py` (`add_step_closure`)
 """
     valid = (
         Valid("import torch_xla\nfor step, (x, y) in enumerate(loader):\n    with torch_xla.step():\n"
@@ -495,6 +531,15 @@ print(total_loss.item())                       # once, after the loop
         Valid("import torch\nimport torch_xla\nfor i in range(3):\n    out = model(x)\n    out.sum().backward()\n"
               "    torch_xla.sync()\n    assert torch.allclose(out.cpu(), expected)\n"
               "    self.assertEqual(out.tolist(), [1.0])\n"),
+        # pytorch/xla examples/train_resnet_base.py and test/eager/test_eager_with_xla_compile.py
+        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\nclass Trainer:\n"
+              "    def __init__(self):\n"
+              "        self.compiled_step_fn = torch_xla.compile(self.step_fn, full_graph=True, name='step')\n"
+              "    def train_loop_fn(self, loader):\n        for step, (data, target) in enumerate(loader):\n"
+              "            loss = self.compiled_step_fn(data, target)\n            if step % 10 == 0:\n"
+              "                xm.add_step_closure(self._train_update, args=(step, loss))\n"),
+        Valid("import torch\nimport torch_xla\nfor compiled in [dummy_decorated, torch_xla.compile(dummy)]:\n"
+              "    t2_compiled = compiled(t1)\n    self.assertTrue(torch.allclose(t2.cpu(), t2_compiled.cpu()))\n"),
     )
     invalid = (
         Invalid("import torch_xla\nfor x, y in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
@@ -511,6 +556,18 @@ print(total_loss.item())                       # once, after the loop
         Invalid("import torch_xla\nstep = 0\nwhile step < 100:\n    loss = model(next(it)).sum()\n"
                 "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
                 "    if loss.item() < 0.01:\n        break\n    step += 1\n", (8,)),
+        # A function compiled with torch_xla.compile is one step per call (assigned, decorated, as a method).
+        Invalid("import torch_xla\ndef train_step(x, y):\n    loss = loss_fn(model(x), y)\n    loss.backward()\n"
+                "    optimizer.step()\n    return loss\nstep_fn = torch_xla.compile(train_step)\n"
+                "for x, y in loader:\n    loss = step_fn(x, y)\n    print(loss.item(), flush=True)\n", (10,)),
+        Invalid("import torch_xla\n@torch_xla.compile\ndef step(x):\n    return model(x).sum()\n"
+                "@torch_xla.compile(full_graph=True)\ndef other(x):\n    return model(x).mean()\n"
+                "for x in loader:\n    total += step(x).item()\n    m = other(x)\n    print(m, flush=True)\n",
+                (9, 11)),
+        Invalid("import torch_xla\nclass Trainer:\n    def __init__(self):\n"
+                "        self.step = torch_xla.compile(self.step_fn, full_graph=True)\n"
+                "    def loop(self, loader):\n        for x in loader:\n            loss = self.step(x)\n"
+                "            self.losses.append(float(loss))\n", (8,)),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -638,8 +695,9 @@ print(total_loss.item())                       # once, after the loop
         torchy: set[int] = set()
         for i, (_, value) in enumerate(assigns):
             for call in calls_in(value):
-                if any(n.startswith("torch.") and not n.startswith("torch_xla") for n in ctx.qnames(call)):
-                    torchy.add(i)
+                if any(n.startswith("torch.") and not n.startswith("torch_xla") for n in ctx.qnames(call)) \
+                        or self.facts.runs_xla_compiled(call, ctx.scope):
+                    torchy.add(i)  # a torch op's result, or what a torch_xla.compile'd step returns
                     break
         for _ in range(3):
             for i, (targets, value) in enumerate(assigns):
@@ -674,7 +732,11 @@ class DataLoaderPartialBatch(LoopRule):
 ## What it does
 In a module that imports torch_xla, flags `torch.utils.data.DataLoader(...)` calls that
 batch (`batch_size` not None) and say nothing about the last batch: no `drop_last=`
-argument, no `batch_sampler=`, no `**kwargs`. Not flagged: a dataset that is an
+argument, no `batch_sampler=`, no `**kwargs`. Not flagged: no `batch_size` (the default is
+1: every batch is full) or `batch_size=1`; a dataset whose size the file fixes
+(`TensorDataset(torch.randn(1024, 16))`, `range(512)`, a literal list, through module
+constants) when the batch size divides it (when it does not, the message says how large the
+last batch is); a dataset that is an
 `IterableDataset` (a class of this module deriving from it, or
 `load_dataset(..., streaming=True)`): its length is unknown and the rule cannot say
 what its last batch is. An explicit `drop_last=False` is taken as a decision (an
@@ -720,10 +782,19 @@ samples changes what the loop sees.
         Valid("import torch_xla\nfrom torch.utils.data import DataLoader\n"
               "loader = DataLoader(ds, batch_sampler=sampler)\nraw = DataLoader(ds, batch_size=None)\n"
               "evalset = DataLoader(ds, batch_size=8, drop_last=False)\nany_ = DataLoader(ds, **kwargs)\n"),
+        # No partial batch: DataLoader's default batch_size=1, batch_size=1, or batches that divide
+        # a dataset of literal size (seen in real code: a synthetic TensorDataset, a range).
+        Valid("import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+              "BATCH = 64\nN = 1024\nds = TensorDataset(torch.randn(N, 16), torch.randint(0, 4, (N,)))\n"
+              "a = DataLoader(ds)\nb = DataLoader(ds, batch_size=1, shuffle=True)\n"
+              "c = DataLoader(ds, batch_size=BATCH)\nd = DataLoader(range(512), batch_size=8)\n"),
     )
     invalid = (
         Invalid("import torch\nimport torch_xla\nloader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True)\n",
                 (3,)),
+        Invalid("import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+                "ds = TensorDataset(torch.randn(1000, 16))\nloader = DataLoader(ds, batch_size=64)\n"
+                "steps = DataLoader(torch.arange(0, 1024), batch_size=64)\n", (5, 6)),
         Invalid("import torch_xla.core.xla_model as xm\nfrom torch.utils.data import DataLoader as DL\n"
                 "from torch.utils.data.distributed import DistributedSampler\n"
                 "sampler = DistributedSampler(ds, num_replicas=4, rank=0, drop_last=True)\n"
@@ -731,19 +802,73 @@ samples changes what the loop sees.
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.imports_torch_xla or not self.ctx.is_call_to(node, DATALOADER):
+        if not self.ctx.in_xla_program or not self.ctx.is_call_to(node, DATALOADER):
             return
         if any(a.star == "**" for a in node.args):
             return
         if find_arg(node, "drop_last") is not None or find_arg(node, "batch_sampler") is not None:
             return
         batch_size = find_arg(node, "batch_size", 1)
-        if batch_size is not None and isinstance(batch_size.value, cst.Name) and batch_size.value.value == "None":
+        if batch_size is None:
+            return  # DataLoader's default batch_size=1: every batch is full
+        batch = value_of(self.ctx, batch_size.value)
+        if isinstance(batch, Known) and (batch.value is None or batch.value == 1):
             return
         dataset = find_arg(node, "dataset", 0)
         if dataset is not None and self._iterable(dataset.value):
             return
+        size = self._dataset_size(dataset.value) if dataset is not None else None
+        if isinstance(batch, Known) and type(batch.value) is int and batch.value > 0 and size is not None:
+            if size % batch.value == 0:
+                return  # the batches divide the dataset: no partial batch
+            self.report(node, self.message + f" ({size} samples in batches of {batch.value} leave a last batch of "
+                        f"{size % batch.value})")
+            return
         self.report(node)
+
+    def _dataset_size(self, value: cst.BaseExpression) -> int | None:
+        """The number of samples of a dataset the file builds with a literal size:
+        ``TensorDataset(torch.randn(1000, 16), ...)``, ``range(1000)``, a list or tuple literal,
+        read through a name's one assignment (values.py); None when not known."""
+        found = definition(self.ctx, value) if isinstance(value, cst.Name) else None
+        expr, site = found if found is not None else (value, None)
+        if isinstance(expr, (cst.List, cst.Tuple)) and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+            return len(expr.elements)
+        if not isinstance(expr, cst.Call):
+            return None
+        names = self.ctx.qnames(expr.func)
+        first = find_arg(expr, None, 0)
+        if first is None:
+            return None
+        if "builtins.range" in names and len(expr.args) == 1:
+            n = value_of(self.ctx, first.value, site)
+            return n.value if isinstance(n, Known) and type(n.value) is int else None
+        if names & TENSOR_DATASETS:
+            return self._leading_dim(first.value, site)
+        return None
+
+    def _leading_dim(self, tensor: cst.BaseExpression, site) -> int | None:
+        """The first dimension of ``torch.randn(N, ...)``/``zeros``/``ones``/``rand``/``empty``/
+        ``arange(N)``/``randint(lo, hi, (N, ...))``, when N is known."""
+        if not isinstance(tensor, cst.Call) or not self.ctx.qnames(tensor.func) & TENSOR_FACTORIES:
+            return None
+        names = self.ctx.qnames(tensor.func)
+        if names & {"torch.randint"}:
+            shape = find_arg(tensor, "size", 2)
+            if shape is None or not isinstance(shape.value, (cst.Tuple, cst.List)) or not shape.value.elements:
+                return None
+            first = shape.value.elements[0].value
+        else:
+            arg = find_arg(tensor, None, 0)
+            if arg is None or (names & {"torch.arange"} and len(tensor.args) != 1):
+                return None  # arange(start, end): the size is not its first argument
+            first = arg.value
+            if isinstance(first, (cst.Tuple, cst.List)):  # torch.zeros((N, 16))
+                if not first.elements:
+                    return None
+                first = first.elements[0].value
+        n = value_of(self.ctx, first, site)
+        return n.value if isinstance(n, Known) and type(n.value) is int else None
 
     def _iterable(self, value: cst.CSTNode) -> bool:
         facts = self.facts

@@ -157,6 +157,10 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
               "if not xr.is_spmd():\n    rank = xr.global_ordinal()\n"),
         Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"
               "rank = xr.process_index() if xr.is_spmd() else xr.global_ordinal()\n"),
+        # A test checking what the API returns in SPMD (pytorch/xla's own test suite).
+        Valid("import unittest\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+              "class T(unittest.TestCase):\n    def test_ordinal(self):\n"
+              "        self.assertEqual(xr.global_ordinal(), 0)\n        assert xr.world_size() == 1\n"),
     )
     invalid = (
         Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
@@ -170,9 +174,27 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
         names = self.ctx.qnames(node.func)
         for api, use in PROCESS_IDENTITY.items():
             if api in names:
+                if in_assertion(self.ctx):  # a test checking what the API returns in SPMD
+                    return
                 short = api.replace(apis.XR + ".", "xr.").replace(apis.XM + ".", "xm.") + "()"
                 self.report(node, self.message.format(api=short, use=use), requires=[("spmd", True)])
                 return
+
+
+def in_assertion(ctx) -> bool:
+    """True inside an ``assert`` statement or a ``self.assert*(...)``/``assert_*(...)`` call:
+    the value is what a test checks, not what the program uses."""
+    for node in reversed(ctx.stack[:-1]):
+        if isinstance(node, cst.Assert):
+            return True
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if name.startswith("assert"):
+                return True
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
+            return False
+    return False
 
 
 # ---- shared helpers: where does code touch the XLA device? ------------------------------
@@ -712,3 +734,92 @@ model = Model().to("xla")
         """The first placement's source, shortened (positions are resolved only after the pass)."""
         text = " ".join(self.ctx.module.code_for_node(node).split())
         return text if len(text) <= 60 else text[:57] + "..."
+
+
+# Where a value is read as true or false: `if`, `while`, `x if c else y`, `assert`, `not`, `and`/`or`.
+_TESTS = (cst.If, cst.While, cst.IfExp, cst.Assert, cst.UnaryOperation, cst.BooleanOperation)
+
+
+class UseSpmdReturnValue(Rule):
+    code = "XLA020"
+    name = "use-spmd-return-value"
+    summary = "xr.use_spmd() used as a test or a value: it returns None and turns SPMD on; test with xr.is_spmd()."
+    message = ("`use_spmd()` returns None and switches the runtime to SPMD when it is called: {why}; "
+               "to ask whether SPMD is on, call `xr.is_spmd()`")
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+Flags a call of `torch_xla.runtime.use_spmd()` (under any alias) whose result is used:
+as the test of an `if`, `while`, conditional expression or `assert`, under `not`,
+`and`/`or`, compared, assigned, returned or passed as an argument. A plain
+`xr.use_spmd()` statement is what the API is for and is not flagged, nor is a lambda
+that only calls it (a callback), nor a function or method of the project's own that
+happens to be called `use_spmd`.
+
+## Why is this bad
+`use_spmd` is a command, not a question. In torch_xla 2.9.0 (`torch_xla/runtime.py`)
+it has no `return` statement, so it returns None, and every call *does* something: it
+sets `XLA_USE_SPMD=1` (and, with `auto=True`, turns on auto-sharding), and if tensors
+already live on the device it replicates all of them onto the SPMD virtual device
+(`_xla_force_spmd_device()` followed by `xm.wait_device_ops()`, with a warning). The
+question is `is_spmd()`, which only reads the flag (`xu.check_env_flag('XLA_USE_SPMD')`).
+So code written as a test, such as `spec = P("data") if xr.use_spmd() else None`,
+always takes the false branch (the sharding spec is silently dropped) and at the same
+time switches the process to SPMD, possibly in the middle of a forward pass of a
+program that runs replicated; `assert xr.use_spmd()` always fails; `enabled =
+xr.use_spmd()` stores None.
+
+## Example
+```python
+import torch_xla.runtime as xr
+
+spec = ("data", None) if xr.use_spmd() else None
+if not xr.use_spmd():
+    model = DDP(model)
+```
+
+## Use instead
+```python
+import torch_xla.runtime as xr
+
+xr.use_spmd()                                     # once, at start-up, to turn SPMD on
+spec = ("data", None) if xr.is_spmd() else None   # the test
+```
+There is no automatic fix: whether the call was meant to turn SPMD on (then it belongs
+in a statement of its own, at start-up) or to test it (`is_spmd()`) is the author's call.
+
+## References
+- https://docs.pytorch.org/xla/master/perf/spmd_basic.html
+- torch_xla 2.9.0 `torch_xla/runtime.py` (`use_spmd`, `is_spmd`)
+"""
+    valid = (
+        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"),
+        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\nspec = ('data', None) if xr.is_spmd() else None\n"
+              "if not xr.is_spmd():\n    pass\n"),
+        Valid("import torch_xla\ndef use_spmd():\n    return True\nif use_spmd():\n    pass\n"),
+        Valid("import torch_xla.runtime as xr\nif args.use_spmd:\n    xr.use_spmd()\n"
+              "enabled = config.use_spmd()\n"),
+        Valid("import atexit\nimport torch_xla.runtime as xr\nsetup = lambda: xr.use_spmd()\n"),
+    )
+    invalid = (
+        Invalid("import torch_xla.runtime as xr\nspec = ('data', None) if xr.use_spmd() else None\n"
+                "if xr.use_spmd():\n    pass\nenabled = xr.use_spmd()\nassert xr.use_spmd()\n", (2, 3, 5, 6)),
+        Invalid("from torch_xla.runtime import use_spmd as enable_spmd\nif not enable_spmd():\n    pass\n"
+                "model = Model(spmd=enable_spmd())\n", (2, 4)),
+        Invalid("import torch_xla\nimport torch_xla.runtime\n"
+                "def spmd_on():\n    return torch_xla.runtime.use_spmd()\n"
+                "if torch_xla.runtime.use_spmd() and n > 1:\n    pass\n", (4, 5)),
+        Invalid("from torch_xla import runtime as rt\nwhile rt.use_spmd() is None:\n    break\n", (2,)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.is_call_to(node, apis.USE_SPMD):
+            return
+        parent = self.ctx.parent()
+        if isinstance(parent, (cst.Expr, cst.Lambda)):
+            return  # the call as a statement (or a callback that only makes it): what the API is for
+        if isinstance(parent, _TESTS) or isinstance(parent, cst.Comparison):
+            why = "as a condition it is always false (None), and evaluating it turns SPMD on"
+        else:
+            why = "its value is always None, and the call turns SPMD on here"
+        self.report(node, self.message.format(why=why))
