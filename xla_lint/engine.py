@@ -197,8 +197,17 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
         return None
     prefixes = {".".join(n.split(".")[:i + 1]) for n in found for i in range(n.count(".") + 1)}
     return FileFacts(module=module, imports=frozenset(p for p in prefixes if p),
-                     entry=_does_work(data, is_package, path),
-                     references={m.decode("ascii") for m in _CALLED.findall(data)})
+                     entry=_does_work(data, is_package, path))
+
+
+def called_names(path: str) -> set[str]:
+    """The names a file that is not parsed calls (``name(`` anywhere in it), read again from
+    disk only when the program model needs them (a function-level fact to match)."""
+    try:
+        data = read_source(path)
+    except OSError:
+        return set()
+    return {m.decode("ascii") for m in _CALLED.findall(data)}
 
 
 @dataclass
@@ -445,7 +454,9 @@ def program_facts(results: list[FileResult], settings: Settings | None = None, l
                             for k in {k for f in r.facts for k in f.fact_functions}},
             references=set().union(*(f.references for f in r.facts)))
     declared = settings.declared_entries(table) if settings is not None else {}
-    return ProgramModel(table, launches, declared, entries)
+    unparsed = {r.path for r in results if r.skipped_reason == "no torch_xla"}
+    return ProgramModel(table, launches, declared, entries,
+                        references=lambda path: called_names(path) if path in unparsed else None)
 
 
 # The rules that also run on a module without torch_xla that an XLA program imports (the

@@ -40,9 +40,10 @@ that run the module in another mode.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from .facts import FileFacts
 
@@ -130,12 +131,17 @@ class ProgramModel:
     set); ``launches`` are the launchers' commands; ``declared`` maps a path to the facts the
     configuration declares for it (``{"spmd"}``; ``{"single"}`` makes it an entry and adds
     nothing); ``entries`` names more paths that are entries (``[project.scripts]``, standard
-    input). Building costs O(files x imports) for the edges and O(entries x reach) for programs.
+    input); ``references(path)`` gives the names a file calls when its facts do not carry them
+    (a file the engine did not parse; None: use the facts). Building costs O(files x imports)
+    for the edges and O(entries x reach) for programs.
     """
 
     def __init__(self, files: Mapping[str, FileFacts], launches: Iterable[Launch] = (),
-                 declared: Mapping[str, Iterable[str]] | None = None, entries: Iterable[str] = ()) -> None:
+                 declared: Mapping[str, Iterable[str]] | None = None, entries: Iterable[str] = (),
+                 references: Callable[[str], set[str] | None] | None = None) -> None:
         self.files = dict(files)
+        self._read_references = references
+        self._references: dict[str, set[str]] = {}
         index = _Index(p for p in self.files if p.endswith(".py"))
         self.edges = import_edges(self.files, index)
         extra: dict[str, dict[str, str]] = {}  # entry path -> fact -> source
@@ -198,13 +204,22 @@ class ProgramModel:
                     # Set only inside functions of a module the entry reaches: it counts when
                     # the program calls (or passes) one of those functions by name.
                     if references is None:
-                        references = set().union(*(self.files[m].references for m in seen))
+                        references = set().union(*(self._called(m) for m in seen))
                     if where.isdisjoint(references):
                         continue
                 sources[fact] = member
         if kind == "test":
             sources["test"] = entry
         return Program(entry, kind, frozenset(seen), sources)
+
+    def _called(self, path: str) -> set[str]:
+        found = self._references.get(path)
+        if found is None:
+            found = self._read_references(path) if self._read_references is not None else None
+            if found is None:
+                found = self.files[path].references
+            self._references[path] = found
+        return found
 
     # -- questions -------------------------------------------------------
     def programs_of(self, path: str) -> list[Program]:
@@ -303,34 +318,44 @@ class ProgramModel:
 
 # ---- resolving imports and launches to files --------------------------------------------
 
-def _folders_up(folder: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def _folders_up(folder: str) -> tuple[str, ...]:
     """``a/b`` -> ``["a/b", "a", ""]``: where an import may be found from a file in ``folder``."""
     out = []
     while True:
         out.append(folder)
         parent = os.path.dirname(folder)
         if parent == folder:
-            return out
+            return tuple(out)
         folder = parent
 
 
-def _module_paths(folder: str, name: str) -> tuple[str, str]:
-    tail = name.replace(".", "/")
-    return (os.path.normpath(os.path.join(folder, tail + ".py")),
-            os.path.normpath(os.path.join(folder, tail, "__init__.py")))
-
-
 class _Index:
-    """Known paths, and a fallback for imports that no folder above the importer explains
-    (a ``sys.path`` edit): the one file whose path ends with the module's parts."""
+    """Known paths keyed by where an import finds them: ``(folder, "pkg.mod")`` for
+    ``folder/pkg/mod.py`` (or ``folder/pkg/mod/__init__.py``, which wins as in Python), and the
+    same under ``folder/src/``; and a fallback for imports that no folder above the importer
+    explains (a ``sys.path`` edit): the one file whose path ends with the module's parts."""
 
     def __init__(self, paths: Iterable[str]) -> None:
         self.paths = set(paths)
         self.parts: set[str] = set()
+        self.direct: dict[tuple[str, str], str] = {}
+        self.src: dict[tuple[str, str], str] = {}
         self._by_tail: dict[str, list[str]] | None = None
-        for p in self.paths:
-            self.parts.update(p.replace("\\", "/").split("/"))
-            self.parts.add(os.path.basename(p)[:-3])
+        for p in sorted(self.paths, key=lambda p: not p.endswith("__init__.py")):  # packages first
+            folder, file = os.path.split(p)
+            name = None if file == "__init__.py" else file[:-3]
+            while True:
+                parent, base = os.path.split(folder)
+                if name is not None:
+                    self.parts.add(name.split(".", 1)[0])
+                    self.direct.setdefault((folder, name), p)
+                    if base == "src":
+                        self.src.setdefault((parent, name), p)
+                if parent == folder or not base:
+                    break
+                name = base if name is None else f"{base}.{name}"
+                folder = parent
 
     def by_tail(self, tail: str) -> list[str]:
         if self._by_tail is None:
@@ -348,10 +373,9 @@ class _Index:
         if name.split(".", 1)[0] not in self.parts:
             return None  # torch, numpy, os: not in the tree
         for folder in _folders_up(start):
-            for base in (folder, os.path.join(folder, "src")):
-                for candidate in _module_paths(base, name):
-                    if candidate in self.paths:
-                        return candidate
+            found = self.direct.get((folder, name)) or self.src.get((folder, name))
+            if found is not None:
+                return found
         found = self.by_tail(name.replace(".", "/"))
         return found[0] if len(found) == 1 else None
 

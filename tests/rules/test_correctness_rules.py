@@ -77,3 +77,12 @@ def test_multiprocess_rules_stay_quiet_in_spmd_programs(tmp_path):
     assert sorted((line, code) for _, line, code, _ in found) == [(6, "XLA017"), (7, "XLA016"), (10, "XLA015")]
     found = _codes(tmp_path, {"train.py": body.format(spmd="xr.use_spmd()\n")}, ["XLA015", "XLA016", "XLA017"])
     assert found == []
+
+
+def test_master_print_in_spmd_is_a_warning_and_a_guarded_write_an_error(tmp_path):
+    write_tree(tmp_path, {"train.py": "import torch\nimport torch_xla.core.xla_model as xm\n"
+                                      "import torch_xla.runtime as xr\nxr.use_spmd()\n"
+                                      "xm.master_print('epoch done')\n"
+                                      "if xm.is_master_ordinal():\n    torch.save({}, 'log.pt')\n"})
+    result, _, _ = lint_tree(tmp_path, select=["XLA005"])
+    assert [(d.line, d.severity.value) for d in result.diagnostics] == [(5, "warning"), (6, "error")]

@@ -126,7 +126,8 @@ process and the answers are constants: measured on torch_xla 2.9.0 with 8 device
 `global_ordinal` returns the default device's ordinal, `world_size` the replication
 device count; `torch_xla/core/xla_model.py`: `is_master_ordinal` compares them with 0).
 So "only host 0 logs" logs on every host, "rank" based data splits read the same data
-everywhere, and `master_print` prints once per host.
+everywhere, and `master_print` prints once per host. The last is only noise (a warning);
+the others are errors: every host writes the same file, or trains on the same data.
 
 ## Example
 ```python
@@ -177,7 +178,10 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
                 if in_assertion(self.ctx):  # a test checking what the API returns in SPMD
                     return
                 short = api.replace(apis.XR + ".", "xr.").replace(apis.XM + ".", "xm.") + "()"
-                self.report(node, self.message.format(api=short, use=use), requires=[("spmd", True)])
+                # master_print on every host duplicates log lines: noise, not wrong results.
+                severity = Severity.WARNING if api == f"{apis.XM}.master_print" else None
+                self.report(node, self.message.format(api=short, use=use), requires=[("spmd", True)],
+                            severity=severity)
                 return
 
 
