@@ -174,7 +174,27 @@ def test_helper_functions_of_accelerate_and_transformers():
         if is_torch_xla_available():
             xm.mark_step()  # reported
         else:
+            xm.mark_step()  # no torch_xla here: runs_on_xla, not a version test
+    """)
+
+
+def test_branches_for_other_platforms_are_not_xla_code():
+    check("""\
+        import torch
+        import torch_xla.core.xla_model as xm
+        if is_sagemaker_dp_enabled():
+            xm.mark_step()
+        elif torch.cuda.is_available() and cfg.fast:
+            xm.mark_step()
+        elif not is_torch_xla_available():
+            xm.mark_step()
+        else:
             xm.mark_step()  # reported
+        if not torch.cuda.is_available():
+            xm.mark_step()  # reported
+        if torch.distributed.is_available():
+            xm.mark_step()  # reported
+        step = xm.mark_step() if _XLA_AVAILABLE else None  # reported
     """)
 
 

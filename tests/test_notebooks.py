@@ -162,3 +162,11 @@ def test_only_lines_that_start_a_statement_are_masked():
             "!pip install x\n")
     (block,) = notebook_blocks(notebook(cell(code)))
     assert block.code == code.replace("!pip install x", "pass")
+
+
+def test_a_vscode_shell_cell_in_a_python_notebook_is_not_python(tmp_path):
+    shell = cell("git clone https://example.invalid/x.git\ncd x && pip install -e .\n")
+    shell["metadata"] = {"vscode": {"languageId": "shellscript"}}
+    text = notebook(shell, cell("import torch_xla.core.xla_model as xm\nxm.mark_step()\n"))
+    got = [(d.code, d.line) for d in found(tmp_path, {"nb.ipynb": text}, select=["XLA000", "XLA302"])]
+    assert [code for code, _ in got] == ["XLA302"]  # no XLA000 for the shell cell; the Python cell is linted

@@ -155,10 +155,20 @@ def test_entry_detection_from_code(tmp_path):
                       "logging.basicConfig()\nxr.use_spmd\nCONST = 3\n",
         "lib.py": SPMD_ONLY, "lib2.py": SPMD_ONLY, "lib3.py": SPMD_ONLY,
     })
+    write_tree(tmp_path, {
+        # library idioms at import time: a registry loop, a cached device count
+        "registry.py": "import torch_xla.runtime as xr\nimport lib4\nAXES = {}\n"
+                       "for name in ('data', 'fsdp'):\n    AXES[name] = len(AXES)\n"
+                       "DEVICES = xr.global_runtime_device_count()\n",
+        "lib4.py": SPMD_ONLY,
+        "loop.py": "import torch_xla.runtime as xr\nimport lib5\nxr.use_spmd\nfor step in range(3):\n"
+                   "    train(step)\n",
+        "lib5.py": "import torch_xla.runtime as xr\nxr.use_spmd()\n",
+    })
     result, _, _ = lint_tree(tmp_path, select=["XLA005"])
     assert sorted(d.path for d in result.diagnostics) == ["lib.py", "lib2.py"]
     entries = {p.entry for p in result.program.programs}
-    assert entries == {"guarded.py", "toplevel.py"}
+    assert entries == {"guarded.py", "toplevel.py", "loop.py", "lib5.py"}
 
 
 def test_entry_detection_in_files_without_torch_xla(tmp_path):
@@ -227,3 +237,115 @@ def test_entry_points_configuration(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "xla_lint", "."], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "unknown mode 'tpu'" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_print_is_reported_when_one_program_running_the_module_is_buffered():
+    model = ProgramModel({
+        "fast.py": F("fast", "lib", entry=True, unbuffered=True),
+        "slow.py": F("slow", "lib", entry=True),
+        "lib.py": F("lib"),
+    })
+    assert model.holds("lib.py", (("unbuffered", False), ("test", False)))
+    assert not model.holds("fast.py", (("unbuffered", False),))
+
+
+def test_type_checking_imports_and_other_platform_branches_join_no_program(tmp_path):
+    write_tree(tmp_path, {
+        # transformers-style lazy package: the TYPE_CHECKING imports never run.
+        "pkg/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .spmd import x\n",
+        "pkg/spmd.py": "import torch_xla.runtime as xr\nxr.use_spmd()\n",
+        "pkg/args.py": "import torch_xla.runtime as xr\nimport torch.distributed as dist\n"
+                       "if is_torch_neuroncore_available():\n    dist.init_process_group('xla')\n"
+                       "def rank():\n    return xr.global_ordinal()\n",
+        "main.py": "import pkg\nimport pkg.args\nif __name__ == '__main__':\n    pkg.args.rank()\n",
+        # the same lazy package, never parsed (no torch_xla in it): the line scan skips the block too
+        "lazy/__init__.py": "import typing\nif typing.TYPE_CHECKING:\n    import lazy.spmd2\nX = 1\n",
+        "lazy/spmd2.py": "import torch_xla.runtime as xr\nxr.use_spmd()\n",
+        "run.py": "import lazy\nimport pkg.args\nif __name__ == '__main__':\n    pass\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA005", "XLA008"])
+    assert result.diagnostics == []
+    main = next(p for p in result.program.programs if p.entry == "main.py")
+    assert "spmd" not in main.sources and "multiprocess" not in main.sources
+    run = next(p for p in result.program.programs if p.entry == "run.py")
+    assert "lazy/spmd2.py" not in run.members
+
+
+def test_line_scan_of_unparsed_files_reads_every_import_statement():
+    from xla_lint.engine import import_facts
+
+    f = import_facts("glue.py", b"import os\nimport data2; import data3\nfrom data4 \\\n    import make_loader4\n"
+                                b"x = 1; from data5 import y\nif TYPE_CHECKING:\n    import data6\n"
+                                b"    from data7 import z\nimport data8\n")
+    assert {"data2", "data3", "data4.make_loader4", "data5.y", "data8"} <= f.imports
+    assert not {"data6", "data7"} & f.imports
+    assert not f.entry  # imports and a constant are no work
+    assert import_facts("run.py", b"import os\nmain()\n").entry
+    assert not import_facts("x_pb2.py", b"import os\n_sym_db.RegisterMessage(X)\nfoo()\n").entry
+
+
+def test_python_m_package_runs_its_main_module():
+    model = ProgramModel({"pkg/__init__.py": F("pkg"), "pkg/__main__.py": F("pkg.__main__")},
+                         [Launch("run.sh:1", "pkg", module=True, facts=frozenset({"spmd"}), why="XLA_USE_SPMD=1")])
+    assert model.holds("pkg/__main__.py", SPMD) and not model.programs_of("pkg/__init__.py")
+
+
+def test_a_bare_file_name_in_a_launcher_elsewhere_is_not_guessed():
+    files = {"tools/train.py": F("train"), "examples/spmd/train.py": F("train")}
+    launches = [Launch("docs/ddp.md:4", "train.py", folder="docs", facts=frozenset({"multiprocess"})),
+                Launch("docs/ddp.md:9", "spmd/train.py", folder="docs", facts=frozenset({"spmd"}))]
+    model = ProgramModel(files, launches)
+    assert not model.holds("tools/train.py", (("multiprocess", True),))
+    assert model.holds("examples/spmd/train.py", SPMD)  # a path with a folder part: its one match
+
+
+def test_conftest_mode_reaches_the_tests_below_it_and_test_helpers_are_no_programs():
+    model = ProgramModel({
+        "tests/conftest.py": F("conftest", fact_functions={"spmd": {"spmd_on"}}, enables_spmd=True),
+        "tests/helpers.py": F("helpers"),
+        "tests/unit/test_shard.py": F("test_shard", "helpers"),
+        "other/test_x.py": F("test_x"),
+    })
+    assert model.holds("tests/unit/test_shard.py", SPMD)
+    assert not model.holds("other/test_x.py", SPMD)
+    assert model.programs_of("tests/helpers.py") == []  # library code of the tests: no mode
+    assert not model.holds("tests/helpers.py", NO_SPMD)
+    assert not model.holds("tests/helpers.py", (("test", False),))  # and it is test code (XLA004 silent)
+
+
+def test_programs_of_a_large_test_suite_share_what_they_reach():
+    files = {f"biglib/mod{i}.py": F(f"biglib.mod{i}", f"biglib.mod{i + 1}") for i in range(300)}
+    files["biglib/mod300.py"] = F("biglib.mod300", "biglib.mod0", enables_spmd=True)  # one import cycle
+    files.update({f"tests/test_{i}.py": F(f"test_{i}", "biglib.mod0") for i in range(400)})
+    model = ProgramModel(files)
+    assert all(len(p.members) == 302 and p.sources["spmd"] == "biglib/mod300.py" for p in model.programs)
+    assert len({id(model._closure.reach("biglib/mod0.py")), id(model._closure.reach("biglib/mod150.py"))}) == 1
+
+
+def test_show_programs_text_json_and_refusals(tmp_path):
+    write_tree(tmp_path, {"run.sh": "XLA_USE_SPMD=1 python train.py\n",
+                          "train.py": "import torch_xla\nimport lib\nif __name__ == '__main__':\n    lib.go()\n",
+                          "lib.py": "import torch_xla\n"})
+
+    def xla(*args):
+        return subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    text = xla("--show-programs", ".")
+    assert text.returncode == 0 and text.stdout == "train.py: script, SPMD (run.sh:1 (XLA_USE_SPMD=1)), reaches 1 module\n"
+    data = json.loads(xla("--show-programs", "--output-format", "json", ".").stdout)
+    assert data["programs"] == [{"entry": "train.py", "kind": "script", "facts": {"spmd": "run.sh:1 (XLA_USE_SPMD=1)"},
+                                 "reaches": ["lib.py"]}]
+    for bad in (["-"], ["--fix", "."], ["--output-format", "sarif", "."], ["--statistics", "."]):
+        proc = xla("--show-programs", *bad)
+        assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, (bad, proc.stderr)
+
+
+def test_entry_points_patterns_are_checked(tmp_path):
+    from xla_lint.config import ConfigError, build_settings
+
+    settings = build_settings(cwd=tmp_path, isolated=True, entry_points={"./jobs/train.py": "spmd"})
+    assert settings.entry_points == (("jobs/train.py", frozenset({"spmd"})),)
+    for bad in ({"": "spmd"}, {"../x.py": "spmd"}, {"a.py": ["spmd", "single"]}, {"a.py": []}, {"a.py": 3}):
+        with pytest.raises(ConfigError):
+            build_settings(cwd=tmp_path, isolated=True, entry_points=bad)

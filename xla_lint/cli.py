@@ -128,6 +128,9 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, d
         _fail(f"--statistics prints text or JSON; it cannot be shown as --output-format {output_format}")
     if diff and output_format != "text":
         _fail(f"--diff prints a unified diff; it cannot be combined with --output-format {output_format}")
+    if show_programs and ("-" in paths or fix or diff or statistics or output_format not in ("text", "json")):
+        _fail("--show-programs lists the programs of files and folders; it cannot be combined with `-`, "
+              "--fix, --diff, --statistics or --output-format " + output_format)
     if "-" in paths and len(paths) > 1:
         _fail("`-` (standard input) cannot be combined with other paths")
     if stdin_filename and "-" not in paths:
@@ -151,8 +154,11 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, d
     if verbose:
         _log_run(result, time.perf_counter() - started)
     if show_programs:
-        lines = result.program.describe()
-        click.echo("\n".join(lines) if lines else "no programs found: every linted module is library code")
+        if output_format == "json":
+            click.echo(json.dumps(result.program.to_json(), indent=2))
+        else:
+            lines = result.program.describe()
+            click.echo("\n".join(lines) if lines else "no programs found: every linted module is library code")
         sys.exit(EXIT_CLEAN)
     diagnostics = result.diagnostics
     fixed, applied = 0, None

@@ -12,7 +12,9 @@ Keys (all optional)::
     docs = false                     # lint code blocks of .md/.rst found in folders, and docstring examples
     cache-dir = ".xla_lint_cache"
     # Entries whose launcher lives outside the tree, and the mode it runs them in:
-    # "spmd", "multiprocess", "unbuffered" (a string or a list), or "single" (an entry, nothing set)
+    # "spmd", "multiprocess", "unbuffered" (a string or a list), or "single" (an entry, nothing set).
+    # Patterns match as `exclude` does: the path from the configuration's folder, or any part of
+    # it ("train.py" is every train.py; "tools/train.py" that one)
     entry-points = { "train.py" = "spmd", "scripts/*.py" = ["multiprocess", "unbuffered"] }
 
 An unknown key, code or value raises :class:`ConfigError`, whose message names it.
@@ -263,7 +265,16 @@ def _entry_points(value: Any, source: str) -> tuple[tuple[str, frozenset[str]], 
         if bad:
             raise ConfigError(f"{source}: entry-points.{pattern}: unknown mode {bad[0]!r} "
                               f"(one of {', '.join(ENTRY_MODES)})")
-        out.append((pattern, frozenset(listed)))
+        if "single" in listed and len(set(listed)) > 1:
+            raise ConfigError(f"{source}: entry-points.{pattern}: \"single\" declares no mode; it cannot go "
+                              f"with {', '.join(sorted(set(listed) - {'single'}))}")
+        glob = pattern.strip()
+        while glob.startswith("./"):
+            glob = glob[2:]
+        if not glob or glob.startswith("../"):
+            raise ConfigError(f"{source}: entry-points: {pattern!r} names no file in the tree "
+                              f"(patterns are relative to the folder of the configuration)")
+        out.append((glob, frozenset(listed)))
     return tuple(out)
 
 

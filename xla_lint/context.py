@@ -9,6 +9,7 @@ rule's ``visit_<Node>``/``leave_<Node>`` method, keeping the scope and ancestor 
 
 from __future__ import annotations
 
+import builtins
 import functools
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -17,10 +18,11 @@ import libcst as cst
 
 from . import apis
 from .facts import FileFacts
-from .guards import runs_on_target
+from .guards import runs_on_target, runs_on_xla
 from .diagnostics import Severity
 from .names import BindingCollector, Scope, dotted_name, qualified_names
 from .rule import PendingFix, Rule
+from .walk import iter_nodes
 
 
 @dataclass
@@ -169,8 +171,11 @@ class FileContext:
                    fix: PendingFix | None, requires: tuple[tuple[str, bool], ...],
                    severity: Severity | None = None) -> bool:
         """Record a report; False when the enclosing ``is_spmd()`` branch rules it out, or when
-        ``rule`` is version-guarded and the code does not run on the target version."""
+        ``rule`` is version-guarded and the code does not run on the target version, or when the
+        code runs only on another platform (:func:`xla_lint.guards.runs_on_xla`)."""
         if rule.version_guarded and not runs_on_target(self, caught=rule.version_guarded == "removed"):
+            return False
+        if not runs_on_xla(self):  # a branch for another platform (SageMaker, Neuron, CUDA)
             return False
         branch = self.spmd_branch() if any(k == "spmd" for k, _ in requires) else None
         if branch is not None:
@@ -220,7 +225,7 @@ class FactsCollector:
             module=module_name,
             imports=frozenset(_with_prefixes(ctx.imported_modules)),
             imports_torch_xla=ctx.imports_torch_xla,
-            entry=not ctx.is_package and is_entry_module(ctx),
+            entry=not ctx.is_package and not module_name.endswith("_pb2") and is_entry_module(ctx),
             requires_torch_xla=_imports_torch_xla_unconditionally(ctx.module),
         )
         # torch_xla's own modules implement the APIs (runtime.use_spmd sets XLA_USE_SPMD, the
@@ -231,6 +236,8 @@ class FactsCollector:
     def _set(self, fact: str) -> None:
         """Record ``fact`` (a :func:`xla_lint.program.own_facts` name) where the traversal is:
         at module level (``""``) or in the innermost enclosing function, by name."""
+        if not runs_on_xla(self.ctx):  # Trainium's init_process_group("xla") is no TPU program's
+            return
         f = self.facts
         if fact == "spmd":
             f.enables_spmd = True
@@ -329,8 +336,16 @@ def _is_library_call(call: cst.Call) -> bool:
     name = dotted_name(call.func) or ""
     root, _, last = name.partition(".")
     last = name.rsplit(".", 1)[-1]
-    return (not name or root in _LIBRARY_CALL_ROOTS or "register" in last.lower()
-            or last in {"update", "extend", "append", "add", "define", "wrap", "allow_in_graph"})
+    return (not name or root in _LIBRARY_CALL_ROOTS or "register" in last.lower() or "log" in root.lower()
+            or last in {"update", "extend", "append", "add", "define", "wrap", "allow_in_graph", "setLevel",
+                        "load_dotenv"})
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _is_builtin_call(call: cst.Call) -> bool:
+    return type(call.func) is cst.Name and call.func.value in _BUILTINS
 
 
 def is_main_guard(test: cst.BaseExpression) -> bool:
@@ -346,10 +361,11 @@ def is_main_guard(test: cst.BaseExpression) -> bool:
 def is_entry_module(ctx: FileContext) -> bool:
     """True when the module runs as a program: it has ``if __name__ == "__main__":`` or does
     work at import time, at module level (also inside module-level ``if``/``try``, except under
-    ``if TYPE_CHECKING:``): a loop, a ``with``, a call statement that is not a library idiom
-    (logging, warnings, registration, ``sys.path`` edits), or an assignment from
-    ``parse_args()`` or from a torch_xla call. Definitions, imports, constants and docstrings
-    are not work. See :mod:`xla_lint.program`."""
+    ``if TYPE_CHECKING:``): a call statement that is not a library idiom (logging, warnings,
+    registration, ``sys.path`` edits), a loop or ``with`` whose body makes such a call, or an
+    assignment from ``parse_args()``. Definitions, imports, constants, docstrings, a loop that
+    fills a registry and ``DEVICES = xr.global_runtime_device_count()`` are not work (library
+    modules do them). See :mod:`xla_lint.program`."""
     def work(statements) -> bool:
         for stmt in statements:
             kind = type(stmt)
@@ -374,7 +390,10 @@ def is_entry_module(ctx: FileContext) -> bool:
                 if any(work(b.body) for b in blocks):
                     return True
             elif kind in (cst.For, cst.While, cst.With):
-                return True
+                # A training loop calls things; a loop filling a registry only assigns (or calls builtins).
+                if any(type(n) is cst.Call and not _is_library_call(n) and not _is_builtin_call(n)
+                       for n in iter_nodes(stmt)):
+                    return True
             elif kind is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
@@ -383,8 +402,6 @@ def is_entry_module(ctx: FileContext) -> bool:
                     elif isinstance(small, (cst.Assign, cst.AnnAssign)) and isinstance(small.value, cst.Call):
                         func = small.value.func
                         if isinstance(func, cst.Attribute) and func.attr.value in ("parse_args", "parse_known_args"):
-                            return True
-                        if ctx.is_torch_xla_name(func):
                             return True
         return False
 

@@ -130,7 +130,7 @@ def module_of(path: str) -> tuple[str, bool]:
 
 
 _IMPORT = re.compile(
-    rb"^[ \t]*(?:from[ \t]+(?P<dots>\.*)[ \t]*(?P<base>[\w.]*)[ \t]+import[ \t]*(?P<names>\([^)]*\)|[^\n#;]*)"
+    rb"(?:^|;)[ \t]*(?:from[ \t]+(?P<dots>\.*)[ \t]*(?P<base>[\w.]*)[ \t]+import[ \t]*(?P<names>\([^)]*\)|[^\n#;]*)"
     rb"|import[ \t]+(?P<modules>[^\n#;]*))", re.M)
 
 
@@ -139,6 +139,27 @@ _IMPORT = re.compile(
 # counterpart of xla_lint.context.is_entry_module).
 _MAIN_GUARD = re.compile(rb"""^if\s+(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)""", re.M)
 _TOP_WORK = re.compile(rb"^(?:(?:for|while|with|async\s+for|async\s+with)\b|(?P<call>[A-Za-z_][\w.]*)\()", re.M)
+_TYPE_CHECKING = re.compile(rb"^(?P<indent>[ \t]*)if[ \t]+(?:typing\.)?TYPE_CHECKING[ \t]*:[ \t]*(?:#[^\n]*)?$", re.M)
+
+
+def _type_checking_blocks(data: bytes) -> list[tuple[int, int]]:
+    """Byte ranges of ``if TYPE_CHECKING:`` bodies (their imports never run): the lines after
+    the ``if`` that are blank or indented deeper than it."""
+    out = []
+    for m in _TYPE_CHECKING.finditer(data):
+        indent = len(m.group("indent"))
+        start = end = m.end()
+        while end < len(data):
+            nl = data.find(b"\n", end + 1)
+            line_end = len(data) if nl < 0 else nl
+            line = data[end + 1:line_end]
+            if line.strip() and len(line) - len(line.lstrip(b" \t")) <= indent:
+                break
+            end = line_end
+        out.append((start, end))
+    return out
+
+
 _CALLED = re.compile(rb"([A-Za-z_]\w*)\s*\(")  # names a file calls (a function fact counts when called)
 _LIBRARY_ROOTS = (b"warnings", b"logging", b"logger", b"_logger", b"log", b"LOGGER", b"__all__", b"sys", b"os",
                   b"typing", b"atexit", b"setattr", b"torch", b"np", b"numpy", b"collections", b"copyreg",
@@ -146,7 +167,7 @@ _LIBRARY_ROOTS = (b"warnings", b"logging", b"logger", b"_logger", b"log", b"LOGG
 
 
 def _does_work(data: bytes, is_package: bool, path: str) -> bool:
-    if is_package:
+    if is_package or path.endswith("_pb2.py"):  # generated protocol buffers register at import
         return False
     if os.path.basename(path) == "__main__.py" or _MAIN_GUARD.search(data):
         return True
@@ -155,7 +176,8 @@ def _does_work(data: bytes, is_package: bool, path: str) -> bool:
         if call is None:
             return True
         root, last = call.split(b".")[0], call.rsplit(b".", 1)[-1]
-        if root in _LIBRARY_ROOTS or b"register" in last.lower() or last in (b"update", b"extend", b"append", b"add"):
+        if root in _LIBRARY_ROOTS or b"register" in last.lower() or b"log" in root.lower() \
+                or last in (b"update", b"extend", b"append", b"add", b"setLevel", b"load_dotenv"):
             continue
         return True
     return False
@@ -174,7 +196,11 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
         return None
     module, is_package = module_of(path)
     found: set[str] = set()
+    data = data.replace(b"\\\n", b"  ")  # `from x \` + newline + `import y`: one statement (offsets kept)
+    skipped = _type_checking_blocks(data)
     for m in _IMPORT.finditer(data):
+        if skipped and any(a <= m.start() < b for a, b in skipped):
+            continue
         if m.group("modules") is not None:
             for item in m.group("modules").decode("utf-8", "replace").split(","):
                 name = item.strip().split(" ")[0].rstrip("\\")

@@ -807,3 +807,77 @@ def _iter_names(node: cst.CSTNode):
     for sub in iter_nodes(node):
         if type(sub) is cst.Name:
             yield sub.value
+
+
+# -- platform branches ---------------------------------------------------------------------
+
+# Words in an availability check that name a platform other than XLA/TPU: code under
+# `if is_torch_neuroncore_available():` or `elif is_sagemaker_dp_enabled():` is not what an
+# XLA program runs (Trainium's `init_process_group("xla")`, SageMaker's DDP).
+OTHER_PLATFORMS = ("neuron", "sagemaker", "cuda", "gpu", "npu", "mlu", "hpu", "xpu", "ipex", "mps", "musa",
+                   "habana", "rocm", "deepspeed", "megatron")
+_AVAILABILITY = re.compile(r"^_?(?:is|has)_(\w+?)_(?:available|enabled|initialized)$|^_?([A-Za-z0-9_]+?)_(?:AVAILABLE|ENABLED)$")
+
+
+def platform_of(test: cst.BaseExpression) -> str | None:
+    """``"xla"`` or ``"other"`` when ``test`` is an availability check of a platform
+    (``is_torch_xla_available()``, ``_XLA_AVAILABLE``, ``torch.cuda.is_available()``,
+    ``is_sagemaker_mp_enabled()``), else None."""
+    if type(test) is cst.Call:
+        test = test.func
+    name = dotted_name(test)
+    if name is None:
+        return None
+    parts = name.split(".")
+    if parts[-1] == "is_available" and len(parts) >= 2:
+        word = parts[-2]
+    else:
+        m = _AVAILABILITY.match(parts[-1])
+        if m is None:
+            return None
+        word = m.group(1) or m.group(2)
+    word = word.lower()
+    if "xla" in word or "tpu" in word:
+        return "xla"
+    if any(p in word for p in OTHER_PLATFORMS):
+        return "other"
+    return None
+
+
+def _branch_platforms(test: cst.BaseExpression) -> tuple[bool, bool]:
+    """(the body runs only without XLA, the ``else`` runs only without XLA) for an ``if``
+    test: a check of another platform guards its body, a check of XLA its ``else``; ``not``
+    swaps them; in ``a and b`` any operand that guards the body guards it."""
+    negated = False
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        test, negated = test.expression, not negated
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And and not negated:
+        operands = []
+        node: cst.BaseExpression = test
+        while type(node) is cst.BooleanOperation and type(node.operator) is cst.And:
+            operands.append(node.right)
+            node = node.left
+        operands.append(node)
+        return any(_branch_platforms(o)[0] for o in operands), False
+    kind = platform_of(test)
+    body, orelse = kind == "other", kind == "xla"
+    return (orelse, body) if negated else (body, orelse)
+
+
+def runs_on_xla(ctx: "FileContext") -> bool:
+    """False when the node being visited is in a branch that runs only on another platform:
+    the body of ``if is_sagemaker_dp_enabled():`` / ``if torch.cuda.is_available():`` (also as
+    one operand of ``and``), or the ``else`` of ``if is_torch_xla_available():``. Findings and
+    program facts there are not about an XLA program."""
+    stack = ctx.stack
+    for i in range(len(stack) - 2, -1, -1):
+        node = stack[i]
+        if type(node) is not cst.If and type(node) is not cst.IfExp:
+            continue
+        child = stack[i + 1]
+        body_other, else_no_xla = _branch_platforms(node.test)
+        if child is node.body and body_other:
+            return False
+        if child is node.orelse and else_no_xla:
+            return False
+    return True

@@ -83,7 +83,8 @@ class BindingCollector:
     ``module_name`` is the dotted name of the file (``"mypkg.model"``), used for
     relative imports; ``is_package`` is true for ``__init__.py``.
     After :meth:`collect`, ``scopes`` maps each FunctionDef/ClassDef node to its scope,
-    and ``imported_modules`` lists every module named by an import (for program facts).
+    and ``imported_modules`` lists every module named by an import that may run (for program
+    facts): imports under ``if TYPE_CHECKING:`` bind names but never run, and are left out.
     """
 
     def __init__(self, module_name: str = "", is_package: bool = False) -> None:
@@ -92,6 +93,7 @@ class BindingCollector:
         self.scopes: dict[cst.CSTNode, Scope] = {}
         self.imported_modules: set[str] = set()
         self.root = Scope("module", None)
+        self._type_checking = 0  # depth of `if TYPE_CHECKING:` bodies being walked
 
     def collect(self, module: cst.Module) -> Scope:
         self.root.node = module
@@ -132,7 +134,10 @@ class BindingCollector:
             self.scopes[stmt] = inner
             self._block(stmt.body, inner)
         elif isinstance(stmt, cst.If):
+            checking = (dotted_name(stmt.test) or "").split(".")[-1] == "TYPE_CHECKING"
+            self._type_checking += checking
             self._block(stmt.body, scope)
+            self._type_checking -= checking
             orelse = stmt.orelse
             if isinstance(orelse, cst.If):
                 self._statement(orelse, scope)
@@ -170,7 +175,8 @@ class BindingCollector:
                 full = dotted_name(alias.name)
                 if full is None:
                     continue
-                self.imported_modules.add(full)
+                if not self._type_checking:
+                    self.imported_modules.add(full)
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     scope.bind(alias.asname.name.value, full)
                 else:
@@ -183,17 +189,21 @@ class BindingCollector:
                 base = resolve_relative(self.module_name, self.is_package, level, target)
             else:
                 base = target or ""
+            runs = not self._type_checking
             if isinstance(small.names, cst.ImportStar):
-                self.imported_modules.add(base)
+                if runs:
+                    self.imported_modules.add(base)
                 scope.star_imports.append(base)
                 return
-            self.imported_modules.add(base)
+            if runs:
+                self.imported_modules.add(base)
             for alias in small.names:
                 name = dotted_name(alias.name)
                 if name is None:
                     continue
                 full = f"{base}.{name}" if base else name
-                self.imported_modules.add(full)
+                if runs:
+                    self.imported_modules.add(full)
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     scope.bind(alias.asname.name.value, full)
                 else:

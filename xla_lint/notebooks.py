@@ -32,6 +32,15 @@ from dataclasses import dataclass
 
 from .source import CodeBlock, SourceError, split_lines
 
+def _other_language(cell: dict) -> bool:
+    """True for a code cell VS Code marks as another language (``"metadata": {"vscode":
+    {"languageId": "shellscript"}}``) in a Python notebook: it is not Python."""
+    metadata = cell.get("metadata")
+    vscode = metadata.get("vscode") if isinstance(metadata, dict) else None
+    language = vscode.get("languageId") if isinstance(vscode, dict) else None
+    return isinstance(language, str) and language.lower() not in ("python", "")
+
+
 #: Cell magics whose body is Python code.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "writefile", "file", "prun", "debug",
                                 "python", "python3", "pypy", "tensorflow_version"})
@@ -95,7 +104,7 @@ def notebook_blocks(text: str) -> list[NotebookCell]:
     blocks: list[NotebookCell] = []
     after = 0  # index in ``strings`` past the last cell placed
     for number, cell in enumerate(cells, start=1):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or _other_language(cell):
             continue
         source = cell.get("source", "")
         pieces = source if isinstance(source, list) else [source]

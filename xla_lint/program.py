@@ -69,6 +69,17 @@ def _is_torch_xla(module: str) -> bool:
     return module == "torch_xla" or module.startswith("torch_xla.")
 
 
+def _is_test_name(path: str) -> bool:
+    """``test_*.py`` or ``*_test.py``: a file pytest collects wherever it is."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"
+
+
+def _conftests(path: str) -> list[str]:
+    """The ``conftest.py`` paths pytest loads for a test file: in its folder and each above."""
+    return [os.path.normpath(os.path.join(folder, "conftest.py")) for folder in _folders_up(os.path.dirname(path))]
+
+
 def is_test_file(path: str) -> bool:
     """True for ``test_*.py``, ``*_test.py``, ``conftest.py`` and files in a test folder
     (``tests/``, ``test/``, ``testing/``, ``test_utils/``)."""
@@ -165,11 +176,14 @@ class ProgramModel:
         self.programs: list[Program] = []
         self._containing: dict[str, list[Program]] = {}
         self._own: dict[str, Program] = {}
+        self._closure = _Closure(self.edges, self.files)
         for path in sorted(self.files):
             f = self.files[path]
             if f.group is not None:
                 kind = "document"
             elif is_test_file(path):
+                if not (_is_test_name(path) or f.entry or path in entry_paths):
+                    continue  # a helper module of the tests, or conftest.py (part of each test program)
                 kind = "test"
             elif f.entry or path in entry_paths or os.path.basename(path) == "__main__.py":
                 kind = "script"
@@ -185,32 +199,33 @@ class ProgramModel:
                 self._own[path] = program
 
     def _build(self, entry: str, kind: str, extra: dict[str, str]) -> Program:
-        seen = {entry}
-        todo = [entry]
-        while todo:
-            for nxt in self.edges.get(todo.pop(), ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
+        """The program of ``entry``: what it reaches (memoised per strongly connected part of
+        the import graph) and, for each fact, its first source: the launcher or configuration,
+        the entry itself (any of its code), for a test the ``conftest.py`` files above it (pytest
+        runs their fixtures), then the modules it reaches (module-level facts; a fact set only in
+        a function counts when the program calls or passes that function by name)."""
+        heads = [entry]
+        if kind == "test":
+            heads += [c for c in _conftests(entry) if c in self.files]
+        members = frozenset().union(*(self._closure.reach(h) for h in heads))
         sources = dict(extra)
-        references: set[str] | None = None
-        for member in [entry, *sorted(seen - {entry})]:  # the entry's own facts are named first
-            f = self.files[member]
-            for fact, value in own_facts(f).items():
-                if not value or fact in sources:
-                    continue
-                where = f.fact_functions.get(fact)
-                if member != entry and where and "" not in where:
-                    # Set only inside functions of a module the entry reaches: it counts when
-                    # the program calls (or passes) one of those functions by name.
-                    if references is None:
-                        references = set().union(*(self._called(m) for m in seen))
-                    if where.isdisjoint(references):
-                        continue
-                sources[fact] = member
+        for head in heads:  # the entry's (and conftests') own facts, wherever they are set
+            for fact, value in own_facts(self.files[head]).items():
+                if value:
+                    sources.setdefault(fact, head)
+        for head in heads:
+            for fact, member in self._closure.sources(head).items():
+                sources.setdefault(fact, member)
+        pending = sorted(p for head in heads for p in self._closure.pending(head)
+                         if p[0] not in sources and p[1] not in heads)
+        if pending:
+            references = set().union(*(self._called(m) for m in members))
+            for fact, member, functions in pending:
+                if fact not in sources and not functions.isdisjoint(references):
+                    sources[fact] = member
         if kind == "test":
             sources["test"] = entry
-        return Program(entry, kind, frozenset(seen), sources)
+        return Program(entry, kind, members, sources)
 
     def _called(self, path: str) -> set[str]:
         found = self._references.get(path)
@@ -237,6 +252,8 @@ class ProgramModel:
             return programs
         f = self.files.get(path)
         sources = {k: path for k, v in own_facts(f).items() if v} if f is not None else {}
+        if is_test_file(path):  # a helper of the tests (tests/helpers.py): test code, no program
+            sources["test"] = path
         return [Program(path, "library", frozenset({path}), sources)]
 
     def holds(self, path: str, requires: tuple[tuple[str, bool], ...]) -> bool:
@@ -247,16 +264,19 @@ class ProgramModel:
         """The program that makes ``requires`` hold for ``path``, or None.
 
         With a fact required true (``("spmd", True)``): the first program (by entry) that
-        satisfies every requirement. With only absences required (``("spmd", False)``: the
-        finding says the program lacks something), the finding must not rest on a program that
-        merely imports the module: it holds when every program ``path`` belongs to satisfies
-        them, or when ``path`` is itself the entry of one that does.
+        satisfies every requirement. With only absences required and one of them a mode or
+        mesh fact (``("spmd", False)``: the finding says the program lacks something it needs,
+        XLA002, XLA009), the finding must not rest on a program that merely imports the module:
+        it holds when every program ``path`` belongs to satisfies them, or when ``path`` is
+        itself the entry of one that does. The absence of ``unbuffered`` or ``test`` (XLA004)
+        needs one program, as a positive fact does: a print is lost in any buffered program.
         """
         candidates = self._candidates(path)
         satisfied = [p for p in candidates if all(p.satisfies(fact, value) for fact, value in requires)]
         if not satisfied:
             return None
-        if any(value for _, value in requires) or len(satisfied) == len(candidates):
+        if any(value for _, value in requires) or len(satisfied) == len(candidates) \
+                or all(fact in LIBRARY_LACKS for fact, _ in requires):
             return satisfied[0]
         return next((p for p in satisfied if p.entry == path), None)
 
@@ -290,6 +310,17 @@ class ProgramModel:
         return f" ({'; '.join(notes)})" if notes else ""
 
 
+    def to_json(self) -> dict:
+        """The programs as JSON data (``--show-programs --output-format json``): each program's
+        entry, kind, the facts that hold with their sources, and the modules it reaches; and the
+        launcher commands whose file is not among the linted files."""
+        return {
+            "programs": [{"entry": p.entry, "kind": p.kind, "facts": dict(sorted(p.sources.items())),
+                          "reaches": sorted(p.members - {p.entry})}
+                         for p in sorted(self.programs, key=lambda p: (p.kind != "script", p.entry))],
+            "unresolved_launches": [{"where": l.where, "runs": l.runs} for l in self.unresolved if not l.module],
+        }
+
     def describe(self) -> list[str]:
         """One line per program for ``xla-lint --show-programs``: its entry, kind, mode and
         where each fact comes from, then the launches whose file is not among the linted ones::
@@ -314,6 +345,103 @@ class ProgramModel:
                 continue
             lines.append(f"{launch.where}: runs {launch.runs}, which is not among the linted files")
         return lines
+
+
+class _Closure:
+    """What each module reaches through imports, memoised per strongly connected part of the
+    import graph (Tarjan's algorithm, iterative: a chain of 10,000 imports is no recursion),
+    with the first source of each module-level fact there and the facts set only inside
+    functions (``(fact, module, function names)``), which need the program's calls to count."""
+
+    def __init__(self, edges: Mapping[str, set[str]], files: Mapping[str, FileFacts]) -> None:
+        self.files = files
+        self.component: dict[str, int] = {}
+        self._reach: list[frozenset[str]] = []
+        self._sources: list[dict[str, str]] = []
+        self._pending: list[frozenset[tuple[str, str, frozenset[str]]]] = []
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        on_stack: set[str] = set()
+        stack: list[str] = []
+        counter = 0
+        for root in sorted(edges):
+            if root in index:
+                continue
+            work = [(root, iter(sorted(edges.get(root, ()))))]
+            index[root] = low[root] = counter
+            counter += 1
+            stack.append(root)
+            on_stack.add(root)
+            while work:
+                node, children = work[-1]
+                advanced = False
+                for child in children:
+                    if child not in index:
+                        index[child] = low[child] = counter
+                        counter += 1
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, iter(sorted(edges.get(child, ())))))
+                        advanced = True
+                        break
+                    if child in on_stack:
+                        low[node] = min(low[node], index[child])
+                if advanced:
+                    continue
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    self._close(sorted(members), edges)
+
+    def _close(self, members: list[str], edges: Mapping[str, set[str]]) -> None:
+        """Record one strongly connected part; every part it imports is recorded already."""
+        number = len(self._reach)
+        for m in members:
+            self.component[m] = number
+        successors = sorted({self.component[t] for m in members for t in edges.get(m, ())} - {number})
+        reach = frozenset(members).union(*(self._reach[c] for c in successors))
+        sources: dict[str, str] = {}
+        pending: set[tuple[str, str, frozenset[str]]] = set()
+        for m in members:
+            f = self.files.get(m)
+            if f is None:
+                continue
+            for fact, value in own_facts(f).items():
+                if not value:
+                    continue
+                where = f.fact_functions.get(fact)
+                if where and "" not in where:
+                    pending.add((fact, m, frozenset(where)))
+                else:
+                    sources.setdefault(fact, m)
+        for c in successors:
+            for fact, m in self._sources[c].items():
+                sources.setdefault(fact, m)
+            pending |= self._pending[c]
+        self._reach.append(reach)
+        self._sources.append(sources)
+        self._pending.append(frozenset(pending))
+
+    def reach(self, path: str) -> frozenset[str]:
+        """``path`` and every module it reaches."""
+        return self._reach[self.component[path]] if path in self.component else frozenset({path})
+
+    def sources(self, path: str) -> dict[str, str]:
+        """Module-level fact -> the first module setting it, over :meth:`reach`."""
+        return self._sources[self.component[path]] if path in self.component else {}
+
+    def pending(self, path: str) -> frozenset[tuple[str, str, frozenset[str]]]:
+        """Facts set only inside functions, over :meth:`reach`."""
+        return self._pending[self.component[path]] if path in self.component else frozenset()
 
 
 # ---- resolving imports and launches to files --------------------------------------------
@@ -405,14 +533,18 @@ def resolve_launch(launch: Launch, files: Mapping[str, FileFacts], index: _Index
     if launch.module:
         if index is None:
             index = _Index(p for p in files if p.endswith(".py"))
-        return index.find(launch.runs, launch.folder)
+        found = index.find(launch.runs, launch.folder)
+        if found is not None and os.path.basename(found) == "__init__.py":
+            main = os.path.join(os.path.dirname(found), "__main__.py")  # python -m pkg runs pkg/__main__.py
+            return main if main in files else found
+        return found
     written = launch.runs.replace("\\", "/")
     for base in (launch.folder, ""):
         candidate = os.path.normpath(os.path.join(base, written))
         if candidate in files:
             return candidate
     parts = [p for p in written.split("/") if p not in ("", ".", "..") and "$" not in p and "{" not in p]
-    if not parts:
+    if len(parts) < 2:  # a bare `train.py` not beside the launcher: any train.py is a guess
         return None
     tail = "/".join(parts)
     found = [p for p in files if p.replace("\\", "/") == tail or p.replace("\\", "/").endswith("/" + tail)]
