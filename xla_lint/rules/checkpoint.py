@@ -5,11 +5,12 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import apis
-from ..context import find_arg
+from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
 from ..values import (ATTRIBUTE, CALL, CONTAINER, COUNTER, ELEMENT, ENVIRONMENT, NAMESPACE, OPTION, PARAMETER,
                       SEVERAL, Known, Site, Unknown, value_of)
+from ..walk import iter_nodes
 from .multiprocess import _words
 
 # Words of names that stand for objects holding no XLA tensor: argparse namespaces and
@@ -65,8 +66,9 @@ literals and containers of numbers, strings and options (`{"step": step, "lr":
 args.lr}`), configuration and tokenizer objects (`config`, `model.config`, `tokenizer`),
 the state of LR schedulers, GradScalers, samplers and data loaders
 (`scheduler.state_dict()`: plain Python values), host RNG states (`torch.get_rng_state()`,
-`xm.get_rng_state()`), and torch_xla's own modules (`xm.save` and `mesh_reduce` are
-implemented with `torch.save`).
+`xm.get_rng_state()`), the state dict of a module moved to the host earlier in the same
+function (`model.to("cpu")` ... `xm.save(model.state_dict(), path)`), and torch_xla's own
+modules (`xm.save` and `mesh_reduce` are implemented with `torch.save`).
 
 ## Why is this bad
 `torch.save` and `xm.save` write ordinary tensors. A sharded XLA tensor is first
@@ -132,6 +134,10 @@ periodic checkpoints. `python -m xla_lint.runtime` checks a save/load round trip
               "    states['torch_manual_seed'] = torch.get_rng_state()\n"
               "    states['torch_cuda_manual_seed'] = torch.cuda.get_rng_state_all()\n"
               "    states['xm_seed'] = xm.get_rng_state()\n    torch.save(states, 'rng.pkl')\n"),
+        # The model was moved to the host first (a forked Hugging Face Trainer's TPU save).
+        Valid(_SHARDED + "import torch_xla.core.xla_model as xm\n"
+              "def save(self, model, path):\n    xm.mark_step()\n    model.to('cpu')\n"
+              "    state_dict = model.state_dict()\n    xm.save(state_dict, path)\n"),
     )
     invalid = (
         Invalid("import torch\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
@@ -141,6 +147,10 @@ periodic checkpoints. `python -m xla_lint.runtime` checks a save/load round trip
                 "from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
                 "SpmdFullyShardedDataParallel as FSDPv2\n"
                 "model = FSDPv2(net)\nxm.save(model.state_dict(), 'ckpt.pt')\n", (4,)),
+        # Moved to the host only after the save (or another module moved): still sharded state.
+        Invalid(_SHARDED + "def save(model, other, path):\n    other.to('cpu')\n"
+                "    torch.save(model.state_dict(), path)\n    model.to('cpu')\n",
+                (_SHARDED.count("\n") + 3,)),
         # Model state reached through names, containers, loops and unknown origins.
         Invalid(_SHARDED + "model = FSDPv2(net)\noptimizer = torch.optim.AdamW(model.parameters())\n"
                 "ckpt = {'model': model.state_dict(), 'step': 3}\ntorch.save(ckpt, 'a.pt')\n"
@@ -197,8 +207,31 @@ periodic checkpoints. `python -m xla_lint.runtime` checks a save/load round trip
         if not names and isinstance(func, cst.Attribute):  # a method of a value: `model.state_dict()`
             if func.attr.value in _PLAIN_METHODS:
                 return False
+            if isinstance(func.value, cst.Name) and self._moved_to_cpu(func.value.value):
+                return False
             return self._may_hold_tensors(func.value, site, depth + 1)
         return True
+
+    def _moved_to_cpu(self, name: str) -> bool:
+        """True when, earlier in the enclosing function, ``name.to("cpu")`` or ``name.cpu()`` was
+        called (a module moved to the host: its state dict holds CPU tensors, nothing to gather)."""
+        function = next(iter(self.ctx.enclosing(cst.FunctionDef)), None)
+        current = self.ctx.stack[-1] if self.ctx.stack else None
+        if function is None:
+            return False
+        for node in iter_nodes(function.body):
+            if node is current:
+                return False
+            if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
+                continue
+            target = node.func.value
+            if type(target) is not cst.Name or target.value != name:
+                continue
+            method = node.func.attr.value
+            first = find_arg(node, None, 0)
+            if method == "cpu" or (method == "to" and first is not None and literal_string(first.value) == "cpu"):
+                return True
+        return False
 
 
 def _plain_name(node: cst.CSTNode) -> bool:
