@@ -349,3 +349,26 @@ def test_entry_points_patterns_are_checked(tmp_path):
     for bad in ({"": "spmd"}, {"../x.py": "spmd"}, {"a.py": ["spmd", "single"]}, {"a.py": []}, {"a.py": 3}):
         with pytest.raises(ConfigError):
             build_settings(cwd=tmp_path, isolated=True, entry_points=bad)
+
+
+def test_pytest_launcher_gives_its_environment_to_the_tests_it_runs(tmp_path):
+    write_tree(tmp_path, {
+        "ci.sh": "export PJRT_DEVICE=CPU XLA_USE_SPMD=1\npython -m pytest tests/unit -x\n",
+        "tests/unit/test_mesh.py": "import numpy as np\nimport torch_xla.distributed.spmd as xs\n\n"
+                                   "def test_mesh():\n    xs.Mesh(np.arange(8), (8,), ('data',))\n",
+        "tests/other/test_plain.py": "import numpy as np\nimport torch_xla.distributed.spmd as xs\n\n"
+                                     "def test_mesh():\n    xs.Mesh(np.arange(8), (8,), ('data',))\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA002"])
+    assert [d.path for d in result.diagnostics] == ["tests/other/test_plain.py"]
+
+
+def test_xla_use_spmd_written_in_code_follows_torch_xla_s_rule(tmp_path):
+    body = "import torch_xla.runtime as xr\n\ndef rank():\n    return xr.global_ordinal()\n"
+    write_tree(tmp_path, {
+        "off.py": "import os\nos.environ['XLA_USE_SPMD'] = '0'\nos.environ.setdefault('XLA_USE_SPMD', 'True')\n" + body,
+        "on.py": "import os\nos.environ['XLA_USE_SPMD'] = '1'\n" + body,
+        "maybe.py": "import os\nos.environ['XLA_USE_SPMD'] = os.environ.get('MODE', '')\n" + body,
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA005"])
+    assert sorted(d.path for d in result.diagnostics) == ["maybe.py", "on.py"]

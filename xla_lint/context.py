@@ -290,7 +290,8 @@ class FactsCollector:
                 self._set("unbuffered")
         if names & {"os.environ.setdefault", "os.putenv", "os.environ.__setitem__"}:
             key = find_arg(node, None, 0)
-            if key is not None and literal_string(key.value) == "XLA_USE_SPMD":
+            value = find_arg(node, None, 1)
+            if key is not None and literal_string(key.value) == "XLA_USE_SPMD" and _turns_spmd_on(value):
                 self._set("spmd")
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -298,7 +299,8 @@ class FactsCollector:
             return
         for target in node.targets:
             if is_environ_item(self.ctx, target.target, "XLA_USE_SPMD"):
-                self._set("spmd")
+                if _turns_spmd_on(node):
+                    self._set("spmd")
             elif isinstance(target.target, cst.Name) and target.target.value == "print" \
                     and self.ctx.is_call_to(node.value, "functools.partial"):
                 flush = find_arg(node.value, "flush")  # print = functools.partial(print, flush=True)
@@ -320,6 +322,18 @@ def _imports_torch_xla_unconditionally(module: cst.Module) -> bool:
                 if (dotted_name(small.module) or "").split(".")[0] == "torch_xla":
                     return True
     return False
+
+
+def _turns_spmd_on(value: cst.CSTNode | None) -> bool:
+    """Whether the value written to ``XLA_USE_SPMD`` (an Arg or an Assign's value) turns SPMD
+    on: a literal by torch_xla's own rule (``"0"``, ``"True"`` do not); anything else may."""
+    expr = getattr(value, "value", None)
+    text = literal_string(expr) if expr is not None else None
+    if text is None:
+        return True
+    from .launchers import spmd_flag_on
+
+    return spmd_flag_on(text)
 
 
 def _is_true(node: cst.CSTNode) -> bool:
@@ -363,8 +377,9 @@ def is_entry_module(ctx: FileContext) -> bool:
     work at import time, at module level (also inside module-level ``if``/``try``, except under
     ``if TYPE_CHECKING:``): a call statement that is not a library idiom (logging, warnings,
     registration, ``sys.path`` edits), a loop or ``with`` whose body makes such a call, or an
-    assignment from ``parse_args()``. Definitions, imports, constants, docstrings, a loop that
-    fills a registry and ``DEVICES = xr.global_runtime_device_count()`` are not work (library
+    assignment from ``parse_args()`` or from a torch_xla call outside ``torch_xla.runtime``
+    (``model = FSDPv2(model)``). Definitions, imports, constants, docstrings, a loop that fills
+    a registry and ``DEVICES = xr.global_runtime_device_count()`` are not work (library
     modules do them). See :mod:`xla_lint.program`."""
     def work(statements) -> bool:
         for stmt in statements:
@@ -402,6 +417,12 @@ def is_entry_module(ctx: FileContext) -> bool:
                     elif isinstance(small, (cst.Assign, cst.AnnAssign)) and isinstance(small.value, cst.Call):
                         func = small.value.func
                         if isinstance(func, cst.Attribute) and func.attr.value in ("parse_args", "parse_known_args"):
+                            return True
+                        names = ctx.qnames(func)
+                        # `model = FSDPv2(model)`, `device = torch_xla.device()`: a script's work;
+                        # `DEVICES = xr.global_runtime_device_count()`: a library's cached query.
+                        if any(n.startswith("torch_xla.") for n in names) and \
+                                not any(n.startswith(apis.XR + ".") for n in names):
                             return True
         return False
 

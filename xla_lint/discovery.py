@@ -4,6 +4,14 @@ Folders are searched for ``*.py`` and ``*.ipynb`` (and ``*.md``/``*.rst`` when d
 linting is on), skipping hidden folders, virtualenvs, ``build/``, ``dist/``, ``__pycache__``,
 ``node_modules``, ``site-packages`` and what ``exclude`` names. A file named explicitly
 is always linted, unless ``force-exclude`` is on (as the pre-commit hooks run it). Symlinked folders are not followed (no loops); the order is sorted.
+
+Launchers (read for the commands that run the tree's files, :mod:`xla_lint.launchers`) are
+collected on the side: ``*.sh``/``*.bash`` scripts, ``*.md``/``*.markdown``/``*.rst`` pages and
+``pyproject.toml`` files, found in the folders searched or named explicitly. A shell script or
+``pyproject.toml`` named explicitly is only a launcher, never linted; a page named explicitly is
+linted as a document and also read as a launcher. Launchers larger than
+``xla_lint.launchers.MAX_LAUNCHER_BYTES`` (1 MB) are skipped when read: such a file is data,
+not a script someone wrote.
 """
 
 from __future__ import annotations
@@ -47,17 +55,33 @@ def _is_virtualenv(folder: str) -> bool:
 
 
 LAUNCHER_SUFFIXES = (".sh", ".bash", ".md", ".markdown", ".rst")  # read for the commands that run files
+LAUNCHER_NAMES = ("pyproject.toml",)  # [project.scripts]
+LAUNCHER_ONLY_SUFFIXES = (".sh", ".bash")  # launchers that are never linted, even when named
+
+
+def _launcher_only(path: str) -> bool:
+    """Whether ``path`` is a launcher that is never linted (a shell script, ``pyproject.toml``)."""
+    return path.lower().endswith(LAUNCHER_ONLY_SUFFIXES) or os.path.basename(path) in LAUNCHER_NAMES
 
 
 def discover(paths: list[str], settings: Settings, launchers: list[str] | None = None) -> list[Target]:
     """Files to lint under ``paths`` (files or folders), sorted, without duplicates.
 
-    With ``launchers`` given, the shell scripts and docs found in the folders searched are
-    appended to it (read for the commands that run the tree's files, see
-    :mod:`xla_lint.launchers`; never linted unless documentation linting takes the docs).
+    With ``launchers`` given, the shell scripts, docs and ``pyproject.toml`` files found in
+    the folders searched or named explicitly are appended to it, once each (read for the
+    commands that run the tree's files, see :mod:`xla_lint.launchers`). A shell script or
+    ``pyproject.toml`` named explicitly is not a Target (it is not Python); a doc named
+    explicitly is both a doc Target and a launcher.
     Raises DiscoveryError naming the first path that does not exist.
     """
     found: dict[str, Target] = {}
+    listed: set[str] = set(launchers or ())
+
+    def add_launcher(path: str) -> None:
+        if launchers is not None and path not in listed:
+            listed.add(path)
+            launchers.append(path)
+
     for given in paths:
         try:
             os.lstat(given)
@@ -71,6 +95,10 @@ def discover(paths: list[str], settings: Settings, launchers: list[str] | None =
             norm = os.path.normpath(given)
             if settings.force_exclude and _excluded(norm, settings):
                 continue
+            if norm.lower().endswith(LAUNCHER_SUFFIXES) or os.path.basename(norm) in LAUNCHER_NAMES:
+                add_launcher(norm)
+            if _launcher_only(norm):
+                continue
             found.setdefault(norm, Target(norm, _kind(given)))
             continue
         def unreadable(exc: OSError) -> None:
@@ -80,7 +108,7 @@ def discover(paths: list[str], settings: Settings, launchers: list[str] | None =
         for folder, dirs, files in os.walk(given, onerror=unreadable, followlinks=False):
             dirs[:] = sorted(
                 d for d in dirs
-                if not d.startswith(".") and d not in SKIPPED_FOLDERS
+                if not d.startswith(".") and d not in SKIPPED_FOLDERS and "{{" not in d  # cookiecutter templates
                 and not _is_virtualenv(os.path.join(folder, d))
                 and not _excluded(os.path.join(folder, d), settings)
             )
@@ -90,8 +118,9 @@ def discover(paths: list[str], settings: Settings, launchers: list[str] | None =
                 if name.endswith(".py") or lower.endswith(NOTEBOOK_SUFFIX) or (settings.docs and lower.endswith(DOC_SUFFIXES)):
                     if not _excluded(full, settings):
                         found.setdefault(full, Target(full, _kind(name)))
-                if launchers is not None and lower.endswith(LAUNCHER_SUFFIXES) and not _excluded(full, settings):
-                    launchers.append(full)
+                if launchers is not None and (lower.endswith(LAUNCHER_SUFFIXES) or name in LAUNCHER_NAMES) \
+                        and not _excluded(full, settings):
+                    add_launcher(full)
     return sorted(found.values(), key=lambda t: t.path)
 
 

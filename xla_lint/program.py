@@ -103,7 +103,8 @@ class Launch:
     ``where`` is the launcher's place (``scripts/run.sh:3``), ``runs`` the file or module
     as written, ``module`` whether it is ``-m MODULE``, ``folder`` the launcher's folder,
     ``facts`` what the command sets (``spmd``, ``multiprocess``, ``unbuffered``) and
-    ``why`` how it sets them (``XLA_USE_SPMD=1``).
+    ``why`` how it sets them (``XLA_USE_SPMD=1``). ``tests``: a pytest run, whose facts go to
+    the test files ``runs`` names or holds.
     """
 
     where: str
@@ -112,6 +113,7 @@ class Launch:
     folder: str = ""
     facts: frozenset[str] = frozenset()
     why: str = ""
+    tests: bool = False  # a pytest run: ``runs`` is a test file or a folder of tests
 
 
 @dataclass
@@ -159,6 +161,15 @@ class ProgramModel:
         entry_paths: set[str] = {p for p in entries if p in self.files}
         self.unresolved: list[Launch] = []
         for launch in launches:
+            if launch.tests:
+                tested = _tests_run_by(launch, self.files, index)
+                if not tested:
+                    self.unresolved.append(launch)
+                for path in tested:
+                    facts = extra.setdefault(path, {})
+                    for fact in sorted(launch.facts):
+                        facts.setdefault(fact, f"{launch.where} ({launch.why})" if launch.why else launch.where)
+                continue
             target = resolve_launch(launch, self.files, index)
             if target is None:
                 self.unresolved.append(launch)
@@ -525,6 +536,29 @@ def import_edges(files: Mapping[str, FileFacts], index: _Index | None = None) ->
                 out.add(target)
         edges[path] = out
     return edges
+
+
+def _tests_run_by(launch: Launch, files: Mapping[str, FileFacts], index: _Index) -> list[str]:
+    """The test files a pytest launch runs: the file it names, or the test files under the
+    folder it names (relative to the launcher's folder, else the current one)."""
+    if launch.module:
+        found = index.find(launch.runs, launch.folder)
+        if found is None:
+            return []
+        if os.path.basename(found) != "__init__.py":
+            return [found]
+        written = os.path.dirname(found)
+    else:
+        written = launch.runs.replace("\\", "/")
+    for base in (launch.folder, ""):
+        target = os.path.normpath(os.path.join(base, written))
+        if target in files:
+            return [target]
+        prefix = "" if target == "." else target.rstrip("/") + "/"
+        under = [p for p in files if p.startswith(prefix) and _is_test_name(p) and files[p].group is None]
+        if under:
+            return sorted(under)
+    return []
 
 
 def resolve_launch(launch: Launch, files: Mapping[str, FileFacts], index: _Index | None = None) -> str | None:
