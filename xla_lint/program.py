@@ -9,22 +9,29 @@ Entries (:class:`Program`, ``kind``):
 
 - ``script``: a file with ``if __name__ == "__main__":``, a ``__main__.py``, a module
   that does work at import time (:func:`xla_lint.context.is_entry_module`), a file a
-  launcher runs (``python FILE``, ``python -m MOD``, ``torchrun FILE`` in a shell script
-  or a shell block of the docs: :mod:`xla_lint.launchers`), a ``[project.scripts]``
-  target, or a file the configuration's ``entry-points`` names;
-- ``test``: a test file (:func:`is_test_file`), a program of its own;
+  launcher runs (``python FILE``, ``python -m PKG`` (its ``__main__.py``), ``torchrun FILE``
+  in a shell script or a shell block of the docs: :mod:`xla_lint.launchers`), a
+  ``[project.scripts]`` target, or a file the configuration's ``entry-points`` names;
+- ``test``: a file pytest collects (``test_*.py``, ``*_test.py``) or an entry in a test
+  folder (:func:`is_test_file`), a program of its own that includes the ``conftest.py``
+  files above it; other modules of test folders are test code without a program;
 - ``document``: the code blocks of one Markdown/reST page or notebook.
 
-A program is its entry and every module the entry reaches through imports, resolved as
-Python would from the importing file's folder and each folder above it (so namespace
-packages without ``__init__.py`` and ``src/`` layouts resolve), see :func:`import_edges`.
+A program is its entry and every module the entry reaches through imports that may run
+(not under ``if TYPE_CHECKING:``), resolved as Python would from the importing file's folder
+and each folder above it (so namespace packages without ``__init__.py`` and ``src/``
+layouts resolve), see :func:`import_edges`; reach is memoised per strongly connected part of
+the import graph (:class:`_Closure`).
 
-Facts of a program (a fact that a reached module sets only inside a function counts when
-some module of the program calls or passes that function by name): ``spmd`` (``use_spmd()`` anywhere it reaches, ``XLA_USE_SPMD=1``
-set in its code or by its launcher, or declared), ``multiprocess`` (``torch_xla.launch``,
+Facts of a program: ``spmd`` (``use_spmd()`` anywhere it reaches, ``XLA_USE_SPMD`` turned
+on in its code or by its launcher, or declared), ``multiprocess`` (``torch_xla.launch``,
 ``xmp.spawn``, ``init_process_group("xla")``, or run by ``torchrun``), ``shards``,
 ``global_mesh`` (``xs.set_global_mesh``), ``unbuffered`` (``python -u``,
 ``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``test`` (a test program).
+The entry's own facts count wherever they are set; a fact that a reached module sets only
+inside a function counts when some module of the program calls or passes that function by
+name; facts set in code for another platform (``if is_sagemaker_dp_enabled():``) were
+never recorded (:func:`xla_lint.guards.runs_on_xla`).
 
 Which programs a module belongs to (:meth:`ProgramModel.programs_of`): the script
 programs that reach it, and for a test file or a document its own program. A test's mode
@@ -34,8 +41,9 @@ only when the module sets that mode itself. torch_xla's own modules (linted in a
 of pytorch/xla) implement the modes and take none from the programs that import them.
 
 A finding's ``requires`` (``(("spmd", True),)``) holds for a module when one program it
-belongs to satisfies all of them; that program is named in the message, with the others
-that run the module in another mode.
+belongs to satisfies all of them (a finding that only says a mode or mesh is absent needs
+every program, or the module being the entry: :meth:`ProgramModel.witness`); that program
+is named in the message, with the others that run the module in another mode.
 """
 
 from __future__ import annotations

@@ -83,6 +83,8 @@ def test_master_print_in_spmd_is_a_warning_and_a_guarded_write_an_error(tmp_path
     write_tree(tmp_path, {"train.py": "import torch\nimport torch_xla.core.xla_model as xm\n"
                                       "import torch_xla.runtime as xr\nxr.use_spmd()\n"
                                       "xm.master_print('epoch done')\n"
-                                      "if xm.is_master_ordinal():\n    torch.save({}, 'log.pt')\n"})
+                                      "if xm.is_master_ordinal():\n    torch.save({}, 'log.pt')\n"
+                                      "if xm.is_master_ordinal() and verbose:\n    print('done', flush=True)\n"
+                                      "    logger.info('done')\n"})
     result, _, _ = lint_tree(tmp_path, select=["XLA005"])
-    assert [(d.line, d.severity.value) for d in result.diagnostics] == [(5, "warning"), (6, "error")]
+    assert [(d.line, d.severity.value) for d in result.diagnostics] == [(5, "warning"), (6, "error"), (8, "warning")]

@@ -126,8 +126,9 @@ process and the answers are constants: measured on torch_xla 2.9.0 with 8 device
 `global_ordinal` returns the default device's ordinal, `world_size` the replication
 device count; `torch_xla/core/xla_model.py`: `is_master_ordinal` compares them with 0).
 So "only host 0 logs" logs on every host, "rank" based data splits read the same data
-everywhere, and `master_print` prints once per host. The last is only noise (a warning);
-the others are errors: every host writes the same file, or trains on the same data.
+everywhere, and `master_print` prints once per host. The last, and an `if` on these
+functions that only prints or logs, is only noise (a warning); the others are errors: every
+host writes the same file, or trains on the same data.
 
 ## Example
 ```python
@@ -178,11 +179,47 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
                 if in_assertion(self.ctx):  # a test checking what the API returns in SPMD
                     return
                 short = api.replace(apis.XR + ".", "xr.").replace(apis.XM + ".", "xm.") + "()"
-                # master_print on every host duplicates log lines: noise, not wrong results.
-                severity = Severity.WARNING if api == f"{apis.XM}.master_print" else None
+                # master_print on every host, or a test guarding only prints and log calls,
+                # duplicates log lines: noise, not wrong results.
+                severity = Severity.WARNING if api == f"{apis.XM}.master_print" or self._guards_only_logs() \
+                    else None
                 self.report(node, self.message.format(api=short, use=use), requires=[("spmd", True)],
                             severity=severity)
                 return
+
+    def _guards_only_logs(self) -> bool:
+        """True when the call is (part of) the test of an ``if`` whose body only prints or logs."""
+        stack = self.ctx.stack
+        for i in range(len(stack) - 2, -1, -1):
+            node = stack[i]
+            if isinstance(node, cst.If):
+                return stack[i + 1] is node.test and node.orelse is None and _only_logs(node.body)
+            if not isinstance(node, (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.Call,
+                                     cst.ComparisonTarget, cst.Arg)):
+                return False
+        return False
+
+
+_LOG_CALLS = frozenset({"print", "info", "warning", "warn", "debug", "log", "master_print", "set_postfix"})
+
+
+def _only_logs(block: cst.BaseSuite) -> bool:
+    """True when every statement of ``block`` is a call of print or a logger method."""
+    body = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    for stmt in body:
+        smalls = stmt.body if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else None
+        if not smalls:
+            return False
+        for small in smalls:
+            if isinstance(small, cst.Pass):
+                continue
+            if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
+                return False
+            func = small.value.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if name not in _LOG_CALLS:
+                return False
+    return True
 
 
 def in_assertion(ctx) -> bool:
