@@ -79,8 +79,8 @@ def test_library_module_sets_its_own_mode():
 
 def test_a_module_run_in_two_modes_names_the_other_program():
     model = ProgramModel({
-        "spmd_train.py": F("spmd_train", "common", entry=True, enables_spmd=True),
-        "mp_train.py": F("mp_train", "common", entry=True, multiprocess=True),
+        "spmd_train.py": F("spmd_train", "common", entry=True, enables_spmd=True, requires_torch_xla=True),
+        "mp_train.py": F("mp_train", "common", entry=True, multiprocess=True, requires_torch_xla=True),
         "common.py": F("common"),
     })
     assert model.holds("common.py", SPMD) and model.holds("common.py", MP)
@@ -126,7 +126,7 @@ def test_nearest_folder_wins_and_an_ambiguous_name_is_not_guessed():
 
 
 def test_launcher_environment_and_declared_modes():
-    files = {"train.py": F("train"), "scripts/job.py": F("job"), "tool.py": F("tool")}
+    files = {"train.py": F("train"), "scripts/job.py": F("job"), "tool.py": F("tool", requires_torch_xla=True)}
     launches = [Launch("run.sh:3", "train.py", facts=frozenset({"spmd", "unbuffered"}), why="XLA_USE_SPMD=1")]
     model = ProgramModel(files, launches, declared={"scripts/job.py": {"multiprocess"}, "tool.py": {"single"}})
     assert model.holds("train.py", SPMD)
@@ -372,3 +372,40 @@ def test_xla_use_spmd_written_in_code_follows_torch_xla_s_rule(tmp_path):
     })
     result, _, _ = lint_tree(tmp_path, select=["XLA005"])
     assert sorted(d.path for d in result.diagnostics) == ["maybe.py", "on.py"]
+
+
+def test_absence_needs_an_xla_program_and_a_fact_in_an_uncalled_method_may_hold():
+    model = ProgramModel({
+        # A GPU example importing one helper of a library that shards in its own methods.
+        "gpu_example.py": F("gpu_example", "trainer", entry=True, references={"EvalPrediction"}),
+        "trainer.py": F("trainer", shards=True, sets_global_mesh=True,
+                        fact_functions={"shards": {"_wrap_model"}, "global_mesh": {"_wrap_model"}},
+                        references={"_wrap_model"}),
+        # An XLA script that calls the method that shards.
+        "train.py": F("train", "trainer", entry=True, requires_torch_xla=True, references={"_wrap_model"}),
+    })
+    gpu = next(p for p in model.programs if p.entry == "gpu_example.py")
+    assert "shards" not in gpu.sources and "shards" in gpu.maybe and not gpu.xla
+    assert model.holds("trainer.py", (("shards", True),))  # through train.py, which calls it
+    assert model.witness("trainer.py", (("shards", True),)).entry == "train.py"
+    only_gpu = ProgramModel({k: v for k, v in model.files.items() if k != "train.py"})
+    assert not only_gpu.holds("trainer.py", (("shards", True),))
+    assert not only_gpu.holds("trainer.py", (("global_mesh", False),))  # may hold; no XLA program anyway
+
+
+def test_a_constructor_fact_counts_through_the_class_and_an_option_only_may_hold(tmp_path):
+    trainer = ("import torch\nimport numpy as np\nimport torch_xla.distributed.spmd as xs\n\n"
+               "class Trainer:\n    def __init__(self, cfg):\n        {guard}xs.set_global_mesh(xs.Mesh(np.arange(8), (8,), ('fsdp',)))\n\n"
+               "    def save(self, model):\n        torch.save(model.state_dict(), 'm.pt')\n")
+    write_tree(tmp_path, {
+        "train.py": "import torch_xla\nfrom lib.trainer import Trainer\n\nif __name__ == '__main__':\n    Trainer(cfg)\n",
+        "lib/__init__.py": "",
+        "lib/trainer.py": trainer.format(guard=""),
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA003"])
+    assert [(d.path, d.line) for d in result.diagnostics] == [("lib/trainer.py", 10)]
+    (tmp_path / "lib/trainer.py").write_text(trainer.format(guard="if cfg.fsdp_v2:\n            "))
+    result, _, _ = lint_tree(tmp_path, select=["XLA003"])
+    assert result.diagnostics == []
+    program = next(p for p in result.program.programs if p.entry == "train.py")
+    assert "shards" in program.maybe and "global_mesh" in program.maybe

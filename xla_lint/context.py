@@ -249,8 +249,25 @@ class FactsCollector:
             f.multiprocess = True
         elif fact == "unbuffered":
             f.unbuffered = True
-        functions = self.ctx.typed_stacks[cst.FunctionDef]
-        f.fact_functions.setdefault(fact, set()).add(functions[-1].name.value if functions else "")
+        f.fact_functions.setdefault(fact, set()).add(self._site())
+
+    def _site(self) -> str:
+        """Where a fact is set, for the program model: ``""`` at module level; else the name a
+        caller uses to run the innermost function (a class for its ``__init__``/``__call__``:
+        ``Trainer(...)``), prefixed by ``?`` when an ``if`` inside that function guards it
+        (``if config.fsdp_v2: xs.set_global_mesh(...)``: an option the program may not set)."""
+        stack = self.ctx.stack
+        for i in range(len(stack) - 1, -1, -1):
+            node = stack[i]
+            if type(node) is cst.FunctionDef:
+                name = node.name.value
+                if name in ("__init__", "__new__", "__call__", "__post_init__"):
+                    owner = next((n for n in reversed(stack[:i]) if type(n) is cst.ClassDef), None)
+                    if owner is not None:
+                        name = owner.name.value
+                guarded = any(type(n) in (cst.If, cst.IfExp) for n in stack[i + 1:])
+                return ("?" if guarded else "") + name
+        return ""
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -30,8 +30,9 @@ on in its code or by its launcher, or declared), ``multiprocess`` (``torch_xla.l
 ``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``test`` (a test program).
 The entry's own facts count wherever they are set; a fact that a reached module sets only
 inside a function counts when some module of the program calls or passes that function by
-name; facts set in code for another platform (``if is_sagemaker_dp_enabled():``) were
-never recorded (:func:`xla_lint.guards.runs_on_xla`).
+name; a fact set behind an ``if`` inside a function of a reached module (``if config.fsdp_v2:``) may
+hold (:attr:`Program.maybe`); facts set in code for another platform
+(``if is_sagemaker_dp_enabled():``) were never recorded (:func:`xla_lint.guards.runs_on_xla`).
 
 Which programs a module belongs to (:meth:`ProgramModel.programs_of`): the script
 programs that reach it, and for a test file or a document its own program. A test's mode
@@ -134,15 +135,21 @@ class Program:
     kind: str
     members: frozenset[str]
     sources: dict[str, str] = field(default_factory=dict)
+    # Facts a reached module sets only in functions that no other module of the program calls
+    # by name (Trainer's own methods): they may hold, so they neither hold nor are absent.
+    maybe: frozenset[str] = frozenset()
+    # An XLA program: one of its modules imports torch_xla unconditionally.
+    xla: bool = True
 
     def satisfies(self, fact: str, value: bool) -> bool:
         """Whether ``fact`` is ``value`` in this program (a library pseudo-program is taken
-        to lack only the facts in :data:`LIBRARY_LACKS`; its other missing facts are unknown)."""
+        to lack only the facts in :data:`LIBRARY_LACKS`; its other missing facts are unknown;
+        a fact in :attr:`maybe` is neither true nor false)."""
         if value:
             return fact in self.sources
         if self.kind == "library":
             return fact in LIBRARY_LACKS and fact not in self.sources
-        return fact not in self.sources
+        return fact not in self.sources and fact not in self.maybe
 
 
 class ProgramModel:
@@ -237,14 +244,21 @@ class ProgramModel:
                 sources.setdefault(fact, member)
         pending = sorted(p for head in heads for p in self._closure.pending(head)
                          if p[0] not in sources and p[1] not in heads)
-        if pending:
-            references = set().union(*(self._called(m) for m in members))
-            for fact, member, functions in pending:
-                if fact not in sources and not functions.isdisjoint(references):
-                    sources[fact] = member
+        maybe = set()
+        for fact, member, functions in pending:
+            if fact in sources:
+                continue
+            # Called from another module of the program (a method calling its sibling proves
+            # nothing: the library may never be asked to); not behind an `if` in that function
+            # (`?name`: an option the program may not set).
+            if any(not functions.isdisjoint(self._called(m)) for m in members if m != member):
+                sources[fact] = member
+            else:
+                maybe.add(fact)
         if kind == "test":
             sources["test"] = entry
-        return Program(entry, kind, members, sources)
+        xla = any(self.files[m].requires_torch_xla for m in members)
+        return Program(entry, kind, members, sources, frozenset(maybe - set(sources)), xla)
 
     def _called(self, path: str) -> set[str]:
         found = self._references.get(path)
@@ -286,16 +300,23 @@ class ProgramModel:
         satisfies every requirement. With only absences required and one of them a mode or
         mesh fact (``("spmd", False)``: the finding says the program lacks something it needs,
         XLA002, XLA009), the finding must not rest on a program that merely imports the module:
-        it holds when every program ``path`` belongs to satisfies them, or when ``path`` is
-        itself the entry of one that does. The absence of ``unbuffered`` or ``test`` (XLA004)
+        it holds when every XLA program (:attr:`Program.xla`) ``path`` belongs to satisfies them,
+        or when ``path`` is itself the entry of one that does; a fact that may hold
+        (:attr:`Program.maybe`) is not absent. The absence of ``unbuffered`` or ``test`` (XLA004)
         needs one program, as a positive fact does: a print is lost in any buffered program.
         """
         candidates = self._candidates(path)
         satisfied = [p for p in candidates if all(p.satisfies(fact, value) for fact, value in requires)]
         if not satisfied:
             return None
-        if any(value for _, value in requires) or len(satisfied) == len(candidates) \
-                or all(fact in LIBRARY_LACKS for fact, _ in requires):
+        if any(value for _, value in requires) or all(fact in LIBRARY_LACKS for fact, _ in requires):
+            return satisfied[0]
+        # A mode or mesh said to be absent: only XLA programs count (a GPU example importing
+        # one helper of a library is no witness), and all of them must lack it, or the module
+        # must be the entry of one that does.
+        xla = [p for p in candidates if p.xla]
+        satisfied = [p for p in satisfied if p.xla]
+        if satisfied and len(satisfied) == len(xla):
             return satisfied[0]
         return next((p for p in satisfied if p.entry == path), None)
 

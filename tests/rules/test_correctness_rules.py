@@ -49,7 +49,7 @@ def test_global_mesh_fact_reads_old_facts_and_joins_along_imports():
     program = ProgramModel({"a.py": a, "b.py": b})
     assert program.holds("a.py", (("global_mesh", True),))
     assert program.holds("b.py", (("global_mesh", True),))
-    lone = ProgramModel({"a.py": FileFacts(module="a", entry=True)})
+    lone = ProgramModel({"a.py": FileFacts(module="a", entry=True, requires_torch_xla=True)})
     assert lone.holds("a.py", (("global_mesh", False),))
     # A library module (no program reaches it) has no mode: its user's script may set the mesh.
     assert not ProgramModel({"a.py": FileFacts(module="a")}).holds("a.py", (("global_mesh", False),))

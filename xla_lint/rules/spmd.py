@@ -435,7 +435,9 @@ class SpmdRendezvousNoop(Rule):
 In a program that enables SPMD, flags `xm.rendezvous(...)`, `xm.xla_rendezvous(...)`,
 `xm.mesh_reduce(...)` and `xm.all_reduce(...)`. Code under the `else` of
 `if xr.is_spmd():` (or under `if not xr.is_spmd():`) and code in a function this file
-passes to `torch_xla.launch`/`xmp.spawn` (it runs in per-device processes) are not flagged.
+passes to `torch_xla.launch`/`xmp.spawn` (it runs in per-device processes) are not flagged,
+nor is `xm.all_reduce` in a file that sets `XLA_ALWAYS_ALLREDUCE` (then torch_xla 2.9 emits
+the collective over the sharded devices even with one replica: a deliberate device op).
 
 ## Why is this bad
 These functions synchronise *device replicas*. In torch_xla 2.9.0
@@ -476,6 +478,10 @@ tensors need no explicit collective in SPMD: the compiler inserts them from the 
     valid = (
         Valid("import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
               "dist.init_process_group('gloo', init_method='xla://')\ndist.barrier()\n"),
+        # A deliberate device collective (tenstorrent/tt-xla's multichip tests).
+        Valid("import os\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+              "os.environ['XLA_ALWAYS_ALLREDUCE'] = '1'\nxr.use_spmd()\n"
+              "y = xm.all_reduce(xm.REDUCE_SUM, t, groups=[[0, 1]])\n"),
         Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\n"
               "def _mp_fn(i):\n    xm.rendezvous('init')\ntorch_xla.launch(_mp_fn)\n"),
         Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
@@ -498,9 +504,17 @@ tensors need no explicit collective in SPMD: the compiler inserts them from the 
         names = self.ctx.qnames(node.func)
         for api, short in RENDEZVOUS_APIS.items():
             if api in names:
+                if api == f"{apis.XM}.all_reduce" and self.ctx.memo("always-allreduce", self._always_allreduce):
+                    return  # XLA_ALWAYS_ALLREDUCE=1: a real all-reduce over the sharded devices
                 if not in_launched_function(self.ctx):
                     self.report(node, self.message.format(api=short), requires=[("spmd", True)])
                 return
+
+    def _always_allreduce(self) -> bool:
+        """The file sets ``XLA_ALWAYS_ALLREDUCE``: torch_xla 2.9 then emits the all-reduce even
+        with one replica (``torch_xla/core/xla_model.py`` ``all_reduce``: the ``world_size() == 1``
+        shortcut is skipped), a deliberate device collective on SPMD-sharded tensors."""
+        return "XLA_ALWAYS_ALLREDUCE" in self.ctx.module.code
 
 
 class SpmdMultiprocessLaunch(Rule):
