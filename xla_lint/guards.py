@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .apis import REMOVED_ATTRS, REMOVED_MODULES
 from .names import LOCAL, Scope, defining_scope, dotted_name, lookup, names_bound_in_expressions_or_rebound
 from .walk import iter_nodes
 
@@ -682,8 +683,6 @@ class _Evaluator:
         owners = [n for n in self.ctx.qnames(args[0].value, scope) if n == "torch_xla" or n.startswith("torch_xla.")]
         if not owners:
             return None
-        from .rules.deprecated import REMOVED_ATTRS, REMOVED_MODULES  # the XLA013 table (imports context)
-
         for owner in owners:
             info = REMOVED_ATTRS.get(f"{owner}.{attr}") or REMOVED_MODULES.get(f"{owner}.{attr}")
             if info is not None:

@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from .. import apis
+from ..apis import REMOVED_ATTRS, REMOVED_MODULES
 from ..context import FileContext, find_arg, literal_string, parse_expression
 from ..diagnostics import Severity
 from ..names import Scope, dotted_name, lookup, names_bound_in_expressions_or_rebound, top_level_imports
@@ -319,56 +320,7 @@ def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
 
 # -- XLA013 -----------------------------------------------------------------------
 
-SPMD_EXPORTS = frozenset({
-    "XLAShard", "XLAShardedTensor", "Mesh", "HybridMesh", "ShardingType", "ShardingSpec",
-    "XLAPatchedLinear", "mark_sharding", "mark_sharding_with_gradients", "clear_sharding",
-    "get_1d_mesh", "wrap_if_sharded", "xla_patched_nn_linear_forward", "set_global_mesh",
-    "get_global_mesh", "enable_manual_sharding", "disable_manual_sharding",
-    "apply_backward_optimization_barrier", "shard_as", "annotate_custom_sharding",
-    "xla_distribute_tensor", "xla_distribute_module", "auto_policy",
-})  # torch_xla 2.9.0 torch_xla/distributed/spmd/__init__.py
-RUNTIME_EXPORTS = frozenset({
-    "addressable_device_count", "addressable_runtime_device_count", "device_type", "get_master_ip",
-    "global_device_count", "global_ordinal", "global_runtime_device_attributes",
-    "global_runtime_device_count", "host_index", "initialize_cache", "is_bf16_supported", "is_spmd",
-    "local_device_count", "local_ordinal", "local_process_count", "process_count", "process_index",
-    "runtime_device_attributes", "set_device_type", "use_spmd", "world_size",
-})  # torch_xla 2.9.0 torch_xla/runtime.py
-
-
-class _Removed:
-    """A removed module or attribute: the release that removed it, where it went, the commit."""
-
-    def __init__(self, removed_in: tuple[int, int], use: str | None, exports: frozenset[str] = frozenset(),
-                 exact: str | None = None, hint: str | None = None) -> None:
-        self.removed_in = removed_in
-        self.use = use  # public replacement (module or callable), None when there is no single one
-        self.exports = exports  # names the replacement module has (module rewrites only)
-        self.exact = exact  # the module the old one re-exported with `import *` (always a correct rewrite)
-        self.hint = hint  # what to do instead when there is no replacement to name
-
-
-REMOVED_MODULES = {
-    # d028176a0c "Remove SPMD stale files in experimental (#7499)", first in v2.5.0
-    "torch_xla.experimental.xla_sharding": _Removed((2, 5), "torch_xla.distributed.spmd", SPMD_EXPORTS,
-                                                    "torch_xla.distributed.spmd.xla_sharding"),
-    "torch_xla.experimental.xla_sharded_tensor": _Removed((2, 5), "torch_xla.distributed.spmd", SPMD_EXPORTS,
-                                                          "torch_xla.distributed.spmd.xla_sharded_tensor"),
-    # ed15ea1e7f "Clean up experimental (#7579)", first in v2.5.0
-    "torch_xla.experimental.pjrt": _Removed((2, 5), "torch_xla.runtime", RUNTIME_EXPORTS),
-    # f6409de358 "Delete XRT from the main branch (#5240)", first in v2.1.0: the XRT pod launcher
-    "torch_xla.distributed.xla_dist": _Removed(
-        (2, 1), None, hint="under PJRT there is no launcher to call: run the script on every host "
-                           "(`gcloud compute tpus tpu-vm ssh NAME --worker=all --command=\"PJRT_DEVICE=TPU python "
-                           "train.py\"`)"),
-}
-REMOVED_ATTRS = {
-    # da7fdca2d2 "Clean up deprecated APIs (#8927) (#8939)", first in v2.7.0; 2.5/2.6 aliased them
-    f"{apis.XM}.xrt_world_size": _Removed((2, 7), f"{apis.XR}.world_size"),
-    f"{apis.XM}.get_ordinal": _Removed((2, 7), f"{apis.XR}.global_ordinal"),
-    f"{apis.XM}.parse_xla_device": _Removed((2, 7), None),
-    "torch_xla.experimental.compile": _Removed((2, 7), "torch_xla.compile"),  # same signature (f)
-}
+# The table of removed modules and attributes lives in xla_lint/apis.py (guards.py reads it too).
 XLA_COMPILE_API = "torch_xla.compile"
 _REMOVED_ATTR_NAMES = frozenset(n.rsplit(".", 1)[1] for n in REMOVED_ATTRS)
 # f6409de358 "Delete XRT from the main branch (#5240)", first in v2.1.0: no XRT_* variable is read.
@@ -605,13 +557,13 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                                                          Replacement(alias.name, last)])
             self.report(alias, self._msg(full, info), fix=fix)
 
-    def _removed_module(self, full: str) -> tuple[str, _Removed] | None:
+    def _removed_module(self, full: str) -> tuple[str, apis.Removed] | None:
         for old, info in REMOVED_MODULES.items():
             if (full == old or full.startswith(old + ".")) and self._applies(info.removed_in):
                 return old, info
         return None
 
-    def _module_rewrite(self, info: _Removed, alias: str) -> str | None:
+    def _module_rewrite(self, info: apis.Removed, alias: str) -> str | None:
         """The module an ``import old as alias`` can become: the public one when every
         ``alias.<name>`` the file uses exists there, else the exact one, else None."""
         used = self._uses_of(alias)
@@ -633,7 +585,7 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
         return self._attr_uses.get(alias, set())
 
     @staticmethod
-    def _msg(old: str, info: _Removed) -> str:
+    def _msg(old: str, info: apis.Removed) -> str:
         use = f"use `{info.use}`" if info.use else info.hint or "it has no public replacement"
         return RemovedApi.message.format(old=old, version=_version(info.removed_in), use=use)
 
@@ -662,7 +614,7 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
             self.report(call or node, self._msg(short, info), fix=fix)
             return
 
-    def _call_fix(self, call: cst.Call | None, info: _Removed) -> PendingFix | None:
+    def _call_fix(self, call: cst.Call | None, info: apis.Removed) -> PendingFix | None:
         if call is None or call.args or info.use is None or not info.use.startswith(apis.XR + "."):
             return None
         func = info.use.rsplit(".", 1)[1]
