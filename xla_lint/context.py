@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 import libcst as cst
 
 from . import apis
-from .facts import FileFacts
+from .facts import FileFacts, is_library_call
 from .guards import runs_on_target, runs_on_xla
 from .diagnostics import Severity
 from .names import BindingCollector, Scope, dotted_name, qualified_names
@@ -357,19 +357,8 @@ def _is_true(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
 
 
-# Module-level calls that libraries make at import time without being programs.
-_LIBRARY_CALL_ROOTS = frozenset({"warnings", "logging", "logger", "_logger", "log", "LOGGER", "__all__",
-                                 "sys", "os", "typing", "atexit", "setattr", "torch", "np", "numpy",
-                                 "collections", "copyreg", "dataclasses", "functools", "abc"})
-
-
 def _is_library_call(call: cst.Call) -> bool:
-    name = dotted_name(call.func) or ""
-    root, _, last = name.partition(".")
-    last = name.rsplit(".", 1)[-1]
-    return (not name or root in _LIBRARY_CALL_ROOTS or "register" in last.lower() or "log" in root.lower()
-            or last in {"update", "extend", "append", "add", "define", "wrap", "allow_in_graph", "setLevel",
-                        "load_dotenv"})
+    return is_library_call(dotted_name(call.func) or "")
 
 
 _BUILTINS = frozenset(dir(builtins))

@@ -22,7 +22,7 @@ from .catalogue import BY_CODE
 from .config import Settings
 from .diagnostics import Diagnostic, Edit, Fix, Severity
 from .discovery import Target
-from .facts import FileFacts
+from .facts import FileFacts, is_library_call
 from .program import Launch, ProgramModel
 from .source import SourceError, decode, read_source
 from .suppress import Suppressions
@@ -161,11 +161,6 @@ def _type_checking_blocks(data: bytes) -> list[tuple[int, int]]:
 
 
 _CALLED = re.compile(rb"([A-Za-z_]\w*)\s*\(")  # names a file calls (a function fact counts when called)
-_LIBRARY_ROOTS = (b"warnings", b"logging", b"logger", b"_logger", b"log", b"LOGGER", b"__all__", b"sys", b"os",
-                  b"typing", b"atexit", b"setattr", b"torch", b"np", b"numpy", b"collections", b"copyreg",
-                  b"dataclasses", b"functools", b"abc")
-
-
 def _does_work(data: bytes, is_package: bool, path: str) -> bool:
     if is_package or path.endswith("_pb2.py"):  # generated protocol buffers register at import
         return False
@@ -175,9 +170,7 @@ def _does_work(data: bytes, is_package: bool, path: str) -> bool:
         call = m.group("call")
         if call is None:
             return True
-        root, last = call.split(b".")[0], call.rsplit(b".", 1)[-1]
-        if root in _LIBRARY_ROOTS or b"register" in last.lower() or b"log" in root.lower() \
-                or last in (b"update", b"extend", b"append", b"add", b"setLevel", b"load_dotenv"):
+        if is_library_call(call.decode("ascii")):
             continue
         return True
     return False

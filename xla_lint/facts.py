@@ -12,6 +12,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+# Module-level calls that libraries make at import time without being programs: logging and
+# warnings set-up, registration, sys.path edits, collection updates, dotenv loading. Shared by
+# the CST entry test (xla_lint.context.is_entry_module) and the line scan (xla_lint.engine).
+LIBRARY_CALL_ROOTS = frozenset({"warnings", "logging", "logger", "_logger", "log", "LOGGER", "__all__", "sys", "os",
+                                "typing", "atexit", "setattr", "torch", "np", "numpy", "collections", "copyreg",
+                                "dataclasses", "functools", "abc"})
+LIBRARY_CALL_METHODS = frozenset({"update", "extend", "append", "add", "define", "wrap", "allow_in_graph", "setLevel",
+                                  "load_dotenv"})
+
+
+def is_library_call(name: str) -> bool:
+    """True when a module-level call of the dotted callee ``name`` (``logger.setLevel``) is a
+    library idiom rather than a program's work (an empty name: not a plain callee)."""
+    root = name.split(".", 1)[0]
+    last = name.rsplit(".", 1)[-1]
+    return (not name or root in LIBRARY_CALL_ROOTS or "register" in last.lower() or "log" in root.lower()
+            or last in LIBRARY_CALL_METHODS)
+
+
 @dataclass
 class FileFacts:
     """Facts one file contributes to its programs.

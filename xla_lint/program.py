@@ -93,8 +93,7 @@ def is_test_file(path: str) -> bool:
     """True for ``test_*.py``, ``*_test.py``, ``conftest.py`` and files in a test folder
     (``tests/``, ``test/``, ``testing/``, ``test_utils/``)."""
     norm = path.replace("\\", "/")
-    name = norm.rsplit("/", 1)[-1]
-    if name.startswith("test_") or name.endswith("_test.py") or name in ("conftest.py", "tests.py"):
+    if _is_test_name(norm) or norm.rsplit("/", 1)[-1] == "conftest.py":
         return True
     return any(part in TEST_FOLDERS for part in norm.split("/")[:-1])
 
