@@ -35,7 +35,7 @@ EAGER_MODE = frozenset({"torch_xla.experimental.eager_mode", "torch_xla.experime
 DATALOADER = "torch.utils.data.DataLoader"
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 TENSOR_FACTORIES = frozenset({f"torch.{n}" for n in ("randn", "rand", "zeros", "ones", "empty", "arange", "randint",
-                                                       "full", "tensor")} - {"torch.tensor"})
+                                                       "full")})
 ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
                               "torch.utils.data.datapipes.datapipe.IterDataPipe"})
 # Calls that pass an iterable through: `for i, b in enumerate(loader)` iterates `loader`.
