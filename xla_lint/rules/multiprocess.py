@@ -7,6 +7,7 @@ import libcst as cst
 from .. import apis
 from ..context import find_arg, literal_string
 from ..diagnostics import Severity
+from ..names import dotted_name
 from ..rule import Invalid, Rule, Valid
 from ..walk import TRIVIA, iter_nodes, walk
 from ..values import Known, Unknown, is_replica_test, parts_of, value_of
@@ -85,10 +86,6 @@ def _words(name: str) -> list[str]:
         if word:
             out.append(word.lower())
     return out
-
-
-def _walk(node: cst.CSTNode):
-    return iter_nodes(node)
 
 
 class ReplicaDivergentSync(Rule):
@@ -466,22 +463,10 @@ LIGHTNING_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
 _CONTAINERS = (cst.Element, cst.List, cst.Tuple, cst.DictElement, cst.Dict, cst.StarredElement)
 
 
-def _key(node: cst.CSTNode) -> str | None:
-    """``dl`` for the name ``dl``, ``self.train_dl`` for that attribute chain, else None."""
-    parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
-        return None
-    parts.append(node.value)
-    return ".".join(reversed(parts))
-
-
 def _keys(node: cst.CSTNode) -> set[str]:
     """The names and attribute chains ``node`` (a target or a returned value) binds or holds:
     ``a, (b, self.c)`` -> ``{"a", "b", "self.c"}``."""
-    key = _key(node)
+    key = dotted_name(node)
     if key is not None:
         return {key}
     out: set[str] = set()
@@ -541,7 +526,7 @@ class LoaderHandoffs:
                     for base in node.bases:
                         names = ctx.qnames(base.value, scopes[-1])
                         if any(n.split(".")[0] in LIGHTNING_ROOTS for n in names) or \
-                                _key(base.value) in facts.lightning_classes:
+                                dotted_name(base.value) in facts.lightning_classes:
                             facts.lightning_classes.add(node.name.value)
                 scope = ctx.scopes.get(node)
                 if scope is not None and node is not ctx.module:
@@ -611,7 +596,7 @@ class LoaderHandoffs:
         for arg in call.args:
             for node in iter_nodes(arg.value):
                 self.handed_nodes.add(id(node))
-                key = _key(node)
+                key = dotted_name(node)
                 if key is not None:
                     keys.add(key)
                     if key.startswith("self.") and isinstance(owner, cst.FunctionDef):
@@ -845,7 +830,7 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
         """An instance of an ``IterableDataset`` subclass defined in this file."""
         if self._iterable is None:
             self._iterable = set()
-            for stmt in _walk(self.ctx.module):
+            for stmt in iter_nodes(self.ctx.module):
                 if isinstance(stmt, cst.ClassDef) and any(
                         isinstance(b.value, (cst.Name, cst.Attribute))
                         and (b.value.value if isinstance(b.value, cst.Name) else b.value.attr.value)
