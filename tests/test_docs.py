@@ -47,7 +47,7 @@ def test_catalogue_is_up_to_date_and_agrees_with_the_rule_classes(tmp_path, caps
 
     assert CATALOGUE_PATH.read_text(encoding="utf-8") == render_catalogue(), \
         "xla_lint/catalogue.py is stale: run `python -m xla_lint.docs --catalogue > xla_lint/catalogue.py`"
-    assert [(r.code, r.name, r.default_enabled, r.since_version) for r in all_rules()] == \
+    assert [(r.code, r.name, r.default_enabled, r.since_version, r.preview) for r in all_rules()] == \
         [tuple(info) for info in catalogue.RULES]
     for rule in all_rules():
         for version in ((2, 0), (2, 4), (2, 9), (3, 0)):

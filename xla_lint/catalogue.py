@@ -19,6 +19,7 @@ class RuleInfo(NamedTuple):
     name: str
     default_enabled: bool
     since_version: tuple[int, int] | None  # the first torch_xla (major, minor) it applies to
+    preview: bool = False  # on only in preview mode (`--preview`)
 
     def applies_to(self, target_version: tuple[int, int]) -> bool:
         """Same as :meth:`xla_lint.rule.Rule.applies_to`."""

@@ -93,6 +93,9 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the configured set).")
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable in addition.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
+@click.option("--preview/--no-preview", default=None,
+              help="Also run preview rules: new rules whose precision on real code is not yet known "
+                   "(default from config `preview`, else off).")
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True,
               help="text (= concise), concise, full (source line, caret, fix diff), json, sarif (SARIF 2.1.0), "
                    "github (GitHub Actions annotations).")
@@ -119,7 +122,7 @@ def main() -> None:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default and most: the number of cores).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=str, default=None, help="Where to keep the result cache.")
-def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, diff, show_fixes, statistics,
+def check(paths, select, extend_select, ignore, preview, output_format, exit_zero, fix, diff, show_fixes, statistics,
           quiet, verbose, show_programs, color, stdin_filename, config_file, isolated, target_version, docs, exclude,
           force_exclude, jobs, no_cache, cache_dir) -> None:
     """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
@@ -140,7 +143,9 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, fix, d
             cwd=Path.cwd(), config_file=config_file, select=_split_codes(select),
             extend_select=_split_codes(extend_select), ignore=_split_codes(ignore),
             exclude=list(exclude), target_version=target_version, docs=docs,
-            cache_dir=cache_dir, isolated=isolated, force_exclude=force_exclude)
+            cache_dir=cache_dir, isolated=isolated, force_exclude=force_exclude, preview=preview)
+        for warning in settings.warnings:
+            click.echo(f"xla-lint: warning: {warning}", err=True)
         if paths == ("-",):
             _check_stdin(settings, stdin_filename or "-", options, fix=fix, diff=diff, exit_zero=exit_zero)
         launchers: list[str] = []
@@ -356,7 +361,7 @@ def rule_command(code: str | None, show_all: bool, output_format: str, color: st
             click.echo(json.dumps([rule_to_json(r) for r in all_rules()], indent=2))
             return
         for r in all_rules():
-            off = "" if r.default_enabled else " (off by default)"
+            off = (" (preview)" if r.preview else "") + ("" if r.default_enabled else " (off by default)")
             click.echo(f"{click.style(r.code, bold=True) if colored else r.code} {r.name} "
                        f"[{r.severity.value}]{off}: {r.summary}", color=colored)
         return

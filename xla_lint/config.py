@@ -9,6 +9,7 @@ Keys (all optional)::
     exclude = ["third_party/", "*_pb2.py"]   # extra glob patterns (matched on the path and each part)
     per-file-ignores = { "tests/*" = ["XLA004"] }
     target-version = "2.9"           # torch_xla version linted for
+    preview = false                  # also run preview rules (new, precision on real code not yet known)
     docs = false                     # lint code blocks of .md/.rst found in folders, and docstring examples
     cache-dir = ".xla_lint_cache"
     # Entries whose launcher lives outside the tree, and the mode it runs them in:
@@ -31,7 +32,7 @@ from typing import Any
 from .catalogue import RULES
 
 DEFAULT_TARGET = (2, 9)
-KNOWN_KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores",
+KNOWN_KEYS = {"preview", "select", "extend-select", "ignore", "exclude", "per-file-ignores",
               "target-version", "docs", "cache-dir", "force-exclude", "entry-points"}
 ENTRY_MODES = ("spmd", "multiprocess", "unbuffered", "single")
 
@@ -55,6 +56,10 @@ class Settings:
     config_path: str | None = None
     # `entry-points`: (glob pattern, facts declared) for entries launched from outside the tree.
     entry_points: tuple[tuple[str, frozenset[str]], ...] = ()
+    preview: bool = False
+    # Things the user asked for that this run does not do (a preview rule selected by its code
+    # without preview mode); the command line prints them as warnings.
+    warnings: tuple[str, ...] = ()
 
     def declared_entries(self, paths) -> dict[str, frozenset[str]]:
         """The paths among ``paths`` that ``entry-points`` names, with the facts declared for each."""
@@ -177,6 +182,7 @@ def build_settings(
     isolated: bool = False,
     force_exclude: bool | None = None,
     entry_points: dict[str, Any] | None = None,
+    preview: bool | None = None,
 ) -> Settings:
     """Merge the config file (found from ``cwd`` unless given) with command-line values.
 
@@ -201,13 +207,23 @@ def build_settings(
     cli_extend = _codes(extend_select, "--extend-select", "command line") if extend_select else []
     cli_ignore = _codes(ignore, "--ignore", "command line") if ignore else None
 
+    preview_on = table.get("preview", False) if preview is None else preview
+    if not isinstance(preview_on, bool):
+        raise ConfigError(f"{source}: preview must be true or false")
     chosen = cli_select if cli_select is not None else file_select
     ignored = cli_ignore if cli_ignore is not None else file_ignore
     extend = file_extend + cli_extend
     selected = set()
+    warnings = []
     for rule in RULES:
         on = any(rule.code.startswith(p) for p in chosen) if chosen is not None else rule.default_enabled
         on = on or any(rule.code.startswith(p) for p in extend)
+        if rule.preview and not preview_on:
+            # As in Ruff: a preview rule runs only in preview mode, even when selected by its code.
+            if rule.code in (chosen or ()) or rule.code in extend:
+                warnings.append(f"{rule.code} ({rule.name}) is a preview rule: it runs only with --preview "
+                                "(or `preview = true` in [tool.xla-lint])")
+            continue
         if on and not any(rule.code.startswith(p) for p in ignored):
             selected.add(rule.code)
 
@@ -249,6 +265,8 @@ def build_settings(
         root=root,
         config_path=str(path) if path else None,
         entry_points=entries,
+        preview=preview_on,
+        warnings=tuple(warnings),
     )
 
 

@@ -46,6 +46,7 @@ class RuleInfo(NamedTuple):
     name: str
     default_enabled: bool
     since_version: tuple[int, int] | None  # the first torch_xla (major, minor) it applies to
+    preview: bool = False  # on only in preview mode (`--preview`)
 
     def applies_to(self, target_version: tuple[int, int]) -> bool:
         """Same as :meth:`xla_lint.rule.Rule.applies_to`."""
@@ -94,6 +95,13 @@ def _anchor(rule: type[Rule]) -> str:
     return f"{rule.code.lower()}-{rule.name}"
 
 
+def _enabled(rule: type[Rule]) -> str:
+    """The "On by default" cell: yes, no, or preview (on with `--preview`)."""
+    if rule.preview:
+        return "preview (with `--preview`)" if rule.default_enabled else "no (preview)"
+    return "yes" if rule.default_enabled else "no"
+
+
 def render(rules: tuple[type[Rule], ...] | None = None) -> str:
     """The Markdown text of ``docs/rules.md`` for ``rules`` (default: every registered rule)."""
     rules = all_rules() if rules is None else rules
@@ -102,12 +110,12 @@ def render(rules: tuple[type[Rule], ...] | None = None) -> str:
     for r in rules:
         summary = r.summary.replace("|", "\\|")
         parts.append(f"| [{r.code}](#{_anchor(r)}) | `{r.name}` | {r.severity.value} | "
-                     f"{'yes' if r.fixable else 'no'} | {'yes' if r.default_enabled else 'no'} | {summary} |\n")
+                     f"{'yes' if r.fixable else 'no'} | {_enabled(r)} | {summary} |\n")
     for r in rules:
         parts.append(f"\n## {r.code} {r.name}\n\n")
         parts.append(f"- Severity: **{r.severity.value}**\n")
         parts.append(f"- Fixable: {'yes' if r.fixable else 'no'}\n")
-        parts.append(f"- On by default: {'yes' if r.default_enabled else 'no'}\n")
+        parts.append(f"- On by default: {_enabled(r)}\n")
         parts.append(f"- torch_xla versions: {_applies(r)}\n\n")
         parts.append(f"{r.summary}\n\n")
         parts.append(_demote(r.explanation))
@@ -119,7 +127,8 @@ def render_catalogue(rules: tuple[type[Rule], ...] | None = None) -> str:
     rules = all_rules() if rules is None else rules
     lines = [CATALOGUE_HEADER.rstrip("\n")]
     for rule in rules:
-        lines.append(f"    RuleInfo({rule.code!r}, {rule.name!r}, {rule.default_enabled!r}, {rule.since_version!r}),")
+        preview = ", preview=True" if rule.preview else ""
+        lines.append(f"    RuleInfo({rule.code!r}, {rule.name!r}, {rule.default_enabled!r}, {rule.since_version!r}{preview}),")
     lines.append(")")
     lines.append("BY_CODE: dict[str, RuleInfo] = {rule.code: rule for rule in RULES}")
     return "\n".join(lines) + "\n"

@@ -77,6 +77,9 @@ class Rule:
     valid: ClassVar[Sequence[Valid]] = ()
     invalid: ClassVar[Sequence[Invalid]] = ()
     default_enabled: ClassVar[bool] = True
+    # A new rule whose precision on real code is not yet known: off unless preview mode is on
+    # (`--preview`, config `preview = true`), as in Ruff. Promoted only with real-code figures.
+    preview: ClassVar[bool] = False
     # Reported at most once per file (for a document: once per page, not once per code block).
     once_per_file: ClassVar[bool] = False
     fixable: ClassVar[bool] = False

@@ -68,7 +68,8 @@ def rule_to_json(rule) -> dict:
     """A rule as data: the one source ``xla-lint rule --output-format json`` and the SARIF rule table are made from.
 
     Keys: code, name, summary (one line), description (the "What it does" section),
-    message, severity (``error``/``warning``), fixable, default_enabled, explanation (Markdown).
+    message, severity (``error``/``warning``), fixable, default_enabled, preview (on only with ``--preview``),
+    explanation (Markdown).
     """
     return {
         "code": rule.code,
@@ -79,5 +80,6 @@ def rule_to_json(rule) -> dict:
         "severity": rule.severity.value,
         "fixable": rule.fixable,
         "default_enabled": rule.default_enabled,
+        "preview": rule.preview,
         "explanation": rule.explanation,
     }

@@ -47,7 +47,8 @@ def rule_descriptor(rule) -> dict:
         "fullDescription": {"text": data["description"]},
         "help": {"text": data["explanation"], "markdown": data["explanation"]},
         "defaultConfiguration": {"level": data["severity"], "enabled": data["default_enabled"]},
-        "properties": {"fixable": data["fixable"], "tags": [data["severity"]]},
+        "properties": {"fixable": data["fixable"], "preview": data["preview"],
+                       "tags": [data["severity"]] + (["preview"] if data["preview"] else [])},
     }
 
 
