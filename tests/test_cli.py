@@ -490,3 +490,23 @@ def test_options_that_cannot_be_shown_together_are_a_usage_error(tmp_path, args)
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("xla-lint: error: ") and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs a file system that takes any bytes as a name")
+@pytest.mark.parametrize("fmt", ["text", "concise", "full", "json", "sarif", "github"])
+def test_a_file_name_that_is_not_utf8_is_written_by_every_format(tmp_path, fmt):
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xffname.py"), "wb") as f:
+        f.write(PRINTS.encode())
+    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--no-cache", "--output-format", fmt, "."],
+                          cwd=tmp_path, capture_output=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == b""
+    if fmt == "json":
+        assert {d["path"] for d in json.loads(proc.stdout)} == {"bad\udcffname.py"}
+    elif fmt == "sarif":
+        log = json.loads(proc.stdout)
+        jsonschema.validate(log, json.loads(SCHEMA.read_text(encoding="utf-8")))
+        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]}
+        assert uris == {"bad%FFname.py"}  # the file's bytes, percent-encoded as a URI has them
+    else:
+        assert b"bad\xffname.py" in proc.stdout

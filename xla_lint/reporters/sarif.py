@@ -29,12 +29,19 @@ SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas
 INFORMATION_URI = "https://github.com/xla-lint/xla-lint"
 
 
+def _uri_path(path: Path) -> str:
+    """``path`` as the path part of a URI: its bytes (as the file system has them, see
+    :func:`os.fsencode`) percent-encoded, so a name that is not UTF-8 (``bad\\xffname.py``,
+    decoded by Python with surrogate escapes) becomes ``bad%FFname.py`` instead of an error."""
+    return quote(os.fsencode(path.as_posix()))
+
+
 def artifact_location(path: str) -> dict:
     """A SARIF artifactLocation for ``path``: a relative URI against %SRCROOT%, or a file: URI."""
     p = Path(path)
     if p.is_absolute():
-        return {"uri": p.as_uri()}
-    return {"uri": quote(p.as_posix()), "uriBaseId": "%SRCROOT%"}
+        return {"uri": "file://" + _uri_path(p)}
+    return {"uri": _uri_path(p), "uriBaseId": "%SRCROOT%"}
 
 
 def rule_descriptor(rule) -> dict:
@@ -91,7 +98,7 @@ def sarif_log(report: Report) -> dict:
         if d.fix is not None and (fix := _fix(d, d.fix)) is not None:
             result["fixes"] = [fix]
         results.append(result)
-    root = Path(os.getcwd()).as_uri().rstrip("/") + "/"
+    root = "file://" + _uri_path(Path(os.getcwd())).rstrip("/") + "/"
     return {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
