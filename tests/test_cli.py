@@ -155,6 +155,9 @@ def test_pyproject_keys(tmp_path):
     # Values of the wrong type, which used to be taken silently:
     ('target-version = 2.10', 'target-version must be a quoted string'),  # TOML: the number 2.1
     ('target-version = "banana"', "pyproject.toml: target-version must look like '2.9'"),
+    ('target-version = "2"', "pyproject.toml: target-version must look like '2.9'"),
+    ('target-version = "3.0"', "target-version '3.0' is not a torch_xla release (1.5 to 1.13, 2.0 to 2.9)"),
+    ('target-version = "1.0"', "target-version '1.0' is not a torch_xla release"),
     ('select = "XLA001"', "select must be a list of rule codes"),
     ('per-file-ignores = { "a.py" = "XLA004" }', "per-file-ignores.a.py must be a list of rule codes"),
 ])

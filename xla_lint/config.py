@@ -130,14 +130,20 @@ def load_table(path: Path) -> dict[str, Any]:
     return table
 
 
+# torch_xla's releases: 1.5 ... 1.13, then 2.0 ... 2.9 (the last).
+RELEASES = frozenset({(1, minor) for minor in range(5, 14)} | {(2, minor) for minor in range(10)})
+
+
 def parse_version(text: str) -> tuple[int, int]:
-    """``"2.9"`` -> ``(2, 9)``; raises ConfigError for anything else."""
+    """``"2.9"`` (or ``"2.9.0"``) -> ``(2, 9)``; raises ConfigError for anything that is not a
+    torch_xla release in :data:`RELEASES` (``"2"``, ``"3.0"``, ``"1.0"``, ``"2.9rc1"``)."""
     parts = str(text).strip().split(".")
-    try:
-        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except (ValueError, IndexError):
-        raise ConfigError(f"target-version must look like '2.9', got {text!r}") from None
-    return major, minor
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() and p.isascii() for p in parts):
+        raise ConfigError(f"target-version must look like '2.9', got {text!r}")
+    version = int(parts[0]), int(parts[1])
+    if version not in RELEASES:
+        raise ConfigError(f"target-version {text!r} is not a torch_xla release (1.5 to 1.13, 2.0 to 2.9)")
+    return version
 
 
 def _version_of(value: Any, key: str, source: str) -> tuple[int, int]:
