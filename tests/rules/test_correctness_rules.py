@@ -88,3 +88,14 @@ def test_master_print_in_spmd_is_a_warning_and_a_guarded_write_an_error(tmp_path
                                       "    logger.info('done')\n"})
     result, _, _ = lint_tree(tmp_path, select=["XLA005"])
     assert [(d.line, d.severity.value) for d in result.diagnostics] == [(5, "warning"), (6, "error"), (8, "warning")]
+
+
+def test_xla014_message_shows_a_spec_split_over_lines_on_one_line(tmp_path):
+    src = ("import torch_xla.distributed.spmd as xs\n"
+           "xs.mark_sharding(t, mesh, (\n"
+           "                          'data'\n"
+           "                          ))\n")
+    write_tree(tmp_path, {"a.py": src})
+    result, _, _ = lint_tree(tmp_path, select=["XLA014"])
+    [d] = result.diagnostics
+    assert d.message == "partition spec `('data')` is a string, not a tuple: write `('data',)`"

@@ -508,7 +508,8 @@ The fix adds the trailing comma. Specs held in variables and nested tuples such 
             return
         value = found[0].value
         if isinstance(value, cst.SimpleString) and literal_string(value) is not None:
-            text = self.ctx.module.code_for_node(value)
+            # Shown as `("data")` however it is laid out (a spec split over lines kept its indentation).
+            text = "(" * len(value.lpar) + value.value + ")" * len(value.rpar)
             # The node's position excludes its own parentheses: `('data')` only needs the comma.
             new = f"{value.value}," if value.lpar else f"({value.value},)"
             fix = PendingFix(f"make the spec the tuple `({value.value},)`", [Replacement(value, new)])
