@@ -48,3 +48,14 @@ def test_a_fix_is_kept_only_where_the_text_is_the_reported_code(monkeypatch):
     monkeypatch.setattr(positions, "locate", one_column_off)
     diagnostics, _ = lint_text(text, "t.py", XLA302)
     assert [(d.code, d.line, d.fix) for d in diagnostics] == [("XLA302", 2, None)]
+
+
+def test_fixes_use_an_existing_alias_of_torch_xla_instead_of_adding_an_import(tmp_path):
+    from helpers import fix_text, write_tree
+
+    src = ("import torch_xla as tx\nimport torch_xla.core.xla_model as xm\n"
+           "dev = xm.xla_device()\nxm.mark_step()\nxm.mark_step()\n")
+    write_tree(tmp_path, {"a.py": src})
+    assert fix_text(tmp_path, "a.py", ["XLA301", "XLA302"]) == (
+        "import torch_xla as tx\nimport torch_xla.core.xla_model as xm\n"
+        "dev = tx.device()\ntx.sync()\ntx.sync()\n")

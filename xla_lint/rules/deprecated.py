@@ -279,6 +279,19 @@ def _fix_name_ok(ctx: FileContext, head: str) -> bool:
     return found == {head} and any(head in names for names, _ in before)
 
 
+def _torch_xla_api(ctx: FileContext, func: str) -> tuple[str, tuple[tuple[str, None], ...]] | None:
+    """How a fix writes ``torch_xla.<func>`` here, and the import it needs: through a name
+    already bound to torch_xla (``tx.sync`` after ``import torch_xla as tx``; nothing to add),
+    else ``torch_xla.<func>`` with ``import torch_xla`` added (when :func:`_fix_name_ok`).
+    None: no fix can name it safely."""
+    alias = _module_alias(ctx, "torch_xla")
+    if alias is not None:
+        return f"{alias}.{func}", ()
+    if _fix_name_ok(ctx, "torch_xla"):
+        return f"torch_xla.{func}", (("torch_xla", None),)
+    return None
+
+
 def _module_alias(ctx: FileContext, module: str) -> str | None:
     """A name bound to exactly ``module`` by an unconditional module-level import above the
     statement being fixed, and nowhere else (``xr`` for ``import torch_xla.runtime as xr``)."""
@@ -608,9 +621,9 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
             short = name.replace(apis.XM + ".", "xm.")
             call = parent if isinstance(parent, cst.Call) and parent.func is node else None
             fix = self._call_fix(call, info)
-            if fix is None and info.use == XLA_COMPILE_API and _fix_name_ok(self.ctx, "torch_xla"):
-                fix = PendingFix("use `torch_xla.compile`", [Replacement(node, XLA_COMPILE_API)],
-                                 add_imports=(("torch_xla", None),))
+            api = _torch_xla_api(self.ctx, "compile") if fix is None and info.use == XLA_COMPILE_API else None
+            if api is not None:
+                fix = PendingFix(f"use `{api[0]}`", [Replacement(node, api[0])], add_imports=api[1])
             self.report(call or node, self._msg(short, info), fix=fix)
             return
 
@@ -717,7 +730,8 @@ ignores; it adds `import torch_xla` when the file lacks it. Calls passing `*args
         self.report(node, fix=self._fix(node))
 
     def _fix(self, node: cst.Call) -> PendingFix | None:
-        if any(a.star for a in node.args) or not _fix_name_ok(self.ctx, "torch_xla"):
+        api = _torch_xla_api(self.ctx, "device")
+        if any(a.star for a in node.args) or api is None:
             return None
         args = []
         for i, arg in enumerate(node.args):
@@ -729,8 +743,8 @@ ignores; it adds `import torch_xla` when the file lacks it. Calls passing `*args
                 args.append(arg.with_changes(keyword=cst.Name("index")))
             elif arg.keyword.value != "devkind":
                 return None
-        return PendingFix("call `torch_xla.device()`", [Replacement(node, _call_with(node, "torch_xla.device", args))],
-                          add_imports=(("torch_xla", None),))
+        return PendingFix(f"call `{api[0]}()`", [Replacement(node, _call_with(node, api[0], args))],
+                          add_imports=api[1])
 
 
 class DeprecatedMarkStep(Rule):
@@ -819,10 +833,10 @@ the name `torch_xla` is rebound (a comprehension, `:=`, `global`, `del`, ...).
         if not self.ctx.is_call_to(node, MARK_STEP):
             return
         fix = None
-        if _fix_name_ok(self.ctx, "torch_xla"):
-            fix = PendingFix("call `torch_xla.sync()`",
-                             [Replacement(node, _call_with(node, "torch_xla.sync", list(node.args)))],
-                             add_imports=(("torch_xla", None),))
+        api = _torch_xla_api(self.ctx, "sync")
+        if api is not None:
+            fix = PendingFix(f"call `{api[0]}()`",
+                             [Replacement(node, _call_with(node, api[0], list(node.args)))], add_imports=api[1])
         self.report(node, fix=fix)
 
 
@@ -913,7 +927,8 @@ if __name__ == "__main__":
         self.report(node, fix=self._fix(node), requires=[("spmd", False)])
 
     def _fix(self, node: cst.Call) -> PendingFix | None:
-        if not isinstance(self.ctx.parent(), cst.Expr) or not _fix_name_ok(self.ctx, "torch_xla"):
+        api = _torch_xla_api(self.ctx, "launch")
+        if not isinstance(self.ctx.parent(), cst.Expr) or api is None:
             return None
         positional = 0
         for arg in node.args:
@@ -925,9 +940,8 @@ if __name__ == "__main__":
                     return None  # spawn's third parameter is nprocs, launch's start_method
             elif arg.keyword.value not in LAUNCH_KEYWORDS:
                 return None
-        return PendingFix("call `torch_xla.launch`",
-                          [Replacement(node, _call_with(node, "torch_xla.launch", list(node.args)))],
-                          add_imports=(("torch_xla", None),))
+        return PendingFix(f"call `{api[0]}`", [Replacement(node, _call_with(node, api[0], list(node.args)))],
+                          add_imports=api[1])
 
 
 # -- XLA304 -------------------------------------------------------------------------
