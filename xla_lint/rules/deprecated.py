@@ -494,7 +494,8 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                 fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nimport torch_xla.runtime\n\n"
                       "r = [torch_xla.runtime.global_ordinal() for xr in range(2)]\n"),
         Invalid("import torch_xla.experimental\nstep_fn = torch_xla.experimental.compile(step_fn)\n", (2,),
-                fixed="import torch_xla.experimental\nimport torch_xla\n\nstep_fn = torch_xla.compile(step_fn)\n"),
+                # `import torch_xla.experimental` binds `torch_xla` itself: nothing to add.
+                fixed="import torch_xla.experimental\nstep_fn = torch_xla.compile(step_fn)\n"),
         Invalid("import os\nimport torch_xla\nos.environ['XRT_TPU_CONFIG'] = 'localservice;0;localhost:51011'\n"
                 "os.environ.update(XLA_USE_FP16='1')\n", (3, 4)),
         # huggingface/accelerate src/accelerate/commands/launch.py, tpu_pod_launcher
