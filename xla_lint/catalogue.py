@@ -50,6 +50,8 @@ RULES: tuple[RuleInfo, ...] = (
     RuleInfo('XLA020', 'use-spmd-return-value', True, None),
     RuleInfo('XLA022', 'spmd-input-sharding', True, None, preview=True),
     RuleInfo('XLA023', 'spmd-per-host-data', True, None, preview=True),
+    RuleInfo('XLA024', 'spmd-checkpoint-planner', True, None, preview=True),
+    RuleInfo('XLA025', 'fsdpv2-tuple-output', True, None, preview=True),
     RuleInfo('XLA027', 'per-host-seed', True, None, preview=True),
     RuleInfo('XLA201', 'host-sync-in-step', True, None),
     RuleInfo('XLA202', 'dataloader-partial-batch', True, None),

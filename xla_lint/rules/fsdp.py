@@ -8,6 +8,7 @@ from .. import apis
 from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
+from ..values import CALL, PARAMETER, Known, Site, value_of
 from .mesh import mesh_of
 from .spmd import expects_error, function_key
 
@@ -252,3 +253,198 @@ With `auto_wrap_policy`, checkpoint each wrapped layer through
         if self.ctx.is_call_to(value, apis.FSDPV2) or (
                 isinstance(value, cst.Name) and value.value in self.wrapped.get(function_key(self.ctx), ())):
             self.report(node)
+
+
+# Hugging Face models: what `transformers` exports whose name says it is a model class
+# (`AutoModelForCausalLM`, `LlamaForCausalLM`, `GPT2LMHeadModel`, `PreTrainedModel`), called
+# directly or through the class methods that build one.
+_HF_BUILDERS = frozenset({"from_pretrained", "from_config", "_from_config"})
+# nn.Module methods that return the module itself (torch/nn/modules/module.py).
+_SELF_METHODS = frozenset({"to", "cuda", "cpu", "xpu", "train", "eval", "float", "half", "bfloat16", "double",
+                           "type", "requires_grad_", "to_empty"})
+_HF_IMPORT = "from transformers import AutoModelForCausalLM\n"
+
+
+def transformers_model_class(names: frozenset[str]) -> str | None:
+    """The model class a callee or annotation resolving to ``names`` names, when one of them is a
+    ``transformers`` model class (``transformers.LlamaForCausalLM``) or one of its builders
+    (``transformers.AutoModelForCausalLM.from_pretrained``); else None."""
+    for name in sorted(names):
+        if not name.startswith("transformers."):
+            continue
+        parts = name.split(".")
+        cls = parts[-2] if parts[-1] in _HF_BUILDERS and len(parts) > 2 else parts[-1]
+        if cls[:1].isupper() and ("Model" in cls or "For" in cls):
+            return cls
+    return None
+
+
+class Fsdpv2TupleOutput(Rule):
+    code = "XLA025"
+    name = "fsdpv2-tuple-output"
+    summary = "FSDPv2 wraps a Hugging Face model (forward returns a ModelOutput) without shard_output=."
+    message = "{detail}"
+    severity = Severity.ERROR
+    preview = True
+    explanation = """\
+## What it does
+Flags `SpmdFullyShardedDataParallel(...)` (FSDPv2, any alias) without `shard_output=` when
+the module it wraps is visibly a Hugging Face `transformers` model: a call of a model class
+or of its builders (`AutoModelForCausalLM.from_pretrained(...)`,
+`LlamaForCausalLM(config)`, `AutoModel.from_config(config)`), directly, through
+`.to(device)`/`.train()`-style calls that return the module, through a name assigned one
+in the file, or a parameter annotated with such a class (`model: PreTrainedModel`).
+
+Not flagged: other modules (your own `nn.Module` whose forward returns a tensor), calls
+that pass `**kwargs` or `*args`, wrapping a sub-module (`model.model.layers[0]`), calls
+under `pytest.raises(...)`, and the Hugging Face Trainer's own FSDPv2 path
+(`fsdp_config={"xla": True, "xla_fsdp_v2": True}`: transformers 5.x
+`integrations/tpu.py` passes its own `shard_output`).
+
+## Why is this bad
+FSDPv2 shards the output of each forward to make the compiler keep the FSDP layout. With
+`shard_output=None` it installs `shard_output_impl` (torch_xla 2.9.0
+`torch_xla/experimental/spmd_fully_sharded_data_parallel.py`, `__init__`), which accepts a
+tensor, or a tuple (it warns "only the first element is sharded" and shards `output[0]`),
+and raises `RuntimeError: The output type is not supported: <class ...>. Please provide
+your own shard_output callable.` for anything else. A `transformers` model returns a
+`ModelOutput` (an `OrderedDict` subclass, not a tuple) unless told `return_dict=False`.
+Measured on CPU with 8 devices (torch_xla 2.9.0, transformers 5.24): a 1-layer
+`LlamaForCausalLM` wrapped in `FSDPv2(model)` raised that RuntimeError for
+`CausalLMOutputWithPast` at the first forward, also with `auto_wrap_policy` wrapping
+the decoder layers (the outer wrapper still sees the `ModelOutput`). With
+`return_dict=False` the forward ran, warned at every call, and sharded the first element
+only: the logits without labels, but the scalar loss when `labels=` were passed (the logits
+were left without a sharding). A model built with `return_dict=False` in the same call is
+therefore reported as a warning.
+
+## Example
+```python
+model = AutoModelForCausalLM.from_pretrained(name)
+model = FSDPv2(model, mesh=mesh)
+```
+
+## Use instead
+```python
+def shard_output(output, mesh):
+    xs.mark_sharding(output.logits, mesh, ("fsdp", None, None))
+
+model = FSDPv2(model, mesh=mesh, shard_output=shard_output)
+```
+With `auto_wrap_policy`, the same `shard_output` is applied to every wrapped layer too, so
+make it accept their outputs (a tensor or a tuple) as well as the model's `ModelOutput`.
+
+## References
+- https://docs.pytorch.org/xla/master/perf/fsdpv2.html
+- torch_xla 2.9.0 `torch_xla/experimental/spmd_fully_sharded_data_parallel.py`
+- https://github.com/huggingface/transformers/issues/35142
+- https://github.com/pytorch/xla/issues/8775
+"""
+    valid = (
+        Valid(_IMPORT + _HF_IMPORT + "import torch_xla.distributed.spmd as xs\n"
+              "def shard_output(output, mesh):\n    xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))\n"
+              "model = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+              "model = FSDPv2(model, mesh=mesh, shard_output=shard_output)\n"),
+        # A model of your own returning a tensor; a sub-module of a Hugging Face model.
+        Valid(_IMPORT + _HF_IMPORT + "import torch\nclass Net(torch.nn.Module):\n"
+              "    def forward(self, x):\n        return x\n"
+              "model = FSDPv2(Net(), mesh=mesh)\nhf = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+              "hf.model.layers[0] = FSDPv2(hf.model.layers[0], mesh=mesh)\n"),
+        # Arguments forwarded as **kwargs, and the output function given positionally (XLA009's TypeError).
+        Valid(_IMPORT + _HF_IMPORT + "def wrap(model, **kwargs):\n    return FSDPv2(model, **kwargs)\n"
+              "model = wrap(AutoModelForCausalLM.from_pretrained('gpt2'), mesh=mesh, shard_output=fn)\n"
+              "m = FSDPv2(AutoModelForCausalLM.from_pretrained('gpt2'), mesh, fn)\n"),
+        # The Hugging Face Trainer wraps the model itself, with its own shard_output.
+        Valid("import torch_xla.runtime as xr\nfrom transformers import AutoModelForCausalLM, Trainer, "
+              "TrainingArguments\nxr.use_spmd()\nmodel = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+              "args = TrainingArguments('out', fsdp='full_shard', fsdp_config={'xla': True, 'xla_fsdp_v2': True})\n"
+              "Trainer(model=model, args=args).train()\n"),
+        # A class of the project that happens to share a transformers name.
+        Valid(_IMPORT + "from modeling import AutoModelForCausalLM\n"
+              "model = FSDPv2(AutoModelForCausalLM.from_pretrained('x'), mesh=mesh)\n",
+              files=(("modeling.py", "class AutoModelForCausalLM:\n    @classmethod\n"
+                                     "    def from_pretrained(cls, name):\n        return cls()\n"),)),
+    )
+    invalid = (
+        Invalid(_IMPORT + _HF_IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
+                "model = AutoModelForCausalLM.from_pretrained('gpt2')\nmodel = FSDPv2(model, mesh=mesh)\n"
+                "other = FSDPv2(checkpoint_module(AutoModelForCausalLM.from_pretrained('gpt2')), mesh=mesh)\n",
+                (5, 6)),
+        Invalid(_IMPORT + "import functools\nimport transformers\n"
+                "from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy\n"
+                "from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaForCausalLM\n"
+                "def build(config, mesh):\n    model = LlamaForCausalLM(config).to('xla')\n"
+                "    policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer})\n"
+                "    return FSDPv2(model, mesh=mesh, auto_wrap_policy=policy)\n"
+                "def build_auto(name, mesh):\n"
+                "    return FSDPv2(transformers.AutoModel.from_pretrained(name).train(), mesh=mesh)\n",
+                (9, 11)),
+        # A parameter annotated as a Hugging Face model; a model built with return_dict=False (a warning).
+        Invalid(_IMPORT + "from transformers import PreTrainedModel, T5ForConditionalGeneration\n"
+                "def shard(model: PreTrainedModel, mesh):\n    return FSDPv2(model, mesh=mesh)\n"
+                "t5 = T5ForConditionalGeneration.from_pretrained('t5-small', return_dict=False)\n"
+                "t5 = FSDPv2(t5, mesh=mesh)\n", (4, 6)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.is_call_to(node, apis.FSDPV2) or expects_error(self.ctx):
+            return
+        if any(a.star for a in node.args) or find_arg(node, "shard_output", 2) is not None:
+            return
+        module = find_arg(node, "module", 0)
+        found = self._transformers_model(module.value, None, 0) if module is not None else None
+        if found is None:
+            return
+        cls, built = found
+        wrapped = f"`{cls}`"
+        if built is not None and _returns_tuples(built):
+            self.report(node, self.message.format(
+                detail=f"FSDPv2 without `shard_output=` wraps a Hugging Face model ({wrapped}) built with "
+                       "`return_dict=False`: "
+                       "its forward returns a tuple, so FSDPv2 warns at every call and shards the first element "
+                       "only (the scalar loss when `labels=` are passed, not the logits); pass "
+                       "`shard_output=` a function that shards the logits"), severity=Severity.WARNING)
+            return
+        self.report(node, self.message.format(
+            detail=f"FSDPv2 without `shard_output=` wraps a Hugging Face model ({wrapped}), whose forward returns "
+                   "a `ModelOutput`: FSDPv2's default output sharding takes only a tensor or a tuple and raises "
+                   "RuntimeError 'The output type is not supported' at the first forward; pass `shard_output=` a "
+                   "function that shards the tensor in it (`output.logits`)"))
+
+    def _transformers_model(self, expr: cst.BaseExpression, site: Site | None,
+                            depth: int) -> tuple[str, cst.Call | None] | None:
+        """``(model class, the call that built it or None)`` when ``expr`` (read at ``site``) is a
+        ``transformers`` model; None when the file does not show one."""
+        if depth > 6:
+            return None
+        scope = site.scope if site is not None else None
+        if isinstance(expr, cst.Call):
+            cls = transformers_model_class(self.ctx.qnames(expr.func, scope))
+            if cls is not None:
+                return cls, expr
+            if self.ctx.is_call_to(expr, CHECKPOINT_MODULE):  # returns the module it was given
+                inner = find_arg(expr, "module", 0)
+                return self._transformers_model(inner.value, site, depth + 1) if inner is not None else None
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _SELF_METHODS \
+                    and not self.ctx.qnames(func, scope):
+                return self._transformers_model(func.value, site, depth + 1)
+            return None
+        if not isinstance(expr, cst.Name):
+            return None
+        value = value_of(self.ctx, expr, site)
+        if isinstance(value, Known):
+            return None
+        if value.kind == CALL and isinstance(value.node, cst.Call):
+            return self._transformers_model(value.node, value.site, depth + 1)
+        if value.kind == PARAMETER and isinstance(value.node, cst.Param) and value.node.annotation is not None:
+            annotation = value.node.annotation.annotation
+            cls = transformers_model_class(self.ctx.qnames(annotation, value.site.scope if value.site else None))
+            return (cls, None) if cls is not None else None
+        return None
+
+
+def _returns_tuples(call: cst.Call) -> bool:
+    """True when the model-building ``call`` passes ``return_dict=False``."""
+    arg = find_arg(call, "return_dict")
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "False"
