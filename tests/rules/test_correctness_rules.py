@@ -99,3 +99,13 @@ def test_xla014_message_shows_a_spec_split_over_lines_on_one_line(tmp_path):
     result, _, _ = lint_tree(tmp_path, select=["XLA014"])
     [d] = result.diagnostics
     assert d.message == "partition spec `('data')` is a string, not a tuple: write `('data',)`"
+
+
+def test_xla009_message_writes_a_one_name_mesh_as_a_tuple(tmp_path):
+    src = ("import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+           "from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2\n"
+           "xr.use_spmd()\nmesh = xs.Mesh(np.arange(8), (8,), ('data',))\nmodel = FSDPv2(model, mesh=mesh)\n")
+    write_tree(tmp_path, {"a.py": src})
+    result, _, _ = lint_tree(tmp_path, select=["XLA009"], entry_points={"a.py": "single"})
+    [d] = result.diagnostics
+    assert "the mesh's axis names are ('data',): ValueError" in d.message

@@ -140,9 +140,9 @@ The fix names positional `mesh` and `shard_output` arguments.
         if mesh is None or mesh.axis_names is None:
             return
         if "fsdp" not in mesh.axis_names:
-            have = ", ".join(repr(a) for a in mesh.axis_names)
+            have = repr(tuple(mesh.axis_names)) if mesh.axis_names else ""  # ('data',), never ('data')
             self.report(node, self.message.format(
-                detail=(f"FSDPv2 shards parameters on the mesh axis 'fsdp', but the mesh's axis names are ({have})"
+                detail=(f"FSDPv2 shards parameters on the mesh axis 'fsdp', but the mesh's axis names are {have}"
                         if have else "FSDPv2 needs a mesh with an axis named 'fsdp', but this mesh has no axis names")
                        + ": ValueError at construction"))
             return
