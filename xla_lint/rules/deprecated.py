@@ -307,14 +307,22 @@ def _module_alias(ctx: FileContext, module: str) -> str | None:
 def _imports_above(ctx: FileContext) -> list[tuple[frozenset[str], frozenset[str]]]:
     """``(names bound, modules named)`` of each import statement at the module's top level
     (not under ``if``/``try``/``def``) before the top-level statement being visited."""
-    table = ctx.memo("top-level-imports", lambda: top_level_imports(ctx.module))
+    imports, before = ctx.memo("top-level-imports", lambda: _import_prefixes(ctx.module))
     current = ctx.stack[1] if len(ctx.stack) > 1 else None
-    out = []
-    for statement, names, modules in table:
-        if statement is current:
-            break
-        out.append((names, modules))
-    return out
+    return imports[:before.get(id(current), len(imports))]
+
+
+def _import_prefixes(module: cst.Module) -> tuple[list[tuple[frozenset[str], frozenset[str]]], dict[int, int]]:
+    """The module's top-level imports in order, and for each top-level statement (by ``id``) how
+    many of them come before it: one pass, so a file with thousands of findings that each ask
+    what is imported above them stays linear (it took 7 s of 13 on a 400 KB file)."""
+    imports: list[tuple[frozenset[str], frozenset[str]]] = []
+    before: dict[int, int] = {}
+    for statement, names, modules in top_level_imports(module):
+        before[id(statement)] = len(imports)
+        if names or modules:
+            imports.append((names, modules))
+    return imports, before
 
 
 def _unsafe_names(ctx: FileContext) -> frozenset[str]:
