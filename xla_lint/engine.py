@@ -479,17 +479,20 @@ def program_facts(results: list[FileResult], settings: Settings | None = None, l
 
 
 # The rules that also run on a module without torch_xla that an XLA program imports (the
-# loader an XLA training loop iterates is often built in a plain data.py).
-PROGRAM_RULES = frozenset({"XLA202", "XLA017"})
-PROGRAM_RULES_NEED = b"DataLoader"
+# loader an XLA training loop iterates is often built in a plain data.py, its optimizer in a
+# plain trainer module), each with the bytes a file must contain for the rule to find anything
+# there: a cheap test before the file is parsed.
+PROGRAM_RULES_NEED: dict[str, bytes] = {"XLA202": b"DataLoader", "XLA017": b"DataLoader", "XLA204": b"Adam",
+                                         "XLA024": b"checkpoint"}
+PROGRAM_RULES = frozenset(PROGRAM_RULES_NEED)
 
 
 def lint_reached(results: list[FileResult], program: ProgramModel, settings: Settings) -> list[FileResult]:
     """``results``, with the files the prefilter skipped linted again by :data:`PROGRAM_RULES`
     where an XLA program reaches them: a script program one of whose modules imports torch_xla
     unconditionally (a library's optional import does not make its users XLA programs). A
-    cheap byte test first: the file must name ``DataLoader``. Their findings then depend on
-    that program's facts."""
+    cheap byte test first: each rule runs only on a file that contains its
+    :data:`PROGRAM_RULES_NEED` bytes. Their findings then depend on that program's facts."""
     xla_members: set[str] = set()
     for p in program.programs:
         if p.kind == "script" and any(program.files[m].requires_torch_xla for m in p.members):
@@ -503,7 +506,8 @@ def lint_reached(results: list[FileResult], program: ProgramModel, settings: Set
             continue
         try:
             data = read_source(r.path)
-            if PROGRAM_RULES_NEED not in data:
+            codes = frozenset(c for c in codes if PROGRAM_RULES_NEED[c] in data)
+            if not codes:
                 continue
             text = decode(data)
         except (OSError, SourceError):

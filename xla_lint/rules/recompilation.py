@@ -4,23 +4,25 @@ The rules here look at *training loops*: ``for``/``while`` loops whose body runs
 (``loss.backward()``, an optimizer step, ``torch_xla.step()``, ``torch_xla.sync()``,
 ``xm.mark_step()``, a call of a ``torch_xla.compile``d function), directly or through a
 function of the same module that does so outside its own loops. :class:`LoopFacts` is the
-per-module analysis both loop rules share.
+per-module analysis both loop rules share. XLA204 is about a graph that changes once, late:
+torch's Adam/AdamW passing a host-side bias correction that becomes the special scalar 1.0.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import libcst as cst
 
 from .. import apis
-from ..context import FileContext, find_arg
+from ..context import FileContext, find_arg, literal_string
 from ..diagnostics import Severity
 from ..names import Scope
 from ..rule import Invalid, Rule, Valid
 from ..values import Known, definition, value_of
-from ..walk import TRIVIA, calls_in, silent_types, walk
+from ..walk import TRIVIA, calls_in, iter_nodes, silent_types, walk
 
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
 XLA_STEP = "torch_xla.step"
@@ -1018,3 +1020,341 @@ of the step.
                 params = {x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)}
                 return iterable.value in params
         return False
+
+
+# ---- XLA204 adam-scalar-recompile ------------------------------------------------------------
+
+# torch's Adam and AdamW, and torch_xla's sync-free AMP variants (torch_xla 2.9.0
+# torch_xla/amp/syncfree/__init__.py exports Adam, AdamW and SGD; Adam and AdamW subclass
+# torch's and call its `step()` when no `found_inf` is given).
+TORCH_ADAMS = frozenset({"torch.optim.Adam", "torch.optim.adam.Adam", "torch.optim.AdamW", "torch.optim.adamw.AdamW"})
+SYNCFREE_ADAMS = frozenset({"torch_xla.amp.syncfree.Adam", "torch_xla.amp.syncfree.adam.Adam",
+                            "torch_xla.amp.syncfree.AdamW", "torch_xla.amp.syncfree.adamw.AdamW"})
+ADAMS = TORCH_ADAMS | SYNCFREE_ADAMS
+DEFAULT_BETA2 = 0.999  # torch 2.9.0 torch/optim/adam.py and adamw.py: betas=(0.9, 0.999)
+# A parameter dtype, as torch spells it, or a cast method, -> the name recompile_step takes.
+TORCH_DTYPES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torch.half": "float16",
+                "torch.float32": "float32", "torch.float": "float32", "torch.float64": "float64",
+                "torch.double": "float64"}
+CAST_METHODS = {"bfloat16": "bfloat16", "half": "float16", "float": "float32", "double": "float64"}
+_MISSING = object()  # an optimizer argument not passed
+_UNKNOWN = object()  # passed, with a value the file does not fix
+
+
+def round_to(value: float, dtype: str) -> float:
+    """``value`` (a Python float) converted to ``dtype`` and read back, as ``tensor.to(dtype)``
+    converts a wrapped Python number: to float32 with round-to-nearest-even; bfloat16 and
+    float16 are made from that float32 (c10's ``BFloat16``/``Half`` are built from a float),
+    each rounding to nearest even again; float64 is the value itself."""
+    if dtype == "float64":
+        return value
+    single = struct.unpack("<f", struct.pack("<f", value))[0]
+    if dtype == "float16":
+        return struct.unpack("<e", struct.pack("<e", single))[0]
+    if dtype == "bfloat16":
+        bits = struct.unpack("<I", struct.pack("<f", single))[0]
+        bits = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16) & 0xFFFFFFFF
+        return struct.unpack("<f", struct.pack("<I", bits))[0]
+    return single
+
+
+def recompile_step(beta2: float, dtype: str = "float32") -> int | None:
+    """The optimizer step at which a non-capturable ``torch.optim.Adam``/``AdamW`` changes its
+    XLA graph: the first ``step`` (1-based) whose bias correction ``(1 - beta2**step) ** 0.5``,
+    computed in float64 as torch 2.9.0 does (``torch/optim/adam.py``, ``_single_tensor_adam``:
+    ``step = _get_value(step_t)`` is a Python float), is exactly 1.0 once converted to ``dtype``:
+    the parameters' dtype ("float32", "bfloat16", "float16") for the default single-tensor
+    path, which torch_xla converts the Python number to before testing for the special scalars
+    0 and 1 (``UnwrapNumber``, ``IsSpecialScalar``); "float64" for ``foreach=True`` (measured on
+    CPU: the multi-tensor path's scalar list is not rounded) and float64 parameters. 1 means the
+    constant is in the graph from the first step (no change); None for a ``beta2`` outside
+    [0, 1), which torch rejects. Measured with torch_xla 2.9.0 on CPU: beta2=0.95 gives 325
+    (float32), 109 (bfloat16), 709 (float64)."""
+    if isinstance(beta2, bool) or not isinstance(beta2, (int, float)) or not 0.0 <= beta2 < 1.0:
+        return None
+    beta2 = float(beta2)
+
+    def reaches_one(step: int) -> bool:
+        return round_to((1 - beta2 ** float(step)) ** 0.5, dtype) == 1.0
+
+    high = 1
+    while not reaches_one(high):  # beta2**step shrinks to 0: this ends
+        high *= 2
+    low = high // 2 + 1 if high > 1 else 1  # reaches_one(high // 2) was False
+    while low < high:
+        middle = (low + high) // 2
+        if reaches_one(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return high
+
+
+def _module_casts(ctx: FileContext) -> dict[str, set[str]]:
+    """Name -> the dtypes the module casts it to: ``model.to(torch.bfloat16)``,
+    ``model.to(device, dtype=torch.bfloat16)``, ``self.model.bfloat16()``, ``model.half()``
+    (by the last name of what the cast chain starts from), and ``model = Net().to(dev).bfloat16()``
+    (by the assigned name)."""
+    found: dict[str, set[str]] = {}
+
+    def cast_dtype(call: cst.Call) -> str | None:
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        method = func.attr.value
+        if method in CAST_METHODS and not call.args:
+            return CAST_METHODS[method]
+        if method != "to":
+            return None
+        for arg in call.args:
+            if arg.keyword is None or arg.keyword.value == "dtype":
+                names = ctx.qnames(arg.value, ctx.root_scope) & TORCH_DTYPES.keys()
+                if names:
+                    return TORCH_DTYPES[min(names)]
+        return None
+
+    def chain(node: cst.CSTNode):
+        """The calls of a method chain, outermost first, then what it starts from."""
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            yield node
+            node = node.func.value
+        yield node
+
+    for node in iter_nodes(ctx.module):
+        if type(node) is cst.Call:
+            dtype = cast_dtype(node)
+            if dtype is not None:
+                *_, start = chain(node)
+                name = _last_name(start)
+                if name is not None:
+                    found.setdefault(name, set()).add(dtype)
+        elif type(node) is cst.Assign:
+            dtypes = {d for c in chain(node.value) if isinstance(c, cst.Call) for d in [cast_dtype(c)] if d}
+            for target in node.targets:
+                name = _last_name(target.target)
+                if name is not None and dtypes:
+                    found.setdefault(name, set()).update(dtypes)
+    return found
+
+
+def _passes_found_inf(ctx: FileContext) -> bool:
+    """The module calls some ``.step(found_inf=...)`` (or ``.step(closure, found_inf)``), or
+    ``xm.optimizer_step(opt, optimizer_args={"found_inf": ...})`` (also through a name assigned
+    such a dict; it calls ``optimizer.step(**optimizer_args)``, torch_xla 2.9.0
+    ``torch_xla/core/xla_model.py``; the form of pytorch/xla's ``test/test_syncfree_optimizers.py``):
+    the sync-free optimizers' own update, whose step count stays on the device."""
+
+    def has_found_inf(expr: cst.CSTNode | None) -> bool:
+        if isinstance(expr, cst.Dict):
+            return any(isinstance(e, cst.DictElement) and literal_string(e.key) == "found_inf" for e in expr.elements)
+        return isinstance(expr, cst.Call) and "builtins.dict" in ctx.qnames(expr, ctx.root_scope) and (
+            find_arg(expr, "found_inf") is not None)
+
+    dict_names = {t.target.value for node in iter_nodes(ctx.module) if type(node) is cst.Assign
+                  and has_found_inf(node.value) for t in node.targets if isinstance(t.target, cst.Name)}
+    for call in calls_in(ctx.module):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "step" and (
+                find_arg(call, "found_inf", 1) is not None):
+            return True
+        if OPTIMIZER_STEP in ctx.qnames(call, ctx.root_scope):
+            arg = find_arg(call, "optimizer_args", 2)
+            if arg is not None and (has_found_inf(arg.value) or (
+                    isinstance(arg.value, cst.Name) and arg.value.value in dict_names)):
+                return True
+    return False
+
+
+class AdamScalarRecompile(Rule):
+    code = "XLA204"
+    name = "adam-scalar-recompile"
+    summary = ("Adam/AdamW without capturable=True: the step graph compiles once more when the host-side "
+               "bias correction rounds to 1.0.")
+    message = ("`{optimizer}` without `capturable=True` compiles the training step once more {when}: its bias "
+               "correction `(1 - beta2**step) ** 0.5` is a Python float, which torch_xla bakes into the graph as a "
+               "constant once it rounds to 1.0; pass `capturable=True`{foreach} to keep it on the device, or accept "
+               "the one extra compilation")
+    severity = Severity.WARNING
+    preview = True
+    explanation = """\
+## What it does
+In code that runs in an XLA program (a module that imports torch_xla, or a module without
+it that an XLA script imports: a trainer library), flags building `torch.optim.Adam`,
+`torch.optim.AdamW`, `torch_xla.amp.syncfree.Adam` or `torch_xla.amp.syncfree.AdamW`
+without `capturable=True`. The message names the optimizer step at which the extra
+compilation happens when `betas` is known (a literal, a constant, an argparse default;
+`(0.9, 0.999)` when not passed): computed for float32 parameters, or for the dtype the same
+file casts the model whose `.parameters()` are optimized to (`model.to(torch.bfloat16)`,
+`model.bfloat16()`, `.half()`, `.double()`), or in float64 with `foreach=True`. With
+`betas=(0.9, 0.95)`: step 325 (float32), 109 (bfloat16), 709 (`foreach=True`), as measured
+on CPU; with the default 0.999 the same computation gives 16628, 5544 and 36314.
+
+Not flagged: `capturable=True` (or a value the file does not fix: `capturable=cfg.capturable`);
+`fused=True` (another problem: torch 2.9.0 has no fused Adam for XLA tensors and raises);
+arguments passed through `**kwargs` the file does not fix (they may set `capturable`); an
+optimizer class chosen at run time (`getattr(torch.optim, name)(...)`, a variable holding the
+class, a subclass); a sync-free optimizer in a file that calls `.step(found_inf=...)` or
+`xm.optimizer_step(opt, optimizer_args={"found_inf": ...})` (that update keeps its step count
+on the device); code under `if torch.cuda.is_available():` or
+another platform's branch; test programs, which do not run thousands of steps; a `beta2` of
+0 (the constant is there from the first step).
+
+## Why is this bad
+It works, but costs one more compilation of the whole training step, at a step far into
+the run where nobody looks for one. Read in torch 2.9.0 `torch/optim/adam.py`
+(`Adam._init_group`, `_single_tensor_adam`): without `capturable` (or `fused`) the step
+count `state["step"]` is a CPU tensor ("deliberately host `step` on CPU"); each step reads it
+with `.item()` and computes `bias_correction2_sqrt = (1 - beta2**step) ** 0.5` as a Python
+float, then `exp_avg_sq.sqrt() / bias_correction2_sqrt`. `torch/optim/optimizer.py`
+`_default_to_fused_or_foreach` picks this single-tensor path by default for XLA tensors: it
+only turns `foreach` on for "cuda", "xpu", "mtia" and the privateuse1 backend
+("privateuseone"; XLA tensors have device type "xla"). torch_xla's `div` converts the
+Python number to the tensor's dtype (`UnwrapNumber` in `torch_xla/csrc/torch_util.cpp`) and
+a 0-dim value that is 0 or ±1 becomes a constant in the graph (`IsSpecialScalar` in
+`XLATensor::GetIrValueForTensor`, `torch_xla/csrc/tensor.cpp`); any other value is device
+data, a graph input (C++ sources of the v2.9.0 tag of pytorch/xla, not installed with the
+wheel). Once the rounded correction is exactly 1.0 the graph differs, compiles once, and
+stays the same for the rest of the run. Measured with torch_xla 2.9.0 on CPU,
+`betas=(0.9, 0.95)`: one extra compilation at step 325 for `torch.optim.Adam`,
+`torch.optim.AdamW` and `syncfree.AdamW().step()`; at 709 with `foreach=True`; at 109 with
+bfloat16 parameters; none with `capturable=True` or `syncfree.AdamW().step(found_inf=...)`.
+`XLA_NO_SPECIAL_SCALARS=1` does not remove it (measured): the 1.0 is then a graph input,
+but the step-325 graph has one input fewer (15 instead of 16), the value sharing its device
+buffer with another 1.0 input of the step.
+
+## Example
+```python
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95))
+```
+
+## Use instead
+```python
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), capturable=True)
+```
+`capturable=True` keeps the step count on the device and computes the correction there
+(the single-tensor path accepts XLA devices: `_get_capturable_supported_devices` lists
+"xla"). Do not combine it with `foreach=True`: the multi-tensor path asks for
+`_get_capturable_supported_devices(supports_xla=False)` and raises an `AssertionError` on
+XLA. Or accept the one compilation: it happens once per run.
+
+## References
+- https://docs.pytorch.org/docs/stable/generated/torch.optim.AdamW.html (`capturable`)
+- torch 2.9.0 `torch/optim/adam.py`, `torch/optim/optimizer.py`; torch_xla 2.9.0 `torch_xla/amp/syncfree/adamw.py`
+- pytorch/xla v2.9.0 `torch_xla/csrc/tensor.cpp` (`GetIrValueForTensor`), `torch_xla/csrc/torch_util.cpp` (`UnwrapNumber`)
+"""
+    valid = (
+        Valid("import torch\nimport torch_xla\n"
+              "opt = torch.optim.AdamW(model.parameters(), betas=(0.9, 0.95), capturable=True)\n"),
+        Valid("import torch\n"
+              "opt = torch.optim.AdamW(model.parameters(), betas=(0.9, 0.95))\n"),
+        # Another platform's branch, options the file does not fix, a class chosen at run time.
+        Valid("import torch\nimport torch_xla\n"
+              "if torch.cuda.is_available():\n"
+              "    opt = torch.optim.AdamW(model.parameters(), fused=True)\n"
+              "else:\n"
+              "    opt = torch.optim.AdamW(model.parameters(), capturable=True)\n"
+              "opt2 = torch.optim.Adam(model.parameters(), **optimizer_kwargs)\n"
+              "opt3 = torch.optim.AdamW(model.parameters(), capturable=config.capturable)\n"
+              "opt4 = getattr(torch.optim, config.optimizer)(model.parameters(), lr=1e-3)\n"),
+        # The sync-free update with found_inf keeps its step count on the device.
+        Valid("import torch_xla\nfrom torch_xla.amp import syncfree\n"
+              "optimizer = syncfree.AdamW(model.parameters(), lr=1e-4)\n"
+              "def train_step(x, found_inf):\n"
+              "    model(x).sum().backward()\n"
+              "    optimizer.step(found_inf=found_inf)\n"),
+        Valid("import torch_xla\nfrom mylib.optim import AdamW\n"
+              "opt = AdamW(model.parameters(), betas=(0.9, 0.95))\n"),
+    )
+    invalid = (
+        Invalid("import torch\nimport torch_xla\n"
+                "optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95))\n", (3,)),
+        Invalid("import torch_xla\nfrom torch_xla.amp import syncfree\nfrom torch.optim import Adam\n"
+                "model = Net().to(torch_xla.device()).bfloat16()\n"
+                "a = syncfree.AdamW(model.parameters(), lr=1e-4)\n"
+                "b = Adam(model.parameters(), capturable=False)\n"
+                "a.step()\n", (5, 6)),
+        Invalid("import torch\nimport torch_xla\nBETAS = (0.9, 0.98)\n"
+                "def build(model):\n"
+                "    return torch.optim.AdamW(model.parameters(), 1e-3, BETAS, foreach=True)\n", (5,)),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.in_xla_program:
+            return
+        names = self.ctx.qnames(node) & ADAMS
+        if not names:
+            return
+        spread: dict = {}
+        for arg in node.args:
+            if arg.star == "**":
+                value = value_of(self.ctx, arg.value)
+                if not isinstance(value, Known) or not isinstance(value.value, dict):
+                    return  # `**kwargs` the file does not fix: they may set capturable
+                spread.update(value.value)
+        capturable = self._option(node, "capturable", spread=spread)
+        if capturable is _UNKNOWN or (capturable is not _MISSING and capturable):
+            return
+        fused = self._option(node, "fused", spread=spread)
+        if fused is not _MISSING and fused is not _UNKNOWN and fused:
+            return  # torch 2.9.0 raises for fused Adam on XLA tensors (`_device_dtype_check_for_fused`)
+        if names & SYNCFREE_ADAMS and self.ctx.memo(_passes_found_inf, lambda: _passes_found_inf(self.ctx)):
+            return
+        foreach = self._option(node, "foreach", spread=spread)
+        foreach = foreach is not _MISSING and foreach is not _UNKNOWN and bool(foreach)
+        dtype = "float64" if foreach else (self._param_dtype(node) or "float32")
+        betas = self._option(node, "betas", 2, spread)
+        beta2 = DEFAULT_BETA2 if betas is _MISSING else (
+            betas[1] if isinstance(betas, (tuple, list)) and len(betas) == 2 else None)
+        if beta2 is None:
+            when = "at an optimizer step that depends on beta2 (not known here)"
+        else:
+            step = recompile_step(beta2, dtype)
+            if step is None or step == 1:
+                return  # torch rejects the value, or the constant is in the graph from the first step
+            reason = "`foreach=True`" if foreach else f"{dtype} parameters"
+            when = f"at optimizer step {step} (beta2={beta2!r}, {reason})"
+        note = (" without `foreach=True` (torch 2.9's multi-tensor Adam rejects it on XLA)"
+                if foreach else "")
+        optimizer = min(names, key=lambda n: (len(n), n))
+        self.report(node, self.message.format(optimizer=optimizer, when=when, foreach=note),
+                    requires=[("test", False)])
+
+    def _option(self, call: cst.Call, keyword: str, position: int | None = None, spread: dict | None = None):
+        """The value of an optimizer argument: :data:`_MISSING` when not passed, :data:`_UNKNOWN`
+        when the file does not fix it. ``betas=(b1, 0.95)`` with ``b1`` unknown is ``(None, 0.95)``."""
+        arg = find_arg(call, keyword, position)
+        if arg is None:
+            if spread and keyword in spread:
+                return spread[keyword]
+            if position is not None and any(a.star == "*" for a in call.args):
+                return _UNKNOWN
+            return _MISSING
+        value = value_of(self.ctx, arg.value)
+        if isinstance(value, Known):
+            return value.value
+        if isinstance(arg.value, (cst.Tuple, cst.List)) and len(arg.value.elements) == 2:
+            second = value_of(self.ctx, arg.value.elements[1].value)
+            if isinstance(second, Known):
+                return (None, second.value)
+        return _UNKNOWN
+
+    def _param_dtype(self, call: cst.Call) -> str | None:
+        """The dtype the file casts the optimized model to, when it casts it to exactly one:
+        the model is what ``.parameters()``/``.named_parameters()`` is called on in the
+        ``params`` argument (or in the one assignment of a name passed there)."""
+        arg = find_arg(call, "params", 0)
+        if arg is None:
+            return None
+        expr = arg.value
+        if isinstance(expr, cst.Name):
+            found = definition(self.ctx, expr)
+            if found is not None:
+                expr = found[0]
+        casts = self.ctx.memo(_module_casts, lambda: _module_casts(self.ctx))
+        for inner in calls_in(expr):
+            func = inner.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+                model = _last_name(func.value)
+                dtypes = casts.get(model, set()) if model else set()
+                return next(iter(dtypes)) if len(dtypes) == 1 else None
+        return None
