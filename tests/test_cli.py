@@ -513,3 +513,23 @@ def test_a_file_name_that_is_not_utf8_is_written_by_every_format(tmp_path, fmt):
         assert uris == {"bad%FFname.py"}  # the file's bytes, percent-encoded as a URI has them
     else:
         assert b"bad\xffname.py" in proc.stdout
+
+
+def test_a_file_above_max_file_size_is_skipped_with_a_warning(tmp_path):
+    big = "import torch_xla\n" + "x = 1\n" * 25_000  # 150 KB
+    write_tree(tmp_path, {"gen.py": big, "small.py": PRINTS})
+    proc = xla(tmp_path, "--no-cache", "--max-file-size", "100KB", ".")
+    assert proc.returncode == 1  # small.py is still linted
+    assert "xla-lint: warning: skipped gen.py (too large: 150 KB, above max-file-size 100 KB)" in proc.stderr
+    assert "gen.py:" not in proc.stdout and "small.py:2:1: XLA004" in proc.stdout
+    assert xla(tmp_path, "--no-cache", "--max-file-size", "0", "--select", "XLA004", "gen.py").stderr == ""
+    write_tree(tmp_path, {"pyproject.toml": '[tool.xla-lint]\nmax-file-size = "100KB"\n'})
+    assert "skipped gen.py" in xla(tmp_path, "--no-cache", "gen.py").stderr
+
+
+@pytest.mark.parametrize("value", ["banana", "-1", "2XB", "nan"])
+def test_a_bad_max_file_size_is_a_one_line_error(tmp_path, value):
+    write_tree(tmp_path, {"a.py": PRINTS})
+    proc = xla(tmp_path, "--max-file-size", value, "a.py")
+    assert proc.returncode == 2 and "--max-file-size must be a size such as" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

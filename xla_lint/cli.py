@@ -18,7 +18,7 @@ import click
 from . import __version__
 from .config import ConfigError, Settings, build_settings
 from .discovery import DOCUMENT_SUFFIXES, DiscoveryError, Target, discover
-from .engine import FileResult, default_jobs, finalize, lint_file, program_facts, run, syntax_error
+from .engine import TOO_LARGE, FileResult, default_jobs, finalize, lint_file, program_facts, run, syntax_error
 from .fixes import WriteError, fix_loop, unified_diff, write_atomic
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
@@ -132,11 +132,14 @@ def main() -> None:
 @click.option("--force-exclude", is_flag=True, default=None,
               help="Apply exclude to files named on the command line too (pre-commit passes every file).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default and most: the number of cores).")
+@click.option("--max-file-size", default=None, metavar="SIZE",
+              help='Skip (with a warning) files that need parsing and are larger than SIZE, e.g. "5MB"; '
+                   '"0": no limit (default from config, else 2MB).')
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=str, default=None, help="Where to keep the result cache.")
 def check(paths, select, extend_select, ignore, preview, output_format, exit_zero, fix, diff, show_fixes, statistics,
           quiet, verbose, show_programs, color, stdin_filename, config_file, isolated, target_version, docs, exclude,
-          force_exclude, jobs, no_cache, cache_dir) -> None:
+          force_exclude, jobs, max_file_size, no_cache, cache_dir) -> None:
     """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
     options = Output(output_format, use_color(color), quiet, show_fixes, statistics)
     if statistics and output_format in ("sarif", "github"):
@@ -155,7 +158,8 @@ def check(paths, select, extend_select, ignore, preview, output_format, exit_zer
             cwd=Path.cwd(), config_file=config_file, select=_split_codes(select),
             extend_select=_split_codes(extend_select), ignore=_split_codes(ignore),
             exclude=list(exclude), target_version=target_version, docs=docs,
-            cache_dir=cache_dir, isolated=isolated, force_exclude=force_exclude, preview=preview)
+            cache_dir=cache_dir, isolated=isolated, force_exclude=force_exclude, preview=preview,
+            max_file_size=max_file_size)
         for warning in settings.warnings:
             click.echo(f"xla-lint: warning: {warning}", err=True)
         if paths == ("-",):
@@ -170,6 +174,10 @@ def check(paths, select, extend_select, ignore, preview, output_format, exit_zer
                  launchers=launchers, folders=[p for p in (list(paths) or ["."]) if os.path.isdir(p)])
     if verbose:
         _log_run(result, time.perf_counter() - started)
+    else:
+        for r in result.files:  # never silently: a skipped file is a file nothing was checked in
+            if r.skipped_reason and r.skipped_reason.startswith(TOO_LARGE):
+                click.echo(f"xla-lint: warning: skipped {r.path} ({r.skipped_reason})", err=True)
     if show_programs:
         if output_format == "json":
             click.echo(json.dumps(result.program.to_json(), indent=2))
@@ -256,9 +264,11 @@ def _log_run(result, seconds: float) -> None:
             failed += 1
             click.echo(f"xla-lint: could not parse {r.path}", err=True)
     n = len(result.files)
+    large = sum(1 for r in result.files if (r.skipped_reason or "").startswith(TOO_LARGE))
+    why = "no torch_xla" + (f" or {large} too large" if large else "")
     unparsed = f", {failed} not parsed (XLA000)" if failed else ""
     click.echo(f"xla-lint: {n} {'file' if n == 1 else 'files'} read ({parsed} linted, {skipped} skipped: "
-               f"no torch_xla{unparsed}) in {seconds:.3f}s; {result.suppressed} suppressed by comments", err=True)
+               f"{why}{unparsed}) in {seconds:.3f}s; {result.suppressed} suppressed by comments", err=True)
 
 
 def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, diff: bool, exit_zero: bool) -> None:

@@ -9,6 +9,7 @@ Keys (all optional)::
     exclude = ["third_party/", "*_pb2.py"]   # extra glob patterns (matched on the path and each part)
     per-file-ignores = { "tests/*" = ["XLA004"] }
     target-version = "2.9"           # torch_xla version linted for
+    max-file-size = "2MB"            # files larger than this are skipped, with a warning ("0": no limit)
     preview = false                  # also run preview rules (new, precision on real code not yet known)
     docs = false                     # lint code blocks of .md/.rst found in folders, and docstring examples
     cache-dir = ".xla_lint_cache"
@@ -32,7 +33,8 @@ from typing import Any
 from .catalogue import RULES
 
 DEFAULT_TARGET = (2, 9)
-KNOWN_KEYS = {"preview", "select", "extend-select", "ignore", "exclude", "per-file-ignores",
+DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes: LibCST needs ~30 s and ~1 GB per MB of source
+KNOWN_KEYS = {"max-file-size", "preview", "select", "extend-select", "ignore", "exclude", "per-file-ignores",
               "target-version", "docs", "cache-dir", "force-exclude", "entry-points"}
 ENTRY_MODES = ("spmd", "multiprocess", "unbuffered", "single")
 
@@ -57,6 +59,7 @@ class Settings:
     # `entry-points`: (glob pattern, facts declared) for entries launched from outside the tree.
     entry_points: tuple[tuple[str, frozenset[str]], ...] = ()
     preview: bool = False
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; 0: no limit
     # Things the user asked for that this run does not do (a preview rule selected by its code
     # without preview mode); the command line prints them as warnings.
     warnings: tuple[str, ...] = ()
@@ -146,6 +149,33 @@ def parse_version(text: str) -> tuple[int, int]:
     return version
 
 
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
+
+
+def parse_size(value: Any, key: str, source: str) -> int:
+    """``"2MB"``, ``"512 KiB"``, ``"0"`` or a whole number of bytes -> bytes (0: no limit);
+    ConfigError naming ``key`` and ``source`` otherwise."""
+    error = ConfigError(f'{source}: {key} must be a size such as "2MB", "512KB" or "0" (no limit), got {value!r}')
+    if isinstance(value, bool):
+        raise error
+    if isinstance(value, int):
+        if value < 0:
+            raise error
+        return value
+    if not isinstance(value, str):
+        raise error
+    text = value.strip().upper().replace(" ", "")
+    number = text.rstrip("KMGIB")
+    unit = text[len(number):]
+    try:
+        amount = float(number)
+    except ValueError:
+        raise error from None
+    if unit not in _SIZE_UNITS or amount < 0 or amount != amount or amount == float("inf"):
+        raise error
+    return int(amount * _SIZE_UNITS[unit])
+
+
 def _version_of(value: Any, key: str, source: str) -> tuple[int, int]:
     """``value`` as a (major, minor) torch_xla version; ConfigError naming ``source`` otherwise.
 
@@ -189,6 +219,7 @@ def build_settings(
     force_exclude: bool | None = None,
     entry_points: dict[str, Any] | None = None,
     preview: bool | None = None,
+    max_file_size: str | None = None,
 ) -> Settings:
     """Merge the config file (found from ``cwd`` unless given) with command-line values.
 
@@ -254,6 +285,10 @@ def build_settings(
     cdir = cache_dir or table.get("cache-dir", ".xla_lint_cache")
     if not isinstance(cdir, str):
         raise ConfigError(f"{source}: cache-dir must be a string")
+    if max_file_size is not None:
+        size_limit = parse_size(max_file_size, "--max-file-size", "command line")
+    else:
+        size_limit = parse_size(table.get("max-file-size", DEFAULT_MAX_FILE_SIZE), "max-file-size", source)
     entries = _entry_points(table.get("entry-points", {}), source)
     if entry_points:
         entries += _entry_points(entry_points, "entry points")
@@ -272,6 +307,7 @@ def build_settings(
         config_path=str(path) if path else None,
         entry_points=entries,
         preview=preview_on,
+        max_file_size=size_limit,
         warnings=tuple(warnings),
     )
 

@@ -87,10 +87,29 @@ def needs_parse(data: bytes) -> bool:
     return any(word in data for word in PREFILTER_BYTES)
 
 
+TOO_LARGE = "too large"  # the start of the skipped_reason of a file above max-file-size
+
+
+def too_large(settings: Settings, data: bytes) -> str | None:
+    """The skipped reason for a file of ``data`` bytes above ``max-file-size`` (0: no limit), else None."""
+    limit = settings.max_file_size
+    if not limit or len(data) <= limit:
+        return None
+    return f"{TOO_LARGE}: {format_size(len(data))}, above max-file-size {format_size(limit)}"
+
+
+def format_size(size: int) -> str:
+    """``size`` bytes for a person: ``812 KB``, ``5.1 MB`` (units of 1,000)."""
+    return f"{size / 1e6:.1f} MB" if size >= 1_000_000 else f"{max(1, round(size / 1e3))} KB"
+
+
 def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
-    """Lint a file given its bytes; see :func:`lint_file`."""
-    if not needs_parse(data):
-        result = FileResult(target.path, skipped_reason="no torch_xla")
+    """Lint a file given its bytes; see :func:`lint_file`. A file that would need parsing but
+    is above ``max-file-size`` is skipped (its imports still read, as for a file without
+    torch_xla): LibCST takes ~30 s and ~1 GB per MB of source."""
+    large = too_large(settings, data) if needs_parse(data) else None
+    if large or not needs_parse(data):
+        result = FileResult(target.path, skipped_reason=large or "no torch_xla")
         if target.kind == "python":
             facts = import_facts(target.path, data)
             if facts is not None:
@@ -263,9 +282,13 @@ def result_from_json(data: dict) -> FileResult:
 
 
 # Parallel linting pays only when there is real parsing to share out: starting a worker
-# costs ~20 ms (fork) and LibCST parses ~50-100 KB of source per second per core.
+# costs ~20 ms (fork) and LibCST parses ~30-100 KB of source per second per core.
 PARALLEL_MIN_BYTES = 48 * 1024
 PARALLEL_MIN_FILES = 4
+# A file this large goes to a worker process even alone: the parse takes seconds, others can
+# share the cores, and Ctrl-C stops the run at once (LibCST's native parser holds the GIL, so
+# a parse in this process delays the interrupt until it returns: ~20 s for 5 MB).
+LARGE_FILE_BYTES = 256 * 1024
 
 _worker_state: dict = {}
 
@@ -327,7 +350,8 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
     the others are answered from the result cache in ``cache_dir`` (None: no cache,
     see :mod:`xla_lint.cache`) or linted, in up to ``jobs`` worker processes once there
     is enough source to parse (at least :data:`PARALLEL_MIN_FILES` files and
-    :data:`PARALLEL_MIN_BYTES` bytes), else in this process. Files go to the workers
+    :data:`PARALLEL_MIN_BYTES` bytes, or one file of :data:`LARGE_FILE_BYTES`), else in
+    this process. Files go to the workers
     as they are read, so reading the rest of the tree overlaps with linting.
     """
     cache = None
@@ -351,7 +375,7 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
                 result.diagnostics.append(syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1))
                 results[index] = result
                 continue
-            if not needs_parse(data):
+            if not needs_parse(data) or too_large(settings, data):
                 results[index] = lint_bytes(target, settings, data)
                 continue
             key = None
@@ -368,7 +392,8 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
                 continue
             queued.append(job)
             queued_bytes += len(data)
-            if jobs > 1 and len(queued) >= PARALLEL_MIN_FILES and queued_bytes >= PARALLEL_MIN_BYTES:
+            if jobs > 1 and queued_bytes >= PARALLEL_MIN_BYTES and \
+                    (len(queued) >= PARALLEL_MIN_FILES or len(data) >= LARGE_FILE_BYTES):
                 pool = _Pool(settings, cache_dir, jobs)
                 for job in sorted(queued, key=lambda j: -len(j[2])):
                     pool.submit(job)
@@ -376,6 +401,11 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
         if pool is not None:
             for index, result in pool.results():
                 results[index] = result
+    except BaseException:  # Ctrl-C: do not wait for the workers' parses to finish
+        if pool is not None:
+            pool.close(abort=True)
+            pool = None
+        raise
     finally:
         if pool is not None:
             pool.close()
@@ -444,7 +474,14 @@ class _Pool:
                 done[job[0]] = result
         return sorted(done.items())
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers: after their jobs, or with ``abort`` at once (SIGTERM; a worker in
+        the middle of a parse holds the GIL and would finish the file first)."""
+        if abort:
+            for process in list(getattr(self._executor, "_processes", {}).values()):
+                process.terminate()
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            return
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
@@ -507,7 +544,7 @@ def lint_reached(results: list[FileResult], program: ProgramModel, settings: Set
         try:
             data = read_source(r.path)
             codes = frozenset(c for c in codes if PROGRAM_RULES_NEED[c] in data)
-            if not codes:
+            if not codes or too_large(settings, data):
                 continue
             text = decode(data)
         except (OSError, SourceError):
