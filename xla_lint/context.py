@@ -232,6 +232,9 @@ class FactsCollector:
         # sharding module builds meshes): linted together with user code, they must not make
         # every program that imports them an SPMD / sharding / multi-process program.
         self.library = module_name == "torch_xla" or module_name.startswith("torch_xla.")
+        # A call that starts the torch_xla runtime has run at module level (torch_xla's own
+        # `jax_import_guard()` does it before it imports JAX): a torchax import after it is safe.
+        self.runtime_started = False
 
     def _set(self, fact: str) -> None:
         """Record ``fact`` (a :func:`xla_lint.program.own_facts` name) where the traversal is:
@@ -249,6 +252,8 @@ class FactsCollector:
             f.multiprocess = True
         elif fact == "unbuffered":
             f.unbuffered = True
+        elif fact == "torchax":
+            f.imports_torchax = True
         f.fact_functions.setdefault(fact, set()).add(self._site())
 
     def _site(self) -> str:
@@ -287,6 +292,8 @@ class FactsCollector:
         names = self.ctx.qnames(func)
         if not names:
             return
+        if not names.isdisjoint(RUNTIME_STARTERS) and self._module_level():
+            self.runtime_started = True
         if apis.USE_SPMD in names:
             self._set("spmd")
         if not names.isdisjoint(apis.SHARDING_APIS):
@@ -311,6 +318,30 @@ class FactsCollector:
             if key is not None and literal_string(key.value) == "XLA_USE_SPMD" and _turns_spmd_on(value):
                 self._set("spmd")
 
+    def visit_Import(self, node: cst.Import) -> None:
+        if any((dotted_name(a.name) or "").split(".")[0] == "torchax" for a in node.names):
+            self._imports_torchax()
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if not node.relative and node.module is not None and \
+                (dotted_name(node.module) or "").split(".")[0] == "torchax":
+            self._imports_torchax()
+
+    def _imports_torchax(self) -> None:
+        """Fact ``torchax`` for a module-level import that runs (not under ``if TYPE_CHECKING:``)
+        before the file starts the torch_xla runtime; not in torch_xla's or torchax's own modules."""
+        name = self.facts.module
+        if self.library or name == "torchax" or name.startswith("torchax.") or self.runtime_started \
+                or not self._module_level():
+            return
+        if any(type(n) is cst.If and (dotted_name(n.test) or "").endswith("TYPE_CHECKING") for n in self.ctx.stack):
+            return
+        self._set("torchax")
+
+    def _module_level(self) -> bool:
+        """True when the traversal is not inside a function, class or lambda."""
+        return not any(type(n) in (cst.FunctionDef, cst.ClassDef, cst.Lambda) for n in self.ctx.stack)
+
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.library:
             return
@@ -323,6 +354,14 @@ class FactsCollector:
                 flush = find_arg(node.value, "flush")  # print = functools.partial(print, flush=True)
                 if flush is not None and _is_true(flush.value):
                     self._set("unbuffered")
+
+
+# Calls that create torch_xla's PJRT client: torch_xla/_internal/jax_workarounds.py `jax_import_guard`
+# (torch_xla 2.9.0 calls it before every import of JAX or torchax: "we need to grab the TPU before
+# JAX locks it"), the client call it makes, and the device getters (torch_xla/torch_xla.py `device`).
+RUNTIME_STARTERS = frozenset({"torch_xla._internal.jax_workarounds.jax_import_guard",
+                              "torch_xla._XLAC._init_computation_client", "torch_xla.device",
+                              f"{apis.XM}.xla_device"})
 
 
 def _imports_torch_xla_unconditionally(module: cst.Module) -> bool:

@@ -47,6 +47,10 @@ class FileFacts:
     multiprocess: bool = False
     imports_torch_xla: bool = False
     sets_global_mesh: bool = False  # calls xs.set_global_mesh (fact "global_mesh")
+    # Imports torchax (and so JAX) at module level, before anything in the file starts the torch_xla
+    # runtime (fact "torchax"; xla_lint/context.py FactsCollector). A file that is not parsed has
+    # only its imports: xla_lint.program.own_facts reads "torchax" among them.
+    imports_torchax: bool = False
     group: str | None = None
     # Runs as a program of its own: `if __name__ == "__main__":`, `__main__.py`, or work done
     # at import time (a call, a loop or a `with` at module level); see xla_lint/program.py.
@@ -72,6 +76,7 @@ class FileFacts:
             "multiprocess": self.multiprocess,
             "imports_torch_xla": self.imports_torch_xla,
             "sets_global_mesh": self.sets_global_mesh,
+            "imports_torchax": self.imports_torchax,
             "group": self.group,
             "entry": self.entry,
             "unbuffered": self.unbuffered,
@@ -104,6 +109,7 @@ class FileFacts:
             multiprocess=flag(data["multiprocess"]),
             imports_torch_xla=flag(data["imports_torch_xla"]),
             sets_global_mesh=flag(data.get("sets_global_mesh", False)),
+            imports_torchax=flag(data.get("imports_torchax", False)),
             group=group,
             entry=flag(data.get("entry", False)),
             unbuffered=flag(data.get("unbuffered", False)),

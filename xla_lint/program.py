@@ -27,7 +27,8 @@ Facts of a program: ``spmd`` (``use_spmd()`` anywhere it reaches, ``XLA_USE_SPMD
 on in its code or by its launcher, or declared), ``multiprocess`` (``torch_xla.launch``,
 ``xmp.spawn``, ``init_process_group("xla")``, or run by ``torchrun``), ``shards``,
 ``global_mesh`` (``xs.set_global_mesh``), ``unbuffered`` (``python -u``,
-``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``test`` (a test program).
+``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``torchax`` (torchax, and so
+JAX, imported at module level: :func:`own_facts`), ``test`` (a test program).
 The entry's own facts count wherever they are set; a fact that a reached module sets only
 inside a function counts when some module of the program calls or passes that function by
 name; a fact set behind an ``if`` inside a function of a reached module (``if config.fsdp_v2:``) may
@@ -71,6 +72,7 @@ _PHRASES = {
     "multiprocess": ("the program launches one process per device in {}", "runs a single process"),
     "global_mesh": ("a global mesh is set in {}", "sets no global mesh"),
     "unbuffered": ("output is unbuffered in {}", "leaves output buffered"),
+    "torchax": ("torchax is imported in {}", "does not import torchax"),
 }
 
 
@@ -99,9 +101,18 @@ def is_test_file(path: str) -> bool:
 
 
 def own_facts(f: FileFacts) -> dict[str, bool]:
-    """The facts ``f`` makes true on its own."""
+    """The facts ``f`` makes true on its own.
+
+    ``torchax``: the file imports torchax at module level (:attr:`FileFacts.imports_torchax`);
+    for a file that was not parsed (it never names torch_xla) or a document's merged facts, an
+    import of ``torchax`` anywhere in it. torchax's and torch_xla's own modules (torch_xla loads
+    torchax itself, after starting its runtime: ``torch_xla/_internal/jax_workarounds.py``) never set it.
+    """
+    torchax = f.imports_torchax or ("torchax" in f.imports and (not f.imports_torch_xla or f.group is not None))
+    if torchax and (_is_torch_xla(f.module) or f.module == "torchax" or f.module.startswith("torchax.")):
+        torchax = False
     return {"spmd": f.enables_spmd, "shards": f.shards, "multiprocess": f.multiprocess,
-            "global_mesh": f.sets_global_mesh, "unbuffered": f.unbuffered}
+            "global_mesh": f.sets_global_mesh, "unbuffered": f.unbuffered, "torchax": torchax}
 
 
 @dataclass(frozen=True)
@@ -374,7 +385,8 @@ class ProgramModel:
                     modes.append(f"{label} ({p.sources[fact]})")
             if not modes:
                 modes.append("single process")
-            for fact, label in (("unbuffered", "unbuffered"), ("shards", "shards"), ("global_mesh", "global mesh")):
+            for fact, label in (("unbuffered", "unbuffered"), ("shards", "shards"), ("global_mesh", "global mesh"),
+                                ("torchax", "torchax")):
                 if fact in p.sources:
                     modes.append(f"{label} ({p.sources[fact]})")
             count = len(p.members) - 1

@@ -2,7 +2,8 @@
 
 Families: ``mesh`` (meshes, partition specs), ``spmd`` (SPMD mode, process identity,
 rendezvous, launch), ``checkpoint`` (saving sharded state), ``output`` (logging),
-``fsdp`` (FSDPv2), ``multiprocess`` (one process per device), ``recompilation``
+``fsdp`` (FSDPv2), ``initialization`` (runtime initialisation: the compilation cache,
+torchax), ``multiprocess`` (one process per device), ``recompilation``
 (host syncs and graph breaks), ``deprecated`` (removed and deprecated APIs), ``meta``
 (about xla-lint's own comments). Adding a module here is all it takes to register its rules.
 """
