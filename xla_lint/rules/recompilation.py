@@ -1192,8 +1192,9 @@ on CPU; with the default 0.999 the same computation gives 16628, 5544 and 36314.
 Not flagged: `capturable=True` (or a value the file does not fix: `capturable=cfg.capturable`);
 `fused=True` (another problem: torch 2.9.0 has no fused Adam for XLA tensors and raises);
 arguments passed through `**kwargs` the file does not fix (they may set `capturable`); an
-optimizer class chosen at run time (`getattr(torch.optim, name)(...)`, a variable holding the
-class, a subclass); a sync-free optimizer in a file that calls `.step(found_inf=...)` or
+optimizer class chosen at run time (`getattr(torch.optim, name)(...)`, a variable that may hold
+another class, a subclass; a name assigned the class once, `optimizer_cls = torch.optim.AdamW`,
+is followed); a sync-free optimizer in a file that calls `.step(found_inf=...)` or
 `xm.optimizer_step(opt, optimizer_args={"found_inf": ...})` (that update keeps its step count
 on the device); code under `if torch.cuda.is_available():` or
 another platform's branch; test programs, which do not run thousands of steps; a `beta2` of
@@ -1266,6 +1267,11 @@ XLA. Or accept the one compilation: it happens once per run.
               "opt = AdamW(model.parameters(), betas=(0.9, 0.95))\n"),
     )
     invalid = (
+        # diffusers examples/research_projects/pytorch_xla/training/text_to_image/train_text_to_image_xla.py
+        Invalid("import torch\nimport torch_xla\n"
+                "def setup_optimizer(unet, args):\n"
+                "    optimizer_cls = torch.optim.AdamW\n"
+                "    return optimizer_cls(unet.parameters(), lr=args.learning_rate, foreach=True)\n", (5,)),
         Invalid("import torch\nimport torch_xla\n"
                 "optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95))\n", (3,)),
         Invalid("import torch_xla\nfrom torch_xla.amp import syncfree\nfrom torch.optim import Adam\n"
@@ -1278,10 +1284,22 @@ XLA. Or accept the one compilation: it happens once per run.
                 "    return torch.optim.AdamW(model.parameters(), 1e-3, BETAS, foreach=True)\n", (5,)),
     )
 
+    def _optimizer_class(self, node: cst.Call) -> frozenset[str]:
+        """The Adam classes ``node`` builds: called by name (through imports), or through a name
+        assigned the class once before the call (``optimizer_cls = torch.optim.AdamW`` then
+        ``optimizer_cls(...)``, diffusers' training scripts)."""
+        names = self.ctx.qnames(node) & ADAMS
+        if names or type(node.func) is not cst.Name:
+            return names
+        found = definition(self.ctx, node.func)
+        if found is None or not isinstance(found[0], (cst.Name, cst.Attribute)):
+            return frozenset()
+        return self.ctx.qnames(found[0], found[1].scope) & ADAMS
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.in_xla_program:
             return
-        names = self.ctx.qnames(node) & ADAMS
+        names = self._optimizer_class(node)
         if not names:
             return
         spread: dict = {}
