@@ -55,3 +55,27 @@ def test_ignore_still_wins_in_preview_mode(tmp_path, preview_xla001):
 def test_preview_value_must_be_a_boolean(tmp_path):
     with pytest.raises(ConfigError, match="preview must be true or false"):
         _settings(tmp_path, 'preview = "yes"\n')
+
+
+ADAM = "import torch\nimport torch_xla\nopt = torch.optim.AdamW(model.parameters(), betas=(0.9, 0.95))\n"
+
+
+def test_command_line_runs_preview_rules_only_with_preview(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(ADAM)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", *args, "train.py"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    off = run("--select", "XLA204")
+    assert off.returncode == 0 and "XLA204" not in off.stdout
+    assert off.stderr.startswith("xla-lint: warning: XLA204 (adam-scalar-recompile) is a preview rule")
+    on = run("--preview", "--select", "XLA204")
+    assert on.returncode == 1 and "train.py:3:7: XLA204" in on.stdout and "step 325" in on.stdout
+    listing = subprocess.run([sys.executable, "-m", "xla_lint", "rule", "--all"], capture_output=True, text=True,
+                             timeout=120).stdout
+    assert "XLA204 adam-scalar-recompile [warning] (preview)" in listing
+    assert "XLA201 host-sync-in-step [warning]:" in listing
