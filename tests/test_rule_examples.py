@@ -41,11 +41,11 @@ def _program(tmp_path, example):
 @pytest.mark.parametrize("rule,example", list(_cases("invalid")))
 def test_invalid_example_is_reported(tmp_path, rule, example):
     _program(tmp_path, example)
-    result, _, _ = lint_tree(tmp_path, select=[rule.code], preview=rule.preview, **_entry(example))
+    result, _, _ = lint_tree(tmp_path, select=[rule.code, *rule.examples_need], preview=rule.preview, **_entry(example))
     lines = sorted(d.line for d in result.diagnostics if d.path == "example.py" and d.code == rule.code)
     assert lines == sorted(example.lines), f"{rule.code} reported lines {lines} for:\n{example.code}"
     if example.fixed is not None:
-        fixed = fix_text(tmp_path, "example.py", [rule.code], preview=rule.preview, **_entry(example))
+        fixed = fix_text(tmp_path, "example.py", [rule.code, *rule.examples_need], preview=rule.preview, **_entry(example))
         assert fixed == example.fixed
         assert parses(fixed)
 
@@ -53,7 +53,7 @@ def test_invalid_example_is_reported(tmp_path, rule, example):
 @pytest.mark.parametrize("rule,example", list(_cases("valid")))
 def test_valid_example_is_not_reported(tmp_path, rule, example):
     _program(tmp_path, example)
-    result, _, _ = lint_tree(tmp_path, select=[rule.code], preview=rule.preview, **_entry(example))
+    result, _, _ = lint_tree(tmp_path, select=[rule.code, *rule.examples_need], preview=rule.preview, **_entry(example))
     found = [f"{d.line}: {d.message}" for d in result.diagnostics if d.path == "example.py" and d.code == rule.code]
     assert found == [], f"{rule.code} wrongly reported {found} for:\n{example.code}"
 

@@ -591,7 +591,9 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     """XLA900 diagnostics for ``result``'s ``# noqa: CODES`` comments naming XLA codes that silence nothing.
 
     A code counts as used when a diagnostic of that code was made on the comment's line,
-    before the program-facts filter (the comment is needed when the file is linted with its
+    before the program-facts filter, or when its rule did not run on the file (not selected,
+    ignored, preview, another torch_xla version): only a rule that ran and found nothing there
+    shows that the comment is stale (``--fix --select XLA900`` used to delete them all) (the comment is needed when the file is linted with its
     whole program). Bare ``# noqa``, other tools' codes and ``XLA900`` itself are never
     reported. The fix (none for documents) removes the directive, or only its unused codes.
     """
@@ -605,7 +607,7 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     for comment in sorted(result.suppressions.noqa.values(), key=lambda c: c.line):
         if comment.codes is None:
             continue
-        reasons: dict[str, list[str]] = {"unused": [], "non-enabled": [], "unknown": []}
+        reasons: dict[str, list[str]] = {"unused": [], "unknown": []}
         unused: set[str] = set()
         for code, _, _ in comment.code_spans:
             if not code.startswith("XLA") or code == UNUSED_NOQA or code in unused:
@@ -613,7 +615,7 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
             if code not in BY_CODE:
                 reasons["unknown"].append(code)
             elif code not in enabled:
-                reasons["non-enabled"].append(code)
+                continue  # not run here (select, ignore, preview, target version): it may be needed when it is
             elif (comment.line, code) not in used:
                 reasons["unused"].append(code)
             else:

@@ -80,6 +80,8 @@ class Rule:
     # A new rule whose precision on real code is not yet known: off unless preview mode is on
     # (`--preview`, config `preview = true`), as in Ruff. Promoted only with real-code figures.
     preview: ClassVar[bool] = False
+    # Other rules the examples are linted with (XLA900's comments name codes that must run).
+    examples_need: ClassVar[tuple[str, ...]] = ()
     # Reported at most once per file (for a document: once per page, not once per code block).
     once_per_file: ClassVar[bool] = False
     fixable: ClassVar[bool] = False

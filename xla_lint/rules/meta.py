@@ -20,17 +20,20 @@ class UnusedNoqa(Rule):
     severity = Severity.WARNING
     default_enabled = False
     fixable = True
+    examples_need = ("XLA001", "XLA004")
     explanation = """\
 ## What it does
 Flags a `# noqa: CODE` comment naming an xla-lint code (`XLA...`) that silences no
 diagnostic on its line. The message says why each code is unused:
 
 - `unused`: the rule is enabled but reports nothing on this line;
-- `non-enabled`: the rule is not enabled for this file (`select`, `ignore`, `per-file-ignores`);
 - `unknown`: no rule has this code.
 
 Codes of other tools (`# noqa: E501`) and bare `# noqa` comments are left alone, and so is
-a directive naming `XLA900` itself. A finding that a rule made but that the program facts
+a directive naming `XLA900` itself. A code whose rule did not run on the file (not
+selected, ignored there, a preview rule without `--preview`, a rule for another torch_xla
+version) is never reported: only a rule that ran and found nothing on the line shows the
+comment is stale, so `--fix --select XLA900` does not delete suppressions for the rest. A finding that a rule made but that the program facts
 dropped (for example an SPMD-only finding in a program not seen to use SPMD) still counts as
 silenced: the comment is needed when the file is linted with the rest of its program.
 Like every rule, it reports only in files that mention `torch_xla` or `XLA_`. Off by
@@ -65,6 +68,8 @@ print("step", step, flush=True)
         Valid("import torch_xla\nx = 1  # noqa: E501\n"),
         Valid("import torch_xla\nx = 1  # noqa\n"),
         Valid("import torch_xla\nx = 1  # noqa: XLA900\n"),
+        # XLA203 is not run with these examples: its suppression may be needed, never reported.
+        Valid("import torch_xla\nfor batch in loader:\n    step(batch)  # noqa: XLA203\n"),
         Valid("x = 1  # noqa: XLA004 (a file that never names the library is not linted)\n"),
         Valid("import torch_xla\ns = '# noqa: XLA004'\n"),
     )
