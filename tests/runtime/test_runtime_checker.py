@@ -25,7 +25,7 @@ pytest.importorskip("torch_xla")
 pytestmark = pytest.mark.runtime
 
 SMALL = ["--dim", "32", "--layers", "1", "--heads", "4", "--vocab", "128", "--seq-len", "16", "--cpu-devices", "4"]
-CHECKS = ["environment", "rendezvous", "mesh", "sharding", "recompilation", "consistency", "convergence", "checkpoint", "throughput"]
+CHECKS = ["environment", "rendezvous", "mesh", "sharding", "training", "recompilation", "consistency", "convergence", "checkpoint", "throughput"]
 RUN_TIMEOUT = 900  # seconds; a hung checker fails the test instead of hanging the suite
 
 # name -> arguments. Order = start order: long and idle-heavy runs first.
@@ -40,7 +40,8 @@ SCENARIOS = {
     "mesh_2d": [*SMALL, "--steps", "3", "--mesh", "fsdp,tensor", "--mesh-shape", "2,2"],
     "dcn_on_cpu": [*SMALL, "--steps", "3", "--mesh", "fsdp", "--dcn-mesh-shape", "2"],
     "user_model": ["--model", "runtime_user_model:build", "--input-shape", "32", "--cpu-devices", "4", "--steps", "4"],
-    "own_checkpoint_dir": [*SMALL, "--steps", "3", "--checkpoint-dir", "{base}/ckpt"],  # holds a file of the user's
+    # ckpt holds a file of the user's; new/deeper does not exist yet
+    "own_checkpoint_dir": [*SMALL, "--steps", "3", "--checkpoint-dir", "{base}/ckpt/new/deeper"],
 }
 SCENARIO_ENV = {"user_model": {"PYTHONPATH": str(Path(__file__).parent)}}
 
@@ -154,7 +155,7 @@ def test_default_run_prints_one_flushed_text_report(runs):
     assert lines[0].startswith("xla-lint runtime check: 8 CPU devices, 1 host(s), mesh fsdp=8")
     for name in CHECKS:
         assert any(line.startswith(f"PASS  {name}") for line in lines), name
-    assert lines[-1].startswith("9 passed, 0 failed, 0 skipped")
+    assert lines[-1].startswith("10 passed, 0 failed, 0 skipped")
 
 
 def test_two_simulated_hosts_pass_and_compare_two_real_processes(runs):
@@ -223,25 +224,31 @@ def test_diverging_seeds_fail_consistency_across_hosts(runs):
     assert "host(s) 1 disagree with host 0" in res.check("consistency")["summary"]
 
 
-def test_exception_in_a_step_becomes_a_fail_with_its_host_index(runs):
+def test_exception_in_a_step_fails_the_training_check_with_its_host_and_step(runs):
+    """It used to be filed under convergence, as if the loss had not fallen."""
     res = runs["crash"]
     assert res.code == 1, explain(res)
-    assert res.failed() == ["convergence"], res.statuses()
-    check = res.check("convergence")
-    assert "host 0 raised in the train stage" in check["summary"]
+    assert res.failed() == ["training"], res.statuses()
+    check = res.check("training")
+    assert "host 0 raised in step 3 (train stage)" in check["summary"]
     assert "injected crash at step 3" in check["summary"]
-    assert res.statuses()["checkpoint"] == "SKIP"
-    assert res.report["errors"][0]["host"] == 0
+    assert check["rules"] == []
+    assert "the full traceback is in the JSON report" in check["explanation"]  # this run wrote --json
+    assert {n: s for n, s in res.statuses().items() if s == "SKIP"}.keys() == {
+        "recompilation", "consistency", "convergence", "checkpoint", "throughput"}
+    assert res.report["errors"][0]["host"] == 0 and res.report["errors"][0]["step"] == 3
 
 
 # --- usage ------------------------------------------------------------------------------------
 
 
 def test_own_checkpoint_dir_is_left_as_it_was(runs):
-    """--checkpoint-dir DIR: the checkpoint passes and DIR keeps only what was there (an empty
-    per-run folder used to be left behind)."""
+    """--checkpoint-dir DIR/new/deeper: the checkpoint passes, the folders the checker created
+    (new/deeper) are removed, and DIR keeps only what was there (empty per-run folders, and
+    the created ones, used to be left behind)."""
     res = runs["own_checkpoint_dir"]
     assert res.statuses()["checkpoint"] == "PASS", explain(res)
+    assert res.check("checkpoint")["values"]["hosts"]["0"]["dir"].startswith(str(runs.base_dir / "ckpt" / "new" / "deeper"))
     assert sorted(p.name for p in (runs.base_dir / "ckpt").iterdir()) == ["precious.txt"]
 
 

@@ -221,10 +221,10 @@ def test_report_json_and_text():
     results = run_all(context([make_record()]))
     report = build_report(results, RuntimeOptions(steps=6).to_json(), {"ok": True, "expected": 1, "joined": [0]}, [make_record()], [], {}, 1.5)
     json.dumps(report)  # JSON-ready
-    assert report["status"] == "pass" and report["summary"] == {"PASS": 9, "FAIL": 0, "SKIP": 0}
+    assert report["status"] == "pass" and report["summary"] == {"PASS": 10, "FAIL": 0, "SKIP": 0}
     text = format_text(report)
     assert text.splitlines()[0].startswith("xla-lint runtime check: 8 CPU devices, 1 host(s), mesh fsdp=8")
-    assert text.splitlines()[-1].startswith("9 passed, 0 failed, 0 skipped")
+    assert text.splitlines()[-1].startswith("10 passed, 0 failed, 0 skipped")
 
 
 # --- import hygiene and the missing extra -------------------------------------------------------

@@ -5,7 +5,9 @@ Importing this package does not import torch: only the submodules that run the j
 imported after the device environment (``PJRT_DEVICE``, ``CPU_NUM_DEVICES``) is set.
 
 Layout: ``cli`` (click options -> :class:`~xla_lint.runtime.options.RuntimeOptions`),
-``runner`` (one process's flow), ``hosts`` (rendezvous, gloo group, simulated hosts),
+``preflight`` (options checked before any device work), ``runner`` (one process's flow),
+``progress`` (each host's stage and step, to name a host that dies), ``hosts``
+(rendezvous, gloo group, simulated hosts and the launcher that watches them),
 ``job`` (mesh, FSDPv2 model, training loop -> one run record), ``checks`` (one module
 per check: run records -> CheckResult), ``report`` (text and JSON).
 """

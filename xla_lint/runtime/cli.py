@@ -21,6 +21,11 @@ from . import RUNTIME_EXTRA_HINT
 from .options import OPTIMIZERS, Injection, OptionsError, RuntimeOptions, parse_shape
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+#: counts that must be at least 1; click refuses others with one line naming the option and the range
+POSITIVE = click.IntRange(min=1)
+#: seconds (and the learning rate): greater than 0
+SECONDS = click.FloatRange(min=0, min_open=True)
+PROG_NAME = "python -m xla_lint.runtime"
 
 
 def runtime_available() -> bool:
@@ -44,40 +49,41 @@ def _shape(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--mesh", "mesh", default="fsdp", show_default=True, help="Mesh axes: fsdp | fsdp,tensor | data.")
 @click.option("--mesh-shape", callback=_shape, help="Axis sizes, e.g. 4,2 (default: all devices on the first axis).")
 @click.option("--dcn-mesh-shape", callback=_shape, help="Multi-slice: DCN axis sizes; builds xs.HybridMesh(ici_mesh_shape=, dcn_mesh_shape=, axis_names=).")
-@click.option("--dim", default=64, show_default=True, help="Model width.")
-@click.option("--layers", default=2, show_default=True, help="Decoder layers (each wrapped in FSDPv2).")
-@click.option("--heads", default=4, show_default=True, help="Attention heads.")
-@click.option("--vocab", default=256, show_default=True, help="Vocabulary size.")
-@click.option("--seq-len", default=32, show_default=True, help="Tokens per sequence.")
+@click.option("--dim", type=POSITIVE, default=64, show_default=True, help="Model width.")
+@click.option("--layers", type=POSITIVE, default=2, show_default=True, help="Decoder layers (each wrapped in FSDPv2).")
+@click.option("--heads", type=POSITIVE, default=4, show_default=True, help="Attention heads.")
+@click.option("--vocab", type=POSITIVE, default=256, show_default=True, help="Vocabulary size.")
+@click.option("--seq-len", type=POSITIVE, default=32, show_default=True, help="Tokens per sequence.")
 @click.option("--model", "model", default=None, help="module:function building your own nn.Module instead of the decoder.")
 @click.option("--input-shape", callback=_shape, help="With --model: shape of ONE example, without the batch dimension.")
 @click.option("--input-dtype", type=click.Choice(["float32", "bfloat16", "int64"]), default="float32", show_default=True, help="With --model: input dtype (int64 draws ids below --vocab).")
-@click.option("--steps", default=10, show_default=True, help="Training steps.")
-@click.option("--warmup-steps", default=2, show_default=True, help="Steps allowed to compile.")
-@click.option("--batch-per-device", default=2, show_default=True, help="Examples per device; global batch = this x global devices.")
+@click.option("--steps", type=POSITIVE, default=10, show_default=True, help="Training steps.")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Steps allowed to compile, below --steps [default: min(2, --steps)].")
+@click.option("--batch-per-device", type=POSITIVE, default=2, show_default=True, help="Examples per device; global batch = this x global devices.")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True)
-@click.option("--lr", default=3e-3, show_default=True, help="Learning rate.")
+@click.option("--lr", type=SECONDS, default=3e-3, show_default=True, help="Learning rate.")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--shard-threshold-bytes", default=1024, show_default=True, help="Parameters of at least this many bytes must be sharded along fsdp.")
+@click.option("--shard-threshold-bytes", type=click.IntRange(min=0), default=1024, show_default=True, help="Parameters of at least this many bytes must be sharded along fsdp.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "tpu", "cuda"]), default="auto", show_default=True, help="auto: PJRT_DEVICE if set, TPU if found, else CPU.")
-@click.option("--cpu-devices", type=int, default=None, help="Virtual CPU devices when running on CPU [default: $CPU_NUM_DEVICES or 8].")
+@click.option("--cpu-devices", type=POSITIVE, default=None, help="Virtual CPU devices when running on CPU [default: $CPU_NUM_DEVICES or 8].")
 @click.option("--coordinator", default=None, help="HOST:PORT of host 0 (multi-host without xla://).")
-@click.option("--num-hosts", type=int, default=None, help="Number of hosts (with --coordinator).")
-@click.option("--host-index", type=int, default=None, help="This host's index, 0..num-hosts-1.")
-@click.option("--simulate-hosts", type=int, default=None, help="Start N local processes on 127.0.0.1 acting as N hosts.")
-@click.option("--timeout", default=120.0, show_default=True, help="Seconds every host has to join.")
-@click.option("--job-timeout", default=900.0, show_default=True, help="Seconds a host may spend in the job before the others give up on it.")
-@click.option("--checkpoint-dir", default=None, help="Where the checkpoint round trip writes [default: a temporary directory]. Shared storage on a pod.")
+@click.option("--num-hosts", type=POSITIVE, default=None, help="Number of hosts (with --coordinator).")
+@click.option("--host-index", type=click.IntRange(min=0), default=None, help="This host's index, 0..num-hosts-1.")
+@click.option("--simulate-hosts", type=POSITIVE, default=None, help="Start N local processes on 127.0.0.1 acting as N hosts.")
+@click.option("--timeout", type=SECONDS, default=120.0, show_default=True, help="Seconds every host has to join.")
+@click.option("--job-timeout", type=SECONDS, default=900.0, show_default=True, help="Seconds a host may spend in the job before the others give up on it.")
+@click.option("--checkpoint-dir", default=None, help="Where the checkpoint round trip writes [default: a temporary directory]; missing folders are created and removed afterwards. Shared storage on a pod.")
 @click.option("--json", "json_path", default=None, help="Write the full report as JSON to this path.")
 @click.option("--quiet", is_flag=True, help="Print no text report (use with --json).")
 @click.option("--bare", is_flag=True, help="Benchmark helper: run the same training loop without the checker, print timings as JSON.")
-@click.option("--inject", multiple=True, help="Developer fault injection: replicated-params | shape-change-at:STEP | diverge-seeds | missing-host:H | crash-at:STEP.")
+@click.option("--inject", multiple=True, help="Developer fault injection: replicated-params | shape-change-at:STEP | diverge-seeds | missing-host:H | crash-at:STEP | sigkill:H@STEP.")
 @click.option("--simulated-host", "simulated", is_flag=True, hidden=True)
 @click.pass_context
 def command(ctx: click.Context, mesh: str, simulated: bool, inject: tuple[str, ...], **kw: object) -> None:
     """Train a small FSDPv2 job on every device and check the SPMD setup: environment,
-    rendezvous, mesh, sharding, recompilation, consistency, convergence, checkpoint and
-    throughput. Exit 0 when every check passes, 1 when one fails, 2 on a usage error."""
+    rendezvous, mesh, sharding, training, recompilation, consistency, convergence,
+    checkpoint and throughput. Exit 0 when every check passes, 1 when one fails or a host
+    dies, 2 on a usage error (options are checked before any device work)."""
     try:
         opts = RuntimeOptions(
             mesh_axes=tuple(a.strip() for a in mesh.split(",") if a.strip()),
@@ -111,12 +117,13 @@ def command(ctx: click.Context, mesh: str, simulated: bool, inject: tuple[str, .
     ctx.exit(status)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog_name: str = PROG_NAME) -> int:
     """Run the checker with ``argv`` (default ``sys.argv[1:]``) and return the exit status
-    instead of exiting: 0 pass, 1 a check failed, 2 usage error."""
+    instead of exiting: 0 pass, 1 a check failed, 2 usage error. ``prog_name`` is the
+    command named in usage errors (``xla-lint runtime`` when called from xla_lint/cli.py)."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        result = command.main(args=args, prog_name="python -m xla_lint.runtime", standalone_mode=False)
+        result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:

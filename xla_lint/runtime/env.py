@@ -55,11 +55,15 @@ def configure_device_env(opts: RuntimeOptions, environ: dict | None = None) -> d
 
     On CPU it also adds ``--xla_backend_optimization_level=0`` to ``XLA_FLAGS`` unless
     an optimization level is already set there. Must run before ``import torch_xla``.
-    Returns ``{"pjrt_device", "cpu_devices", "source", "xla_flags_added"}`` describing the choice (``source`` is ``"--device"``, ``"PJRT_DEVICE"``,
-    ``"tpu-detected"`` or ``"no-accelerator"``). Simulated hosts are always CPU.
+    Returns ``{"pjrt_device", "cpu_devices", "cpu_devices_from", "source", "xla_flags_added"}``
+    describing the choice (``source`` is ``"--device"``, ``"PJRT_DEVICE"``, ``"tpu-detected"``,
+    ``"no-accelerator"`` or ``"simulated-hosts"``; ``cpu_devices_from`` is ``"--cpu-devices"``,
+    ``"CPU_NUM_DEVICES"`` or the default). Simulated hosts are always CPU. Also sets
+    ``TF_CPP_MIN_LOG_LEVEL=2`` and ``TORCH_CPP_LOG_LEVEL=ERROR`` unless already set.
     """
     env = os.environ if environ is None else environ
     cpu_devices = opts.cpu_devices or int(env.get("CPU_NUM_DEVICES") or DEFAULT_CPU_DEVICES)
+    cpu_from = "--cpu-devices" if opts.cpu_devices else "CPU_NUM_DEVICES" if env.get("CPU_NUM_DEVICES") else "the default; --cpu-devices sets it"
     if opts.simulated or opts.simulate_hosts:
         device, source = "CPU", "simulated-hosts"
     elif opts.device != "auto":
@@ -74,8 +78,11 @@ def configure_device_env(opts: RuntimeOptions, environ: dict | None = None) -> d
         env["PJRT_DEVICE"] = device
     if device is not None and device.upper().startswith("CPU"):
         env["CPU_NUM_DEVICES"] = str(cpu_devices)
-    # XLA's C++ logging (e.g. the GSPMD deprecation notice) would drown the report.
+    # XLA's C++ logging (e.g. the GSPMD deprecation notice) would drown the report, and
+    # c10d's warnings print a C++ stack when a peer host's connection breaks (the report
+    # names the host instead).
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     on_cpu = device is not None and device.upper().startswith("CPU")
     xla_flags_added = None
     if on_cpu and "xla_backend_optimization_level" not in env.get("XLA_FLAGS", ""):
@@ -86,6 +93,7 @@ def configure_device_env(opts: RuntimeOptions, environ: dict | None = None) -> d
     return {
         "pjrt_device": device or "(chosen by PJRT)",
         "cpu_devices": cpu_devices if on_cpu else None,
+        "cpu_devices_from": cpu_from if on_cpu else None,
         "source": source,
         "xla_flags_added": xla_flags_added,
     }

@@ -27,17 +27,21 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Iterator
 
 from .env import HOST_LAYOUT_VARS
-from .options import OptionsError, RuntimeOptions
+from .options import OptionsError, RuntimeOptions, option_differences
+from .progress import (BEFORE_JOINING, PROGRESS_ENV, death, describe_death, describe_progress, first_line, how_it_ended,
+                       read_progress)
 
 KEY = "xla_lint_runtime/"
 
@@ -182,24 +186,27 @@ class HostGroup:
 
     # -- joining ------------------------------------------------------------------------
     @classmethod
-    def join(cls, layout: HostLayout, timeout: float, group_timeout: float) -> "HostGroup":
+    def join(cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None = None) -> "HostGroup":
         """Rendezvous within ``timeout`` seconds, then create the gloo group whose
         collectives time out after ``group_timeout`` seconds.
 
-        Raises :class:`RendezvousError` naming the hosts that did not join, the
-        duplicated host indices, or the unreachable coordinator.
+        ``options`` (:meth:`RuntimeOptions.comparable`) travel with each host's join; host 0
+        compares them. Raises :class:`RendezvousError` naming the hosts that did not join,
+        the duplicated host indices, the unreachable coordinator or the options that differ
+        between hosts, and :class:`OptionsError` when host 0 cannot serve the coordinator
+        port because it is in use.
         """
         if layout.num_hosts == 1 and layout.source in ("single", "cli", "env", "simulated"):
             if layout.source == "single":
-                grp = cls._maybe_join_xla(layout, timeout, group_timeout)
+                grp = cls._maybe_join_xla(layout, timeout, group_timeout, options)
                 if grp is not None:
                     return grp
             host = {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": 1}
             return cls(layout, RendezvousResult(source=layout.source, timeout_s=timeout, hosts={"0": host}))
-        return cls._join_store(layout, timeout, group_timeout)
+        return cls._join_store(layout, timeout, group_timeout, options)
 
     @classmethod
-    def _join_store(cls, layout: HostLayout, timeout: float, group_timeout: float) -> "HostGroup":
+    def _join_store(cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None) -> "HostGroup":
         import torch.distributed as dist
 
         t0 = time.monotonic()
@@ -212,8 +219,11 @@ class HostGroup:
                 host, port, world_size=None, is_master=(me == 0), timeout=timedelta(seconds=timeout), wait_for_workers=False
             )
         except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError or DistStoreError subclasses
+            if me == 0 and ("EADDRINUSE" in str(exc) or "address already in use" in str(exc).lower()):
+                raise OptionsError(f"--coordinator {coord}: port {port} is already in use on this machine, so host 0 "
+                                   "cannot serve the host store there; pick a free port") from None
             if me == 0:
-                msg = f"host 0 could not serve the coordinator store on {coord}: {exc}"
+                msg = f"host 0 could not serve the coordinator store on {coord}: {first_line(exc)}"
             else:
                 msg = (
                     f"host {me} of {n} could not reach the coordinator {coord} (host 0) within {timeout:g} s: "
@@ -222,7 +232,7 @@ class HostGroup:
             result.message = msg
             raise RendezvousError(msg, result) from None
         claims = store.add(f"{KEY}claim/{me}", 1)
-        payload = {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n, "claim": claims}
+        payload = {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n, "claim": claims, "options": options}
         store.set(f"{KEY}join/{me}", json.dumps(payload))
         if me == 0:
             verdict = cls._host0_collect(store, n, t0, timeout, result)
@@ -272,13 +282,19 @@ class HostGroup:
             problems.append(f"host index {i} was claimed by {store.add(f'{KEY}claim/{i}', 0)} processes: give every host its own --host-index")
         for i in wrong_n:
             problems.append(f"host {i} was started with --num-hosts {hosts[str(i)]['num_hosts']}, host 0 with {n}")
+        differences = option_differences({int(i): h["options"] for i, h in hosts.items() if h.get("options") is not None})
+        if differences:
+            problems.append("the hosts were started with different options: " + "; ".join(differences)
+                            + " (start the same command on every host)")
+        for h in hosts.values():
+            h.pop("options", None)  # compared; the report has host 0's options
         message = "; ".join(problems)
         if missing:
             message += f" (host indices run 0..{n - 1}; joined: {', '.join(map(str, sorted(arrived))) or 'none'})"
         return {"joined": sorted(arrived), "missing": missing, "duplicates": duplicates, "hosts": hosts, "message": message}
 
     @classmethod
-    def _maybe_join_xla(cls, layout: HostLayout, timeout: float, group_timeout: float) -> "HostGroup | None":
+    def _maybe_join_xla(cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None) -> "HostGroup | None":
         """On a multi-process PJRT runtime (a TPU pod), the gloo group from ``xla://``."""
         if os.environ.get("PJRT_DEVICE", "").upper().startswith("CPU"):
             return None
@@ -295,13 +311,21 @@ class HostGroup:
             dist.init_process_group("gloo", init_method="xla://", timeout=timedelta(seconds=group_timeout))
         n, me = dist.get_world_size(), dist.get_rank()
         payloads: list = [None] * n
-        dist.all_gather_object(payloads, {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n, "xla_process_index": xr.process_index()})
+        dist.all_gather_object(payloads, {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n,
+                                          "xla_process_index": xr.process_index(), "options": options})
         indices = sorted(p["xla_process_index"] for p in payloads)
+        differences = option_differences({i: p.pop("options") for i, p in enumerate(payloads) if p.get("options") is not None})
         result = RendezvousResult(expected=n, joined=indices, timeout_s=timeout, source="xla", hosts={str(i): p for i, p in enumerate(payloads)})
         if indices != list(range(n)):
             result.duplicates = sorted({i for i in indices if indices.count(i) > 1})
             result.message = f"PJRT process indices are not 0..{n - 1}: {indices}"
+        if differences:
+            problems = [result.message] if result.message else []
+            problems.append("the hosts were started with different options: " + "; ".join(differences))
+            result.message = "; ".join(problems)
         result.elapsed_s = round(time.monotonic() - t0, 3)
+        if not result.ok:
+            raise RendezvousError(result.message, result)
         return cls(HostLayout(me, n, None, "xla"), result, None, dist.group.WORLD)
 
     # -- after the job --------------------------------------------------------------------
@@ -322,14 +346,29 @@ class HostGroup:
         dist.all_gather_object(out, obj)
         return out
 
-    def hosts_done(self) -> list[int]:
-        """Host indices that reached the gather (from the store; all when there is none)."""
+    def lost_hosts(self) -> list[dict] | None:
+        """After a failed gather: the hosts that never marked ``done/<i>``, each as a
+        :func:`~xla_lint.runtime.progress.death` with the last progress it published.
+        None when the store itself is gone (host 0 died)."""
         if self.store is None:
-            return list(range(self.num_hosts))
-        return [i for i in range(self.num_hosts) if self.store.check([f"{KEY}done/{i}"])]
+            return []
+        try:
+            lost = [i for i in range(self.num_hosts) if not self.store.check([f"{KEY}done/{i}"])]
+            out = []
+            for i in lost:
+                key = f"{KEY}progress/{i}"
+                progress = json.loads(self.store.get(key)) if self.store.check([key]) else None
+                out.append(death(i, "never reached the gather (it died or hung)", progress, last_seen=True))
+            return out
+        except Exception:  # noqa: BLE001 - the store's server (host 0) is gone
+            return None
 
-    def share_status(self, code: int | None, timeout: float = 60.0) -> int:
-        """Host 0 publishes the exit status; the others wait (bounded) and return it."""
+    def share_status(self, code: int | None, timeout: float = 60.0, lost: list[int] = ()) -> int:
+        """Host 0 publishes the exit status; the others wait (bounded) and return it.
+
+        Host 0 waits (at most ``timeout`` s) until every host except those in ``lost``
+        has read it, since the others read it from the store that host 0 serves.
+        """
         if self.pg is None:
             return code if code is not None else 0
         if self.store is None:  # xla:// group
@@ -340,9 +379,9 @@ class HostGroup:
             return int(box[0])
         if self.host_index == 0:
             self.store.set(f"{KEY}status", str(code))
-            # host 0 serves the store: wait (bounded) until every host has read the status.
+            readers = self.num_hosts - 1 - len([i for i in set(lost) if i != 0])
             deadline = time.monotonic() + timeout
-            while self.store.add(f"{KEY}status_read", 0) < self.num_hosts - 1 and time.monotonic() < deadline:
+            while self.store.add(f"{KEY}status_read", 0) < readers and time.monotonic() < deadline:
                 time.sleep(0.05)
             return int(code or 0)
         try:
@@ -350,8 +389,8 @@ class HostGroup:
             status = int(self.store.get(f"{KEY}status"))
             self.store.add(f"{KEY}status_read", 1)
             return status
-        except Exception:  # noqa: BLE001
-            print(f"host {self.host_index}: host 0 published no result within {timeout:g} s", file=sys.stderr, flush=True)
+        except Exception as exc:  # noqa: BLE001
+            print(f"host {self.host_index}: host 0 published no result ({first_line(exc)})", file=sys.stderr, flush=True)
             return 1
 
     def close(self) -> None:
@@ -376,70 +415,181 @@ def free_loopback_port() -> int:
         return s.getsockname()[1]
 
 
-def launch_simulated_hosts(opts: RuntimeOptions) -> int:
-    """Start ``--simulate-hosts N`` processes on 127.0.0.1 acting as hosts 0..N-1.
+#: seconds a host the launcher stops may take to exit on SIGTERM (it removes its
+#: temporary checkpoint) before it is killed
+STOP_GRACE_S = 5.0
+#: seconds the launcher still waits for the other hosts once host 0 has ended, or for
+#: host 0 to finish printing a report it had started when another host died
+AFTER_HOST0_S = 30.0
+#: how often the launcher looks at its hosts, seconds
+POLL_S = 0.1
+
+
+def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None) -> int:
+    """Start ``--simulate-hosts N`` processes on 127.0.0.1 acting as hosts 0..N-1 and
+    watch them. Returns the exit status: host 0's, or 1 when a host died, 2 when a host
+    found a usage error.
 
     Each runs ``python -m xla_lint.runtime`` with ``--coordinator 127.0.0.1:<port>
     --num-hosts N --host-index I --simulated-host`` and its own ``--cpu-devices`` CPU
     devices (``PJRT_DEVICE=CPU``), so every process is an independent SPMD world; the
     cross-host parts (rendezvous, gathering, consistency) go over gloo on loopback.
     Host 0 prints the report and writes ``--json``; the others print only their errors.
-    ``--inject missing-host:H`` never starts host H. Waits at most ``--timeout`` +
-    ``--job-timeout`` + 60 s, then kills its children. Returns host 0's exit status
-    (1 if host 0 failed to report or any host exited non-zero).
+    ``--inject missing-host:H`` never starts host H.
+
+    Every host writes its stage and step to a progress file
+    (:mod:`xla_lint.runtime.progress`). The launcher polls the processes every
+    :data:`POLL_S` s: a host whose process ends without having written its ``exit``
+    stage died, and then the launcher stops the others (SIGTERM, SIGKILL after
+    :data:`STOP_GRACE_S` s) and prints the report itself, naming the dead host, its
+    signal or exit status and the last stage and step it reached (``device_env`` goes
+    into that report). Waits at most ``--timeout`` + ``--job-timeout`` + 60 s in all.
     """
     n = opts.simulate_hosts or 1
     port = free_loopback_port()
     missing = {inj.arg for inj in opts.inject if inj.kind == "missing-host"}
     env = {k: v for k, v in os.environ.items() if k not in HOST_LAYOUT_VARS}
     env["GLOO_SOCKET_IFNAME"] = env.get("GLOO_SOCKET_IFNAME_SIMULATED", "lo")
+    workdir = tempfile.mkdtemp(prefix="xla-lint-hosts-")
+    paths = {i: os.path.join(workdir, f"host-{i}.json") for i in range(n)}
     procs: dict[int, subprocess.Popen] = {}
-    for i in range(n):
-        if i in missing:
-            continue
-        child = dataclasses.replace(
-            opts,
-            simulate_hosts=None,
-            simulated=True,
-            coordinator=f"127.0.0.1:{port}",
-            num_hosts=n,
-            host_index=i,
-            json_path=opts.json_path if i == 0 else None,
-            inject=tuple(j for j in opts.inject if j.kind != "missing-host"),
-        )
-        procs[i] = subprocess.Popen([sys.executable, "-m", "xla_lint.runtime", *child.to_argv()], env=env)
-    deadline = time.monotonic() + opts.timeout + opts.job_timeout + 60
-    codes: dict[int, int] = {}
+    t0 = time.monotonic()
 
     def stop_children(signum, frame):  # SIGTERM/SIGINT to the launcher ends its hosts too
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
+        stop_processes(list(procs.values()))
         raise SystemExit(128 + signum)
 
     previous = {sig: signal.signal(sig, stop_children) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        for i, proc in procs.items():
-            try:
-                codes[i] = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                codes[i] = -9
+        for i in range(n):
+            if i in missing:
+                continue
+            child = dataclasses.replace(
+                opts,
+                simulate_hosts=None,
+                simulated=True,
+                coordinator=f"127.0.0.1:{port}",
+                num_hosts=n,
+                host_index=i,
+                json_path=opts.json_path if i == 0 else None,
+                inject=tuple(j for j in opts.inject if j.kind != "missing-host"),
+            )
+            procs[i] = subprocess.Popen([sys.executable, "-m", "xla_lint.runtime", *child.to_argv()],
+                                        env={**env, PROGRESS_ENV: paths[i]})
+        watch = _watch(procs, paths, t0, opts.timeout + opts.job_timeout + 60)
+        return _conclude(opts, watch, procs, paths, t0, port, device_env or {})
     finally:
+        stop_processes(list(procs.values()))
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    for i, proc in procs.items():
-        if proc.poll() is None:
-            print(f"simulated host {i} (pid {proc.pid}) did not finish in time: killed", file=sys.stderr, flush=True)
-            proc.kill()
-            proc.wait(timeout=30)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@dataclass
+class _Watch:
+    """What :func:`_watch` saw: exit codes by host, deaths, and why it stopped watching."""
+
+    codes: dict = field(default_factory=dict)
+    deaths: list = field(default_factory=list)
+    usage_error: bool = False
+    timed_out: bool = False
+
+
+def _watch(procs: dict[int, subprocess.Popen], paths: dict[int, str], t0: float, limit: float) -> _Watch:
+    """Poll the hosts until all ended, one died, one hit a usage error, host 0 ended
+    :data:`AFTER_HOST0_S` s ago, or ``limit`` s passed."""
+    w = _Watch()
+    host0_ended = None
+    while True:
+        now = time.monotonic()
+        for i, proc in procs.items():
+            if i in w.codes or proc.poll() is None:
+                continue
+            w.codes[i] = proc.returncode
+            progress = read_progress(paths[i])
+            if not progress or progress.get("stage") != "exit":
+                w.deaths.append(death(i, how_it_ended(proc.returncode), progress, detected_s=round(now - t0, 3)))
+            elif proc.returncode == 2:
+                w.usage_error = True
+        if 0 in w.codes and host0_ended is None:
+            host0_ended = now
+        if w.deaths or w.usage_error or len(w.codes) == len(procs):
+            return w
+        if (host0_ended is not None and now - host0_ended > AFTER_HOST0_S) or now - t0 > limit:
+            w.timed_out = now - t0 > limit
+            return w
+        time.sleep(POLL_S)
+
+
+def _conclude(opts: RuntimeOptions, w: _Watch, procs: dict[int, subprocess.Popen], paths: dict[int, str], t0: float,
+              port: int, device_env: dict) -> int:
+    """Stop what still runs, report what :func:`_watch` saw, return the exit status."""
+    running = [i for i in procs if i not in w.codes]
+    host0_reporting = 0 in running and (read_progress(paths[0]) or {}).get("stage") == "report"
+    if w.deaths and host0_reporting:  # host 0 has every record and is printing: let it finish
+        try:
+            w.codes[0] = procs[0].wait(timeout=AFTER_HOST0_S)
+        except subprocess.TimeoutExpired:
+            pass
+    stragglers = [i for i in procs if i not in w.codes]
+    stopped = [{"host": i, "where": describe_progress(read_progress(paths[i]))} for i in stragglers]
+    if w.timed_out or (not w.deaths and not w.usage_error):
+        limit = "--timeout + --job-timeout + 60 s" if w.timed_out else f"{AFTER_HOST0_S:g} s after host 0 ended"
+        for i in stragglers:
+            w.deaths.append(death(i, f"did not finish within {limit} (stopped by the launcher)", read_progress(paths[i]),
+                                  detected_s=round(time.monotonic() - t0, 3)))
+    stop_processes([procs[i] for i in stragglers])
+    if w.usage_error and not w.deaths:
+        return 2
     if 0 not in procs:
-        print(f"simulated host 0 was not started (--inject missing-host:0): no report", file=sys.stderr, flush=True)
+        print("simulated host 0 was not started (--inject missing-host:0): no report", file=sys.stderr, flush=True)
         return 1
-    if codes[0] not in (0, 1, 2):
-        print(f"simulated host 0 died with status {codes[0]}", file=sys.stderr, flush=True)
+    host0_reported = 0 in w.codes and (read_progress(paths[0]) or {}).get("stage") == "exit"
+    if w.deaths and not host0_reported:
+        return _launcher_report(opts, w.deaths, stopped, procs, paths, t0, port, device_env)
+    for d in w.deaths:
+        print(f"simulated {describe_death(d)}", file=sys.stderr, flush=True)
+    if w.deaths:
         return 1
-    if codes[0] == 0 and any(c != 0 for c in codes.values()):
-        bad = ", ".join(f"host {i}: {c}" for i, c in codes.items() if c != 0)
+    code0 = w.codes[0]
+    if code0 == 0 and any(c != 0 for c in w.codes.values()):
+        bad = ", ".join(f"host {i}: {c}" for i, c in w.codes.items() if c != 0)
         print(f"simulated hosts exited non-zero ({bad})", file=sys.stderr, flush=True)
         return 1
-    return codes[0]
+    return code0
+
+
+def _launcher_report(opts: RuntimeOptions, deaths: list[dict], stopped: list[dict], procs: dict[int, subprocess.Popen],
+                     paths: dict[int, str], t0: float, port: int, device_env: dict) -> int:
+    """Host 0 cannot report (it died or was stopped): the launcher prints the report."""
+    from .report import report_lost_hosts
+
+    n = opts.simulate_hosts or 1
+    dead = {d["host"] for d in deaths}
+    rendezvous = {
+        "ok": False, "expected": n, "missing": sorted(set(range(n)) - set(procs)), "duplicates": [],
+        "joined": sorted(i for i in procs if (read_progress(paths[i]) or {}).get("stage") not in (None, *BEFORE_JOINING)),
+        "elapsed_s": None, "timeout_s": opts.timeout, "source": "simulated", "coordinator": f"127.0.0.1:{port}",
+        "hosts": {}, "stopped": stopped,
+    }
+    note = "; ".join(f"the launcher stopped host {x['host']}, which was {x['where']}" for x in stopped if x["host"] not in dead)
+    return report_lost_hosts(opts.to_json(), rendezvous, deaths, device_env, time.monotonic() - t0, opts.json_path,
+                             opts.quiet, note=note)
+
+
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM every process still running, SIGKILL those still there after
+    :data:`STOP_GRACE_S` s; returns once all have ended (bounded)."""
+    alive = [p for p in procs if p.poll() is None]
+    for proc in alive:
+        proc.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in alive:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import math
 import os
 import shutil
+import signal
 import socket
 import statistics
 import sys
@@ -35,8 +35,9 @@ import torch_xla.distributed.spmd as xs
 import torch_xla.runtime as xr
 from torch.nn import functional as F
 
-from .model import DecoderLayer, DecoderOnlyModel, synthetic_tokens
-from .options import RuntimeOptions
+from .model import DecoderLayer, DecoderOnlyModel, load_user_model, synthetic_tokens
+from .options import OptionsError, RuntimeOptions, mesh_device_problem
+from .progress import HostLost, Progress
 from .spec import parse_sharding, sharded_axes
 
 #: Stages of the job in order; an exception in one is recorded with its stage name and
@@ -219,23 +220,7 @@ def build_mesh(opts: RuntimeOptions) -> tuple[Any, dict]:
     return mesh, desc
 
 
-def load_user_model(spec: str) -> torch.nn.Module:
-    """Call ``module:function`` (no arguments) and return the ``nn.Module`` it builds.
-
-    The module is imported with the current directory on ``sys.path``. Raises
-    ``TypeError`` when the function does not return an ``nn.Module``.
-    """
-    module_name, _, fn_name = spec.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    fn = getattr(importlib.import_module(module_name), fn_name)
-    model = fn()
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"--model {spec} returned {type(model).__name__}, not a torch.nn.Module")
-    return model
-
-
-def build_model(opts: RuntimeOptions, mesh: Any, seed: int) -> torch.nn.Module:
+def build_model(opts: RuntimeOptions, mesh: Any, seed: int, user_model: torch.nn.Module | None = None) -> torch.nn.Module:
     """The model on the XLA device, wrapped for SPMD.
 
     Default: :class:`DecoderOnlyModel` with every :class:`DecoderLayer` wrapped in
@@ -244,14 +229,16 @@ def build_model(opts: RuntimeOptions, mesh: Any, seed: int) -> torch.nn.Module:
     the ``fsdp`` axis) and an outer FSDPv2 for the embedding, final norm and LM head.
     ``--mesh data`` keeps every parameter replicated (plain data parallelism);
     ``--inject replicated-params`` skips the FSDPv2 wrap (the fault the sharding check
-    must catch). A ``--model`` is wrapped as a whole.
+    must catch). A ``--model`` is wrapped as a whole; ``user_model`` is the one the
+    preflight already built with this ``seed`` (xla_lint/runtime/preflight.py), else the
+    builder is called here.
     """
     from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy
     from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2
 
     torch.manual_seed(seed)
     if opts.model:
-        model = load_user_model(opts.model)
+        model = user_model if user_model is not None else load_user_model(opts.model, seed)
         policy = None
     else:
         model = DecoderOnlyModel(opts.vocab, opts.dim, opts.layers, opts.heads)
@@ -337,13 +324,20 @@ def compute_loss(opts: RuntimeOptions, model: torch.nn.Module, inputs: torch.Ten
 
 
 class Stage:
-    """Context manager that records an exception of one stage in the record and suppresses it."""
+    """Context manager that records an exception of one stage in the record and suppresses it.
 
-    def __init__(self, record: RunRecord, name: str) -> None:
-        self.record, self.name = record, name
+    It publishes the stage to ``progress`` on entry. Not suppressed: KeyboardInterrupt,
+    SystemExit, :class:`~xla_lint.runtime.options.OptionsError` (a usage error found once
+    the runtime runs) and :class:`~xla_lint.runtime.progress.HostLost` (another host is
+    gone: the runner reports it). An exception in ``train`` also records the step.
+    """
+
+    def __init__(self, record: RunRecord, name: str, progress: Progress) -> None:
+        self.record, self.name, self.progress = record, name, progress
 
     def __enter__(self) -> "Stage":
         self.t0 = time.perf_counter()
+        self.progress.update(self.name)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -351,18 +345,19 @@ class Stage:
         if exc is None:
             self.record.completed.append(self.name)
             return False
-        if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit, OptionsError, HostLost)):
             return False
         # not only Exception: torch.distributed.checkpoint's CheckpointException derives
         # from BaseException (torch/distributed/checkpoint/api.py)
-        self.record.errors.append(
-            {
-                "stage": self.name,
-                "host": self.record.host_index,
-                "error": f"{type(exc).__name__}: {exc}".strip(),
-                "traceback": "".join(traceback.format_exception(exc_type, exc, tb))[-4000:],
-            }
-        )
+        error = {
+            "stage": self.name,
+            "host": self.record.host_index,
+            "error": f"{type(exc).__name__}: {exc}".strip(),
+            "traceback": "".join(traceback.format_exception(exc_type, exc, tb))[-4000:],
+        }
+        if self.name == "train" and self.progress.step is not None:
+            error["step"] = self.progress.step
+        self.record.errors.append(error)
         return True
 
 
@@ -372,6 +367,8 @@ def run_job(
     num_hosts: int = 1,
     spans_hosts: bool = False,
     process_group: Any = None,
+    progress: Progress | None = None,
+    user_model: torch.nn.Module | None = None,
 ) -> RunRecord:
     """Run every stage on this host and return its :class:`RunRecord`. Never raises for
     an ``Exception`` inside a stage: it is recorded in ``record.errors`` with its stage.
@@ -381,24 +378,34 @@ def run_job(
     hosts, where every process is its own SPMD world of CPU devices. It decides how the
     checkpoint is written: one ``torch.distributed.checkpoint`` over ``process_group``
     (shared storage) or one per host under ``<dir>/host-<i>`` with ``no_dist=True``.
+
+    ``progress`` receives every stage and training step; ``user_model`` is the ``--model``
+    the preflight built. Raises :class:`~xla_lint.runtime.options.OptionsError` when the
+    mesh shape does not hold the global device count (known only now on TPU).
     """
     rec = RunRecord(host_index=host_index, num_hosts=num_hosts, simulated=opts.simulated)
     state: dict[str, Any] = {}
     t_start = time.perf_counter()
+    progress = progress or Progress(host_index, opts.steps)
 
-    with Stage(rec, "environment"):
+    def stage(name: str) -> Stage:
+        return Stage(rec, name, progress)
+
+    with stage("environment"):
         xr.use_spmd()
         rec.environment = describe_environment(opts)
     if rec.errors:
         return rec
-    with Stage(rec, "mesh"):
+    problem = mesh_device_problem(opts, rec.environment["global_devices"], "global devices (xr.global_runtime_device_count())")
+    if problem:
+        raise OptionsError(problem)
+    with stage("mesh"):
         mesh, rec.mesh = build_mesh(opts)
         state["mesh"] = mesh
     if rec.errors:
         return rec
-    with Stage(rec, "model"):
-        seed = opts.seed + (host_index if opts.injected("diverge-seeds") else 0)
-        model = build_model(opts, mesh, seed)
+    with stage("model"):
+        model = build_model(opts, mesh, opts.seed_for(host_index), user_model)
         state["model"] = model
         for name, p in model.named_parameters():
             info = sharding_info(p, mesh)
@@ -413,11 +420,11 @@ def run_job(
             )
     if rec.errors:
         return rec
-    with Stage(rec, "train"):
-        _train(opts, rec, state)
+    with stage("train"):
+        _train(opts, rec, state, progress)
     if rec.errors:
         return rec
-    with Stage(rec, "consistency"):
+    with stage("consistency"):
         with torch.no_grad():
             params = [p.detach().float() for p in state["model"].parameters()]
             abs_sum = torch.stack([p.abs().sum() for p in params]).sum()
@@ -433,21 +440,25 @@ def run_job(
         }
     if rec.errors:
         return rec
-    with Stage(rec, "checkpoint"):
+    with stage("checkpoint"):
         rec.checkpoint = checkpoint_round_trip(opts, state["model"], host_index, spans_hosts, process_group)
     rec.timings["job_s"] = round(time.perf_counter() - t_start, 4)
     return rec
 
 
-def _train(opts: RuntimeOptions, rec: RunRecord, state: dict) -> None:
+def _train(opts: RuntimeOptions, rec: RunRecord, state: dict, progress: Progress) -> None:
     """The instrumented training loop: per step, graphs compiled and seconds spent."""
     mesh, model = state["mesh"], state["model"]
     optimizer = make_optimizer(opts, model.parameters())
     gb = global_batch_size(opts)
     batches = BatchMaker(opts, gb)
     crash = opts.injected("crash-at")
+    kill = opts.injected("sigkill")
     loss_tensors = []
     for step in range(1, opts.steps + 1):
+        progress.update("train", step)
+        if kill and kill.host == rec.host_index and kill.arg == step:
+            os.kill(os.getpid(), signal.SIGKILL)  # --inject sigkill:H@S: no cleanup, no last words
         t0 = time.perf_counter()
         c0, s0 = compile_counters()
         inputs, targets = batches.make(step)
@@ -481,7 +492,7 @@ def _train(opts: RuntimeOptions, rec: RunRecord, state: dict) -> None:
             }
         )
     rec.losses = [float(v) for v in torch.stack(loss_tensors).cpu().tolist()]
-    after = [s["time_s"] for s in rec.steps[opts.warmup_steps:]]
+    after = [s["time_s"] for s in rec.steps[opts.warmup:]]
     rec.timings["step_s_median"] = round(statistics.median(after), 5) if after else None
     # tokens for the decoder; examples for a --model (its input need not be tokens)
     rec.timings["unit"] = "examples" if opts.model else "tokens"
@@ -624,12 +635,12 @@ def run_bare(opts: RuntimeOptions) -> dict:
         loss.backward()
         optimizer.step()
         torch_xla.sync()
-        if step == opts.warmup_steps:
+        if step == opts.warmup:
             xm.wait_device_ops()
             mark = time.perf_counter()
     xm.wait_device_ops()
     t2 = time.perf_counter()
-    steady = opts.steps - opts.warmup_steps
+    steady = opts.steps - opts.warmup
     return {
         "build_s": round(t1 - t0, 4),
         "train_s": round(t2 - t1, 4),

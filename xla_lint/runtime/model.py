@@ -125,3 +125,45 @@ def synthetic_tokens(batch: int, seq_len: int, vocab: int, generator: torch.Gene
     for _ in range(seq_len):
         cols.append((5 * cols[-1] + 3) % vocab)
     return torch.cat(cols, dim=1)
+
+
+def load_user_model(spec: str, seed: int) -> nn.Module:
+    """Import ``module:function`` (the current directory first on ``sys.path``), call it
+    with no arguments after ``torch.manual_seed(seed)`` and return the ``nn.Module``.
+
+    Every failure is an :class:`~xla_lint.runtime.options.OptionsError` naming ``--model``:
+    the module does not import, has no such function, the function raises or returns
+    something that is not an ``nn.Module``.
+    """
+    import importlib
+    import os
+    import sys
+
+    from .options import OptionsError
+    from .progress import first_line
+
+    module_name, _, fn_name = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise OptionsError(f"--model {spec}: no module named {exc.name!r} (run from the folder that holds it, "
+                               "or put that folder on PYTHONPATH)") from None
+        raise OptionsError(f"--model {spec}: importing {module_name} raised {first_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - any error of the user's module
+        raise OptionsError(f"--model {spec}: importing {module_name} raised {first_line(exc)}") from None
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        found = "is not callable" if hasattr(module, fn_name) else "does not exist"
+        raise OptionsError(f"--model {spec}: {module_name}.{fn_name} {found}; --model names a function that "
+                           "takes no arguments and returns an nn.Module")
+    torch.manual_seed(seed)
+    try:
+        model = fn()
+    except Exception as exc:  # noqa: BLE001 - any error of the user's builder
+        raise OptionsError(f"--model {spec}: {fn_name}() raised {first_line(exc)}") from None
+    if not isinstance(model, nn.Module):
+        raise OptionsError(f"--model {spec}: {fn_name}() returned {type(model).__name__}, not a torch.nn.Module")
+    return model

@@ -10,12 +10,14 @@ import os
 import sys
 from typing import IO, Any
 
-from .checks import FAIL, PASS, SKIP, CheckResult
+from .checks import FAIL, PASS, SKIP, CheckContext, CheckResult, run_all
+from .progress import describe_death
 
 SCHEMA = "xla-lint-runtime/1"
 
-#: error stages whose message already appears in a check line
-SHOWN_IN_CHECKS = ("rendezvous", "environment", "mesh", "model", "train", "consistency", "checkpoint")
+#: error stages whose message already appears in a check line ("died": a host that died,
+#: named by the rendezvous check)
+SHOWN_IN_CHECKS = ("rendezvous", "environment", "mesh", "model", "train", "consistency", "checkpoint", "died")
 
 
 def exit_code(results: list[CheckResult]) -> int:
@@ -47,7 +49,8 @@ def build_report(
             "expected": rendezvous.get("expected", 1),
             "joined": rendezvous.get("joined", []),
             "missing": rendezvous.get("missing", []),
-            "simulated": bool(options.get("simulated")),
+            "simulated": bool(options.get("simulated") or options.get("simulate_hosts")),
+            "died": rendezvous.get("died", []),
         },
         "rendezvous": rendezvous,
         "checks": [r.to_json() for r in results],
@@ -62,7 +65,9 @@ def header_line(report: dict) -> str:
     rec = recs[0] if recs else {}
     env, mesh = rec.get("environment") or {}, rec.get("mesh") or {}
     hosts = report["hosts"]
-    devices = f"{env.get('global_devices', '?')} {env.get('device_kind', '?')} devices" if env else "devices unknown"
+    cpu = (report.get("device_env") or {}).get("cpu_devices")
+    devices = (f"{env.get('global_devices', '?')} {env.get('device_kind', '?')} devices" if env
+               else f"{cpu} CPU devices" if cpu else "devices unknown")
     host_txt = f"{hosts['expected']} host(s)" + (" simulated on 127.0.0.1, one SPMD world each" if hosts["simulated"] else "")
     axes = " x ".join(f"{a}={s}" for a, s in (mesh.get("axis_sizes") or {}).items()) or ",".join(report["options"].get("mesh_axes", []))
     return f"xla-lint runtime check: {devices}, {host_txt}, mesh {axes}, {report['options'].get('steps')} steps"
@@ -111,3 +116,33 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, (set, tuple)):
         return list(obj)
     return str(obj)
+
+
+def report_lost_hosts(
+    options: dict,
+    rendezvous: dict,
+    deaths: list[dict],
+    device_env: dict,
+    wall_s: float,
+    json_path: str | None,
+    quiet: bool = False,
+    records: list | None = None,
+    note: str = "",
+) -> int:
+    """Print (and write as JSON) the report of a run that lost hosts; returns its exit status (1).
+
+    ``deaths`` (:func:`xla_lint.runtime.progress.death` dicts) go into
+    ``rendezvous["died"]`` and its message, which the rendezvous check FAILs with; the
+    other checks are SKIPped. ``records``: the run records there are (default: none).
+    Used by the ``--simulate-hosts`` launcher, by host 0 when hosts never reached the
+    gather, and by a host that lost host 0.
+    """
+    rv = {**rendezvous, "ok": False, "died": deaths}
+    rv["message"] = "; ".join([describe_death(d) for d in deaths] + ([note] if note else []))
+    records = records if records is not None else [None] * int(rv.get("expected") or 1)
+    results = run_all(CheckContext(options, records, rv, device_env))
+    errors = [e for r in records if r for e in r.get("errors", [])]
+    errors += [{"host": d["host"], "stage": "died", "error": describe_death(d)} for d in deaths]
+    report = build_report(results, options, rv, records, errors, device_env, wall_s)
+    emit(report, json_path, quiet)
+    return report["exit_code"]

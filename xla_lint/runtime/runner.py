@@ -1,4 +1,4 @@
-"""One process's flow: devices -> rendezvous -> job -> gather -> checks -> report.
+"""One process's flow: devices -> preflight -> rendezvous -> job -> gather -> checks -> report.
 
 Imported only after the CLI has checked that torch and torch_xla are installed; it
 imports torch itself lazily, after :func:`~xla_lint.runtime.env.configure_device_env`
@@ -8,41 +8,89 @@ has set ``PJRT_DEVICE``/``CPU_NUM_DEVICES`` (torch_xla reads them at import).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 import traceback
 import warnings
 
 from .env import configure_device_env
-from .options import RuntimeOptions
+from .options import OptionsError, RuntimeOptions
+from .preflight import preflight, remove_created
+from .progress import HostLost, Progress, first_line
 
 
 def run(opts: RuntimeOptions) -> int:
     """Run the checker in this process (or launch the simulated hosts). Returns the exit
     status: 0 all checks passed, 1 a check failed or a host broke.
 
-    Raises :class:`~xla_lint.runtime.options.OptionsError` for an inconsistent host layout.
+    Raises :class:`~xla_lint.runtime.options.OptionsError` for an option found wrong
+    before any device work (mesh shape vs. CPU device count, ``--checkpoint-dir``,
+    ``--model``, the coordinator port) or, on TPU, once the device count is known.
     """
     t0 = time.perf_counter()
     if opts.simulate_hosts:
-        from .hosts import launch_simulated_hosts
+        return _launch(opts)
+    progress = Progress.from_env(opts.host_index or 0, opts.steps)
+    if opts.simulated:
+        # the launcher stops a surviving host with SIGTERM when another died: exit through
+        # Python so `finally` blocks run (the job removes its temporary checkpoint)
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    status: int | str = "error"
+    try:
+        status = _run_host(opts, progress, t0)
+        return status
+    except OptionsError:
+        status = 2
+        raise
+    except (KeyboardInterrupt, SystemExit):
+        status = "stopped"
+        raise
+    finally:
+        if status != "stopped":
+            progress.finish(status)
 
-        return launch_simulated_hosts(opts)
+
+def _launch(opts: RuntimeOptions) -> int:
+    """``--simulate-hosts N``: check the options once here, then start and watch the hosts."""
+    from .hosts import launch_simulated_hosts
+
+    device_env = configure_device_env(opts, dict(os.environ))  # a copy: every host sets up its own
+    created, _ = preflight(opts, device_env, opts.seed_for(0))
+    try:
+        return launch_simulated_hosts(opts, device_env)
+    finally:
+        remove_created(created)
+
+
+def _run_host(opts: RuntimeOptions, progress: Progress, t0: float) -> int:
     device_env = configure_device_env(opts)
-    from .hosts import HostGroup, RendezvousError, resolve_layout
+    from .hosts import resolve_layout
 
     layout = resolve_layout(opts)
+    progress.host_index = layout.host_index
     _quiet_library_warnings()
-    if opts.bare:
-        return _run_bare(opts, t0)
+    created, user_model = preflight(opts, device_env, opts.seed_for(layout.host_index))
+    try:
+        if opts.bare:
+            return _run_bare(opts, t0)
+        return _run_checked(opts, layout, device_env, progress, user_model, t0)
+    finally:
+        remove_created(created)
 
+
+def _run_checked(opts: RuntimeOptions, layout, device_env: dict, progress: Progress, user_model, t0: float) -> int:
     from .checks import CheckContext, run_all
+    from .hosts import KEY, HostGroup, RendezvousError
     from .report import build_report, emit
 
+    progress.update("rendezvous")
     group_timeout = max(opts.timeout, opts.job_timeout)
     try:
-        group = HostGroup.join(layout, opts.timeout, group_timeout)
+        group = HostGroup.join(layout, opts.timeout, group_timeout, opts.comparable())
     except RendezvousError as exc:
+        progress.update("report")
         if layout.host_index != 0:
             print(f"host {layout.host_index}: rendezvous failed: {exc}", file=sys.stderr, flush=True)
             return 1
@@ -54,12 +102,29 @@ def run(opts: RuntimeOptions) -> int:
         emit(report, opts.json_path, opts.quiet)
         return 1
 
+    if opts.injected("diverge-seeds") and group.num_hosts == 1:
+        raise OptionsError("--inject diverge-seeds needs at least 2 hosts (--simulate-hosts 2): one host has nothing to disagree with")
+    if group.host_index != layout.host_index:  # joined over xla://: the preflight seeded for host 0
+        user_model = None
+    try:
+        if group.store is not None:
+            progress.attach(group.store, f"{KEY}progress/{group.host_index}", raise_on_loss=not opts.simulated)
+        return _run_joined(opts, group, device_env, progress, user_model, t0)
+    except HostLost as exc:  # host 0 is gone (a real multi-host run): this host reports
+        return _report_coordinator_lost(opts, group, exc, device_env, t0)
+
+
+def _run_joined(opts: RuntimeOptions, group, device_env: dict, progress: Progress, user_model, t0: float) -> int:
+    """Job, gather, checks and report once the hosts have joined; the exit status."""
+    from .checks import CheckContext, run_all
+    from .report import build_report, emit, report_lost_hosts
+
     me = group.host_index
     try:
         from .job import run_job
 
-        record = run_job(opts, me, group.num_hosts, process_group=group.pg).to_json()
-    except (KeyboardInterrupt, SystemExit):
+        record = run_job(opts, me, group.num_hosts, process_group=group.pg, progress=progress, user_model=user_model).to_json()
+    except (KeyboardInterrupt, SystemExit, OptionsError, HostLost):
         raise
     except BaseException as exc:  # noqa: BLE001 - e.g. torch_xla failing to import or to start PJRT
         record = {
@@ -70,33 +135,58 @@ def run(opts: RuntimeOptions) -> int:
             "errors": [{"stage": "environment", "host": me, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}],
         }
     record.setdefault("timings", {})["process_s"] = round(time.perf_counter() - t0, 3)
+    progress.update("gather")
     fatal: list[dict] = []
+    lost: list[dict] = []
     try:
         records = group.gather(record)
     except Exception as exc:  # noqa: BLE001 - a host died after joining: name it instead of hanging
-        done = group.hosts_done()
-        lost = [i for i in range(group.num_hosts) if i not in done]
-        msg = f"gathering the run records failed ({type(exc).__name__}: {exc})" + (f"; host(s) {lost} never reached it" if lost else "")
-        fatal.append({"host": me, "stage": "gather", "error": msg})
+        found = group.lost_hosts()
+        if found is None:  # the store is gone with host 0
+            if opts.simulated:  # the launcher names host 0 with its exit status
+                return 1
+            raise HostLost(first_line(exc), [], "at the gather") from None
+        lost = [d for d in found if d["host"] != me]
+        if not lost:
+            fatal.append({"host": me, "stage": "gather", "error": f"gathering the run records failed: {first_line(exc)}"})
         records = [record if i == me else None for i in range(group.num_hosts)]
     for e in record.get("errors", []):
         if me != 0:
-            print(f"host {me}: {e['stage']} failed: {e['error']}", file=sys.stderr, flush=True)
+            print(f"host {me}: {e['stage']} failed: {first_line(e['error'])}", file=sys.stderr, flush=True)
+    lost_ids = [d["host"] for d in lost]
     if me != 0:
+        progress.update("status")
         code = group.share_status(None, timeout=opts.timeout + 60)
         group.close()
         return code
 
-    rv = group.result.to_json()
-    ctx = CheckContext(opts.to_json(), records, rv, device_env, fatal)
-    results = run_all(ctx)
-    errors = [e for r in records if r for e in r.get("errors", [])] + fatal
-    report = build_report(results, opts.to_json(), rv, records, errors, device_env, time.perf_counter() - t0)
-    emit(report, opts.json_path, opts.quiet)
-    code = report["exit_code"]
-    group.share_status(code)
+    progress.update("report")
+    if lost:
+        code = report_lost_hosts(opts.to_json(), group.result.to_json(), lost, device_env, time.perf_counter() - t0,
+                                 opts.json_path, opts.quiet, records=records)
+    else:
+        rv = group.result.to_json()
+        ctx = CheckContext(opts.to_json(), records, rv, device_env, fatal)
+        results = run_all(ctx)
+        errors = [e for r in records if r for e in r.get("errors", [])] + fatal
+        report = build_report(results, opts.to_json(), rv, records, errors, device_env, time.perf_counter() - t0)
+        emit(report, opts.json_path, opts.quiet)
+        code = report["exit_code"]
+    group.share_status(code, lost=lost_ids)
     group.close()
     return code
+
+
+def _report_coordinator_lost(opts: RuntimeOptions, group, exc: HostLost, device_env: dict, t0: float) -> int:
+    """A host that lost host 0 prints the report host 0 can no longer print."""
+    from .progress import COORDINATOR_LOST, death
+    from .report import report_lost_hosts
+
+    deaths = exc.deaths or [death(0, COORDINATOR_LOST, None)]
+    note = f"host {group.host_index} noticed {exc.where or 'at the gather'} and stopped"
+    report_lost_hosts(opts.to_json(), group.result.to_json(), deaths, device_env, time.perf_counter() - t0,
+                      opts.json_path, opts.quiet, note=note)
+    return 1
 
 
 def _run_bare(opts: RuntimeOptions, t0: float) -> int:

@@ -18,6 +18,7 @@ CHECK_ORDER = (
     "rendezvous",
     "mesh",
     "sharding",
+    "training",
     "recompilation",
     "consistency",
     "convergence",
@@ -26,12 +27,12 @@ CHECK_ORDER = (
 )
 
 #: job stage -> the check that reports an exception raised in it
-#: (xla_lint/runtime/job.py STAGES; "train" failures mean training did not finish).
+#: (xla_lint/runtime/job.py STAGES; an exception in a training step is the training check's).
 STAGE_TO_CHECK = {
     "environment": "environment",
     "mesh": "mesh",
     "model": "sharding",
-    "train": "convergence",
+    "train": "training",
     "consistency": "consistency",
     "checkpoint": "checkpoint",
 }
@@ -41,6 +42,7 @@ CHECK_NEEDS = {
     "environment": "environment",
     "mesh": "mesh",
     "sharding": "model",
+    "training": "train",
     "recompilation": "train",
     "consistency": "consistency",
     "convergence": "train",
@@ -130,6 +132,14 @@ def _hint(err: dict) -> str:
     return _known_error(err) or STAGE_HINTS.get(err["stage"], "")
 
 
+def _traceback_note(ctx: CheckContext) -> str:
+    """Where the full traceback is: the ``--json`` file if one is written, else nowhere yet."""
+    path = ctx.options.get("json_path")
+    if path:
+        return f"the full traceback is in the JSON report ({path}, \"errors\")."
+    return "the last lines of the traceback are above; rerun with --json PATH to keep the whole traceback."
+
+
 def gate(ctx: CheckContext, name: str) -> CheckResult | None:
     """The FAIL/SKIP a check gets because a job stage raised, or None if it may run.
 
@@ -137,7 +147,10 @@ def gate(ctx: CheckContext, name: str) -> CheckResult | None:
     checks needing a later stage are SKIPped with the reason.
     """
     if not ctx.rendezvous.get("ok", True):
-        return CheckResult(name, SKIP, "not run: the hosts did not all join (see rendezvous)")
+        died = sorted({d["host"] for d in ctx.rendezvous.get("died") or []})
+        if died:
+            return CheckResult(name, SKIP, f"not run: host {', '.join(map(str, died))} did not finish the run (see rendezvous)")
+        return CheckResult(name, SKIP, "not run: the rendezvous failed (see rendezvous)")
     if ctx.fatal:
         first = ctx.fatal[0]
         return CheckResult(name, SKIP, f"not run: {first['error']}")
@@ -149,14 +162,14 @@ def gate(ctx: CheckContext, name: str) -> CheckResult | None:
         pos = STAGE_ORDER.index(err["stage"])
         if STAGE_TO_CHECK[err["stage"]] == name:
             hosts = sorted({e["host"] for e in ctx.stage_errors() if e["stage"] == err["stage"]})
+            where = f"in step {err['step']} ({err['stage']} stage)" if err.get("step") else f"in the {err['stage']} stage"
             return CheckResult(
                 name,
                 FAIL,
-                f"host {err['host']} raised in the {err['stage']} stage: {one_line(err['error'])}",
+                f"host {err['host']} raised {where}: {one_line(err['error'])}",
                 {"errors": [e for e in ctx.stage_errors() if e["stage"] == err["stage"]], "hosts": hosts},
-                explanation=f"an exception on host {err['host']} stopped the job in its {err['stage']} stage; "
-                "the traceback is in the JSON report (errors). " + _hint(err),
-                rules=[] if _known_error(err) else STAGE_RULES.get(err["stage"], []),
+                explanation=f"an exception on host {err['host']} stopped the job {where}; {_traceback_note(ctx)} " + _hint(err),
+                rules=[],
                 details=[line for line in err.get("traceback", "").strip().splitlines()[-3:]],
             )
         if pos <= needed:
@@ -164,19 +177,21 @@ def gate(ctx: CheckContext, name: str) -> CheckResult | None:
     return None
 
 
+#: What to look at when a job stage raises. They name no lint rule: the options are
+#: checked before the job starts (mesh shape, mesh axes, --model, --checkpoint-dir), and the
+#: job itself avoids every pitfall the rules describe, so a rule's pitfall is not the cause.
 STAGE_HINTS = {
     "environment": "Check that torch and torch_xla are the pinned pair and PJRT finds the devices (PJRT_DEVICE).",
-    "mesh": "The mesh shape must multiply to the global device count and name each axis once "
-    "(XLA011 mesh-shape-mismatch); pass HybridMesh arguments as keywords (XLA001).",
-    "model": "FSDPv2 needs a global mesh with an 'fsdp' axis (XLA009 fsdpv2-mesh) and SPMD enabled "
-    "before the model reaches the device (XLA002).",
+    "mesh": "torch_xla could not build the mesh from --mesh/--mesh-shape/--dcn-mesh-shape on these devices; "
+    "the traceback says why.",
+    "model": "Building the model or wrapping it in FSDPv2 (SpmdFullyShardedDataParallel) failed; with --model, the "
+    "module is wrapped whole and must be movable to the XLA device.",
     "train": "The training step itself raised: read the traceback; a shape error usually means the batch "
-    "or sequence length does not fit the model.",
+    "or sequence length does not fit the model (--input-shape with --model).",
     "consistency": "Reading the parameters back from the devices failed.",
-    "checkpoint": "Save sharded state with torch.distributed.checkpoint and SPMDSavePlanner, not torch.save "
-    "(XLA003); on a pod --checkpoint-dir must be storage every host sees.",
+    "checkpoint": "Saving or loading the sharded checkpoint failed: --checkpoint-dir needs room for the state dict "
+    "and, on a pod, must be storage every host sees.",
 }
-STAGE_RULES = {"mesh": ["XLA011", "XLA001"], "model": ["XLA009", "XLA002"], "checkpoint": ["XLA003"]}
 
 
 def run_all(ctx: CheckContext) -> list[CheckResult]:
@@ -191,6 +206,7 @@ def run_all(ctx: CheckContext) -> list[CheckResult]:
         rendezvous,
         sharding,
         throughput,
+        training,
     )
 
     funcs: dict[str, Callable[[CheckContext], CheckResult]] = {
@@ -198,6 +214,7 @@ def run_all(ctx: CheckContext) -> list[CheckResult]:
         "rendezvous": rendezvous.check,
         "mesh": mesh.check,
         "sharding": sharding.check,
+        "training": training.check,
         "recompilation": recompilation.check,
         "consistency": consistency.check,
         "convergence": convergence.check,

@@ -1,4 +1,4 @@
-"""Check 8, ``checkpoint``: a sharded save/load round trip gives back what was saved.
+"""Check 9, ``checkpoint``: a sharded save/load round trip gives back what was saved.
 
 The job saves ``model.state_dict()`` with ``torch.distributed.checkpoint.save`` and
 ``SPMDSavePlanner``, loads it into zeroed tensors of the same sharding with
@@ -46,14 +46,13 @@ def check(ctx: CheckContext) -> CheckResult:
     values = {"hosts": per_host}
     if problems:
         generic = (
-            "save sharded state with torch.distributed.checkpoint and SPMDSavePlanner and load it with SPMDLoadPlanner "
-            "into tensors that already carry the target sharding (not torch.save/xm.save on sharded tensors); on a pod "
-            "--checkpoint-dir must be storage every host can see"
+            "the checker saved with torch.distributed.checkpoint and SPMDSavePlanner and loaded with SPMDLoadPlanner "
+            "into tensors that already carry the target sharding, so the difference comes from the storage (on a pod "
+            "--checkpoint-dir must be storage every host can see) or from torch_xla's planners, not from your save code"
         )
         return CheckResult(
             "checkpoint", FAIL, "; ".join(problems), values,
             explanation="; ".join(causes) if causes else generic,
-            rules=[] if causes else ["XLA003"],
         )
     summary = (
         f"{c0['tensors']} tensors ({fmt_bytes(c0['bytes'])} on disk) saved with SPMDSavePlanner and loaded with SPMDLoadPlanner "

@@ -1,4 +1,4 @@
-"""Check 6, ``consistency``: one shared model, not N private ones.
+"""Check 7, ``consistency``: one shared model, not N private ones.
 
 Two comparisons, from the run records gathered over the gloo group:
 

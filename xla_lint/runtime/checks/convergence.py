@@ -1,10 +1,10 @@
-"""Check 7, ``convergence``: the loss is finite at every step and falls over the run."""
+"""Check 8, ``convergence``: the loss is finite at every step and falls over the run."""
 
 from __future__ import annotations
 
 import math
 
-from . import FAIL, PASS, CheckContext, CheckResult, gate
+from . import FAIL, PASS, SKIP, CheckContext, CheckResult, gate
 
 
 def check(ctx: CheckContext) -> CheckResult:
@@ -15,6 +15,8 @@ def check(ctx: CheckContext) -> CheckResult:
     rec = ctx.first
     losses = rec["losses"]
     values = {"losses": losses, "first": losses[0] if losses else None, "last": losses[-1] if losses else None}
+    if len(losses) < 2 and int(ctx.options.get("steps") or 0) < 2:
+        return CheckResult("convergence", SKIP, f"not run: {len(losses)} step ran; a falling loss needs at least 2 --steps", values)
     bad = [i + 1 for i, v in enumerate(losses) if not math.isfinite(v)]
     if bad:
         return CheckResult(

@@ -1,4 +1,4 @@
-"""Check 5, ``recompilation``: no graph is compiled after the warm-up steps.
+"""Check 6, ``recompilation``: no graph is compiled after the warm-up steps.
 
 Per step the job reads torch_xla/debug/metrics.py: the ``UncachedCompile`` counter
 (graphs compiled) and the ``CompileTime`` metric (nanoseconds), before and after
@@ -7,7 +7,7 @@ the step's ``torch_xla.sync(wait=True)``.
 
 from __future__ import annotations
 
-from . import FAIL, PASS, CheckContext, CheckResult, gate
+from . import FAIL, PASS, SKIP, CheckContext, CheckResult, gate
 
 
 def check(ctx: CheckContext) -> CheckResult:
@@ -52,5 +52,9 @@ def check(ctx: CheckContext) -> CheckResult:
             rules = ["XLA201", "XLA202"]
         return CheckResult("recompilation", FAIL, summary, values, explanation=explanation, rules=rules,
                            details=[f"graphs compiled per step: {per_host[str(first_host)]}"])
+    if len(steps0) <= warmup:
+        return CheckResult("recompilation", SKIP, f"not run: all {len(steps0)} step(s) were warm-up steps, which may compile; "
+                           "run more --steps than --warmup-steps to look for recompiles", values,
+                           details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"])
     summary = f"{warm} graph(s) compiled in the {warmup} warm-up step(s), none in the {len(steps0) - warmup} step(s) after"
     return CheckResult("recompilation", PASS, summary, values, details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"])

@@ -1,4 +1,4 @@
-"""Check 9, ``throughput`` (information only, never FAILs): compile time, step time, tokens/s."""
+"""Check 10, ``throughput`` (information only, never FAILs): compile time, step time, tokens/s."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ def check(ctx: CheckContext) -> CheckResult:
         "unit": unit,  # "tokens" (decoder) or "examples" (--model): what tokens_per_* count
         "timings": t,
     }
+    if not step:
+        return CheckResult("throughput", SKIP, "not run: no step after the warm-up to time (run more --steps than --warmup-steps)", values)
     summary = (
         f"compile {t.get('compile_s_total', 0):.2f} s total; step {step * 1000:.1f} ms (median after warm-up); "
-        f"{tokens} {unit}/step -> {tps:,.0f} {unit}/s" if step else "no step after warm-up to time"
+        f"{tokens} {unit}/step -> {tps:,.0f} {unit}/s"
     )
     return CheckResult("throughput", PASS, summary, values)
