@@ -277,7 +277,15 @@ def test_rule_command(tmp_path):
     assert [r["code"] for r in catalogue] == [r.code for r in all_rules()]
     assert {"code", "name", "summary", "description", "severity", "explanation"} <= set(catalogue[0])
     bad = xla(tmp_path, "rule", "XLA999")
-    assert bad.returncode == 2 and "unknown rule code 'XLA999'" in bad.stderr
+    assert bad.returncode == 2 and "unknown rule 'XLA999'" in bad.stderr
+    by_name = xla(tmp_path, "rule", "host-sync-in-step")
+    assert by_name.returncode == 0 and lines(by_name)[0].startswith("XLA201 host-sync-in-step")
+
+
+def test_runtime_usage_errors_name_the_command_that_was_run(tmp_path):
+    proc = xla(tmp_path, "runtime", "--steps", "-1")
+    assert proc.returncode == 2 and "xla-lint runtime" in proc.stderr
+    assert "python -m xla_lint.runtime" not in proc.stderr
 
 
 def test_rule_command_emphasises_headings_in_color(tmp_path):

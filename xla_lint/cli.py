@@ -375,7 +375,7 @@ def _fail(message: str) -> None:
               help="Emphasise headings and code; auto: when standard output is a terminal and NO_COLOR is not set.")
 def rule_command(code: str | None, show_all: bool, output_format: str, color: str) -> None:
     """Explain rule CODE, or list every rule with --all."""
-    from .rules import all_rules, rule_by_code  # the rule classes (and LibCST): only this command needs them
+    from .rules import all_rules, find_rule  # the rule classes (and LibCST): only this command needs them
 
     colored = use_color(color)
     if show_all or code is None:
@@ -387,13 +387,49 @@ def rule_command(code: str | None, show_all: bool, output_format: str, color: st
             click.echo(f"{click.style(r.code, bold=True) if colored else r.code} {r.name} "
                        f"[{r.severity.value}]{off}: {r.summary}", color=colored)
         return
-    rule = rule_by_code(code)
+    rule = find_rule(code)
     if rule is None:
-        _fail(f"unknown rule code {code!r}; `xla-lint rule --all` lists them")
+        _fail(f"unknown rule {code!r} (a code such as XLA201 or a name such as host-sync-in-step); "
+              "`xla-lint rule --all` lists them")
     if output_format == "json":
         click.echo(json.dumps(rule_to_json(rule), indent=2))
         return
     click.echo(render_rule(rule, colored), nl=False, color=colored)
+
+
+@main.command("trace", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Steps to trace; the script is then stopped at a step boundary.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              help="Seconds for the whole run; then the script is killed and the partial report shown.")
+@click.option("--device", type=click.Choice(["cpu", "auto"]), default="cpu", show_default=True,
+              help="cpu: PJRT_DEVICE=CPU with --cpu-devices virtual devices; auto: keep the environment (TPU).")
+@click.option("--cpu-devices", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Virtual CPU devices with --device cpu.")
+@click.option("--events", type=click.Path(dir_okay=False), default=None,
+              help="Where to stream the events (JSONL); default: a new temporary folder, named in the report.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schema in docs/trace.md).")
+@click.option("--static/--no-static", default=True, show_default=True,
+              help="Also lint the script's program (preview rules on) and mark what the run confirmed.")
+@click.option("--explain", is_flag=True,
+              help="For a compile after warm-up, name the IR nodes that changed and where they were made "
+                   "(XLA_IR_DEBUG=1; slows each step a little).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def trace_command(steps, timeout, device, cpu_devices, events, as_json, static, explain, command) -> None:
+    """Run a training script for a few steps: what compiled, synced and was sharded, per step.
+
+    `xla-lint trace [OPTIONS] -- [python] SCRIPT [ARGS]...` or `-- python -m MODULE [ARGS]...`.
+    Exit status: 0 no finding, 1 findings or the script failed or timed out, 2 usage error.
+    """
+    from .trace import TraceOptions, TraceUsageError, run_trace  # torch-free until the child runs
+
+    try:
+        code = run_trace(TraceOptions(tuple(command), steps=steps, timeout=timeout, device=device,
+                                      cpu_devices=cpu_devices, events=events, static=static, explain=explain),
+                        as_json=as_json)
+    except TraceUsageError as exc:
+        _fail(str(exc))
+    sys.exit(code)
 
 
 @main.command("runtime", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
@@ -405,4 +441,4 @@ def runtime_command(args: tuple[str, ...]) -> None:
         from .runtime.cli import main as runtime_main
     except ImportError as exc:
         _fail(f"the runtime checker is not available: {exc}")
-    sys.exit(runtime_main(list(args)))
+    sys.exit(runtime_main(list(args), prog_name="xla-lint runtime"))

@@ -34,6 +34,12 @@ def all_rules() -> tuple[type[Rule], ...]:
     return tuple(sorted(found.values(), key=lambda r: r.code))
 
 
+def find_rule(text: str) -> type[Rule] | None:
+    """The rule whose code (``XLA201``, any case) or name (``host-sync-in-step``) is ``text``, or None."""
+    text = text.strip()
+    return rule_by_code(text) or next((r for r in all_rules() if r.name == text.lower()), None)
+
+
 def rule_by_code(code: str) -> type[Rule] | None:
     """The rule with this exact code (case-insensitive), or None."""
     code = code.upper()

@@ -1,0 +1,75 @@
+"""``xla-lint trace``: run the user's own training script for a few steps and show, per step,
+what compiled, what was copied to the host and what was sharded, each tied to the user's
+source line and to the rule that prevents it.
+
+::
+
+    xla-lint trace [--steps N] [--timeout S] [--device cpu|auto] [--json] -- [python] SCRIPT [ARGS]...
+    xla-lint trace -- python -m MODULE [ARGS]...
+
+The script runs unmodified in a child process (:mod:`xla_lint.trace.runner`), by default on
+CPU with 8 virtual devices, instrumented by :mod:`xla_lint.trace.hook` (standard library
+only until the script imports torch_xla). Events stream to a JSONL file as they happen
+(:mod:`xla_lint.trace.events`); :mod:`xla_lint.trace.report` turns them into findings and
+the text or JSON report, beside the static diagnostics of the script's program.
+
+Exit status: 0 the traced steps showed no finding; 1 a finding, or the script raised, exited
+non-zero, died or hit ``--timeout``; 2 a usage error or a script that cannot be traced (no
+such script or module, torch_xla not installed, one process per device). This package is
+never imported by the linter itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .events import REPORT_SCHEMA, Trace, read_events
+from .report import build_report, render_text
+from .runner import StaticLint, TraceOptions, TraceUsageError, resolve_target, run_child, torch_xla_available
+
+__all__ = ["REPORT_SCHEMA", "Trace", "TraceOptions", "TraceUsageError", "read_events", "run_trace"]
+
+#: Exit status after Ctrl-C (128 + SIGINT), as the rest of xla-lint uses.
+EXIT_INTERRUPTED = 130
+
+
+def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
+    """Trace the command of ``opts``, print the report (text, or JSON with ``as_json``) on
+    ``out`` (default standard output) and return the exit status (0 or 1; 130 after Ctrl-C).
+
+    Raises :class:`TraceUsageError` (one line, exit status 2) for a command that cannot be
+    traced. The script's own output goes to standard error.
+    """
+    out = sys.stdout if out is None else out
+    target = resolve_target(opts.command, opts.cwd)
+    if not torch_xla_available():
+        raise TraceUsageError(f"torch_xla is not installed for {sys.executable}; "
+                              "install xla-lint[runtime] (torch and torch_xla 2.9)")
+    static = StaticLint(target.target if opts.static and target.kind == "path" else None)
+    result = run_child(opts, target)
+    trace = read_events(result.events_file)
+    if trace.missing is not None:
+        raise TraceUsageError(trace.missing.get("what", "the script does not exist"))
+    if trace.unsupported is not None:
+        place = trace.unsupported.get("location") or {}
+        at = f" (at {place.get('path')}:{place.get('line')})" if place else ""
+        raise TraceUsageError(f"the script calls {trace.unsupported.get('what')}{at}: one process per device is not "
+                              "traced yet; trace a single-process or SPMD script (`xr.use_spmd()`)")
+    diagnostics, static_error = [], None
+    if opts.static:
+        path = target.target if target.kind == "path" else (trace.script or {}).get("path")
+        diagnostics, static_error = static.result(path)
+    report = build_report(
+        trace, command=list(opts.command), target=(trace.script or {}).get("path") or target.target,
+        steps_requested=opts.steps, wall_s=result.wall_s, events_file=result.events_file,
+        device=result.env_facts, timed_out=result.timed_out, interrupted=result.interrupted,
+        static=diagnostics if opts.static else None, static_error=static_error)
+    if as_json:
+        out.write(json.dumps(report, indent=2) + "\n")
+    else:
+        out.write(render_text(report))
+    out.flush()
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return report["exit_code"]

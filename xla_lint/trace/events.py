@@ -1,0 +1,341 @@
+"""The events a traced process writes (one JSON object a line) and the report's JSON schema.
+
+:mod:`xla_lint.trace.hook` writes plain dicts (it may import nothing but the standard
+library); this module reads them back into dataclasses for :mod:`xla_lint.trace.report`
+and holds the two JSON schemas documented in docs/trace.md: :data:`EVENT_SCHEMA` (one line
+of the events file) and :data:`REPORT_SCHEMA` (``xla-lint trace --json``).
+
+Event kinds (``"event"`` field), in the order they usually come:
+
+``start`` (the child began), ``torch_xla`` (the script imported it: versions, device env),
+``spmd`` (``xr.use_spmd()`` called), ``optimizer``, ``loader`` (a DataLoader or
+MpDeviceLoader was made: where, batch size, drop_last, input_sharding), ``compile`` and
+``execution`` (from torch_xla's PT_XLA_DEBUG report: cause, graph hash, Python frames;
+``execution`` only for graphs run mid-step, i.e. by a value read), ``host_read`` (a tensor
+copied to the host: kind, place, count in the step, how many made a graph run), ``step``
+(one per step: time, compiles, executions, transfers, inputs), ``parameters`` (once: every
+parameter's sharding), ``stop`` (the trace stopped the script), ``exit``/``error``/``missing``/
+``unsupported`` (how the script ended), ``end`` (final counters); the parent adds
+``timeout`` and ``child_exit``; with ``--explain``, ``ir_diff`` (the IR lines that changed in
+a step that compiled, each with the place its node was made); ``internal`` records a failure of the instrumentation itself
+(the script goes on).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCATION_SCHEMA: dict = {
+    "type": ["object", "null"],
+    "required": ["path", "line"],
+    "properties": {"path": {"type": "string"}, "line": {"type": "integer"},
+                   "function": {"type": ["string", "null"]}},
+}
+
+_INPUT = {"type": "object", "required": ["shape", "dtype"],
+          "properties": {"shape": {"type": "array", "items": {"type": "integer"}}, "dtype": {"type": "string"},
+                         "sharding": {"type": "string"}}}
+
+#: Keys each event kind must carry (beyond ``event`` and ``t``), with their JSON types.
+EVENT_FIELDS: dict[str, dict[str, Any]] = {
+    "start": {"schema": {"type": "integer"}, "pid": {"type": "integer"}, "kind": {"enum": ["path", "module"]},
+              "target": {"type": "string"}, "steps_limit": {"type": "integer"}},
+    "torch_xla": {"version": {"type": ["string", "null"]}},
+    "script": {"path": {"type": "string"}},
+    "spmd": {"location": LOCATION_SCHEMA},
+    "optimizer": {"id": {"type": "integer"}, "class": {"type": "string"}, "location": LOCATION_SCHEMA},
+    "loader": {"kind": {"enum": ["DataLoader", "MpDeviceLoader"]}, "location": LOCATION_SCHEMA},
+    "compile": {"step": {"type": "integer"}, "cause": {"type": "string"}, "location": LOCATION_SCHEMA,
+                "frames": {"type": "array", "items": LOCATION_SCHEMA}},
+    "execution": {"step": {"type": "integer"}, "cause": {"type": "string"}, "location": LOCATION_SCHEMA},
+    "host_read": {"step": {"type": "integer"}, "kind": {"type": "string"}, "location": LOCATION_SCHEMA,
+                  "count": {"type": "integer"}},
+    "step": {"step": {"type": "integer"}, "duration_s": {"type": "number"}, "compiles": {"type": "integer"},
+             "compile_s": {"type": "number"}, "executions": {"type": "integer"}, "transfers": {"type": "integer"},
+             "inputs": {"type": ["array", "null"], "items": _INPUT}},
+    "parameters": {"step": {"type": "integer"}, "parameters": {"type": "array"}},
+    "stop": {"reason": {"enum": ["steps", "no-boundary"]}, "steps": {"type": "integer"}},
+    "exit": {"code": {"type": "integer"}, "reason": {"type": "string"}},
+    "error": {"type": {"type": "string"}, "message": {"type": "string"}, "traceback": {"type": "string"}},
+    "missing": {"what": {"type": "string"}},
+    "unsupported": {"what": {"type": "string"}, "location": LOCATION_SCHEMA},
+    "end": {"steps": {"type": "integer"}},
+    "timeout": {"seconds": {"type": "number"}},
+    "child_exit": {"code": {"type": ["integer", "null"]}},
+    "internal": {"where": {"type": "string"}, "message": {"type": "string"}},
+    "ir_diff": {"step": {"type": "integer"}, "changed": {"type": "integer"},
+                "changes": {"type": "array", "items": {"type": "object", "required": ["before", "after", "location"]}}},
+}
+
+#: JSON schema of one line of the events file.
+EVENT_SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "xla-lint trace event",
+    "type": "object",
+    "required": ["event", "t"],
+    "properties": {"event": {"enum": sorted(EVENT_FIELDS)}, "t": {"type": "number"}},
+    "allOf": [
+        {"if": {"properties": {"event": {"const": kind}}},
+         "then": {"required": sorted(fields), "properties": fields}}
+        for kind, fields in EVENT_FIELDS.items()
+    ],
+}
+
+_REPORT_LOCATION = {
+    "type": ["object", "null"],
+    "required": ["path", "line"],
+    "properties": {"path": {"type": "string"}, "line": {"type": "integer"}, "function": {"type": ["string", "null"]}},
+}
+
+#: JSON schema of ``xla-lint trace --json`` (documented in docs/trace.md).
+REPORT_SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "xla-lint trace report",
+    "type": "object",
+    "required": ["version", "command", "target", "status", "exit_code", "steps_requested", "steps_traced",
+                 "wall_s", "events_file", "device", "steps", "compiles", "host_reads", "sharding", "findings",
+                 "static", "error", "notes"],
+    "properties": {
+        "version": {"const": 1},
+        "command": {"type": "array", "items": {"type": "string"}},
+        "target": {"type": "string"},
+        "status": {"enum": ["stopped", "finished", "error", "timeout", "no-boundary", "crashed", "exited"]},
+        "exit_code": {"enum": [0, 1]},
+        "script_exit": {"type": ["integer", "null"]},
+        "steps_requested": {"type": "integer"},
+        "steps_traced": {"type": "integer"},
+        "optimizer_steps": {"type": ["integer", "null"]},
+        "wall_s": {"type": "number"},
+        "events_file": {"type": "string"},
+        "device": {
+            "type": "object",
+            "required": ["pjrt_device", "cpu_devices", "spmd", "torch_xla"],
+            "properties": {"pjrt_device": {"type": ["string", "null"]}, "cpu_devices": {"type": ["integer", "null"]},
+                           "spmd": {"type": "boolean"}, "torch_xla": {"type": ["string", "null"]},
+                           "xla_flags_added": {"type": ["string", "null"]}},
+        },
+        "steps": {"type": "array", "items": {
+            "type": "object",
+            "required": ["step", "duration_s", "compiles", "compile_s", "executions", "host_reads", "transfer_s",
+                         "inputs"],
+            "properties": {"step": {"type": "integer"}, "duration_s": {"type": "number"},
+                           "compiles": {"type": "integer"}, "compile_s": {"type": "number"},
+                           "executions": {"type": "integer"}, "host_reads": {"type": "integer"},
+                           "transfer_s": {"type": "number"}, "warmup": {"type": "boolean"},
+                           "inputs": {"type": ["array", "null"], "items": _INPUT}},
+        }},
+        "compiles": {"type": "array", "items": {
+            "type": "object",
+            "required": ["step", "after_warmup", "reason", "cause", "graph_hash", "location", "time_s"],
+            "properties": {"step": {"type": "integer"}, "after_warmup": {"type": "boolean"},
+                           "reason": {"enum": ["warm-up", "new-input-shape", "same-input-shapes", "unknown-inputs"]},
+                           "cause": {"type": "string"}, "graph_hash": {"type": ["string", "null"]},
+                           "location": _REPORT_LOCATION, "time_s": {"type": ["number", "null"]},
+                           "partial": {"type": "boolean"},
+                           "explain": {"type": "array", "items": {"type": "object"}}},
+        }},
+        "host_reads": {"type": "array", "items": {
+            "type": "object",
+            "required": ["kind", "location", "steps", "count", "forced_execution"],
+            "properties": {"kind": {"type": "string"}, "location": _REPORT_LOCATION,
+                           "steps": {"type": "array", "items": {"type": "integer"}}, "count": {"type": "integer"},
+                           "forced_execution": {"type": "integer"}},
+        }},
+        "sharding": {
+            "type": "object",
+            "required": ["spmd", "parameters", "inputs"],
+            "properties": {
+                "spmd": {"type": "boolean"},
+                "parameters": {"type": ["object", "null"]},
+                "inputs": {"type": ["array", "null"]},
+            },
+        },
+        "findings": {"type": "array", "items": {
+            "type": "object",
+            "required": ["code", "name", "title", "message", "fix", "location", "related", "steps", "cost_s"],
+            "properties": {"code": {"type": ["string", "null"]}, "name": {"type": "string"},
+                           "title": {"type": "string"}, "message": {"type": "string"}, "fix": {"type": "string"},
+                           "location": _REPORT_LOCATION,
+                           "related": {"type": "array", "items": _REPORT_LOCATION},
+                           "steps": {"type": "array", "items": {"type": "integer"}},
+                           "cost_s": {"type": "number"}},
+        }},
+        "static": {"type": ["array", "null"], "items": {
+            "type": "object",
+            "required": ["code", "name", "message", "path", "line", "status"],
+            "properties": {"code": {"type": "string"}, "name": {"type": "string"}, "message": {"type": "string"},
+                           "path": {"type": "string"}, "line": {"type": "integer"},
+                           "status": {"enum": ["confirmed", "not reached", "not observable"]}},
+        }},
+        "error": {"type": ["object", "null"]},
+        "notes": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in the user's code: file path, line and function."""
+
+    path: str
+    line: int
+    function: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "Location | None":
+        """The location of an event (``None`` stays ``None``)."""
+        if not data or data.get("path") is None or data.get("line") is None:
+            return None
+        return cls(str(data["path"]), int(data["line"]), data.get("function"))
+
+    def to_json(self) -> dict:
+        """``{"path", "line", "function"}``."""
+        return {"path": self.path, "line": self.line, "function": self.function}
+
+
+@dataclass
+class Step:
+    """One traced step: its time and what happened in it."""
+
+    step: int
+    duration_s: float
+    compiles: int
+    compile_s: float
+    compile_times_s: list[float]
+    executions: int
+    transfers: int
+    transfer_s: float
+    optimizer_steps: int
+    inputs: list[dict] | None
+    optimizers: list[dict]
+    boundary: Location | None
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Step":
+        """Read a ``step`` event."""
+        return cls(int(data["step"]), float(data["duration_s"]), int(data["compiles"]), float(data["compile_s"]),
+                   [float(x) for x in data.get("compile_times_s", [])], int(data["executions"]),
+                   int(data["transfers"]), float(data.get("transfer_s", 0.0)), int(data.get("optimizer_steps", 0)),
+                   data.get("inputs"), list(data.get("optimizers") or []), Location.from_json(data.get("boundary")))
+
+    def signature(self) -> tuple | None:
+        """The input shapes and dtypes, comparable between steps (``None``: not seen)."""
+        if not self.inputs:
+            return None
+        return tuple((tuple(i["shape"]), i["dtype"]) for i in self.inputs)
+
+
+@dataclass
+class Compile:
+    """A graph compiled (or, for ``kind == "execution"``, run mid-step) with torch_xla's report."""
+
+    step: int
+    cause: str
+    graph_hash: str | None
+    location: Location | None
+    frames: list[Location]
+    partial: bool = False
+    kind: str = "compile"
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Compile":
+        """Read a ``compile`` or ``execution`` event."""
+        frames = [f for f in (Location.from_json(x) for x in data.get("frames") or []) if f is not None]
+        return cls(int(data["step"]), str(data.get("cause", "")), data.get("graph_hash"),
+                   Location.from_json(data.get("location")), frames, bool(data.get("partial", False)),
+                   str(data["event"]))
+
+
+@dataclass
+class HostRead:
+    """Copies of XLA tensors to the host at one place during one step."""
+
+    step: int
+    kind: str
+    location: Location | None
+    count: int
+
+    @classmethod
+    def from_json(cls, data: dict) -> "HostRead":
+        """Read a ``host_read`` event."""
+        return cls(int(data["step"]), str(data["kind"]), Location.from_json(data.get("location")), int(data["count"]))
+
+
+@dataclass
+class Trace:
+    """Every event of one run, by kind (``other``: kinds this version does not know)."""
+
+    start: dict | None = None
+    torch_xla: dict | None = None
+    spmd: Location | None = None
+    spmd_called: bool = False
+    optimizers: list[dict] = field(default_factory=list)
+    loaders: list[dict] = field(default_factory=list)
+    compiles: list[Compile] = field(default_factory=list)
+    executions: list[Compile] = field(default_factory=list)
+    host_reads: list[HostRead] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    parameters: dict | None = None
+    stop: dict | None = None
+    exit: dict | None = None
+    error: dict | None = None
+    missing: dict | None = None
+    unsupported: dict | None = None
+    end: dict | None = None
+    timeout: dict | None = None
+    child_exit: dict | None = None
+    script: dict | None = None
+    ir_diffs: dict[int, dict] = field(default_factory=dict)  # step -> ir_diff event (--explain)
+    other: list[dict] = field(default_factory=list)
+    bad_lines: int = 0
+
+    def add(self, data: dict) -> None:
+        """File one event under its kind."""
+        kind = data.get("event")
+        if kind == "step":
+            self.steps.append(Step.from_json(data))
+        elif kind == "compile":
+            self.compiles.append(Compile.from_json(data))
+        elif kind == "execution":
+            self.executions.append(Compile.from_json(data))
+        elif kind == "host_read":
+            self.host_reads.append(HostRead.from_json(data))
+        elif kind == "optimizer":
+            self.optimizers.append(data)
+        elif kind == "loader":
+            self.loaders.append(data)
+        elif kind == "ir_diff":
+            self.ir_diffs[int(data["step"])] = data
+        elif kind == "spmd":
+            self.spmd_called = True
+            self.spmd = self.spmd or Location.from_json(data.get("location"))
+        elif kind in ("start", "torch_xla", "parameters", "stop", "exit", "error", "missing", "unsupported", "end",
+                      "timeout", "child_exit", "script"):
+            if getattr(self, kind) is None:
+                setattr(self, kind, data)
+        else:
+            self.other.append(data)
+
+
+def read_events(path: str) -> Trace:
+    """Read an events file; lines that are not JSON objects (a write cut by a kill) are counted
+    in ``bad_lines`` and skipped."""
+    trace = Trace()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    data = json.loads(line)
+                    if not isinstance(data, dict):
+                        raise ValueError("not an object")
+                    trace.add(data)
+                except (ValueError, KeyError, TypeError):
+                    trace.bad_lines += 1
+    except FileNotFoundError:
+        pass
+    return trace

@@ -1,0 +1,1103 @@
+"""The instrumentation that runs inside the traced script's process.
+
+The parent (:mod:`xla_lint.trace.runner`) starts ``python -c BOOTSTRAP KIND TARGET ARGS...``;
+the bootstrap loads this file by path and calls :func:`main`, which runs the script with
+:mod:`runpy` exactly as ``python SCRIPT`` or ``python -m MODULE`` would (``__name__ ==
+"__main__"``, ``__file__``, ``sys.argv``, ``sys.path[0]``). At import time this module uses
+the standard library only; torch and torch_xla are patched lazily, right after the script
+imports ``torch_xla`` (an import hook on ``sys.meta_path``), so a script that never imports
+it runs untouched.
+
+What is patched, and why (torch_xla 2.9.0):
+
+* ``torch_xla.sync`` (also as ``torch_xla.torch_xla.sync``): every step boundary goes
+  through it: ``xm.mark_step`` calls ``torch_xla.sync`` (core/xla_model.py), the
+  ``MpDeviceLoader`` syncs in ``PerDeviceLoader.next`` (distributed/parallel_loader.py) and
+  ``torch_xla.step()`` / ``torch_xla.compile`` call the module-level ``sync`` on entry and
+  exit (torch_xla.py). After the real sync it polls cheap counters (``UncachedCompile``,
+  ``ExecuteReplicated``/``ExecuteComputation``, metrics ``CompileTime`` and
+  ``TransferFromDeviceTime``) and reads what torch_xla appended to ``PT_XLA_DEBUG_FILE``
+  (``DebugUtil::analyze_graph_execution_python_frame`` in csrc/debug_util.cpp: one block per
+  compilation and execution, with a cause guess and the Python frames).
+* ``torch.Tensor`` methods that copy an XLA tensor to the host (``item``, ``tolist``,
+  ``cpu``, ``numpy``, ``to("cpu")``, ``__bool__``, ``__int__``, ``__float__``,
+  ``__index__``, ``__format__``, ``__repr__``, ``__array__``): the first frame outside
+  torch/torch_xla/the standard library is recorded (torch_xla's execution report for the
+  same line says whether the read made a graph run). Other tensors take one attribute test.
+* ``torch.optim.Optimizer``: construction site and a global step hook (a step is the span
+  between boundaries that holds an ``optimizer.step()``); ``DataLoader``/``MpDeviceLoader``/
+  ``ShardingSpec`` construction sites and the batches the main thread receives; the outermost
+  ``nn.Module`` calls of the first step (global module hooks, removed after it) to find the
+  model, its parameters' shardings and its inputs.
+* ``torch_xla.launch`` and ``xmp.spawn``: refused (one process per device is not traced yet).
+
+Events are appended to the JSONL file named by ``XLA_LINT_TRACE_EVENTS`` as they happen (one
+JSON object a line; :mod:`xla_lint.trace.events` documents each kind). After ``--steps``
+steps the patched sync raises :class:`TraceStop` (a ``SystemExit``); a script that swallows
+it is ended with ``os._exit`` at a later boundary or after a grace period.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import functools
+import json
+import os
+import runpy
+import signal
+import sys
+import sysconfig
+import threading
+import time
+import traceback
+
+EVENTS_ENV = "XLA_LINT_TRACE_EVENTS"
+STEPS_ENV = "XLA_LINT_TRACE_STEPS"
+STACKS_ENV = "XLA_LINT_TRACE_STACKS"
+EXPLAIN_ENV = "XLA_LINT_TRACE_EXPLAIN"
+#: IR lines differing between two steps that an ``ir_diff`` event lists at most.
+MAX_IR_CHANGES = 8
+DEBUG_FILE_ENV = "PT_XLA_DEBUG_FILE"
+SCHEMA_VERSION = 1
+#: Boundaries the script may still reach after the stop (it swallowed TraceStop) before os._exit.
+STOP_MARGIN = 2
+#: Seconds the process may take to exit after the stop before os._exit (non-daemon threads, hangs).
+EXIT_GRACE_SECONDS = 30.0
+#: Boundaries without any optimizer.step() after which every boundary counts as a step.
+NO_OPTIMIZER_SPANS = 8
+#: Exit status of the child when the script starts one process per device (not traced yet).
+EXIT_UNSUPPORTED = 3
+#: Exit status of the child when the script or module does not exist.
+EXIT_MISSING = 4
+#: The Python frames torch_xla prints per block (PT_XLA_DEBUG_MAX_FRAME, default 8).
+MAX_FRAMES = 16
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_MAIN_THREAD = threading.main_thread()
+
+
+class TraceStop(SystemExit):
+    """Raised from the patched ``torch_xla.sync`` once the requested steps are done."""
+
+
+# --- where a call comes from -------------------------------------------------------------------
+
+_library_dirs: tuple[str, ...] = ()
+_user_code: dict = {}
+
+
+def _set_library_dirs(*modules) -> None:
+    """Library code is the standard library, this package and the given modules' folders."""
+    global _library_dirs
+    dirs = {os.path.dirname(_HERE)}  # xla_lint/
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.realpath(path))
+            dirs.add(path)
+    for module in modules:
+        file = getattr(module, "__file__", None)
+        if file:
+            dirs.add(os.path.dirname(file))
+            dirs.add(os.path.dirname(os.path.realpath(file)))
+    _library_dirs = tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
+    _user_code.clear()
+
+
+def is_user_file(filename: str) -> bool:
+    """True for a file of the user's program: not the standard library, torch, torch_xla or
+    xla-lint, and not a ``<frozen ...>``/``<string>`` pseudo-file."""
+    if not filename or filename.startswith("<"):
+        return False
+    return not filename.startswith(_library_dirs)
+
+
+def user_location(frame) -> dict | None:
+    """``{"path", "line", "function"}`` of the first user frame from ``frame`` outwards."""
+    while frame is not None:
+        code = frame.f_code
+        user = _user_code.get(code)
+        if user is None:
+            user = _user_code[code] = is_user_file(code.co_filename)
+        if user:
+            return {"path": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
+        frame = frame.f_back
+    return None
+
+
+# --- PT_XLA_DEBUG_FILE ---------------------------------------------------------------------------
+
+_BLOCK_KINDS = {"Compilation Analysis": "compile", "Execution Analysis": "execution",
+                "Unexpected Execution Analysis": "unexpected-execution"}
+
+
+def parse_debug_blocks(text: str) -> list[dict]:
+    """The blocks torch_xla's ``PT_XLA_DEBUG_LEVEL`` writes (csrc/debug_util.cpp), in order.
+
+    Each is ``{"kind": "compile"|"execution"|"unexpected-execution", "cause": str,
+    "graph_hash": str, "graph_name": str|None, "inputs": int, "outputs": int, "frames":
+    [{"path", "line", "function"}] (innermost first), "complete": bool, "start": int,
+    "end": int}`` (``start``/``end``: character offsets in ``text``); a compile block also
+    gets ``computation_hash`` and the sizes of the "Post Compilation Analysis" that follows
+    it (``compiled_program_size_gb``, ...). A block cut off at the end has ``complete`` False.
+    """
+    blocks: list[dict] = []
+    current: dict | None = None
+    section = ""
+    offset = 0
+    for raw in text.splitlines(keepends=True):
+        start, offset = offset, offset + len(raw)
+        prefix, sep, rest = raw.rstrip("\r\n").partition(": ")
+        if not sep:
+            continue
+        if prefix in ("Post Compilation Analysis", "Computation hash"):
+            target = next((b for b in reversed(blocks) if b["kind"] == "compile"), None)
+            if target is None:
+                continue
+            target["end"] = offset
+            if prefix == "Computation hash":
+                target["computation_hash"] = rest.strip()
+                continue
+            key, _, value = rest.partition(": ")
+            if value.endswith(" GB"):
+                try:
+                    target[key.strip().lower().replace(" ", "_") + "_gb"] = float(value[:-3])
+                except ValueError:
+                    pass
+            continue
+        kind = _BLOCK_KINDS.get(prefix)
+        if kind is None:
+            continue
+        if rest.startswith("====="):
+            if current is None:
+                current = {"kind": kind, "cause": "", "graph_hash": None, "graph_name": None, "inputs": None,
+                           "outputs": None, "frames": [], "complete": False, "start": start, "end": offset}
+                blocks.append(current)
+                section = ""
+            else:
+                current["complete"] = True
+                current["end"] = offset
+                current = None
+            continue
+        if current is None or rest.startswith("-----"):
+            continue
+        stripped = rest.strip()
+        if not rest.startswith("  "):
+            section = stripped
+            continue
+        if section.endswith("Cause"):
+            current["cause"] = (current["cause"] + " " + stripped).strip()
+        elif section == "Graph Info:":
+            key, _, value = stripped.partition(": ")
+            if key == "Graph Hash":
+                current["graph_hash"] = value
+            elif key == "Graph Name":
+                current["graph_name"] = value
+            elif key == "Number of Graph Inputs":
+                current["inputs"] = _int(value)
+            elif key == "Number of Graph Outputs":
+                current["outputs"] = _int(value)
+        elif section.startswith("Python Frame"):
+            frame = _parse_frame(stripped)
+            if frame is not None:
+                current["frames"].append(frame)
+    return blocks
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _parse_frame(text: str) -> dict | None:
+    """``func (/path/file.py:12)`` -> ``{"path", "line", "function"}``."""
+    if not text.endswith(")") or " (" not in text:
+        return None
+    function, _, where = text[:-1].partition(" (")
+    path, _, line = where.rpartition(":")
+    if not path or not line.isdigit():
+        return None
+    return {"path": path, "line": int(line), "function": function}
+
+
+def block_location(block: dict) -> dict | None:
+    """The first user frame of a debug block (innermost first), or None."""
+    return next((f for f in block["frames"] if is_user_file(f["path"])), None)
+
+
+def block_event(block: dict, step: int) -> dict:
+    """The ``compile`` or ``execution`` event for one parsed debug block."""
+    event = {"event": "compile" if block["kind"] == "compile" else "execution", "step": step,
+             "cause": block["cause"], "graph_hash": block["graph_hash"], "graph_inputs": block["inputs"],
+             "graph_outputs": block["outputs"], "location": block_location(block),
+             "frames": block["frames"][:MAX_FRAMES]}
+    if block["kind"] == "unexpected-execution":
+        event["unexpected"] = True
+    for key in ("computation_hash", "compiled_program_size_gb", "graph_input_size_gb", "graph_output_size_gb"):
+        if key in block:
+            event[key] = block[key]
+    if not block["complete"]:
+        event["partial"] = True
+    return event
+
+
+def is_sync_cause(cause: str) -> bool:
+    """Whether torch_xla's cause guess names a step boundary, not a value read mid-step
+    ("most likely user code trying to access tensor value before torch_xla.sync")."""
+    return not cause.startswith("most likely user code")
+
+
+# --- the tracer ----------------------------------------------------------------------------------
+
+def _safe(method):
+    """Run a tracer callback so that a bug of ours never breaks the script: an exception
+    (not TraceStop, a SystemExit) becomes an ``internal`` event, once per place."""
+
+    @functools.wraps(method)
+    def safe(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - reported as an event, the script goes on
+            self.internal_error(method.__name__, exc)
+            return None
+
+    return safe
+
+
+class _Local(threading.local):
+    busy = False
+
+
+class Tracer:
+    """The per-process trace state: step counting, counters, and the event stream."""
+
+    def __init__(self, events_path: str, steps: int, debug_path: str | None) -> None:
+        self.out = open(events_path, "a", buffering=1, encoding="utf-8")
+        self.lock = threading.Lock()
+        self.steps_limit = max(1, steps)
+        self.debug_path = debug_path
+        self.debug_offset = 0
+        self.debug_tail = ""
+        self.t0 = time.perf_counter()
+        self.step = 1  # the step in progress
+        self.step_started = self.t0
+        self.boundaries_in_step = 0
+        self.total_boundaries = 0
+        self.spans_without_optimizer = 0
+        self.every_boundary_is_step = False
+        self.optimizers: list = []  # weak references
+        self.optimizer_made = False
+        self.optimizer_steps = 0
+        self.optimizer_stepped = False  # in the current span
+        self.optimizer_steps_unsynced = 0  # optimizer steps since the last boundary
+        self.reads: dict = {}  # (kind, path, line, function) -> count
+        self.batch: list | None = None
+        self.model_inputs: list | None = None
+        self.top_modules: list = []
+        self.top_hooks: list = []
+        self.global_hooks: list = []
+        self.depth = 0
+        self.parameters_sent = False
+        self.stopping = False
+        self.after_stop = 0
+        self.finished = False
+        self.local = _Local()
+        self.internal_errors: set = set()
+        self.counters = None
+        self.torch = None
+        self.xla = None
+        self.spmd = False
+        self.explain = os.environ.get(EXPLAIN_ENV) == "1"
+        self.ir_pending: str | None = None  # this step's IR text, taken before its boundary
+        self.ir_previous: str | None = None  # the last different graph's
+        self.ir_hash = None  # the graph hash of ir_previous/ir_pending
+
+    # -- output --
+    def emit(self, event: dict) -> None:
+        """Append one event (with ``t``: seconds since the process started tracing)."""
+        event.setdefault("t", round(time.perf_counter() - self.t0, 6))
+        line = json.dumps(event, default=str)
+        with self.lock:
+            if not self.out.closed:
+                self.out.write(line + "\n")
+
+    def internal_error(self, where: str, exc: Exception) -> None:
+        """Record a failure of the instrumentation itself (once per callback)."""
+        if where in self.internal_errors:
+            return
+        self.internal_errors.add(where)
+        tb = traceback.extract_tb(exc.__traceback__)
+        line = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
+        self.emit({"event": "internal", "where": where, "message": f"{type(exc).__name__}: {exc}", "at": line})
+
+    # -- counters --
+    def _counter(self, name: str) -> int:
+        return self.xla._XLAC._xla_counter_value(name) or 0
+
+    def _metric(self, name: str) -> tuple[int, float, list]:
+        data = self.xla._XLAC._xla_metric_data(name)
+        if not data:
+            return 0, 0.0, []
+        return int(data[0]), float(data[1]), list(data[2])
+
+    def executions(self) -> int:
+        """Graph executions so far (``ExecuteComputation`` + ``ExecuteReplicated`` in SPMD)."""
+        return self._counter("ExecuteComputation") + self._counter("ExecuteReplicated")
+
+    def snapshot(self) -> dict:
+        """The counters a step is measured with."""
+        compiles = self._counter("UncachedCompile")
+        compile_count, compile_ns, _ = self._metric("CompileTime")
+        transfers, transfer_ns, _ = self._metric("TransferFromDeviceTime")
+        return {"compiles": compiles, "compile_samples": compile_count, "compile_ns": compile_ns,
+                "executions": self.executions(), "transfers": transfers, "transfer_ns": transfer_ns,
+                "cached_compiles": self._counter("CachedCompile")}
+
+    # -- step boundaries --
+    @_safe
+    def on_sync(self, frame) -> None:
+        """Called after every real ``torch_xla.sync`` of the main thread."""
+        if self.stopping:
+            self.after_stop += 1
+            if self.after_stop >= STOP_MARGIN:
+                self.hard_exit("the script kept running after the stop")
+            raise TraceStop(0)
+        self.total_boundaries += 1
+        self.boundaries_in_step += 1
+        self.optimizer_steps_unsynced = 0
+        if self.optimizer_made and not self.optimizer_stepped and not self.every_boundary_is_step:
+            if self.optimizer_steps == 0:
+                self.spans_without_optimizer += 1
+                if self.spans_without_optimizer < NO_OPTIMIZER_SPANS:
+                    return
+                self.every_boundary_is_step = True
+            else:
+                return  # a boundary inside a step (torch_xla.step() syncs on entry too)
+        self.end_step(user_location(frame))
+        if self.step > self.steps_limit:
+            self.stop("steps")
+
+    @_safe
+    def end_step(self, boundary: dict | None) -> None:
+        """Emit the step that ends at this boundary and start the next one (the next one
+        starts even when emitting failed, so ``--steps`` still stops the script)."""
+        try:
+            self._emit_step(boundary)
+        finally:
+            self.step += 1
+            self.step_started = time.perf_counter()
+            self.boundaries_in_step = 0
+            self.optimizer_stepped = False
+            self.batch = None
+            self.model_inputs = None
+
+    def _emit_step(self, boundary: dict | None) -> None:
+        """Write the step's debug-file blocks, host reads and ``step`` event."""
+        now = time.perf_counter()
+        counters = self.snapshot()
+        before = self.counters or {k: 0 for k in counters}
+        self.counters = counters
+        new_compiles = counters["compile_samples"] - before["compile_samples"]
+        _, _, samples = self._metric("CompileTime") if new_compiles > 0 else (0, 0.0, [])
+        step = self.step
+        self.flush_debug(step)
+        self.flush_reads(step)
+        event = {
+            "event": "step", "step": step, "start": round(self.step_started - self.t0, 6),
+            "duration_s": round(now - self.step_started, 6), "boundaries": self.boundaries_in_step,
+            "boundary": boundary,
+            "compiles": counters["compiles"] - before["compiles"],
+            "compile_s": round((counters["compile_ns"] - before["compile_ns"]) / 1e9, 6),
+            "compile_times_s": [round(s[1] / 1e9, 6) for s in samples[-new_compiles:]] if new_compiles > 0 else [],
+            "cached_compiles": counters["cached_compiles"] - before["cached_compiles"],
+            "executions": counters["executions"] - before["executions"],
+            "transfers": counters["transfers"] - before["transfers"],
+            "transfer_s": round((counters["transfer_ns"] - before["transfer_ns"]) / 1e9, 6),
+            "optimizer_steps": self.optimizer_steps,
+            "inputs": self.batch if self.batch is not None else self.model_inputs,
+            "inputs_from": "loader" if self.batch is not None else ("model" if self.model_inputs is not None else None),
+            "optimizers": self.optimizer_states(),
+        }
+        self.emit(event)
+        if self.explain:
+            self.diff_ir(step, event["compiles"])
+        if not self.parameters_sent and (self.top_modules or self.optimizer_steps):
+            self.send_parameters(step)  # also drops the global module hooks of the first step
+
+    def stop(self, reason: str, location: dict | None = None) -> None:
+        """Stop the script: from now on every boundary raises :class:`TraceStop`."""
+        self.stopping = True
+        self.emit({"event": "stop", "reason": reason, "steps": self.step - 1, "location": location,
+                   "optimizer_steps": self.optimizer_steps})
+        self.out.flush()
+        watchdog = threading.Thread(target=self._exit_later, name="xla-lint-trace-watchdog", daemon=True)
+        watchdog.start()
+        raise TraceStop(0)
+
+    def _exit_later(self) -> None:
+        time.sleep(EXIT_GRACE_SECONDS)
+        self.hard_exit(f"the script did not exit within {EXIT_GRACE_SECONDS:.0f} s of the stop")
+
+    def hard_exit(self, why: str) -> None:
+        """Flush everything and end the process now (the script swallowed the stop, or hangs)."""
+        self.emit({"event": "exit", "code": 0, "reason": "forced", "detail": why})
+        self.finish()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed or broken stream must not keep us alive
+                pass
+        os._exit(0)
+
+    # -- debug file --
+    @_safe
+    def flush_debug(self, step: int) -> None:
+        """Turn what torch_xla appended to PT_XLA_DEBUG_FILE into events of ``step``."""
+        if not self.debug_path:
+            return
+        try:
+            with open(self.debug_path, "r", encoding="utf-8", errors="replace") as handle:
+                handle.seek(self.debug_offset)
+                text = handle.read()
+                self.debug_offset = handle.tell()
+        except OSError:
+            return
+        if not text:
+            return
+        text = self.debug_tail + text
+        if not self.debug_tail and "Compilation Analysis" not in text and "most likely user code" not in text:
+            return  # only the step's own graph ran, at its boundary: nothing to report
+        blocks = parse_debug_blocks(text)
+        if blocks and not blocks[-1]["complete"]:
+            self.debug_tail = text[blocks[-1]["start"]:]  # torch_xla is still writing it
+            blocks.pop()
+        else:
+            self.debug_tail = ""
+        for block in blocks:
+            if block["kind"] != "compile" and is_sync_cause(block["cause"]):
+                continue  # the step's own graph running at its boundary
+            self.emit(block_event(block, step))
+
+    # -- --explain: the IR of each step --
+    @_safe
+    def capture_ir(self) -> None:
+        """Before a boundary that ends a step: the pending IR text of every optimizer's
+        parameters (the whole training step), with ``location=`` from ``XLA_IR_DEBUG=1``; read
+        only when the graph hash differs from the last text's (the text costs ~20 ms on a small
+        FSDPv2 model; the hash does not)."""
+        ends = self.optimizer_stepped or not self.optimizer_made or self.every_boundary_is_step
+        if not ends:
+            return
+        params = [p for ref in self.optimizers if ref() is not None
+                  for group in ref().param_groups for p in group["params"] if p.is_xla]
+        if not params:
+            return
+        graph = self.xla._XLAC._get_graph_hash(params)
+        if graph == self.ir_hash:
+            return  # the same graph as the last text taken: nothing new to diff against
+        self.ir_hash = graph
+        self.ir_pending = self.xla._XLAC._get_xla_tensors_text(params)  # normalised only if it compiled
+
+    @_safe
+    def diff_ir(self, step: int, compiles: int) -> None:
+        """After a step that compiled, the IR lines that changed since the last step, each
+        with the place the new node was made (``func@file:line``)."""
+        current, self.ir_pending = self.ir_pending, None
+        if current is None:
+            return
+        previous, self.ir_previous = self.ir_previous, current
+        if not compiles or previous is None:
+            return
+        import difflib
+
+        previous, current = _ir_lines(previous), _ir_lines(current)
+        old = [op for op, _ in previous]
+        new = [op for op, _ in current]
+        changes = []
+        matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            for k in range(max(i2 - i1, j2 - j1)):
+                before = old[i1 + k] if i1 + k < i2 else None
+                after = new[j1 + k] if j1 + k < j2 else None
+                where = current[j1 + k][1] if j1 + k < j2 else previous[i1 + k][1]
+                changes.append({"before": before, "after": after, "location": where})
+        self.emit({"event": "ir_diff", "step": step, "changes": changes[:MAX_IR_CHANGES],
+                   "changed": len(changes)})
+
+    # -- host reads --
+    def host_read(self, kind: str, original, tensor, args, kwargs):
+        """Run one host read of an XLA tensor and count it at the user's line. (Whether it made
+        a graph run is told by torch_xla's execution report for that line, not by counters:
+        the step's own asynchronous execution may finish during the read.)"""
+        self.local.busy = True
+        try:
+            return original(tensor, *args, **kwargs)
+        finally:
+            self.local.busy = False
+            self.record_read(kind, sys._getframe(2))
+
+    @_safe
+    def record_read(self, kind: str, frame) -> None:
+        """Count one host read at the first user frame from ``frame``."""
+        location = user_location(frame)
+        key = (kind, *(location.values() if location else (None, None, None)))
+        self.reads[key] = self.reads.get(key, 0) + 1
+
+    @_safe
+    def flush_reads(self, step: int) -> None:
+        """One ``host_read`` event per place and kind read during ``step``."""
+        reads, self.reads = self.reads, {}
+        for (kind, path, line, function), count in reads.items():
+            location = {"path": path, "line": line, "function": function} if path else None
+            self.emit({"event": "host_read", "step": step, "kind": kind, "location": location, "count": count})
+
+    # -- optimizers --
+    @_safe
+    def on_optimizer_init(self, optimizer, frame) -> None:
+        """Record an optimizer's class, hyper-parameters and construction site."""
+        import weakref
+
+        self.optimizer_made = True
+        self.optimizers.append(weakref.ref(optimizer))
+        defaults = getattr(optimizer, "defaults", {}) or {}
+        betas = defaults.get("betas")
+        dtype = None
+        try:
+            first = next(p for g in optimizer.param_groups for p in g["params"])
+            dtype = str(first.dtype).replace("torch.", "")
+        except (StopIteration, AttributeError, KeyError, TypeError):
+            pass
+        cls = type(optimizer)
+        self.emit({"event": "optimizer", "id": len(self.optimizers), "class": cls.__name__,
+                   "module": cls.__module__, "location": user_location(frame),
+                   "betas": list(betas) if isinstance(betas, (tuple, list)) else None,
+                   "capturable": defaults.get("capturable"), "foreach": defaults.get("foreach"),
+                   "fused": defaults.get("fused"), "lr": _number(defaults.get("lr")), "dtype": dtype})
+
+    def optimizer_states(self) -> list:
+        """Per optimizer: the step counter of its first parameter's state (Adam-style ``step``)."""
+        out = []
+        for index, ref in enumerate(self.optimizers, 1):
+            optimizer = ref()
+            if optimizer is None:
+                continue
+            value = None
+            try:
+                for state in optimizer.state.values():
+                    step = state.get("step") if isinstance(state, dict) else None
+                    if step is not None:
+                        if hasattr(step, "is_xla") and step.is_xla:
+                            value = "device"  # capturable: reading it would be a host read
+                        else:
+                            value = float(step)
+                        break
+            except Exception:  # noqa: BLE001 - an optimizer's state is the user's business
+                value = None
+            out.append({"id": index, "step": value})
+        return out
+
+    @_safe
+    def on_optimizer_step(self) -> None:
+        """Global optimizer step hook: this span is a training step."""
+        self.optimizer_stepped = True
+        self.optimizer_steps += 1
+        self.optimizer_steps_unsynced += 1
+        if not self.stopping and self.optimizer_steps_unsynced >= max(2, self.steps_limit):
+            self.flush_reads(self.step)
+            self.flush_debug(self.step)
+            self.stop("no-boundary", user_location(sys._getframe(1)))
+
+    # -- loaders and batches --
+    @_safe
+    def on_loader(self, kind: str, loader, frame, **facts) -> None:
+        """A DataLoader or MpDeviceLoader was made at the user's ``frame``."""
+        self.emit({"event": "loader", "kind": kind, "id": id(loader), "location": user_location(frame), **facts})
+
+    def describe(self, value, limit: int = 16) -> list:
+        """Shape, dtype and (XLA) sharding of the tensors in a batch, in order."""
+        torch = self.torch
+        out: list = []
+        stack = [value]
+        while stack and len(out) < limit:
+            item = stack.pop(0)
+            if isinstance(item, torch.Tensor):
+                entry = {"shape": list(item.shape), "dtype": str(item.dtype).replace("torch.", "")}
+                if item.is_xla:
+                    entry["sharding"] = self.xla._XLAC._get_xla_sharding_spec(item)
+                out.append(entry)
+            elif isinstance(item, (list, tuple)):
+                stack[:0] = list(item)
+            elif isinstance(item, dict):
+                stack[:0] = list(item.values())
+        return out
+
+    @_safe
+    def on_batch(self, batch) -> None:
+        """A batch the main thread received from a loader."""
+        if threading.current_thread() is _MAIN_THREAD:
+            self.batch = self.describe(batch)
+
+    # -- modules --
+    @_safe
+    def on_module_pre(self, module, args) -> None:
+        """Global forward pre-hook of the first step: find the outermost module calls."""
+        if threading.current_thread() is not _MAIN_THREAD:
+            return
+        if self.depth == 0:
+            if module not in self.top_modules and any(True for _ in module.parameters()):
+                self.top_modules.append(module)
+            if self.model_inputs is None and module in self.top_modules:
+                self.model_inputs = self.describe(args)
+        self.depth += 1
+
+    @_safe
+    def on_module_post(self, module, args, output) -> None:
+        """Global forward hook (always called) of the first step."""
+        if threading.current_thread() is _MAIN_THREAD:
+            self.depth = max(0, self.depth - 1)
+
+    @_safe
+    def on_top_module_pre(self, module, args) -> None:
+        """Forward pre-hook on the model after the first step: its inputs."""
+        if self.model_inputs is None and threading.current_thread() is _MAIN_THREAD:
+            self.model_inputs = self.describe(args)
+
+    @_safe
+    def send_parameters(self, step: int) -> None:
+        """Once: each parameter of the outermost modules with its sharding and bytes per device."""
+        self.parameters_sent = True
+        for handle in self.global_hooks:
+            handle.remove()
+        self.global_hooks = []
+        for module in self.top_modules:
+            self.top_hooks.append(module.register_forward_pre_hook(self.on_top_module_pre))
+        params = []
+        seen = set()
+        for index, module in enumerate(self.top_modules):
+            for name, p in module.named_parameters():
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+                entry = {"module": index, "name": name.replace("_orig_module.", ""), "shape": list(p.shape),
+                         "dtype": str(p.dtype).replace("torch.", ""), "bytes": p.numel() * p.element_size()}
+                if p.is_xla:
+                    entry["sharding"] = self.xla._XLAC._get_xla_sharding_spec(p)
+                params.append(entry)
+        self.emit({"event": "parameters", "step": step, "spmd": self.spmd,
+                   "modules": [type(m).__name__ for m in self.top_modules], "parameters": params})
+
+    # -- the end --
+    def finish(self) -> None:
+        """Flush the step in progress (as a partial step) and close the stream; idempotent."""
+        if self.finished:
+            return
+        self.finished = True
+        if self.xla is not None:
+            try:
+                self.flush_debug(self.step)
+                self.flush_reads(self.step)
+                counters = self.snapshot()
+                self.emit({"event": "end", "steps": self.step - 1, "step_in_progress": self.step,
+                           "boundaries": self.total_boundaries, "optimizer_steps": self.optimizer_steps,
+                           "boundaries_in_step": self.boundaries_in_step,
+                           "partial_step_s": round(time.perf_counter() - self.step_started, 6),
+                           "counters": counters})
+            except Exception as exc:  # noqa: BLE001 - torch_xla may be half torn down
+                self.emit({"event": "end", "steps": self.step - 1, "error": f"{type(exc).__name__}: {exc}"})
+        else:
+            self.emit({"event": "end", "steps": 0, "torch_xla": False})
+        with self.lock:
+            self.out.flush()
+            self.out.close()
+
+    # -- patching --
+    def patch_torch_xla(self, torch_xla) -> None:
+        """Install every patch; called right after ``import torch_xla`` finished."""
+        import torch
+
+        self.torch, self.xla = torch, torch_xla
+        _set_library_dirs(torch, torch_xla)
+        try:
+            import torch_xla.runtime as xr
+
+            self.spmd = bool(xr.is_spmd())
+        except Exception:  # noqa: BLE001
+            pass
+        self.emit({"event": "torch_xla", "version": getattr(torch_xla, "__version__", None),
+                   "torch": torch.__version__, "pjrt_device": os.environ.get("PJRT_DEVICE"),
+                   "cpu_devices": os.environ.get("CPU_NUM_DEVICES")})
+        self.counters = self.snapshot()
+        self.step_started = time.perf_counter()  # step 1 starts once torch_xla is there
+        self._patch_sync(torch_xla)
+        self._patch_tensor(torch)
+        self._patch_optim(torch)
+        self._patch_data(torch)
+        self._patch_modules(torch)
+        self._patch_launch(torch_xla)
+        _after_import("torch_xla.distributed.parallel_loader", self._patch_parallel_loader)
+        _after_import("torch_xla.distributed.xla_multiprocessing", self._patch_spawn)
+        _after_import("torch_xla.distributed.spmd.xla_sharding", self._patch_sharding_spec)
+        _after_import("torch_xla.runtime", self._patch_use_spmd)
+
+    def _patch_sync(self, torch_xla) -> None:
+        original = torch_xla.sync
+        tracer = self
+
+        @functools.wraps(original)
+        def sync(*args, **kwargs):
+            main = threading.current_thread() is _MAIN_THREAD and not tracer.local.busy
+            if main and tracer.explain:
+                tracer.capture_ir()
+            result = original(*args, **kwargs)
+            if main:
+                tracer.on_sync(sys._getframe(1))
+            return result
+
+        torch_xla.sync = sync
+        module = sys.modules.get("torch_xla.torch_xla")
+        if module is not None and getattr(module, "sync", None) is original:
+            module.sync = sync
+
+    def _patch_tensor(self, torch) -> None:
+        tracer = self
+        local = self.local
+
+        def to_cpu(args, kwargs) -> bool:
+            device = kwargs.get("device", args[0] if args else None)
+            if isinstance(device, str):
+                return device.startswith("cpu")
+            return isinstance(device, torch.device) and device.type == "cpu"
+
+        def wrap(name: str, kind: str, check=None) -> None:
+            original = getattr(torch.Tensor, name, None)
+            if original is None:
+                return
+
+            @functools.wraps(original)
+            def method(self, *args, **kwargs):
+                if local.busy or not self.is_xla or (check is not None and not check(args, kwargs)):
+                    return original(self, *args, **kwargs)
+                return tracer.host_read(kind, original, self, args, kwargs)
+
+            setattr(torch.Tensor, name, method)
+
+        for name, kind in (("item", ".item()"), ("tolist", ".tolist()"), ("cpu", ".cpu()"),
+                           ("numpy", ".numpy()"), ("__bool__", "bool(tensor)"), ("__int__", "int(tensor)"),
+                           ("__float__", "float(tensor)"), ("__index__", "tensor as an index"),
+                           ("__format__", "format(tensor)"), ("__repr__", "print(tensor)"),
+                           ("__array__", "numpy.asarray(tensor)")):
+            wrap(name, kind)
+        wrap("to", '.to("cpu")', to_cpu)
+
+    def _patch_optim(self, torch) -> None:
+        tracer = self
+        optimizer_cls = torch.optim.Optimizer
+        original = optimizer_cls.__init__
+
+        @functools.wraps(original)
+        def __init__(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            if not getattr(self, "_xla_lint_traced", False):
+                self._xla_lint_traced = True
+                tracer.on_optimizer_init(self, sys._getframe(1))
+
+        optimizer_cls.__init__ = __init__
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        register_optimizer_step_post_hook(lambda optimizer, args, kwargs: tracer.on_optimizer_step())
+
+    def _patch_data(self, torch) -> None:
+        import torch.utils.data.dataloader as dl
+
+        tracer = self
+        original_init = dl.DataLoader.__init__
+
+        @functools.wraps(original_init)
+        def __init__(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            try:
+                size = len(self.dataset)
+            except TypeError:
+                size = None
+            tracer.on_loader("DataLoader", self, sys._getframe(1), batch_size=self.batch_size,
+                             drop_last=self.drop_last, dataset_size=size)
+
+        dl.DataLoader.__init__ = __init__
+        original_next = dl._BaseDataLoaderIter.__next__
+
+        @functools.wraps(original_next)
+        def __next__(self):
+            batch = original_next(self)
+            if threading.current_thread() is _MAIN_THREAD:
+                tracer.on_batch(batch)
+            return batch
+
+        dl._BaseDataLoaderIter.__next__ = __next__
+
+    def _patch_modules(self, torch) -> None:
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+        self.global_hooks = [register_module_forward_pre_hook(self.on_module_pre),
+                             register_module_forward_hook(self.on_module_post, always_call=True)]
+
+    def _patch_launch(self, torch_xla) -> None:
+        tracer = self
+
+        def refuse(name: str):
+            def launcher(*args, **kwargs):
+                tracer.emit({"event": "unsupported", "what": name, "location": user_location(sys._getframe(1))})
+                tracer.finish()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(EXIT_UNSUPPORTED)
+            return launcher
+
+        if hasattr(torch_xla, "launch"):
+            torch_xla.launch = refuse("torch_xla.launch")
+            module = sys.modules.get("torch_xla.torch_xla")
+            if module is not None:
+                module.launch = torch_xla.launch
+        self._refuse = refuse
+
+    def _patch_spawn(self, xmp) -> None:
+        xmp.spawn = self._refuse("xmp.spawn")
+
+    def _patch_use_spmd(self, xr) -> None:
+        tracer = self
+        original = xr.use_spmd
+
+        @functools.wraps(original)
+        def use_spmd(*args, **kwargs):
+            result = original(*args, **kwargs)
+            tracer.spmd = True
+            tracer.emit({"event": "spmd", "location": user_location(sys._getframe(1))})
+            return result
+
+        xr.use_spmd = use_spmd
+
+    def _patch_parallel_loader(self, pl) -> None:
+        tracer = self
+        original_init = pl.MpDeviceLoader.__init__
+
+        @functools.wraps(original_init)
+        def __init__(self, loader, device, **kwargs):
+            original_init(self, loader, device, **kwargs)
+            spec = kwargs.get("input_sharding")
+            facts = {"input_sharding": _describe_spec(spec)}
+            site = getattr(spec, "_xla_lint_site", None)
+            if site is not None:
+                facts["sharding_location"] = site
+            facts["wraps"] = id(loader)
+            tracer.on_loader("MpDeviceLoader", self, sys._getframe(1), **facts)
+
+        pl.MpDeviceLoader.__init__ = __init__
+        original_next = pl.PerDeviceLoader.next
+
+        @functools.wraps(original_next)
+        def next_batch(self):
+            batch = original_next(self)
+            tracer.on_batch(batch)
+            return batch
+
+        pl.PerDeviceLoader.next = next_batch
+
+    def _patch_sharding_spec(self, xs) -> None:
+        original = xs.ShardingSpec.__post_init__
+
+        @functools.wraps(original)
+        def __post_init__(self):
+            original(self)
+            try:
+                self._xla_lint_site = user_location(sys._getframe(1))
+            except AttributeError:
+                pass
+
+        xs.ShardingSpec.__post_init__ = __post_init__
+
+
+def _ir_lines(text: str) -> list[tuple[str, str | None]]:
+    """The node lines of an IR text, normalised (see :func:`_normalise_ir`)."""
+    return [_normalise_ir(line) for line in text.splitlines() if " = " in line]
+
+
+def _normalise_ir(line: str) -> tuple[str, str | None]:
+    """``(op, location)`` of one IR text line: ``%12 = f32[] prim::Constant(), location=f@a.py:3,
+    xla_shape=f32[]`` -> ``("f32[] prim::Constant()", "f@a.py:3")`` (node numbers, scopes and
+    the repeated shape dropped)."""
+    _, _, rest = line.partition(" = ")
+    location = None
+    parts = []
+    for part in rest.split(", "):
+        if part.startswith("location="):
+            location = part[len("location="):]
+        elif not part.startswith(("scope=", "xla_shape=", "ROOT=")):
+            parts.append(part)
+    op = ", ".join(parts)
+    while "%" in op:  # operands: %12 -> %
+        head, _, tail = op.partition("%")
+        digits = len(tail) - len(tail.lstrip("0123456789"))
+        op = head + "#" + tail[digits:]
+    return op, location
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _describe_spec(spec) -> object:
+    """A ShardingSpec (or a dict/tuple of them) as plain data."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        return {str(k): _describe_spec(v) for k, v in spec.items()}
+    partition = getattr(spec, "partition_spec", None)
+    if partition is not None:
+        return {"partition_spec": [list(p) if isinstance(p, tuple) else p for p in partition],
+                "minibatch": bool(getattr(spec, "minibatch", False))}
+    return repr(spec)
+
+
+# --- import hooks --------------------------------------------------------------------------------
+
+_pending: dict = {}
+
+
+class _AfterImport:
+    """A ``sys.meta_path`` finder that runs a callback once a named module has executed."""
+
+    def find_spec(self, name, path=None, target=None):
+        """Wrap the real loader of a module we wait for; ``None`` for every other module."""
+        callback = _pending.get(name)
+        if callback is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            hook = _pending.pop(name, None)
+            if hook is not None:
+                hook(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+_FINDER = _AfterImport()
+
+
+def _after_import(name: str, callback) -> None:
+    """Run ``callback(module)`` once ``name`` is imported (now, if it already is)."""
+    module = sys.modules.get(name)
+    if module is not None and getattr(module, "__spec__", None) is not None and name not in _pending:
+        callback(module)
+        return
+    _pending[name] = callback
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+# --- the entry point ------------------------------------------------------------------------------
+
+def _format_exception(exc: BaseException) -> tuple[str, dict | None]:
+    """The traceback as Python prints it, without this module's and runpy's frames; and the
+    innermost user frame."""
+    tb = exc.__traceback__
+    skip = (os.path.abspath(__file__), runpy.__file__, "<frozen runpy>")
+    while tb is not None and tb.tb_frame.f_code.co_filename in skip:
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    location = None
+    walk = tb
+    while walk is not None:
+        code = walk.tb_frame.f_code
+        if is_user_file(code.co_filename):
+            location = {"path": code.co_filename, "line": walk.tb_lineno, "function": code.co_name}
+        walk = walk.tb_next
+    return text, location
+
+
+def _run(tracer: Tracer, kind: str, target: str, args: list[str]) -> int:
+    """Run the script or module as ``__main__``; return its exit status."""
+    if kind == "module":
+        import importlib.util
+
+        sys.path[0] = os.getcwd()
+        try:
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            tracer.emit({"event": "missing", "what": f"no module named {target!r}"})
+            return EXIT_MISSING
+        sys.argv = [found.origin or target, *args]
+        tracer.emit({"event": "script", "path": found.origin or target})
+    else:
+        target = os.path.abspath(target)
+        if not os.path.exists(target):
+            tracer.emit({"event": "missing", "what": f"no such script: {target}"})
+            return EXIT_MISSING
+        sys.path[0] = target if os.path.isdir(target) else os.path.dirname(target)
+        sys.argv = [target, *args]
+        tracer.emit({"event": "script", "path": target})
+    try:
+        if kind == "module":
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except TraceStop:
+        tracer.emit({"event": "exit", "code": 0, "reason": "stopped"})
+        return 0
+    except SystemExit as exc:
+        if tracer.stopping:  # the script turned our stop into its own exit
+            return 0
+        code = exc.code
+        if code is None:
+            status = 0
+        elif isinstance(code, int):
+            status = code
+        else:
+            print(code, file=sys.stderr)
+            status = 1
+        tracer.emit({"event": "exit", "code": status, "reason": "sys.exit"})
+        return status
+    except BaseException as exc:  # noqa: BLE001 - the script's error is reported, not ours
+        text, location = _format_exception(exc)
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        tracer.emit({"event": "error", "type": type(exc).__name__, "message": str(exc)[:2000],
+                     "traceback": text[-8000:], "location": location})
+        return 1
+    tracer.emit({"event": "exit", "code": 0, "reason": "stopped" if tracer.stopping else "finished"})
+    return 0
+
+
+def main() -> None:
+    """Bootstrap entry: ``sys.argv[1:] == [KIND, TARGET, *ARGS]`` with KIND ``path`` or ``module``."""
+    kind, target, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    tracer = Tracer(os.environ[EVENTS_ENV], int(os.environ.get(STEPS_ENV, "20")), os.environ.get(DEBUG_FILE_ENV))
+    _set_library_dirs()
+    stacks = os.environ.get(STACKS_ENV)
+    if stacks and hasattr(signal, "SIGUSR1"):
+        handle = open(stacks, "w", encoding="utf-8")
+        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+    tracer.emit({"event": "start", "schema": SCHEMA_VERSION, "pid": os.getpid(), "kind": kind, "target": target,
+                 "argv": args, "python": sys.executable, "cwd": os.getcwd(), "steps_limit": tracer.steps_limit})
+    _after_import("torch_xla", tracer.patch_torch_xla)
+    status = _run(tracer, kind, target, args)
+    tracer.finish()
+    sys.exit(status)

@@ -1,0 +1,676 @@
+"""From the events of one traced run to findings, and the report as text or JSON.
+
+A *finding* is a runtime event mapped to the rule that prevents it:
+
+* a host read (``.item()``, ``.cpu()``, ``print(tensor)``, a tensor in ``if``, ...) at the same
+  place in at least half of the traced steps (and at least two): **XLA201**;
+* a compile after warm-up with a new input shape whose leading dimension is the remainder of
+  a ``DataLoader`` without ``drop_last``: **XLA202**;
+* optimizer steps without a step boundary, or several optimizer steps in one step: **XLA203**;
+* a compile after warm-up with the same input shapes, in the step where an Adam-style
+  optimizer's ``sqrt(1 - beta2**step)`` first rounds to exactly 1.0 in the parameters' dtype
+  (torch_xla bakes 0 and 1 into the graph as constants): **XLA204**;
+* in SPMD, a batch tensor replicated while another tensor of the same batch, with the same
+  leading dimension, is split on it: **XLA022**.
+
+Warm-up is every step before the first step that compiled nothing (the first two steps when
+every step compiled). Other compiles after warm-up are reported without a code, with their
+reason (a new input shape, or identical shapes and a changed graph).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+from dataclasses import dataclass, field
+
+from .events import Location, Step, Trace
+
+#: Codes the trace can observe; a static diagnostic of another code is "not observable".
+TRACEABLE = ("XLA022", "XLA201", "XLA202", "XLA203", "XLA204")
+
+_NAMES = {
+    "XLA022": "spmd-input-sharding",
+    "XLA201": "host-sync-in-step",
+    "XLA202": "dataloader-partial-batch",
+    "XLA203": "missing-step-boundary",
+    "XLA204": "adam-scalar-recompile",
+}
+
+FIXES = {
+    "XLA201": ("keep the value on the device and read it every N steps, or read it after the step's graph ran: "
+               "`xm.add_step_closure(lambda: print(loss.item()))`"),
+    "XLA202": "`DataLoader(..., drop_last=True)`, or pad the last batch to the full batch size",
+    "XLA203": ("end every step with a boundary: `with torch_xla.step():` around the step, `torch_xla.sync()` "
+               "after `optimizer.step()`, or iterate a `pl.MpDeviceLoader`"),
+    "XLA204": ("`capturable=True` keeps the step counter on the device (no constant, no recompile); or accept "
+               "the one compile"),
+    "XLA022": ("give every batch tensor its own spec: a dict batch with `input_sharding={'x': "
+               "xs.ShardingSpec(mesh, ('data', None)), 'y': xs.ShardingSpec(mesh, ('data',))}`, or "
+               "`xs.mark_sharding(y, mesh, ('data',))` after loading"),
+    None: "make the step's graph the same every step (fixed shapes; no Python values that change per step)",
+}
+
+ADAM_CLASSES = ("Adam", "AdamW", "NAdam", "RAdam")
+#: Significant bits of each floating dtype: a Python float is rounded to the tensor's dtype
+#: before torch_xla checks it for 0 and 1.
+_MANTISSA_BITS = {"float32": 24, "float64": 53, "bfloat16": 8, "float16": 11}
+_DEVICES = re.compile(r"devices=\[([0-9,]+)\]")
+
+
+def rule_name(code: str | None) -> str:
+    """The rule's kebab-case name (from the rule catalogue when it has the code)."""
+    if code is None:
+        return "recompile"
+    try:
+        from ..catalogue import BY_CODE
+    except ImportError:  # pragma: no cover - the catalogue is part of the package
+        BY_CODE = {}
+    info = BY_CODE.get(code)
+    return info.name if info is not None else _NAMES.get(code, code)
+
+
+def round_to(value: float, dtype: str) -> float:
+    """``value`` rounded to nearest-even in ``dtype`` (float32, bfloat16, float16, float64)."""
+    bits = _MANTISSA_BITS.get(dtype, 24)
+    if value == 0 or not math.isfinite(value):
+        return value
+    mantissa, exponent = math.frexp(value)
+    return math.ldexp(round(mantissa * (1 << bits)) / (1 << bits), exponent)
+
+
+def adam_constant_step(beta2: float, dtype: str, limit: int = 10_000_000) -> int | None:
+    """The first optimizer step at which Adam's ``sqrt(1 - beta2**step)`` rounds to 1.0 in
+    ``dtype`` (torch/optim/adam.py ``_single_tensor_adam``: ``bias_correction2_sqrt``), by
+    bisection (the value only grows with the step); None when it never does below ``limit``."""
+    if not 0.0 < beta2 < 1.0:
+        return None
+
+    def is_one(step: int) -> bool:
+        return round_to((1 - beta2 ** step) ** 0.5, dtype) == 1.0
+
+    if not is_one(limit):
+        return None
+    low, high = 0, limit
+    while high - low > 1:
+        middle = (low + high) // 2
+        if is_one(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def shards(spec: str | None) -> tuple[int, ...]:
+    """How many ways each dimension is split by an HloSharding text (``()``: not split)."""
+    if not spec:
+        return ()
+    match = _DEVICES.search(spec)
+    if not match:
+        return ()
+    dims = tuple(int(x) for x in match.group(1).split(",") if x)
+    if "last_tile_dim_replicate" in spec or "last_tile_dims" in spec:
+        dims = dims[:-1]
+    return dims if any(d > 1 for d in dims) else ()
+
+
+@dataclass
+class Finding:
+    """One runtime finding: the rule, where, what happened, the fix, and what it cost."""
+
+    code: str | None
+    title: str
+    message: str
+    location: Location | None
+    related: list[Location] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    cost_s: float = 0.0
+
+    def to_json(self) -> dict:
+        """The finding as in ``--json``."""
+        return {"code": self.code, "name": rule_name(self.code), "title": self.title, "message": self.message,
+                "fix": FIXES.get(self.code, FIXES[None]),
+                "location": self.location.to_json() if self.location else None,
+                "related": [r.to_json() for r in self.related], "steps": self.steps,
+                "cost_s": round(self.cost_s, 6)}
+
+    def places(self) -> list[Location]:
+        """The location and the related ones."""
+        return ([self.location] if self.location else []) + self.related
+
+
+@dataclass
+class Analysis:
+    """What the events say: warm-up, each compile's reason, host reads by place, findings."""
+
+    trace: Trace
+    warmup: set[int]
+    compiles: list[dict]
+    host_reads: list[dict]
+    findings: list[Finding]
+    sharding: dict
+
+
+def _warmup(steps: list[Step]) -> set[int]:
+    quiet = next((s.step for s in steps if s.compiles == 0), None)
+    if quiet is None:
+        return {s.step for s in steps[:2]}
+    return {s.step for s in steps if s.step < quiet}
+
+
+def _compiles(trace: Trace, warmup: set[int]) -> list[dict]:
+    by_step = {s.step: s for s in trace.steps}
+    seen: dict[int, int] = {}
+    out = []
+    signatures_before: dict[int, set] = {}
+    running: set = set()
+    for s in trace.steps:
+        signatures_before[s.step] = set(running)
+        if s.signature() is not None:
+            running.add(s.signature())
+    for c in trace.compiles:
+        index = seen.get(c.step, 0)
+        seen[c.step] = index + 1
+        step = by_step.get(c.step)
+        time_s = step.compile_times_s[index] if step and index < len(step.compile_times_s) else None
+        if c.step in warmup or (step is None and not trace.steps):
+            reason = "warm-up"
+        elif step is None or step.signature() is None:
+            reason = "unknown-inputs"
+        elif step.signature() in signatures_before.get(c.step, set()):
+            reason = "same-input-shapes"
+        else:
+            reason = "new-input-shape"
+        entry = {"step": c.step, "after_warmup": reason != "warm-up", "reason": reason, "cause": c.cause,
+                 "graph_hash": c.graph_hash, "location": c.location.to_json() if c.location else None,
+                 "time_s": time_s, "partial": c.partial}
+        diff = trace.ir_diffs.get(c.step)
+        if diff is not None and reason != "warm-up":
+            entry["explain"] = diff.get("changes") or []
+        out.append(entry)
+    return out
+
+
+def _host_reads(trace: Trace) -> list[dict]:
+    """Host reads grouped by kind and place, each with the steps it happened in and how many
+    of its reads made torch_xla run a graph mid-step (an execution report, cause "user code
+    trying to access tensor value", at the same step and line). An execution report at a
+    line with no patched read (``torch.equal``, a C++ path) becomes a ``value read``."""
+    ran: dict[tuple, int] = {}
+    for e in trace.executions:
+        if e.location is not None:
+            ran[(e.step, e.location)] = ran.get((e.step, e.location), 0) + 1
+    reads = [(r.kind, r.location, r.step, r.count) for r in trace.host_reads]
+    read_at = {(r.step, r.location) for r in trace.host_reads}
+    reads += [("value read", loc, step, n) for (step, loc), n in ran.items() if (step, loc) not in read_at]
+    grouped: dict[tuple, dict] = {}
+    for kind, location, step, count in reads:
+        entry = grouped.setdefault((kind, location), {"kind": kind, "location": location, "steps": set(),
+                                                      "count": 0, "forced_execution": 0})
+        entry["steps"].add(step)
+        entry["count"] += count
+        entry["forced_execution"] += min(count, ran.pop((step, location), 0))
+    out = []
+    for entry in grouped.values():
+        entry["steps"] = sorted(entry["steps"])
+        out.append(entry)
+    out.sort(key=lambda e: (-len(e["steps"]), -e["count"]))
+    return out
+
+
+def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
+    done = len(trace.steps)
+    by_step = {s.step: s for s in trace.steps}
+    findings = []
+    for r in reads:
+        steps = [s for s in r["steps"] if s in by_step]
+        if len(steps) < 2 or 2 * len(steps) < done:
+            continue
+        cost = sum(by_step[s].transfer_s for s in steps)
+        forced = r["forced_execution"]
+        what = r["kind"]
+        if forced:
+            effect = (f"it made torch_xla run a graph before the step boundary {forced} times (an extra graph "
+                      "per step, and the device waits for the host)")
+        else:
+            effect = "each read waits for the step's graph to finish: the host stops tracing the next step"
+        message = (f"`{what}` copied a tensor to the host in {len(steps)} of {done} steps "
+                   f"({r['count']} reads); {effect}")
+        findings.append(Finding("XLA201", f"{what} on every step", message, r["location"], [], steps, cost))
+    return findings
+
+
+def _partial_batch_loader(trace: Trace, step: Step) -> dict | None:
+    """The DataLoader without drop_last whose remainder is this step's batch size."""
+    if not step.inputs:
+        return None
+    leading = step.inputs[0]["shape"][0] if step.inputs[0]["shape"] else None
+    for loader in trace.loaders:
+        if loader.get("kind") != "DataLoader" or loader.get("drop_last") or not loader.get("batch_size"):
+            continue
+        size, batch = loader.get("dataset_size"), loader["batch_size"]
+        if leading is not None and leading < batch and (size is None or size % batch == leading):
+            return loader
+    return None
+
+
+def _adam_at(trace: Trace, step: Step) -> tuple[dict, int, int] | None:
+    """The Adam-style optimizer whose bias correction becomes the constant 1.0 at this step:
+    ``(optimizer event, the optimizer's step, the predicted step)``."""
+    states = {o.get("id"): o.get("step") for o in step.optimizers}
+    for opt in trace.optimizers:
+        if opt.get("class") not in ADAM_CLASSES or opt.get("capturable") or not opt.get("betas"):
+            continue
+        value = states.get(opt.get("id"))
+        if not isinstance(value, (int, float)):
+            continue
+        dtype = "float64" if opt.get("foreach") else (opt.get("dtype") or "float32")
+        predicted = adam_constant_step(float(opt["betas"][1]), dtype)
+        if predicted is not None and int(value) == predicted:
+            return opt, int(value), predicted
+    return None
+
+
+def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
+    by_step = {s.step: s for s in trace.steps}
+    findings: dict[tuple, Finding] = {}
+    for c in compiles:
+        if not c["after_warmup"]:
+            continue
+        step = by_step.get(c["step"])
+        trigger = Location.from_json(c["location"])
+        time_s = c["time_s"] or 0.0
+        code, location, related = None, trigger, []
+        if c["reason"] == "new-input-shape" and step is not None:
+            shapes = ", ".join(str(tuple(i["shape"])) for i in step.inputs or [])
+            loader = _partial_batch_loader(trace, step)
+            if loader is not None:
+                code, location = "XLA202", Location.from_json(loader.get("location")) or trigger
+                related = [trigger] if trigger else []
+                title = "a new graph for the last, smaller batch"
+                message = (f"step {c['step']} got a batch of {shapes}, smaller than batch_size={loader['batch_size']}"
+                           f" ({loader.get('dataset_size')} samples): torch_xla traced a new shape and compiled "
+                           "another graph")
+            else:
+                title = "a new graph for a new input shape"
+                message = (f"step {c['step']} compiled again after warm-up: its inputs {shapes} have a shape no "
+                           "earlier step had")
+        elif c["reason"] == "same-input-shapes" and step is not None:
+            adam = _adam_at(trace, step)
+            if adam is not None:
+                opt, value, _ = adam
+                code, location = "XLA204", Location.from_json(opt.get("location")) or trigger
+                related = [trigger] if trigger else []
+                beta2 = opt["betas"][1]
+                dtype = "float64" if opt.get("foreach") else (opt.get("dtype") or "float32")
+                title = f"{opt['class']} compiles again at optimizer step {value}"
+                message = (f"step {c['step']} (optimizer step {value}) compiled a new graph with the same input "
+                           f"shapes: `{opt['class']}` divides by sqrt(1 - {beta2}**step), which rounds to exactly "
+                           f"1.0 in {dtype} at step {value}, and torch_xla bakes 1.0 into the graph as a constant "
+                           "instead of passing it as data")
+            else:
+                title = "a new graph with the same input shapes"
+                message = (f"step {c['step']} compiled again after warm-up with the same input shapes as an earlier "
+                           "step: the graph itself changed (a Python number that became 0 or 1, a branch on a "
+                           "value, a changed op)" + ("" if "explain" in c else "; --explain names the line"))
+            message += _explained(c.get("explain"))
+        else:
+            title = "a compile after warm-up"
+            message = f"step {c['step']} compiled again after warm-up (the inputs of that step were not seen)"
+        key = (code, location, title if code is None else "")
+        finding = findings.get(key)
+        if finding is None:
+            finding = findings[key] = Finding(code, title, message, location, related, [], 0.0)
+        if c["step"] not in finding.steps:
+            finding.steps.append(c["step"])
+        finding.cost_s += time_s
+        for r in related:
+            if r not in finding.related:
+                finding.related.append(r)
+    return list(findings.values())
+
+
+def _explained(changes: list[dict] | None) -> str:
+    """``--explain``'s IR diff as a sentence: what changed and where the new nodes were made."""
+    if not changes:
+        return ""
+    counts: dict[tuple, int] = {}
+    for change in changes:
+        key = (change.get("before"), change.get("after"), change.get("location"))
+        counts[key] = counts.get(key, 0) + 1
+    parts = []
+    for (before, after, where), n in list(counts.items())[:3]:
+        if before and after:
+            what = f"`{before}` became `{after}`"
+        else:
+            what = f"`{after or before}` {'appeared' if after else 'went away'}"
+        times = f" ({n} nodes)" if n > 1 else ""
+        parts.append(f"{what}{times} at {where or 'an unknown place'}")
+    return "; the IR changed: " + "; ".join(parts)
+
+
+def _no_boundary(trace: Trace) -> list[Finding]:
+    stop = trace.stop or {}
+    end = trace.end or {}
+    if stop.get("reason") == "no-boundary" or (not trace.steps and (end.get("optimizer_steps") or 0) >= 2):
+        count = stop.get("optimizer_steps") or end.get("optimizer_steps") or 0
+        message = (f"{count} optimizer steps ran without a step boundary (`torch_xla.sync()`, `torch_xla.step()`, "
+                   "an `MpDeviceLoader`): the lazy graph grew by one training step each time and nothing ran on "
+                   "the device")
+        return [Finding("XLA203", "no step boundary", message, Location.from_json(stop.get("location")), [], [],
+                        0.0)]
+    findings = []
+    previous = 0
+    for s in trace.steps:
+        ran = s.optimizer_steps - previous
+        previous = s.optimizer_steps
+        if ran >= 2:
+            findings.append(Finding("XLA203", "several optimizer steps in one graph",
+                                    f"step {s.step} ran {ran} optimizer steps before reaching a boundary",
+                                    s.boundary, [], [s.step], 0.0))
+    return findings[:1]
+
+
+def _sharding(trace: Trace) -> tuple[dict, list[Finding]]:
+    spmd = bool(trace.spmd_called or (trace.parameters or {}).get("spmd"))
+    params = (trace.parameters or {}).get("parameters") or []
+    summary = None
+    if params:
+        sharded = [p for p in params if shards(p.get("sharding"))]
+        total = sum(p["bytes"] for p in params)
+        per_device = sum(p["bytes"] / math.prod(shards(p.get("sharding")) or (1,)) for p in params)
+        summary = {"count": len(params), "sharded": len(sharded), "replicated": len(params) - len(sharded),
+                   "bytes": total, "bytes_per_device": int(per_device),
+                   "replicated_names": [p["name"] for p in params if not shards(p.get("sharding"))][:10],
+                   "modules": (trace.parameters or {}).get("modules", [])}
+    inputs = None
+    findings: list[Finding] = []
+    for s in trace.steps:
+        if not s.inputs:
+            continue
+        if inputs is None:
+            inputs = []
+            for i in s.inputs:
+                split = shards(i.get("sharding"))
+                inputs.append({"shape": i["shape"], "dtype": i["dtype"], "sharding": i.get("sharding", ""),
+                               "split": list(split)})
+        if not spmd or findings:
+            continue
+        batch_dims = {i["shape"][0] for i in s.inputs if i["shape"] and shards(i.get("sharding"))[:1] not in ((), (1,))}
+        replicated = [i for i in s.inputs if i["shape"] and i["shape"][0] in batch_dims and not shards(i.get("sharding"))]
+        if replicated:
+            loader = next((x for x in trace.loaders if x.get("kind") == "MpDeviceLoader"), None) or {}
+            site = Location.from_json(loader.get("sharding_location")) or Location.from_json(loader.get("location"))
+            related = [x for x in [Location.from_json(loader.get("location"))] if x and x != site]
+            which = ", ".join(f"{tuple(i['shape'])} {i['dtype']}" for i in replicated)
+            spec = loader.get("input_sharding")
+            spec_text = f" ({_spec_text(spec)})" if spec else ""
+            findings.append(Finding(
+                "XLA022", "batch tensors left replicated",
+                f"in step {s.step} the batch tensor(s) {which} were replicated on every device while another tensor "
+                f"of the same batch is split on its leading dimension: the input_sharding{spec_text} did not apply "
+                "to them (a ShardingSpec applies only to tensors of its own rank)", site, related, [s.step], 0.0))
+    return {"spmd": spmd, "parameters": summary, "inputs": inputs}, findings
+
+
+def _spec_text(spec) -> str:
+    if isinstance(spec, dict) and "partition_spec" in spec:
+        return "ShardingSpec(mesh, " + repr(tuple(tuple(p) if isinstance(p, list) else p
+                                                  for p in spec["partition_spec"])) + ")"
+    return json.dumps(spec)
+
+
+def analyse(trace: Trace) -> Analysis:
+    """Warm-up, compiles with their reasons, host reads by place, and the findings (most
+    costly first)."""
+    warmup = _warmup(trace.steps)
+    compiles = _compiles(trace, warmup)
+    reads = _host_reads(trace)
+    sharding, sharding_findings = _sharding(trace)
+    findings = (_no_boundary(trace) + _recompiles(trace, compiles) + _per_step_reads(trace, reads)
+                + sharding_findings)
+    findings.sort(key=lambda f: -f.cost_s)
+    return Analysis(trace, warmup, compiles, reads, findings, sharding)
+
+
+def confirm_static(diagnostics: list, findings: list[Finding]) -> list[dict]:
+    """Each static diagnostic with ``status``: ``confirmed`` when a finding of the same code
+    has a place in the same file within the diagnostic's lines, ``not reached`` for a code the
+    trace observes but did not see there, ``not observable`` for the other codes."""
+    out = []
+    for d in diagnostics:
+        path = os.path.abspath(d.path)
+        status = "not observable"
+        if d.code in TRACEABLE:
+            status = "not reached"
+            for f in findings:
+                if f.code == d.code and any(os.path.abspath(p.path) == path and d.line <= p.line <= d.end_line
+                                            for p in f.places()):
+                    status = "confirmed"
+                    break
+        out.append({"code": d.code, "name": d.name, "message": d.message, "path": path, "line": d.line,
+                    "status": status})
+    return out
+
+
+def status_of(trace: Trace, timed_out: bool, interrupted: bool) -> str:
+    """How the run ended: stopped (by --steps), finished, error, timeout, no-boundary,
+    crashed (killed or died without a word), exited (the script called sys.exit)."""
+    if timed_out or interrupted:
+        return "timeout"
+    if trace.error is not None:
+        return "error"
+    if trace.stop is not None:
+        return "no-boundary" if trace.stop.get("reason") == "no-boundary" else "stopped"
+    if trace.exit is not None:
+        if trace.exit.get("reason") == "sys.exit" and trace.exit.get("code"):
+            return "exited"
+        return "finished"
+    return "crashed"
+
+
+def build_report(trace: Trace, *, command: list[str], target: str, steps_requested: int, wall_s: float,
+                 events_file: str, device: dict, timed_out: bool = False, interrupted: bool = False,
+                 static: list | None = None, static_error: str | None = None) -> dict:
+    """The report as a JSON-able dict (:data:`~xla_lint.trace.events.REPORT_SCHEMA`)."""
+    analysis = analyse(trace)
+    status = status_of(trace, timed_out, interrupted)
+    findings = analysis.findings
+    notes: list[str] = []
+    if trace.bad_lines:
+        notes.append(f"{trace.bad_lines} line(s) of the events file could not be read")
+    if static_error:
+        notes.append(f"static lint failed: {static_error}")
+    if status == "timeout":
+        where = (trace.timeout or {}).get("location")
+        at = f" while at {_where(Location.from_json(where))}" if where else ""
+        what = "interrupted" if interrupted else f"stopped by --timeout after {(trace.timeout or {}).get('seconds')} s"
+        notes.append(f"the run was {what}{at}; the report holds what happened until then")
+    code = (trace.child_exit or {}).get("code")
+    if status == "crashed" and isinstance(code, int) and code < 0:
+        notes.append(f"the script's process was killed by signal {-code}")
+    elif status == "crashed" and code not in (None, 0):
+        notes.append(f"the script's process exited with status {code} without an exception")
+    if any(c["partial"] for c in analysis.compiles):
+        notes.append("a graph was still compiling when the script ended")
+    for other in trace.other:
+        if other.get("event") == "internal":
+            notes.append(f"trace instrumentation error in {other.get('where')}: {other.get('message')}")
+    error = None
+    if trace.error is not None:
+        error = {k: trace.error.get(k) for k in ("type", "message", "traceback", "location")}
+    script_exit = (trace.exit or {}).get("code")
+    if script_exit is None and trace.error is not None:
+        script_exit = 1
+    warm = analysis.warmup
+    reads_per_step: dict[int, int] = {}
+    for r in trace.host_reads:
+        reads_per_step[r.step] = reads_per_step.get(r.step, 0) + r.count
+    steps = [{"step": s.step, "duration_s": s.duration_s, "compiles": s.compiles, "compile_s": s.compile_s,
+              "executions": s.executions, "host_reads": reads_per_step.get(s.step, 0), "transfer_s": s.transfer_s,
+              "warmup": s.step in warm, "inputs": s.inputs} for s in trace.steps]
+    torch_xla = (trace.torch_xla or {}).get("version")
+    if trace.start is not None and trace.torch_xla is None and status not in ("error", "timeout"):
+        notes.append("the script never imported torch_xla: nothing to trace")
+    report = {
+        "version": 1,
+        "command": list(command),
+        "target": target,
+        "status": status,
+        "exit_code": 1 if findings or status in ("error", "timeout", "crashed", "exited") else 0,
+        "script_exit": script_exit,
+        "steps_requested": steps_requested,
+        "steps_traced": len(trace.steps),
+        "optimizer_steps": (trace.stop or {}).get("optimizer_steps", (trace.end or {}).get("optimizer_steps")),
+        "wall_s": round(wall_s, 3),
+        "events_file": events_file,
+        "device": {**device, "spmd": analysis.sharding["spmd"], "torch_xla": torch_xla},
+        "steps": steps,
+        "compiles": analysis.compiles,
+        "host_reads": [{**r, "location": r["location"].to_json() if r["location"] else None}
+                       for r in analysis.host_reads],
+        "sharding": analysis.sharding,
+        "findings": [f.to_json() for f in findings],
+        "static": confirm_static(static, findings) if static is not None else None,
+        "error": error,
+        "notes": notes,
+    }
+    return report
+
+
+# --- text ------------------------------------------------------------------------------------
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def _where(location: Location | dict | None) -> str:
+    if isinstance(location, dict):
+        location = Location.from_json(location)
+    if location is None:
+        return "(no user frame)"
+    return f"{_short(location.path)}:{location.line}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _shape(i: dict) -> str:
+    return str(tuple(i["shape"]))
+
+
+_STATUS_TEXT = {
+    "stopped": "stopped after {n} steps as asked (--steps {req})",
+    "finished": "the script finished by itself after {n} steps",
+    "exited": "the script exited with status {code} after {n} steps",
+    "error": "the script raised an exception after {n} steps",
+    "timeout": "the run did not finish: {n} steps traced",
+    "no-boundary": "stopped after {opt} optimizer steps: no step boundary was reached",
+    "crashed": "the script died after {n} steps without a word (killed, or os._exit)",
+}
+
+
+def render_text(report: dict) -> str:
+    """The readable report: header, findings (most costly first), steps, compiles, host reads,
+    sharding, static diagnostics, notes."""
+    out: list[str] = []
+    device = report["device"]
+    where = device.get("pjrt_device") or "the machine's device"
+    if device.get("cpu_devices"):
+        where = f"{where} with {device['cpu_devices']} devices"
+    mode = "SPMD" if device.get("spmd") else "single process"
+    out.append(f"xla-lint trace: {_short(report['target'])} ({mode}, {where}, torch_xla {device.get('torch_xla')})")
+    text = _STATUS_TEXT[report["status"]].format(n=report["steps_traced"], req=report["steps_requested"],
+                                                 code=report.get("script_exit"), opt=report.get("optimizer_steps"))
+    out.append(f"{text}; {report['wall_s']:.1f} s wall; events: {report['events_file']}")
+    error = report.get("error")
+    if error:
+        out.append(f"error: {error['type']}: {error['message']}" + (
+            f" at {_where(error['location'])}" if error.get("location") else ""))
+    out.append("")
+    findings = report["findings"]
+    if findings:
+        out.append(f"Findings ({len(findings)}, most costly first)")
+        for f in findings:
+            code = f["code"] or "----"
+            cost = f"  [{_ms(f['cost_s'])}]" if f["cost_s"] else ""
+            out.append(f"  {code} {f['name']}: {f['title']}  {_where(f['location'])}{cost}")
+            out.append(f"    {f['message']}")
+            if f["related"]:
+                out.append("    see also: " + ", ".join(_where(r) for r in f["related"]))
+            out.append(f"    fix: {f['fix']}")
+    else:
+        out.append("Findings: none")
+    out.append("")
+    if report["steps"]:
+        out.append("Steps")
+        out.append("  step       time  compiles                   host reads  inputs")
+        for s in report["steps"]:
+            compiles = f"{s['compiles']} ({_ms(s['compile_s'])})" if s["compiles"] else "0"
+            inputs = " ".join(_shape(i) for i in (s["inputs"] or [])) or "-"
+            warm = " (warm-up)" if s.get("warmup") and s["compiles"] else ""
+            out.append(f"  {s['step']:>4} {_ms(s['duration_s']):>10}  {compiles + warm:<26} {s['host_reads']:>10}  "
+                       f"{inputs}")
+        durations = [s["duration_s"] for s in report["steps"] if not s.get("warmup")]
+        if durations:
+            out.append(f"  median step after warm-up: {_ms(statistics.median(durations))}")
+        out.append("")
+    if report["compiles"]:
+        out.append("Compiles")
+        for c in report["compiles"]:
+            time_s = f" in {_ms(c['time_s'])}" if c.get("time_s") else ""
+            reason = {"warm-up": "warm-up", "new-input-shape": "AFTER WARM-UP: new input shape",
+                      "same-input-shapes": "AFTER WARM-UP: same input shapes, the graph changed",
+                      "unknown-inputs": "after warm-up"}[c["reason"]]
+            out.append(f"  step {c['step']:>3}{time_s}: {reason}; triggered at {_where(c['location'])} "
+                       f"({c['cause']})")
+            if c.get("explain"):
+                out.append(f"    IR{_explained(c['explain'])[len('; the IR'):]}")
+        out.append("")
+    if report["host_reads"]:
+        out.append("Host reads (device to host copies)")
+        for r in report["host_reads"]:
+            forced = f", {r['forced_execution']} ran a graph" if r["forced_execution"] else ""
+            out.append(f"  {r['kind']:<16} {_where(r['location'])}: {r['count']} in {len(r['steps'])} step(s){forced}")
+        out.append("")
+    sharding = report["sharding"]
+    if sharding["spmd"]:
+        out.append("Sharding (SPMD)")
+        params = sharding.get("parameters")
+        if params:
+            out.append(f"  parameters: {params['count']} tensors, {params['sharded']} sharded, {params['replicated']} "
+                       f"replicated; {_bytes(params['bytes'])} in all, {_bytes(params['bytes_per_device'])} per device")
+            if params["replicated"] and params["replicated_names"]:
+                out.append("  replicated: " + ", ".join(params["replicated_names"]))
+        for i in sharding.get("inputs") or []:
+            split = "x".join(str(d) for d in i["split"]) if i["split"] else "REPLICATED"
+            out.append(f"  input {_shape(i)} {i['dtype']}: {split} {i['sharding'] or ''}".rstrip())
+        out.append("")
+    static = report.get("static")
+    if static is not None:
+        if static:
+            out.append("Static diagnostics of the script's program (xla-lint --preview)")
+            for d in static:
+                out.append(f"  {d['status']:<14} {d['code']} {_short(d['path'])}:{d['line']}: {d['message']}")
+        else:
+            out.append("Static diagnostics: none")
+        out.append("")
+    for note in report["notes"]:
+        out.append(f"note: {note}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
