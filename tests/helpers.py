@@ -68,3 +68,21 @@ def without_file_powers() -> list[str]:
     if setpriv is None or subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
         pytest.skip("running as root, and setpriv cannot drop the file-access capabilities")
     return prefix
+
+
+def run_cpu_script(script: str, drop_env: tuple[str, ...] = (), timeout: float = 300) -> dict:
+    """Run ``script`` (Python source) in a fresh interpreter on 8 virtual CPU devices
+    (``PJRT_DEVICE=CPU CPU_NUM_DEVICES=8``, no ``XLA_FLAGS``/``TPU_NUM_DEVICES`` and none of
+    ``drop_env``) and return the JSON object of the last line it prints that starts with
+    ``RESULT ``. Fails the test, with the end of standard error, when it exits non-zero or prints none."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TPU_NUM_DEVICES", *drop_env)}
+    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])

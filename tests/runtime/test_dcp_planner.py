@@ -9,12 +9,9 @@ sharded weights with the default planner and with ``SPMDSavePlanner``, counts th
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+
+from helpers import run_cpu_script
 
 pytest.importorskip("torch_xla")
 
@@ -81,13 +78,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def observed():
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TPU_NUM_DEVICES", "MASTER_ADDR", "RANK")}
-    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300,
-                          env=env, stdin=subprocess.DEVNULL)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_cpu_script(SCRIPT, drop_env=("MASTER_ADDR", "RANK"))
 
 
 def test_the_default_planner_gathers_every_sharded_tensor_but_round_trips_on_one_host(observed):

@@ -8,12 +8,9 @@ loaded tensor, or the error, as JSON; the assertions run here. About 10 s.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+
+from helpers import run_cpu_script
 
 pytest.importorskip("torch_xla")
 
@@ -99,13 +96,7 @@ def _replicated(sharding: str) -> bool:
 
 @pytest.fixture(scope="module")
 def observed():
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TPU_NUM_DEVICES")}
-    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300,
-                          env=env, stdin=subprocess.DEVNULL)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_cpu_script(SCRIPT)
 
 
 def test_one_spec_shards_the_images_and_silently_replicates_the_labels(observed):
