@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import lint_tree
 
-from xla_lint.notebooks import notebook_blocks
+from xla_lint.notebooks import NotPython, notebook_blocks
 from xla_lint.source import SourceError
 
 
@@ -121,16 +121,103 @@ def test_a_cell_that_does_not_parse_is_reported(tmp_path):
     assert text.splitlines()[diagnostics[0].line - 1].strip().startswith('"def f(:')
 
 
-def test_other_kernels_give_no_blocks_and_broken_json_is_an_error():
-    assert notebook_blocks(notebook(cell("xm.mark_step()\n"), language="R")) == []
+def test_other_kernels_are_not_python_and_broken_json_is_an_error():
+    with pytest.raises(NotPython, match=r"^not a Python notebook \(kernel: R\)$"):
+        notebook_blocks(notebook(cell("xm.mark_step()\n"), language="R"))
+    julia = json.loads(notebook(cell("using Flux\n")))
+    julia["metadata"] = {"language_info": {"name": "julia"}, "kernelspec": {"language": "python"}}
+    with pytest.raises(NotPython, match="kernel: julia"):  # language_info, what the kernel reports, wins
+        notebook_blocks(json.dumps(julia, indent=1))
+    for language in ("python", "Python", "python3", "ipython3", ""):
+        assert len(notebook_blocks(notebook(cell("x = 1\n"), language=language))) == 1
     with pytest.raises(SourceError, match="invalid JSON"):
         notebook_blocks('{"cells": [')
     with pytest.raises(SourceError, match="no list of `cells`"):
         notebook_blocks('["torch_xla"]')
-    with pytest.raises(SourceError, match="nbformat 3"):
-        notebook_blocks('{"worksheets": [{"cells": []}], "nbformat": 3}')
     with pytest.raises(SourceError, match="nested too deeply"):
         notebook_blocks("[" * 100_000 + "]" * 100_000)
+
+
+def run_verbose(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """``xla-lint -v`` on ``files`` written in ``tmp_path``."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "-v", *args, *files],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_a_notebook_of_another_kernel_is_skipped_with_its_reason_not_counted_as_xla000(tmp_path):
+    """As Ruff does: an R notebook holds no Python; it was "could not parse" under -v and
+    counted as XLA000, with no XLA000 printed."""
+    text = notebook(cell("library(torch_xla)\nx <- torch_xla$ones(2)\n"), language="R")
+    proc = run_verbose(tmp_path, {"r.ipynb": text})
+    assert proc.returncode == 0 and proc.stdout.startswith("All checks passed"), proc.stdout
+    assert "xla-lint: skipped r.ipynb (not a Python notebook (kernel: R))" in proc.stderr
+    assert "could not parse" not in proc.stderr and "XLA000" not in proc.stderr
+
+
+def test_a_notebook_in_another_nbformat_than_4_is_xla000_at_its_version(tmp_path):
+    """nbformat 3 (IPython 2) keeps cells in `worksheets` and code in `input`; a notebook
+    saying nbformat 3 was linted as if it were 4. Both are XLA000 naming the upgrade."""
+    worksheets = json.dumps({"metadata": {"name": ""}, "nbformat": 3, "nbformat_minor": 0, "worksheets": [
+        {"cells": [{"cell_type": "code", "input": ["import torch_xla\n"], "language": "python", "outputs": []}]}]},
+        indent=1)
+    cells = json.loads(notebook(cell("import torch_xla\n")))
+    cells["nbformat"] = 3
+    cells = json.dumps(cells, indent=1)
+    diagnostics = found(tmp_path, {"v3.ipynb": worksheets, "cells3.ipynb": cells}, select=["XLA000"])
+    assert [(d.path, d.code) for d in diagnostics] == [("cells3.ipynb", "XLA000"), ("v3.ipynb", "XLA000")]
+    for d, text in zip(diagnostics, [cells, worksheets]):
+        assert d.message == ("cannot parse: nbformat 3 is not read, only nbformat 4 "
+                             "(`jupyter nbconvert --to notebook --inplace FILE` upgrades it)")
+        assert text.splitlines()[d.line - 1][d.column - 1:] == '"nbformat": 3,'
+    with pytest.raises(SourceError, match="nbformat 2 is not read"):
+        notebook_blocks('{"nbformat": 2, "worksheets": []}')
+
+
+README_WITH_A_BROKEN_BLOCK = """# Training
+
+```python
+import torch_xla.core.xla_model as xm
+model = Net(<your config>).to(xm.xla_device())
+```
+
+```python
+import torch_xla.core.xla_model as xm
+xm.mark_step()
+```
+"""
+
+
+def test_a_doc_block_that_does_not_parse_is_skipped_and_named_for_verbose(tmp_path):
+    """A page's block that does not parse is an excerpt more often than a bug: not XLA000,
+    but no longer silent: the result names it (path:line:column, the parser's reason) for -v."""
+    (tmp_path / "README.md").write_text(README_WITH_A_BROKEN_BLOCK, encoding="utf-8")
+    result, _, _ = lint_tree(tmp_path, select=["XLA000", "XLA302"], docs=True)
+    assert [(d.code, d.line) for d in result.diagnostics] == [("XLA302", 10)]  # the other block is linted
+    (page,) = [r for r in result.files if r.path == "README.md"]
+    assert page.parsed and page.skipped_reason is None
+    assert page.notes == ["README.md:5:13: Python block skipped, it does not parse: invalid syntax"]
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("# torch_xla\n\n```python\nimport torch_xla\ndef f(:\n```\n", "no Python code block parses"),
+    ("# torch_xla\n\n```bash\npip install torch_xla\n```\n", "no Python code blocks"),
+])
+def test_a_page_with_nothing_linted_is_skipped_with_its_reason_not_counted_as_xla000(tmp_path, text, reason):
+    proc = run_verbose(tmp_path, {"page.md": text})
+    assert proc.returncode == 0 and "XLA000" not in proc.stdout, proc.stdout
+    assert f"xla-lint: skipped page.md ({reason})" in proc.stderr and "could not parse" not in proc.stderr
+
+
+def test_a_notebook_without_code_cells_is_skipped(tmp_path):
+    from xla_lint.config import build_settings
+    from xla_lint.discovery import Target
+    from xla_lint.engine import lint_file
+
+    text = notebook(cell("# torch_xla on a TPU\n", kind="markdown"), cell("%%bash\npip install torch_xla\n"))
+    result = lint_file(Target("nb.ipynb", "doc"), build_settings(cwd=tmp_path, isolated=True), text=text)
+    assert (result.skipped_reason, result.parsed, result.diagnostics) == ("no Python code cells", False, [])
 
 
 def test_folders_include_notebooks_and_fix_leaves_them_untouched(tmp_path):
@@ -170,3 +257,14 @@ def test_a_vscode_shell_cell_in_a_python_notebook_is_not_python(tmp_path):
     text = notebook(shell, cell("import torch_xla.core.xla_model as xm\nxm.mark_step()\n"))
     got = [(d.code, d.line) for d in found(tmp_path, {"nb.ipynb": text}, select=["XLA000", "XLA302"])]
     assert [code for code, _ in got] == ["XLA302"]  # no XLA000 for the shell cell; the Python cell is linted
+def test_verbose_names_each_skipped_doc_block_and_the_summary_counts_what_it_printed(tmp_path):
+    """Needs FileResult.notes (engine.py) and _log_run printing them (cli.py)."""
+    r_notebook = notebook(cell("library(torch_xla)\n"), language="R")
+    proc = run_verbose(tmp_path, {"README.md": README_WITH_A_BROKEN_BLOCK, "r.ipynb": r_notebook})
+    lines = proc.stderr.splitlines()
+    assert lines[:3] == ["xla-lint: linted README.md",
+                         "xla-lint: README.md:5:13: Python block skipped, it does not parse: invalid syntax",
+                         "xla-lint: skipped r.ipynb (not a Python notebook (kernel: R))"]
+    assert lines[3].startswith("xla-lint: 2 files read (1 linted, 1 skipped (1 not a Python notebook), "
+                               "1 doc block skipped) in ")
+    assert proc.stdout.count("XLA302") == 1 and "XLA000" not in proc.stdout

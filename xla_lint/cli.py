@@ -251,11 +251,13 @@ def _read_sources(diagnostics) -> dict[str, str]:
 
 
 def _log_run(result, seconds: float) -> None:
-    """``--verbose``: each file read or skipped, then the count and time, on standard error."""
-    parsed = skipped = failed = 0
+    """``--verbose``: each file read or skipped (and each doc block skipped), then the count and time, on standard error."""
+    parsed = failed = 0
+    skipped: dict[str, int] = {}  # kind of reason ("no torch_xla", "too large", ...) -> files
     for r in result.files:
         if r.skipped_reason:
-            skipped += 1
+            kind = r.skipped_reason.split(" (")[0].split(":")[0]
+            skipped[kind] = skipped.get(kind, 0) + 1
             click.echo(f"xla-lint: skipped {r.path} ({r.skipped_reason})", err=True)
         elif r.parsed:
             parsed += 1
@@ -263,12 +265,19 @@ def _log_run(result, seconds: float) -> None:
         else:
             failed += 1
             click.echo(f"xla-lint: could not parse {r.path}", err=True)
+        for note in r.notes:
+            click.echo(f"xla-lint: {note}", err=True)
     n = len(result.files)
-    large = sum(1 for r in result.files if (r.skipped_reason or "").startswith(TOO_LARGE))
-    why = "no torch_xla" + (f" or {large} too large" if large else "")
-    unparsed = f", {failed} not parsed (XLA000)" if failed else ""
-    click.echo(f"xla-lint: {n} {'file' if n == 1 else 'files'} read ({parsed} linted, {skipped} skipped: "
-               f"{why}{unparsed}) in {seconds:.3f}s; {result.suppressed} suppressed by comments", err=True)
+    total = sum(skipped.values())
+    why = ", ".join(f"{count} {kind}" for kind, count in sorted(skipped.items(), key=lambda kc: (-kc[1], kc[0])))
+    parts = [f"{parsed} linted", f"{total} skipped" + (f" ({why})" if why else "")]
+    if failed:
+        parts.append(f"{failed} not parsed (XLA000)")
+    blocks = sum(len(r.notes) for r in result.files)
+    if blocks:
+        parts.append(f"{blocks} doc {'block' if blocks == 1 else 'blocks'} skipped")
+    click.echo(f"xla-lint: {n} {'file' if n == 1 else 'files'} read ({', '.join(parts)}) in {seconds:.3f}s; "
+               f"{result.suppressed} suppressed by comments", err=True)
 
 
 def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, diff: bool, exit_zero: bool) -> None:

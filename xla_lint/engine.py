@@ -54,6 +54,7 @@ class FileResult:
     suppressions: Suppressions = field(default_factory=Suppressions)
     parsed: bool = False
     skipped_reason: str | None = None
+    notes: list[str] = field(default_factory=list)  # for --verbose: doc blocks skipped (path:line:col: why)
 
 
 def syntax_error(path: str, message: str, line: int, column: int) -> Diagnostic:
@@ -267,6 +268,7 @@ def result_to_json(result: FileResult) -> dict:
         "suppressions": result.suppressions.to_json(),
         "parsed": result.parsed,
         "skipped_reason": result.skipped_reason,
+        "notes": result.notes,
     }
 
 
@@ -274,11 +276,13 @@ def result_from_json(data: dict) -> FileResult:
     """Inverse of :func:`result_to_json`; raises KeyError/TypeError/ValueError on malformed data."""
     path = data["path"]
     reason = data["skipped_reason"]
-    if not isinstance(path, str) or not (reason is None or isinstance(reason, str)):
+    notes = data["notes"]
+    if not isinstance(path, str) or not (reason is None or isinstance(reason, str)) \
+            or not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
         raise TypeError("malformed file result")
     return FileResult(path, [Diagnostic.from_json(d) for d in data["diagnostics"]],
                       [FileFacts.from_json(f) for f in data["facts"]],
-                      Suppressions.from_json(data["suppressions"]), bool(data["parsed"]), reason)
+                      Suppressions.from_json(data["suppressions"]), bool(data["parsed"]), reason, notes)
 
 
 # Parallel linting pays only when there is real parsing to share out: starting a worker

@@ -20,6 +20,12 @@ becomes ``pass``, the right-hand side of ``files = !ls`` or ``env = %env`` becom
 ``None``; a cell magic whose body is Python (``%%time``, ``%%writefile train.py``, ...)
 loses only its first line; cells of other cell magics (``%%bash``) are not Python and
 are left out.
+
+A notebook whose kernel runs another language (R, Julia, Scala: ``language_info`` or
+``kernelspec`` names it) holds no Python: :func:`notebook_blocks` raises :class:`NotPython`
+and the file is skipped, as Ruff skips it, not reported. Only nbformat 4 is read (the
+format Jupyter has written since 2015); an older notebook is a :class:`SourceError` (XLA000)
+naming the version and the command that upgrades it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,21 @@ import re
 from dataclasses import dataclass
 
 from .source import CodeBlock, SourceError, split_lines
+
+
+class NotPython(Exception):
+    """The notebook's kernel runs another language: nothing in it is linted. ``reason`` is
+    what ``--verbose`` prints for the skipped file: ``not a Python notebook (kernel: R)``."""
+
+    def __init__(self, language: str) -> None:
+        self.language = language
+        self.reason = f"not a Python notebook (kernel: {language})"
+        super().__init__(self.reason)
+
+
+#: Kernel languages whose cells are Python (IPython's own kernel says ``python``).
+PYTHON_LANGUAGES = frozenset({"", "python", "python2", "python3", "ipython", "ipython2", "ipython3"})
+
 
 def _other_language(cell: dict) -> bool:
     """True for a code cell VS Code marks as another language (``"metadata": {"vscode":
@@ -81,8 +102,8 @@ class NotebookCell(CodeBlock):
 def notebook_blocks(text: str) -> list[NotebookCell]:
     """The code cells of the notebook JSON ``text``, each with IPython syntax masked.
 
-    Returns [] for a notebook whose kernel is not Python. Raises :class:`SourceError`
-    (1-based line and column) when ``text`` is not nbformat 4 JSON.
+    Raises :class:`NotPython` for a notebook whose kernel is not Python, and
+    :class:`SourceError` (1-based line and column) when ``text`` is not nbformat 4 JSON.
     """
     try:
         notebook = json.loads(text)
@@ -90,13 +111,14 @@ def notebook_blocks(text: str) -> list[NotebookCell]:
         raise SourceError(f"not a notebook: invalid JSON ({exc.msg})", exc.lineno, exc.colno) from None
     except RecursionError:
         raise SourceError("not a notebook: JSON nested too deeply") from None
+    if isinstance(notebook, dict):
+        _check_version(notebook, text)
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
-        if isinstance(notebook, dict) and "worksheets" in notebook:
-            raise SourceError("an nbformat 3 notebook: not read (`jupyter nbconvert --to notebook` upgrades it)")
         raise SourceError("not a notebook: no list of `cells` (nbformat 4)")
-    if _language(notebook) not in ("", "python"):
-        return []
+    language = _language(notebook)
+    if language.lower() not in PYTHON_LANGUAGES:
+        raise NotPython(language)
     strings = _source_strings(text)
     where: dict[str, list[int]] = {}  # string value -> its indexes in ``strings``, ascending
     for index, item in enumerate(strings):
@@ -148,14 +170,38 @@ def _raw_index(raw: str, start: int, count: int) -> int:
     return at
 
 
+_VERSION_KEY = re.compile(r'"nbformat"\s*:\s*')
+
+
+def _check_version(notebook: dict, text: str) -> None:
+    """Raise :class:`SourceError` for a notebook of another nbformat than 4, at its
+    ``"nbformat"`` key; nbformat 3 keeps its cells in ``worksheets`` and their code in
+    ``input``. A notebook without the key is read as nbformat 4."""
+    version = notebook.get("nbformat")
+    if version is None and "worksheets" in notebook:
+        version = 3
+    if version == 4 or not isinstance(version, int) or isinstance(version, bool):
+        return
+    line = column = 1
+    for m in _VERSION_KEY.finditer(text):
+        if text[m.end():m.end() + len(str(version)) + 1].rstrip(",} \r\n") == str(version):
+            line = text.count("\n", 0, m.start()) + 1
+            column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+            break
+    raise SourceError(f"nbformat {version} is not read, only nbformat 4 "
+                      f"(`jupyter nbconvert --to notebook --inplace FILE` upgrades it)", line, column)
+
+
 def _language(notebook: dict) -> str:
+    """The notebook's language as written (``language_info.name``, else
+    ``kernelspec.language``); ``""`` when it names none."""
     metadata = notebook.get("metadata")
     if not isinstance(metadata, dict):
         return ""
-    for key in ("language_info", "kernelspec"):
+    for key, field in (("language_info", "name"), ("kernelspec", "language")):
         info = metadata.get(key)
-        if isinstance(info, dict) and isinstance(info.get("name" if key == "language_info" else "language"), str):
-            return info["name" if key == "language_info" else "language"].lower()
+        if isinstance(info, dict) and isinstance(info.get(field), str):
+            return info[field].strip()
     return ""
 
 

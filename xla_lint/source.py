@@ -333,7 +333,8 @@ def code_blocks(path: str, text: str) -> list[CodeBlock]:
     """Python blocks of a ``.md``/``.markdown`` or ``.rst`` document, or the code cells of a
     ``.ipynb`` notebook (empty for other suffixes).
 
-    Raises :class:`SourceError` for a notebook that is not nbformat JSON.
+    Raises :class:`SourceError` for a notebook that is not nbformat 4 JSON, and
+    :class:`xla_lint.notebooks.NotPython` for one whose kernel is not Python.
     """
     lower = path.lower()
     if lower.endswith(".ipynb"):
