@@ -125,6 +125,88 @@ def test_nearest_folder_wins_and_an_ambiguous_name_is_not_guessed():
     assert not ProgramModel(files).holds("y/utils.py", SPMD)
 
 
+# torchprime's layout: experimental/torchax_models/run.py runs as a script (`python run.py`) and
+# does `from llama import model`, loading the namespace folder llama/ beside it (no __init__.py);
+# torch_xla_models/llama/ is a regular package elsewhere in the tree that no folder above run.py holds.
+TORCHPRIME = {
+    "pkg/__init__.py": F("pkg"),
+    "pkg/torch_xla_models/__init__.py": F("pkg.torch_xla_models"),
+    "pkg/torch_xla_models/llama/__init__.py": F("pkg.torch_xla_models.llama", "pkg", "pkg.torch_xla_models",
+                                                "pkg.torch_xla_models.llama", "pkg.torch_xla_models.llama.model"),
+    "pkg/torch_xla_models/llama/model.py": F("pkg.torch_xla_models.llama.model", "torch_xla"),
+    "pkg/torch_xla_models/llama/extra.py": F("pkg.torch_xla_models.llama.extra", "torch_xla"),
+    "pkg/experimental/__init__.py": F("pkg.experimental"),
+    "pkg/experimental/torchax_models/__init__.py": F("pkg.experimental.torchax_models"),
+    "pkg/experimental/torchax_models/run.py": F("pkg.experimental.torchax_models.run", "torchax", "llama",
+                                                "llama.model", entry=True),
+    "pkg/experimental/torchax_models/llama/model.py": F("model", "torchax"),
+}
+
+
+def test_a_namespace_folder_beside_the_script_wins_over_a_path_tail_elsewhere():
+    run = "pkg/experimental/torchax_models/run.py"
+    edges = import_edges(TORCHPRIME)
+    # `llama` is the namespace package (no file); `llama.model` its module, never the other tree's.
+    assert edges[run] == {"pkg/experimental/torchax_models/llama/model.py"}
+    # A name the namespace folder lacks is an attribute or missing: the other llama/extra.py is no guess.
+    assert import_edges({**TORCHPRIME, run: F("run", "llama", "llama.extra", entry=True)})[run] == set()
+    # The same for a namespace folder in a folder above the importer (Python's search from there).
+    above = {p.replace("torchax_models/llama/", "llama/"): f for p, f in TORCHPRIME.items()}
+    assert import_edges(above)[run] == {"pkg/experimental/llama/model.py"}
+    # A module llama.py beside the script: `from llama import model` reads an attribute of it.
+    module = {**TORCHPRIME, "pkg/experimental/torchax_models/llama.py": F("llama")}
+    del module["pkg/experimental/torchax_models/llama/model.py"]
+    assert import_edges(module)[run] == {"pkg/experimental/torchax_models/llama.py"}
+    # Nothing named llama along the search: the only tail match would need pkg/torch_xla_models/
+    # (a package inside a package) on sys.path; it is some installed llama, never guessed.
+    alone = {p: f for p, f in TORCHPRIME.items() if "torchax_models/llama/" not in p}
+    assert import_edges(alone)[run] == set()
+    model = ProgramModel(TORCHPRIME)
+    program = next(p for p in model.programs if p.entry == run)
+    assert program.members == {run, "pkg/experimental/torchax_models/llama/model.py"}
+    assert model.programs_of("pkg/torch_xla_models/llama/model.py") == []
+
+
+def test_a_path_tail_is_guessed_only_for_what_a_sys_path_edit_explains():
+    files = {
+        # sys.path.append("../examples") in a test, PYTHONPATH=benchmarks/ in its launcher.
+        "examples/decoder_only_model.py": F("decoder_only_model"),
+        "benchmarks/__init__.py": F("benchmarks"),
+        "benchmarks/benchmark_model.py": F("benchmark_model"),
+        "server/tgs/__init__.py": F("tgs"),  # pip install -e server
+        "server/tgs/generator.py": F("tgs.generator"),
+        # Modules named like installed or standard packages, deep in a package of the tree.
+        "src/acc/__init__.py": F("acc"),
+        "src/acc/logging.py": F("acc.logging"),
+        "src/acc/utils/__init__.py": F("acc.utils"),
+        "src/acc/utils/deepspeed.py": F("acc.utils.deepspeed"),
+        "src/acc/utils/torch_xla.py": F("acc.utils.torch_xla"),
+        "test/test_models.py": F("test_models", "decoder_only_model", "benchmark_model", "tgs", "tgs.generator",
+                                 "deepspeed", "torch_xla", "torch_xla.core", "logging", entry=True),
+    }
+    assert import_edges(files)["test/test_models.py"] == {
+        "examples/decoder_only_model.py", "benchmarks/benchmark_model.py", "server/tgs/__init__.py",
+        "server/tgs/generator.py"}
+
+
+def test_torchax_script_beside_a_namespace_folder_does_not_reach_the_torch_xla_models(tmp_path):
+    write_tree(tmp_path, {
+        "pkg/__init__.py": "", "pkg/torch_xla_models/__init__.py": "",
+        "pkg/torch_xla_models/llama/__init__.py": "from .model import Llama\n",
+        "pkg/torch_xla_models/llama/model.py": ("import torch_xla\nimport torch_xla.core.xla_model as xm\n\n"
+                                                "def build():\n    return xm.xla_device()\n"),
+        "pkg/experimental/__init__.py": "", "pkg/experimental/torchax_models/__init__.py": "",
+        "pkg/experimental/torchax_models/run.py": ("import torchax\nfrom llama import model\n\n"
+                                                   "if __name__ == '__main__':\n    model.main()\n"),
+        "pkg/experimental/torchax_models/llama/model.py": "import torch\n\ndef main():\n    return torch.ones(2)\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA026"], preview=True)
+    run = next(p for p in result.program.programs if p.entry == "pkg/experimental/torchax_models/run.py")
+    assert "pkg/experimental/torchax_models/llama/model.py" in run.members
+    assert not any(m.startswith("pkg/torch_xla_models/") for m in run.members)
+    assert [(d.code, d.path) for d in result.diagnostics] == []
+
+
 def test_launcher_environment_and_declared_modes():
     files = {"train.py": F("train"), "scripts/job.py": F("job"), "tool.py": F("tool", requires_torch_xla=True)}
     launches = [Launch("run.sh:3", "train.py", facts=frozenset({"spmd", "unbuffered"}), why="XLA_USE_SPMD=1")]

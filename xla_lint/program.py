@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
@@ -512,14 +513,19 @@ def _folders_up(folder: str) -> tuple[str, ...]:
 class _Index:
     """Known paths keyed by where an import finds them: ``(folder, "pkg.mod")`` for
     ``folder/pkg/mod.py`` (or ``folder/pkg/mod/__init__.py``, which wins as in Python), and the
-    same under ``folder/src/``; and a fallback for imports that no folder above the importer
-    explains (a ``sys.path`` edit): the one file whose path ends with the module's parts."""
+    same under ``folder/src/``; ``tops``: the top-level names each folder (or its ``src/``)
+    gives Python's path search, a module, a package or a namespace folder (one without
+    ``__init__.py``); and a fallback for imports whose top-level name no folder above the
+    importer explains (a ``sys.path`` edit): the one file whose path ends with the module's parts,
+    unless that name is the standard library's or the folder it needs on ``sys.path`` is a package
+    inside a package (:meth:`guess`)."""
 
     def __init__(self, paths: Iterable[str]) -> None:
         self.paths = set(paths)
         self.parts: set[str] = set()
         self.direct: dict[tuple[str, str], str] = {}
         self.src: dict[tuple[str, str], str] = {}
+        self.tops: set[tuple[str, str]] = set()  # (folder, "llama"): folder/llama(.py|/) or folder/src/llama
         self._by_tail: dict[str, list[str]] | None = None
         for p in sorted(self.paths, key=lambda p: not p.endswith("__init__.py")):  # packages first
             folder, file = os.path.split(p)
@@ -527,10 +533,13 @@ class _Index:
             while True:
                 parent, base = os.path.split(folder)
                 if name is not None:
-                    self.parts.add(name.split(".", 1)[0])
+                    top = name.split(".", 1)[0]
+                    self.parts.add(top)
                     self.direct.setdefault((folder, name), p)
+                    self.tops.add((folder, top))
                     if base == "src":
                         self.src.setdefault((parent, name), p)
+                        self.tops.add((parent, top))
                 if parent == folder or not base:
                     break
                 name = base if name is None else f"{base}.{name}"
@@ -548,15 +557,45 @@ class _Index:
         return self._by_tail.get(tail, [])
 
     def find(self, name: str, start: str) -> str | None:
-        """The file ``import name`` loads for a file in folder ``start``, or None."""
-        if name.split(".", 1)[0] not in self.parts:
+        """The file ``import name`` loads for a file in folder ``start``, or None.
+
+        Python's search first: ``start`` and each folder above it (and its ``src/``), nearest
+        first; ``pkg.mod`` is ``pkg/mod.py`` in the nearest of them that holds it, so the
+        portions of a namespace package join. The unique path tail is guessed only when no such
+        folder has the top-level name at all: a namespace folder ``llama/`` beside ``run.py``
+        makes ``from llama import model`` ``llama/model.py`` and ``llama`` itself no file (a
+        namespace package has none), never another tree's ``llama/__init__.py``.
+        """
+        top = name.split(".", 1)[0]
+        if top not in self.parts:
             return None  # torch, numpy, os: not in the tree
+        explained = False  # Python's search finds `top` (a module, package or namespace folder)
         for folder in _folders_up(start):
             found = self.direct.get((folder, name)) or self.src.get((folder, name))
             if found is not None:
                 return found
+            explained = explained or (folder, top) in self.tops
+        if explained:
+            return None  # an attribute of that module, a namespace package, or not in the tree
+        return self.guess(name)
+
+    def guess(self, name: str) -> str | None:
+        """The one file whose path ends with ``name``'s parts, for an import that only a
+        ``sys.path`` edit explains (``sys.path.append("../examples")``, ``PYTHONPATH=benchmarks``);
+        None when several do, when ``name`` is the standard library's (``import logging`` is not
+        ``utils/logging.py``), or when the folder that would have to be on ``sys.path`` is a
+        package inside a package: ``import deepspeed`` is the installed package, not
+        ``accelerate/utils/deepspeed.py``, and nobody puts ``accelerate/utils/`` on the path."""
         found = self.by_tail(name.replace(".", "/"))
-        return found[0] if len(found) == 1 else None
+        if len(found) != 1 or name.split(".", 1)[0] in sys.stdlib_module_names:
+            return None
+        folder = found[0]
+        for _ in range(name.count(".") + 1 + (os.path.basename(folder) == "__init__.py")):
+            folder = os.path.dirname(folder)
+        if folder and {os.path.join(folder, "__init__.py"),
+                       os.path.join(os.path.dirname(folder), "__init__.py")} <= self.paths:
+            return None
+        return found[0]
 
 
 def import_edges(files: Mapping[str, FileFacts], index: _Index | None = None) -> dict[str, set[str]]:
