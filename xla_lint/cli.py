@@ -96,7 +96,9 @@ def main() -> None:
     """Lint PyTorch/XLA (torch_xla) training code.
 
     `xla-lint [OPTIONS] [PATH]...` lints (see `xla-lint check --help`);
-    `xla-lint rule CODE` explains a rule; `xla-lint runtime` runs the runtime checker.
+    `xla-lint rule CODE` explains a rule; `xla-lint runtime` runs the runtime checker;
+    `xla-lint trace -- python train.py` runs your script for a few steps and shows what it
+    compiles, syncs and shards, line by line.
     """
 
 
