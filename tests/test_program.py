@@ -491,3 +491,98 @@ def test_a_constructor_fact_counts_through_the_class_and_an_option_only_may_hold
     assert result.diagnostics == []
     program = next(p for p in result.program.programs if p.entry == "train.py")
     assert "shards" in program.maybe and "global_mesh" in program.maybe
+
+
+_MODES_ENTRY = (
+    "import argparse\n"
+    "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+    "import tpu_setup\n"
+    "from process.train_multi import train_and_val as train_multi\n"
+    "from process.train_spmd import train_and_val as train_spmd\n\n"
+    "if __name__ == '__main__':\n"
+    "    config = argparse.ArgumentParser().parse_args()\n"
+    "{setup}"
+    "    if( config.tpu_cores == 'single' ):\n"
+    "        pass\n"
+    "    elif( config.tpu_cores == 'multi' ):\n"
+    "        xmp.spawn(train_multi, args=({{}},))\n"
+    "    elif( config.tpu_cores == 'spmd' ):\n"
+    "        train_spmd(config)\n"
+)
+_MODES_TREE = {
+    "tpu_setup.py": "def set_env_variables_for_TPU_SPMD():\n    from torch_xla import runtime as xr\n    xr.use_spmd()\n",
+    "process/__init__.py": "",
+    "process/train_multi.py": "import torch_xla.core.xla_model as xm\n\n"
+                              "def train_and_val(index, flags):\n    if xm.get_ordinal() == 0:\n        print('x', flush=True)\n"
+                              "    xm.rendezvous('start')\n    if xm.is_master_ordinal():\n        print('y', flush=True)\n"
+                              "    return xm.all_reduce(xm.REDUCE_SUM, 1.0)\n",
+    "process/train_spmd.py": "import numpy as np\nimport torch_xla.distributed.spmd as xs\n\n"
+                             "def train_and_val(config):\n    xs.set_global_mesh(xs.Mesh(np.arange(8), (8,), ('data',)))\n",
+}
+
+
+def _modes(tmp_path, setup: str):
+    write_tree(tmp_path, {"run_train.py": _MODES_ENTRY.format(setup=setup), **_MODES_TREE})
+    result, _, _ = lint_tree(tmp_path, select=["XLA005", "XLA006", "XLA007", "XLA008"])
+    program = next(p for p in result.program.programs if p.entry == "run_train.py")
+    return sorted((d.code, d.path, d.line) for d in result.diagnostics), program
+
+
+def test_modes_chosen_by_an_option_are_alternatives(tmp_path):
+    # `if config.tpu_cores == 'spmd':` turns SPMD on through another module's function and the
+    # `elif ... == 'multi':` branch spawns: the program runs one mode or the other, never both.
+    found, program = _modes(tmp_path, "    if( config.tpu_cores == 'spmd' ):\n"
+                                      "        tpu_setup.set_env_variables_for_TPU_SPMD()\n")
+    assert found == []
+    assert program.alternative and {"spmd", "multiprocess"} <= program.maybe
+    assert "spmd" not in program.sources and "multiprocess" not in program.sources
+    # Directly in the entry, tested by separate `if` statements on the same subject.
+    found, _ = _modes(tmp_path, "    if config.tpu_cores == 'spmd':\n        import torch_xla.runtime as xr\n"
+                                "        xr.use_spmd()\n")
+    assert found == []
+
+
+@pytest.mark.parametrize("setup", [
+    "    import torch_xla.runtime as xr\n    xr.use_spmd()\n",  # unconditional
+    "    tpu_setup.set_env_variables_for_TPU_SPMD()\n",  # an unconditional call of the function that sets it
+    "    if config.tpu_cores != 'multi':\n        tpu_setup.set_env_variables_for_TPU_SPMD()\n",  # not an equality
+    "    if config.tpu_cores == 'multi':\n        tpu_setup.set_env_variables_for_TPU_SPMD()\n",  # the same literal
+    "    if config.mode == 'spmd':\n        tpu_setup.set_env_variables_for_TPU_SPMD()\n",  # another subject
+])
+def test_modes_not_exclusive_keep_both_facts(tmp_path, setup):
+    found, program = _modes(tmp_path, setup)
+    spawn = _MODES_ENTRY.format(setup=setup).splitlines().index("        xmp.spawn(train_multi, args=({},))") + 1
+    assert ("XLA007", "run_train.py", spawn) in found
+    assert ("XLA006", "process/train_multi.py", 6) in found and ("XLA005", "process/train_multi.py", 7) in found
+    assert not program.alternative and {"spmd", "multiprocess"} <= set(program.sources)
+
+
+def test_one_conditional_mode_fact_keeps_today_s_behaviour(tmp_path):
+    # `if args.spmd: xr.use_spmd()` (a flag, not an equality) with an unconditional spawn: both hold.
+    write_tree(tmp_path, {
+        "run.py": "import torch_xla.runtime as xr\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+                  "import torch_xla.core.xla_model as xm\n\n"
+                  "def _mp_fn(index):\n    xm.rendezvous('x')\n\n"
+                  "if __name__ == '__main__':\n    args = parse()\n    if args.spmd:\n        xr.use_spmd()\n"
+                  "    xmp.spawn(_mp_fn)\n",
+        # Only the spawn conditional: the SPMD module-level fact of a reached module still holds.
+        "run2.py": "import torch_xla.distributed.xla_multiprocessing as xmp\nimport spmd_on\n"
+                   "import torch_xla.core.xla_model as xm\n\n"
+                   "def _mp_fn(index):\n    xm.rendezvous('x')\n\n"
+                   "if __name__ == '__main__':\n    args = parse()\n    if args.mode == 'multi':\n        xmp.spawn(_mp_fn)\n",
+        "spmd_on.py": "import torch_xla.runtime as xr\nxr.use_spmd()\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA007"])
+    assert sorted((d.path, d.line) for d in result.diagnostics) == [("run.py", 12), ("run2.py", 11)]
+    for program in (p for p in result.program.programs if p.entry in ("run.py", "run2.py")):
+        assert not program.alternative and {"spmd", "multiprocess"} <= set(program.sources)
+
+
+def test_conditions_survive_the_cache_and_old_entries_load():
+    f = F("run", fact_conditions={"spmd": [(("config.mode", "'spmd'"),)]},
+          call_conditions={"setup": [(), (("a.b", "1"), ("c", "'x'"))]})
+    assert FileFacts.from_json(json.loads(json.dumps(f.to_json()))) == f
+    old = {k: v for k, v in f.to_json().items() if not k.endswith("_conditions")}
+    assert FileFacts.from_json(old).fact_conditions == {}
+    with pytest.raises(TypeError):
+        FileFacts.from_json({**f.to_json(), "call_conditions": {"setup": [[["a"]]]}})

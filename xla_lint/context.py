@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 import libcst as cst
 
 from . import apis
-from .facts import FileFacts, is_library_call
+from .facts import Condition, FileFacts, is_library_call
 from .guards import runs_on_target, runs_on_xla
 from .diagnostics import Severity
 from .names import BindingCollector, Scope, dotted_name, qualified_names
@@ -255,6 +255,40 @@ class FactsCollector:
         elif fact == "torchax":
             f.imports_torchax = True
         f.fact_functions.setdefault(fact, set()).add(self._site())
+        f.fact_conditions.setdefault(fact, []).append(self._conditions())
+
+    def _conditions(self) -> Condition:
+        """The equality tests guarding the traversal's place: each enclosing ``if SUBJECT ==
+        LITERAL:`` (either side first; an ``elif`` is an ``if`` in its chain) whose body holds it, as
+        ``(subject source text, repr of the literal)``; ``else`` branches and other tests add none."""
+        stack = self.ctx.stack
+        pairs = set()
+        for i in range(len(stack) - 2, -1, -1):
+            node = stack[i]
+            if type(node) is cst.If and stack[i + 1] is node.body:
+                pair = self._equality(node.test)
+                if pair is not None:
+                    pairs.add(pair)
+        return tuple(sorted(pairs))
+
+    def _equality(self, test: cst.BaseExpression) -> tuple[str, str] | None:
+        """``("config.tpu_cores", "'spmd'")`` for ``config.tpu_cores == "spmd"``, else None."""
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1 \
+                or type(test.comparisons[0].operator) is not cst.Equal:
+            return None
+        left, right = test.left, test.comparisons[0].comparator
+        for subject, literal in ((left, right), (right, left)):
+            value = _literal_repr(literal)
+            if value is not None and _literal_repr(subject) is None:
+                return " ".join(self.ctx.module.code_for_node(subject).split()), value
+        return None
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """Keep the conditions only of the facts and names some site sets or calls under one."""
+        f = self.facts
+        for table in (f.fact_conditions, f.call_conditions):
+            for key in [k for k, sites in table.items() if not any(sites)]:
+                del table[key]
 
     def _site(self) -> str:
         """Where a fact is set, for the program model: ``""`` at module level; else the name a
@@ -277,16 +311,22 @@ class FactsCollector:
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         refs = self.facts.references
+        called = []
         if type(func) is cst.Name:
-            refs.add(func.value)
+            called.append(func.value)
         elif type(func) is cst.Attribute:
-            refs.add(func.attr.value)
+            called.append(func.attr.value)
         for arg in node.args:  # callbacks: torch_xla.launch(_mp_fn), app.run(main)
             value = arg.value
             if type(value) is cst.Name:
-                refs.add(value.value)
+                called.append(value.value)
             elif type(value) is cst.Attribute:
-                refs.add(value.attr.value)
+                called.append(value.attr.value)
+        if called:
+            refs.update(called)
+            condition = self._conditions()
+            for name in called:
+                self.facts.call_conditions.setdefault(name, []).append(condition)
         if self.library:
             return
         names = self.ctx.qnames(func)
@@ -390,6 +430,19 @@ def _turns_spmd_on(value: cst.CSTNode | None) -> bool:
     from .launchers import spmd_flag_on
 
     return spmd_flag_on(text)
+
+
+def _literal_repr(node: cst.BaseExpression) -> str | None:
+    """``repr`` of a string, bytes or number literal (``1.0`` as ``1``: they compare equal), else None."""
+    if not isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)):
+        return None
+    try:
+        value = node.evaluated_value
+    except Exception:  # pragma: no cover - malformed literal the parser accepted
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return None if value is None else repr(value)
 
 
 def _is_true(node: cst.CSTNode) -> bool:

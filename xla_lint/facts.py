@@ -11,6 +11,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The equality tests that guard one site: ``(("config.tpu_cores", "'spmd'"),)`` for a call under
+# ``if config.tpu_cores == "spmd":`` (the subject's source text, the literal's ``repr``); ``()``: none.
+Condition = tuple[tuple[str, str], ...]
 
 # Module-level calls that libraries make at import time without being programs: logging and
 # warnings set-up, registration, sys.path edits, collection updates, dotenv loading. Shared by
@@ -66,6 +69,12 @@ class FileFacts:
     fact_functions: dict[str, set[str]] = field(default_factory=dict)
     # Names called, or passed to a call, in this file (`main()`, `torch_xla.launch(_mp_fn)`).
     references: set[str] = field(default_factory=set)
+    # The conditions of each site setting a fact (``fact_conditions``) and of each call or pass of a
+    # name (``call_conditions``), kept only when some site has one: a name or fact missing here is
+    # set or called unconditionally. The program model reads them to tell alternative modes of an
+    # entry (``if config.mode == "spmd": ... elif config.mode == "multi": xmp.spawn(...)``).
+    fact_conditions: dict[str, list[Condition]] = field(default_factory=dict)
+    call_conditions: dict[str, list[Condition]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -83,6 +92,8 @@ class FileFacts:
             "requires_torch_xla": self.requires_torch_xla,
             "fact_functions": {k: sorted(v) for k, v in sorted(self.fact_functions.items())},
             "references": sorted(self.references),
+            "fact_conditions": _conditions_to_json(self.fact_conditions),
+            "call_conditions": _conditions_to_json(self.call_conditions),
         }
 
     @classmethod
@@ -116,7 +127,31 @@ class FileFacts:
             requires_torch_xla=flag(data.get("requires_torch_xla", False)),
             fact_functions={k: set(v) for k, v in functions.items()},
             references=set(references),
+            fact_conditions=_conditions_from_json(data.get("fact_conditions", {})),
+            call_conditions=_conditions_from_json(data.get("call_conditions", {})),
         )
+
+
+def _conditions_to_json(conditions: dict[str, list[Condition]]) -> dict:
+    return {k: [[list(pair) for pair in site] for site in v] for k, v in sorted(conditions.items())}
+
+
+def _conditions_from_json(data: object) -> dict[str, list[Condition]]:
+    """Inverse of :func:`_conditions_to_json`; raises TypeError on a malformed object."""
+    if not isinstance(data, dict):
+        raise TypeError("malformed conditions")
+    out: dict[str, list[Condition]] = {}
+    for key, sites in data.items():
+        if not isinstance(key, str) or not isinstance(sites, list):
+            raise TypeError("malformed conditions")
+        out[key] = []
+        for site in sites:
+            if not isinstance(site, list) or not all(
+                    isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+                    for pair in site):
+                raise TypeError("malformed conditions")
+            out[key].append(tuple((pair[0], pair[1]) for pair in site))
+    return out
 
 
 def module_name(path: str | os.PathLike) -> tuple[str, bool]:

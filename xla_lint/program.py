@@ -32,7 +32,9 @@ JAX, imported at module level: :func:`own_facts`), ``test`` (a test program).
 The entry's own facts count wherever they are set; a fact that a reached module sets only
 inside a function counts when some module of the program calls or passes that function by
 name; a fact set behind an ``if`` inside a function of a reached module (``if config.fsdp_v2:``) may
-hold (:attr:`Program.maybe`); facts set in code for another platform
+hold (:attr:`Program.maybe`), and so do ``spmd`` and ``multiprocess`` when the entry sets them only
+under exclusive ``if option == LITERAL`` branches (alternative modes:
+:meth:`ProgramModel._alternative_modes`); facts set in code for another platform
 (``if is_sagemaker_dp_enabled():``) were never recorded (:func:`xla_lint.guards.runs_on_xla`).
 
 Which programs a module belongs to (:meth:`ProgramModel.programs_of`): the script
@@ -56,7 +58,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from .facts import FileFacts
+from .facts import Condition, FileFacts
 
 # Folders whose entry files are tests (pytest collects test_*.py anywhere; suites run from these).
 TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "unittests"})
@@ -151,6 +153,9 @@ class Program:
     maybe: frozenset[str] = frozenset()
     # An XLA program: one of its modules imports torch_xla unconditionally.
     xla: bool = True
+    # SPMD and one process per device are alternative modes chosen by an option of the entry
+    # (``if config.mode == "spmd":``); both facts are in :attr:`maybe`.
+    alternative: bool = False
 
     def satisfies(self, fact: str, value: bool) -> bool:
         """Whether ``fact`` is ``value`` in this program (a library pseudo-program is taken
@@ -268,8 +273,55 @@ class ProgramModel:
                 maybe.add(fact)
         if kind == "test":
             sources["test"] = entry
+        alternative = kind == "script" and all(fact in sources for fact in MODE_FACTS) \
+            and self._alternative_modes(entry, members, extra)
+        if alternative:  # SPMD or one process per device, by an option of the entry: either may hold
+            for fact in MODE_FACTS:
+                del sources[fact]
+                maybe.add(fact)
         xla = any(self.files[m].requires_torch_xla for m in members)
-        return Program(entry, kind, members, sources, frozenset(maybe - set(sources)), xla)
+        return Program(entry, kind, members, sources, frozenset(maybe - set(sources)), xla, alternative)
+
+    def _alternative_modes(self, entry: str, members: frozenset[str], extra: dict[str, str]) -> bool:
+        """True when ``entry`` turns on SPMD and launches one process per device only under
+        exclusive conditions (``if config.mode == "spmd": xr.use_spmd()`` and ``elif config.mode ==
+        "multi": xmp.spawn(...)``): every way each mode fact holds is a site of the entry, or the
+        entry's call of a function of a reached module that sets it, under ``if SUBJECT ==
+        LITERAL`` tests, and every site of one mode tests a subject the other's site tests
+        against another literal. A launcher, a declaration, a module-level site of a reached
+        module or a function some other module calls keeps both facts."""
+        found = [self._mode_conditions(entry, members, fact, extra) for fact in MODE_FACTS]
+        spmd, multi = found
+        if not spmd or not multi:
+            return False
+        return all(any(subject == other and literal != value for subject, literal in a for other, value in b)
+                   for a in spmd for b in multi)
+
+    def _mode_conditions(self, entry: str, members: frozenset[str], fact: str,
+                         extra: dict[str, str]) -> list[Condition] | None:
+        """The conditions of every site through which the entry makes ``fact`` hold (see
+        :meth:`_alternative_modes`), or None when it may hold without one."""
+        f = self.files[entry]
+        if fact in extra:
+            return None
+        sites: list[Condition] = []
+        if own_facts(f)[fact]:
+            sites += f.fact_conditions.get(fact, [()])
+        for member in sorted(members - {entry}):
+            g = self.files[member]
+            if not own_facts(g)[fact]:
+                continue
+            functions = g.fact_functions.get(fact)
+            if not functions or "" in functions:
+                return None  # set at module level (or a file that was not parsed)
+            for name in sorted(functions):
+                if name.startswith("?"):
+                    continue  # guarded inside the function: it may hold only (Program.maybe)
+                if any(name in self._called(m) for m in members if m not in (entry, member)):
+                    return None
+                if name in self._called(entry):
+                    sites += f.call_conditions.get(name, [()])
+        return None if any(not site for site in sites) else sites
 
     def _called(self, path: str) -> set[str]:
         found = self._references.get(path)
@@ -384,6 +436,8 @@ class ProgramModel:
             for fact, label in (("spmd", "SPMD"), ("multiprocess", "one process per device")):
                 if fact in p.sources:
                     modes.append(f"{label} ({p.sources[fact]})")
+            if p.alternative:
+                modes.append(f"SPMD or one process per device by an option of {p.entry}")
             if not modes:
                 modes.append("single process")
             for fact, label in (("unbuffered", "unbuffered"), ("shards", "shards"), ("global_mesh", "global mesh"),
