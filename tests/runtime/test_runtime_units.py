@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 
@@ -285,3 +286,103 @@ def test_a_loss_that_does_not_fall_is_explained_by_how_it_moved(losses, cause):
     record["losses"] = losses
     result = convergence.check(context([record]))
     assert result.status == "FAIL" and cause in result.explanation
+
+
+# --- optimizer options, the step-counter probe and the compile cache ------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs,fragment",
+    [
+        ({"betas": (0.9, 1.0)}, "each must be in [0, 1)"),
+        ({"betas": (-0.1, 0.9)}, "each must be in [0, 1)"),
+        ({"betas": (0.9, float("nan"))}, "each must be in [0, 1)"),
+        ({"optimizer": "sgd", "betas": (0.9, 0.95)}, "--optimizer sgd has none"),
+        ({"weight_decay": -0.01}, "--weight-decay must be at least 0"),
+        ({"weight_decay": float("inf")}, "--weight-decay must be at least 0"),
+        ({"fast_forward": True, "optimizer": "sgd", "steps": 12}, "probes Adam's bias correction"),
+        ({"fast_forward": True, "steps": 5}, "at least 4 steps after the warm-up"),
+    ],
+)
+def test_optimizer_options_are_checked_up_front(kwargs, fragment):
+    with pytest.raises(OptionsError, match=re.escape(fragment)):
+        RuntimeOptions(**kwargs)
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--betas", "0.9"], "needs two numbers"),
+    (["--betas", "a,b"], "two comma-separated numbers"),
+    (["--betas", "0.9,1.5"], "each must be in [0, 1)"),
+    (["--weight-decay", "-1"], "--weight-decay must be at least 0"),
+    (["--optimizer", "sgd", "--fast-forward-step"], "probes Adam's bias correction"),
+])
+def test_bad_optimizer_options_are_one_line_usage_errors(argv, fragment, capsys):
+    from xla_lint.runtime.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if ln.startswith("Error:")]) == 1
+
+
+def test_optimizer_options_round_trip_through_argv():
+    from xla_lint.runtime.cli import command
+
+    opts = RuntimeOptions(betas=(0.9, 0.95), weight_decay=0.0, fast_forward=True, steps=12, compile_cache="/tmp/c")
+    params = command.make_context("runtime", opts.to_argv()).params
+    assert params["betas"] == (0.9, 0.95) and params["weight_decay"] == 0.0
+    assert params["fast_forward"] is True and params["compile_cache"] == "/tmp/c"
+    assert RuntimeOptions().to_argv() == RuntimeOptions(betas=None).to_argv()  # defaults add nothing
+
+
+def test_the_scalar_math_imports_neither_torch_nor_libcst():
+    code = ("import sys, xla_lint.scalars, xla_lint.runtime.checks.recompilation; "
+            "print('libcst' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+    from xla_lint.rules import recompilation
+    from xla_lint.scalars import recompile_step
+
+    assert recompilation.recompile_step is recompile_step
+    assert (recompile_step(0.95), recompile_step(0.999)) == (325, 16628)
+
+
+def _adam_context(rec, **options):
+    return CheckContext(RuntimeOptions(steps=6, **options).to_json(), [rec], {"ok": True, "expected": 1, "joined": [0]})
+
+
+def test_a_late_compile_at_the_predicted_adam_step_is_xla204():
+    rec = make_record()
+    for s, count in zip(rec["steps"], (1, 2, 322, 323, 324, 325)):
+        s["optimizer_step"] = count
+    rec["steps"][5]["compiles"] = 1
+    rec["probe"] = {"beta2": 0.95, "predicted_step": 325, "set_to": 321, "at_run_step": 2}
+    res = {r.name: r for r in run_all(_adam_context(rec, betas=(0.9, 0.95)))}["recompilation"]
+    assert res.status == "FAIL" and res.rules == ["XLA204"]
+    assert "optimizer step 325 is the XLA204 scalar-constant recompile" in res.summary
+    assert "capturable=True" in res.explanation and "set the counter to 321" in res.explanation
+    # the same compile at another optimizer step (or with SGD) is not named XLA204
+    other = {r.name: r for r in run_all(_adam_context(rec, betas=(0.9, 0.999)))}["recompilation"]
+    assert other.status == "FAIL" and "XLA204" not in other.rules
+
+
+def _cache_record(second, device="CPU"):
+    rec = make_record()
+    rec["environment"]["device_kind"] = device
+    rec["compile_cache"] = {"first_process": {"PersistentCacheMiss": 3, "files": 3}, "second_process": second}
+    return rec
+
+
+@pytest.mark.parametrize("second,device,status,fragment", [
+    ({"counters": {"PersistentCacheDeserializeFailure": 2, "UncachedCompile": 2}, "unimplemented": True}, "CPU", "SKIP",
+     "not loadable on CPU (UNIMPLEMENTED)"),
+    ({"counters": {"PersistentCacheHit": 2, "UncachedCompile": 0}}, "TPU", "PASS", "loaded 2 graph(s)"),
+    ({"counters": {"PersistentCacheMiss": 2, "UncachedCompile": 2}}, "TPU", "FAIL", "did not load"),
+    ({"counters": {}, "error": "the second process did not finish within 600 s"}, "TPU", "SKIP", "not measured"),
+])
+def test_compile_cache_check(second, device, status, fragment):
+    results = run_all(_adam_context(_cache_record(second, device), compile_cache="/tmp/c"))
+    res = {r.name: r for r in results}["compile-cache"]
+    assert res.status == status and fragment in res.summary
+    assert [r.name for r in results].index("compile-cache") == [r.name for r in results].index("recompilation") + 1
+    assert "compile-cache" not in {r.name for r in run_all(_adam_context(make_record()))}  # only when asked for

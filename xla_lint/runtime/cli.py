@@ -18,7 +18,7 @@ import sys
 import click
 
 from . import RUNTIME_EXTRA_HINT
-from .options import OPTIMIZERS, Injection, OptionsError, RuntimeOptions, parse_shape
+from .options import OPTIMIZERS, Injection, OptionsError, RuntimeOptions, parse_betas, parse_shape
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 #: counts that must be at least 1; click refuses others with one line naming the option and the range
@@ -45,6 +45,15 @@ def _shape(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
         raise click.BadParameter(str(exc)) from None
 
 
+def _betas(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        return parse_betas(value)
+    except OptionsError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command(context_settings=CONTEXT_SETTINGS, name="runtime")
 @click.option("--mesh", "mesh", default="fsdp", show_default=True, help="Mesh axes: fsdp | fsdp,tensor | data.")
 @click.option("--mesh-shape", callback=_shape, help="Axis sizes, e.g. 4,2 (default: all devices on the first axis).")
@@ -62,6 +71,10 @@ def _shape(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--batch-per-device", type=POSITIVE, default=2, show_default=True, help="Examples per device; global batch = this x global devices.")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True)
 @click.option("--lr", type=SECONDS, default=3e-3, show_default=True, help="Learning rate.")
+@click.option("--betas", callback=_betas, help="Adam betas B1,B2, each in [0, 1) [default: the optimizer's, 0.9,0.999].")
+@click.option("--weight-decay", type=float, default=None, help="Weight decay, at least 0 [default: the optimizer's, AdamW 0.01, SGD 0].")
+@click.option("--fast-forward-step", "fast_forward", is_flag=True, help="After the warm-up, set the Adam step counter a few steps below the one whose bias correction rounds to 1.0 (XLA204), so that late recompile shows up in seconds.")
+@click.option("--compile-cache", default=None, metavar="DIR", help="Call xr.initialize_cache(DIR) before any graph, then check that a second process loads the training graphs from it.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--shard-threshold-bytes", type=click.IntRange(min=0), default=1024, show_default=True, help="Parameters of at least this many bytes must be sharded along fsdp.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "tpu", "cuda"]), default="auto", show_default=True, help="auto: PJRT_DEVICE if set, TPU if found, else CPU.")

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import os
 import shutil
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,6 +69,8 @@ class RunRecord:
     * ``checkpoint``: ``dir``, ``mode``, ``tensors``, ``bytes``, ``max_abs_diff``,
       ``mismatches``, ``sharding_mismatches``, ``save_s``, ``load_s``.
     * ``errors``: ``{"stage", "error", "traceback"}`` for an exception caught in a stage.
+    * ``probe``: with ``--fast-forward-step``, what :func:`fast_forward` did.
+    * ``compile_cache``: with ``--compile-cache``, what :func:`probe_compile_cache` measured.
     """
 
     host_index: int = 0
@@ -83,6 +87,8 @@ class RunRecord:
     timings: dict = field(default_factory=dict)
     errors: list = field(default_factory=list)
     completed: list = field(default_factory=list)
+    probe: dict = field(default_factory=dict)
+    compile_cache: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The record as a plain dict."""
@@ -250,14 +256,75 @@ def build_model(opts: RuntimeOptions, mesh: Any, seed: int, user_model: torch.nn
 
 def make_optimizer(opts: RuntimeOptions, params: Any) -> torch.optim.Optimizer:
     """``adamw`` (torch.optim.AdamW), ``sgd`` (momentum 0.9) or ``syncfree-adamw``
-    (torch_xla/amp/syncfree/adamw.py)."""
+    (torch_xla/amp/syncfree/adamw.py), with ``--betas`` and ``--weight-decay`` when given
+    (else each optimizer's own defaults: betas (0.9, 0.999), weight decay 0.01 for AdamW, 0 for SGD)."""
+    extra: dict[str, Any] = {}
+    if opts.weight_decay is not None:
+        extra["weight_decay"] = opts.weight_decay
     if opts.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=opts.lr, momentum=0.9)
+        return torch.optim.SGD(params, lr=opts.lr, momentum=0.9, **extra)
+    if opts.betas is not None:
+        extra["betas"] = tuple(opts.betas)
     if opts.optimizer == "syncfree-adamw":
         from torch_xla.amp import syncfree
 
-        return syncfree.AdamW(params, lr=opts.lr)
-    return torch.optim.AdamW(params, lr=opts.lr)
+        return syncfree.AdamW(params, lr=opts.lr, **extra)
+    return torch.optim.AdamW(params, lr=opts.lr, **extra)
+
+
+#: Optimizer steps the probe leaves between the fast-forwarded counter and the predicted
+#: recompile at most: the step that compiles is then well inside ``--steps``.
+FAST_FORWARD_MARGIN = 4
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer) -> int | None:
+    """The step counter of the optimizer's first parameter (``state[p]["step"]``), or None when
+    it has none (SGD) or it lives on the XLA device (``capturable=True``: reading it would sync)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            step = optimizer.state.get(p, {}).get("step")
+            if isinstance(step, torch.Tensor) and step.device.type == "cpu":
+                return int(step.item())
+            if isinstance(step, (int, float)):
+                return int(step)
+            return None
+    return None
+
+
+def fast_forward(opts: RuntimeOptions, optimizer: torch.optim.Optimizer, run_step: int) -> dict:
+    """``--fast-forward-step``: set every parameter's Adam step counter a few steps below the
+    step whose bias correction ``(1 - beta2**step) ** 0.5`` rounds to 1.0 in the parameters'
+    dtype (:func:`xla_lint.scalars.recompile_step`; torch 2.9.0 torch/optim/adam.py
+    ``_single_tensor_adam`` passes it as a Python number, which torch_xla turns into the
+    constant 1.0 once it is exactly 1: one more graph, XLA204).
+
+    Called after ``run_step`` steps; the predicted step is reached about halfway through the
+    remaining ``--steps``. Returns what the recompilation check needs: ``beta2``,
+    ``dtypes``, ``predicted_step``, ``set_to`` (None when the counter is already past or
+    close), ``at_run_step``, ``expected_run_step`` (the run step that should compile)."""
+    from ..scalars import recompile_step
+
+    beta2 = float(optimizer.param_groups[0]["betas"][1])
+    dtypes = sorted({str(p.dtype).removeprefix("torch.") for g in optimizer.param_groups for p in g["params"]})
+    predicted = [s for s in (recompile_step(beta2, d) for d in dtypes) if s is not None]
+    info: dict[str, Any] = {"beta2": beta2, "dtypes": dtypes, "predicted_step": min(predicted) if predicted else None,
+                            "at_run_step": run_step, "set_to": None, "expected_run_step": None}
+    current = optimizer_step(optimizer)
+    if info["predicted_step"] is None or current is None or info["predicted_step"] <= 1:
+        return info  # 1: the constant is in the graph from the first step, nothing changes later
+    ahead = min(FAST_FORWARD_MARGIN, max(1, (opts.steps - run_step) // 2))
+    target = info["predicted_step"] - ahead  # the counter after the last step run so far
+    if target > current:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                state = optimizer.state.get(p)
+                if state and isinstance(state.get("step"), torch.Tensor):
+                    old = state["step"]
+                    state["step"] = torch.tensor(float(target), dtype=old.dtype, device=old.device)
+        info["set_to"] = target
+        current = target
+    info["expected_run_step"] = run_step + (info["predicted_step"] - current)
+    return info
 
 
 def global_batch_size(opts: RuntimeOptions) -> int:
@@ -392,6 +459,8 @@ def run_job(
         return Stage(rec, name, progress)
 
     with stage("environment"):
+        if opts.compile_cache:
+            start_compile_cache(opts.compile_cache)
         xr.use_spmd()
         rec.environment = describe_environment(opts)
     if rec.errors:
@@ -424,6 +493,16 @@ def run_job(
         _train(opts, rec, state, progress)
     if rec.errors:
         return rec
+    if opts.compile_cache:
+        rec.compile_cache = {"first_process": cache_counters(opts.compile_cache)}
+        if num_hosts == 1 and not opts.simulated:
+            try:
+                rec.compile_cache["second_process"] = probe_compile_cache(opts)
+            except Exception as exc:  # noqa: BLE001 - e.g. unreadable output: a finding, not a crash
+                rec.compile_cache["second_process"] = {"counters": {}, "error": f"{type(exc).__name__}: {exc}"}
+        else:
+            rec.compile_cache["not_measured"] = (f"{num_hosts} hosts: a second process would have to join them; "
+                                                 "run --compile-cache on one host")
     with stage("consistency"):
         with torch.no_grad():
             params = [p.detach().float() for p in state["model"].parameters()]
@@ -489,8 +568,11 @@ def _train(opts: RuntimeOptions, rec: RunRecord, state: dict, progress: Progress
                 "compile_s": round(s1 - s0, 4),
                 "time_s": round(time.perf_counter() - t0, 4),
                 "input_shape": list(inputs.shape),
+                "optimizer_step": optimizer_step(optimizer),
             }
         )
+        if opts.fast_forward and step == max(opts.warmup, 1):
+            rec.probe = fast_forward(opts, optimizer, step)
     rec.losses = [float(v) for v in torch.stack(loss_tensors).cpu().tolist()]
     after = [s["time_s"] for s in rec.steps[opts.warmup:]]
     rec.timings["step_s_median"] = round(statistics.median(after), 5) if after else None
@@ -614,11 +696,71 @@ def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_ind
                     pass
 
 
+#: torch_xla counters of the persistent compilation cache (torch_xla/csrc/runtime/
+#: pjrt_computation_client / xla_graph_executor.cpp), and the compile counter.
+CACHE_COUNTERS = ("PersistentCacheHit", "PersistentCacheMiss", "PersistentCacheDeserializeFailure", "UncachedCompile")
+
+
+def start_compile_cache(path: str) -> None:
+    """``xr.initialize_cache(path, readonly=False)`` (torch_xla/runtime.py), creating ``path``.
+
+    It only sets ``XLA_PERSISTENT_CACHE_PATH``/``_READ_ONLY``, read when the computation
+    cache is built, and asserts that no graph ran before: call it before any device work."""
+    os.makedirs(path, exist_ok=True)
+    xr.initialize_cache(path, readonly=False)
+
+
+def cache_counters(path: str) -> dict:
+    """:data:`CACHE_COUNTERS` in this process (0 when never incremented) and ``files`` in ``path``."""
+    out: dict[str, Any] = {name: int(met.counter_value(name) or 0) for name in CACHE_COUNTERS}
+    out["files"] = len(os.listdir(path)) if os.path.isdir(path) else 0
+    return out
+
+
+def probe_compile_cache(opts: RuntimeOptions) -> dict:
+    """Run the warm-up steps of the same job in a second process (``--bare``, same options and
+    ``--compile-cache``) and return its :func:`cache_counters`, exit code and whether torch_xla
+    logged ``UNIMPLEMENTED`` (the CPU client cannot deserialize executables: PJRT's
+    ``DeserializeExecutable`` is not implemented there, counter ``PersistentCacheDeserializeFailure``).
+
+    Bounded by ``--job-timeout`` (at most 600 s). Returns ``{"counters", "returncode",
+    "unimplemented", "error", "seconds", "timeout_s"}``."""
+    child = dataclasses.replace(
+        opts, steps=max(opts.warmup, 1), warmup_steps=None, fast_forward=False, inject=(), json_path=None,
+        quiet=True, bare=True, simulated=False, simulate_hosts=None, coordinator=None, num_hosts=None,
+        host_index=None, checkpoint_dir=None)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}  # keep the UNIMPLEMENTED line (captured, not shown)
+    for name in ("XLA_PERSISTENT_CACHE_PATH", "XLA_PERSISTENT_CACHE_READ_ONLY"):
+        env.pop(name, None)  # the child calls xr.initialize_cache itself
+    timeout = min(opts.job_timeout, 600.0)
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"counters": {}, "returncode": None, "unimplemented": False, "error": "", "timeout_s": timeout}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "xla_lint.runtime", *child.to_argv()], capture_output=True,
+                              text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=os.getcwd())
+    except subprocess.TimeoutExpired:
+        out["error"] = f"the second process did not finish within {timeout:.0f} s"
+    else:
+        out["returncode"] = proc.returncode
+        out["unimplemented"] = "UNIMPLEMENTED" in proc.stderr or "Deserializing serialized executable not supported" in proc.stderr
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{"bare"')]
+        if lines:
+            out["counters"] = json.loads(lines[-1])["bare"].get("cache", {})
+        else:
+            tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or ["no output"]
+            out["error"] = f"the second process exited {proc.returncode}: {tail[0][:300]}"
+    out["seconds"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
 def run_bare(opts: RuntimeOptions) -> dict:
     """The same mesh, model, data and loop with no instrumentation: no per-step wait, no
     metrics reads, no sharding inspection, no checkpoint. Returns timings in seconds:
-    ``{"build_s", "train_s", "first_steps_s", "steady_s_per_step", "steps"}``."""
+    ``{"build_s", "train_s", "first_steps_s", "steady_s_per_step", "steps"}``, and with
+    ``--compile-cache`` the cache counters (``"cache"``, :func:`cache_counters`)."""
     t0 = time.perf_counter()
+    if opts.compile_cache:
+        start_compile_cache(opts.compile_cache)
     xr.use_spmd()
     mesh, _ = build_mesh(opts)
     model = build_model(opts, mesh, opts.seed)
@@ -648,4 +790,5 @@ def run_bare(opts: RuntimeOptions) -> dict:
         "steady_s_per_step": round((t2 - mark) / steady, 5) if steady else None,
         "steps": opts.steps,
         "final_loss": float(loss.detach().cpu()),
+        **({"cache": cache_counters(opts.compile_cache)} if opts.compile_cache else {}),
     }

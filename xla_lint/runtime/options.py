@@ -31,6 +31,8 @@ PER_HOST_OPTIONS = ("host_index", "num_hosts", "coordinator", "simulated", "simu
                     "timeout", "job_timeout")
 
 OPTIMIZERS = ("adamw", "sgd", "syncfree-adamw")
+#: Optimizers with Adam's betas and host-side bias correction (the XLA204 step-counter probe).
+ADAM_OPTIMIZERS = ("adamw", "syncfree-adamw")
 
 
 class OptionsError(ValueError):
@@ -108,6 +110,10 @@ class RuntimeOptions:
     batch_per_device: int = 2
     optimizer: str = "adamw"
     lr: float = 3e-3
+    betas: tuple[float, float] | None = None  # None: the optimizer's default, (0.9, 0.999)
+    weight_decay: float | None = None  # None: the optimizer's default (AdamW 0.01, SGD 0)
+    fast_forward: bool = False  # --fast-forward-step: jump the step counter near the XLA204 step
+    compile_cache: str | None = None  # --compile-cache DIR: xr.initialize_cache(DIR) first
     seed: int = 0
     shard_threshold_bytes: int = 1024
     # devices and hosts
@@ -163,6 +169,7 @@ class RuntimeOptions:
                             f"the default is min({DEFAULT_WARMUP_STEPS}, --steps))")
         if self.optimizer not in OPTIMIZERS:
             problems.append(f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
+        problems += self._optimizer_problems()
         if self.model is not None:
             module, _, fn = self.model.partition(":")
             if not module or not fn:
@@ -177,6 +184,29 @@ class RuntimeOptions:
             problems.append("--cpu-devices must be at least 1")
         if self.shard_threshold_bytes < 0:
             problems.append("--shard-threshold-bytes must be at least 0")
+        return problems
+
+    def _optimizer_problems(self) -> list[str]:
+        problems = []
+        adam = self.optimizer in ADAM_OPTIMIZERS
+        if self.betas is not None:
+            if len(self.betas) != 2:
+                problems.append(f"--betas needs two numbers B1,B2, got {len(self.betas)}")
+            elif not all(0.0 <= b < 1.0 for b in self.betas):
+                problems.append(f"--betas {fmt_betas(self.betas)}: each must be in [0, 1) (torch.optim.AdamW raises otherwise)")
+            if not adam:
+                problems.append(f"--betas is for {', '.join(ADAM_OPTIMIZERS)}; --optimizer {self.optimizer} has none")
+        if self.weight_decay is not None and not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            problems.append(f"--weight-decay must be at least 0, got {self.weight_decay}")
+        if self.fast_forward:
+            if not adam:
+                problems.append(f"--fast-forward-step probes Adam's bias correction; use --optimizer "
+                                f"{' or '.join(ADAM_OPTIMIZERS)} (got {self.optimizer})")
+            elif self.steps >= 1 and self.steps - max(self.warmup, 1) < 4:
+                problems.append(f"--fast-forward-step needs at least 4 steps after the warm-up to see the recompile "
+                                f"(--steps {self.steps}, --warmup-steps {self.warmup}); e.g. --steps {max(self.warmup, 1) + 10}")
+        if self.compile_cache is not None and not self.compile_cache.strip():
+            problems.append("--compile-cache needs a folder")
         return problems
 
     def _host_problems(self) -> list[str]:
@@ -296,6 +326,9 @@ class RuntimeOptions:
             "--batch-per-device": self.batch_per_device,
             "--optimizer": self.optimizer,
             "--lr": repr(self.lr),
+            "--betas": fmt_betas(self.betas) if self.betas else None,
+            "--weight-decay": repr(self.weight_decay) if self.weight_decay is not None else None,
+            "--compile-cache": self.compile_cache,
             "--seed": self.seed,
             "--shard-threshold-bytes": self.shard_threshold_bytes,
             "--device": self.device,
@@ -315,6 +348,8 @@ class RuntimeOptions:
             argv += ["--inject", str(inj)]
         if self.simulated:
             argv.append("--simulated-host")
+        if self.fast_forward:
+            argv.append("--fast-forward-step")
         if self.bare:
             argv.append("--bare")
         if self.quiet:
@@ -325,6 +360,25 @@ class RuntimeOptions:
 def fmt_shape(shape: tuple[int, ...] | None) -> str:
     """``(4, 2)`` -> ``"4,2"``."""
     return ",".join(str(s) for s in shape or ())
+
+
+def fmt_betas(betas: tuple[float, ...]) -> str:
+    """``(0.9, 0.95)`` -> ``"0.9,0.95"`` (``repr`` of each, so it parses back exactly)."""
+    return ",".join(repr(float(b)) for b in betas)
+
+
+def parse_betas(text: str) -> tuple[float, float]:
+    """``"0.9,0.95"`` -> ``(0.9, 0.95)``; raises :class:`OptionsError` (one line) otherwise.
+
+    The range, ``0 <= b < 1``, is checked by :class:`RuntimeOptions`."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        raise OptionsError(f"--betas must be two comma-separated numbers B1,B2 (e.g. 0.9,0.95), got {text!r}") from None
+    if len(values) != 2:
+        raise OptionsError(f"--betas needs two numbers B1,B2 (e.g. 0.9,0.95), got {text!r}")
+    return values[0], values[1]
 
 
 def parse_shape(text: str, what: str) -> tuple[int, ...]:

@@ -195,9 +195,11 @@ STAGE_HINTS = {
 
 
 def run_all(ctx: CheckContext) -> list[CheckResult]:
-    """Run every check in :data:`CHECK_ORDER`; a check that raises becomes a FAIL."""
+    """Run every check in :data:`CHECK_ORDER` (and ``compile-cache`` after ``recompilation``
+    with ``--compile-cache``); a check that raises becomes a FAIL."""
     from . import (
         checkpoint,
+        compile_cache,
         consistency,
         convergence,
         environment,
@@ -221,8 +223,12 @@ def run_all(ctx: CheckContext) -> list[CheckResult]:
         "checkpoint": checkpoint.check,
         "throughput": throughput.check,
     }
+    names = list(CHECK_ORDER)
+    if ctx.options.get("compile_cache"):  # only when asked for: --compile-cache DIR
+        funcs[compile_cache.NAME] = compile_cache.check
+        names.insert(names.index("recompilation") + 1, compile_cache.NAME)
     out = []
-    for name in CHECK_ORDER:
+    for name in names:
         try:
             out.append(funcs[name](ctx))
         except Exception as exc:  # noqa: BLE001 - a broken check must not hide the others

@@ -2,12 +2,47 @@
 
 Per step the job reads torch_xla/debug/metrics.py: the ``UncachedCompile`` counter
 (graphs compiled) and the ``CompileTime`` metric (nanoseconds), before and after
-the step's ``torch_xla.sync(wait=True)``.
+the step's ``torch_xla.sync(wait=True)``, and the optimizer's step counter after it.
+
+A late compile at the optimizer step where Adam's host-side bias correction
+``(1 - beta2**step) ** 0.5`` rounds to 1.0 in the parameters' dtype
+(:func:`xla_lint.scalars.recompile_step`) is named as XLA204; ``--fast-forward-step``
+moves the counter next to that step so the check sees it in seconds.
 """
 
 from __future__ import annotations
 
+from ...scalars import recompile_step
+from ..options import ADAM_OPTIMIZERS
 from . import FAIL, PASS, SKIP, CheckContext, CheckResult, gate
+
+DEFAULT_BETA2 = 0.999  # torch 2.9.0 torch/optim/adamw.py: betas=(0.9, 0.999)
+
+
+def adam_recompile_steps(options: dict, record: dict) -> set[int]:
+    """The optimizer steps at which this run's Adam changes its graph once (XLA204): one per
+    parameter dtype of ``record``; empty for SGD. The parameters' dtype is the one torch_xla
+    rounds the bias correction to (default single-tensor path of torch 2.9.0's Adam)."""
+    if options.get("optimizer") not in ADAM_OPTIMIZERS:
+        return set()
+    betas = options.get("betas") or (0.9, DEFAULT_BETA2)
+    dtypes = {p.get("dtype", "float32") for p in record.get("parameters") or []} or {"float32"}
+    steps = {recompile_step(float(betas[1]), d) for d in dtypes}
+    return {s for s in steps if s is not None and s > 1}
+
+
+def _xla204_explanation(options: dict, x: dict, probe: dict) -> str:
+    beta2 = (options.get("betas") or (0.9, DEFAULT_BETA2))[1]
+    moved = (f" (--fast-forward-step set the counter to {probe['set_to']} after run step {probe['at_run_step']})"
+             if probe.get("set_to") else "")
+    return (
+        f"the compile at run step {x['step']} is optimizer step {x['optimizer_step']}{moved}: there Adam's host-side bias "
+        f"correction (1 - beta2**step) ** 0.5 with beta2={beta2} rounds to 1.0, and torch_xla bakes the scalar 1.0 into "
+        "the graph as a constant instead of a device input, so the step graph changes once (torch/optim/adam.py "
+        "_single_tensor_adam; torch_xla special scalars). It compiles once more at that step of every run. Fix: "
+        "torch.optim.AdamW(..., capturable=True) keeps the step count and the bias correction on the device; "
+        "xla-lint's XLA204 finds the optimizer statically"
+    )
 
 
 def check(ctx: CheckContext) -> CheckResult:
@@ -24,7 +59,8 @@ def check(ctx: CheckContext) -> CheckResult:
         for prev, s in zip([None] + steps[:-1], steps):
             if s["step"] > warmup and s["compiles"] > 0:
                 late_all.append({"host": r["host_index"], "step": s["step"], "graphs": s["compiles"], "compile_s": s["compile_s"],
-                                 "input_shape": s["input_shape"], "previous_input_shape": prev["input_shape"] if prev else None})
+                                 "input_shape": s["input_shape"], "previous_input_shape": prev["input_shape"] if prev else None,
+                                 "optimizer_step": s.get("optimizer_step")})
     steps0 = ctx.first["steps"]
     warm = sum(s["compiles"] for s in steps0[:warmup])
     values = {"warmup_steps": warmup, "compiles_per_step": per_host, "warmup_graphs": warm, "late": late_all, "steps": len(steps0)}
@@ -34,7 +70,13 @@ def check(ctx: CheckContext) -> CheckResult:
         named = ", ".join(f"step {x['step']} compiled {x['graphs']} graph(s) ({x['compile_s']:.2f} s)" for x in late[:6])
         summary = f"after {warmup} warm-up step(s): {named}" + (" ..." if len(late) > 6 else "") + (f" on host {first_host}" if len(ctx.records) > 1 else "")
         shape_changes = [x for x in late if x["previous_input_shape"] and x["input_shape"] != x["previous_input_shape"]]
-        if shape_changes:
+        adam_steps = adam_recompile_steps(ctx.options, ctx.first)
+        scalar = [x for x in late if x.get("optimizer_step") in adam_steps]
+        if scalar and not shape_changes:
+            explanation = _xla204_explanation(ctx.options, scalar[0], ctx.first.get("probe") or {})
+            rules = ["XLA204"]
+            summary += f"; optimizer step {scalar[0]['optimizer_step']} is the XLA204 scalar-constant recompile"
+        elif shape_changes:
             x = shape_changes[0]
             explanation = (
                 f"the input shape changed at step {x['step']} from {x['previous_input_shape']} to {x['input_shape']}; every new "
