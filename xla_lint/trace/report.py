@@ -27,6 +27,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from ..scalars import recompile_step
 from .events import Location, Step, Trace
 
 #: Codes the trace can observe; a static diagnostic of another code is "not observable".
@@ -55,9 +56,6 @@ FIXES = {
 }
 
 ADAM_CLASSES = ("Adam", "AdamW", "NAdam", "RAdam")
-#: Significant bits of each floating dtype: a Python float is rounded to the tensor's dtype
-#: before torch_xla checks it for 0 and 1.
-_MANTISSA_BITS = {"float32": 24, "float64": 53, "bfloat16": 8, "float16": 11}
 _DEVICES = re.compile(r"devices=\[([0-9,]+)\]")
 
 
@@ -73,35 +71,11 @@ def rule_name(code: str | None) -> str:
     return info.name if info is not None else _NAMES.get(code, code)
 
 
-def round_to(value: float, dtype: str) -> float:
-    """``value`` rounded to nearest-even in ``dtype`` (float32, bfloat16, float16, float64)."""
-    bits = _MANTISSA_BITS.get(dtype, 24)
-    if value == 0 or not math.isfinite(value):
-        return value
-    mantissa, exponent = math.frexp(value)
-    return math.ldexp(round(mantissa * (1 << bits)) / (1 << bits), exponent)
-
-
-def adam_constant_step(beta2: float, dtype: str, limit: int = 10_000_000) -> int | None:
+def adam_constant_step(beta2: float, dtype: str) -> int | None:
     """The first optimizer step at which Adam's ``sqrt(1 - beta2**step)`` rounds to 1.0 in
-    ``dtype`` (torch/optim/adam.py ``_single_tensor_adam``: ``bias_correction2_sqrt``), by
-    bisection (the value only grows with the step); None when it never does below ``limit``."""
-    if not 0.0 < beta2 < 1.0:
-        return None
-
-    def is_one(step: int) -> bool:
-        return round_to((1 - beta2 ** step) ** 0.5, dtype) == 1.0
-
-    if not is_one(limit):
-        return None
-    low, high = 0, limit
-    while high - low > 1:
-        middle = (low + high) // 2
-        if is_one(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    ``dtype``: :func:`xla_lint.scalars.recompile_step`, the one computation the rule XLA204
+    and the runtime checker's probe use too."""
+    return recompile_step(beta2, dtype)
 
 
 def shards(spec: str | None) -> tuple[int, ...]:
