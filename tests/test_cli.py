@@ -503,6 +503,8 @@ def test_force_exclude_applies_exclude_to_named_files(tmp_path):
 
 @pytest.mark.parametrize("args", [["--statistics", "--output-format", "sarif"],
                                   ["--statistics", "--output-format", "github"],
+                                  ["--statistics", "--output-format", "gitlab"],
+                                  ["--statistics", "--output-format", "junit"],
                                   ["--diff", "--output-format", "json"]])
 def test_options_that_cannot_be_shown_together_are_a_usage_error(tmp_path, args):
     (tmp_path / "t.py").write_text("import torch_xla\nprint('x')\n")
@@ -513,7 +515,8 @@ def test_options_that_cannot_be_shown_together_are_a_usage_error(tmp_path, args)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="needs a file system that takes any bytes as a name")
-@pytest.mark.parametrize("fmt", ["text", "concise", "full", "json", "sarif", "github"])
+@pytest.mark.parametrize("fmt", ["text", "concise", "full", "json", "json-lines", "sarif", "github", "gitlab",
+                                 "junit", "pylint"])
 def test_a_file_name_that_is_not_utf8_is_written_by_every_format(tmp_path, fmt):
     with open(os.path.join(os.fsencode(tmp_path), b"bad\xffname.py"), "wb") as f:
         f.write(PRINTS.encode())
@@ -523,6 +526,18 @@ def test_a_file_name_that_is_not_utf8_is_written_by_every_format(tmp_path, fmt):
     assert proc.stderr == b""
     if fmt == "json":
         assert {d["path"] for d in json.loads(proc.stdout)} == {"bad\udcffname.py"}
+    elif fmt == "json-lines":
+        assert {json.loads(row)["path"] for row in proc.stdout.decode("ascii").splitlines()} == {"bad\udcffname.py"}
+    elif fmt == "gitlab":
+        issues = json.loads(proc.stdout)
+        assert {i["location"]["path"] for i in issues} == {"bad\udcffname.py"}
+        assert len({i["fingerprint"] for i in issues}) == len(issues) == 2
+    elif fmt == "junit":
+        import xml.etree.ElementTree as ET
+
+        root = ET.fromstring(proc.stdout)  # well-formed: the 0xFF byte is written as the text \xff
+        assert [s.get("name") for s in root.iter("testsuite")] == ["bad\\xffname.py"]
+        assert {c.get("classname") for c in root.iter("testcase")} == {"bad\\xffname"}
     elif fmt == "sarif":
         log = json.loads(proc.stdout)
         jsonschema.validate(log, json.loads(SCHEMA.read_text(encoding="utf-8")))

@@ -27,7 +27,7 @@ from .source import SourceError, decode_with_encoding
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a job stopped by Ctrl-C
-FORMATS = ["text", "concise", "full", "json", "sarif", "github"]
+FORMATS = ["text", "concise", "full", "json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint"]
 
 
 class DefaultGroup(click.Group):
@@ -111,8 +111,9 @@ def main() -> None:
               help="Also run preview rules: new rules whose precision on real code is not yet known "
                    "(default from config `preview`, else off).")
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="text (= concise), concise, full (source line, caret, fix diff), json, sarif (SARIF 2.1.0), "
-                   "github (GitHub Actions annotations).")
+              help="text (= concise), concise, full (source line, caret, fix diff), json, json-lines (one object a "
+                   "line), sarif (SARIF 2.1.0), github (GitHub Actions annotations), gitlab (GitLab Code Quality), "
+                   "junit (JUnit XML), pylint (path:line: [CODE] message).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics are found.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source).")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
@@ -144,7 +145,7 @@ def check(paths, select, extend_select, ignore, preview, output_format, exit_zer
           force_exclude, jobs, max_file_size, no_cache, cache_dir) -> None:
     """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
     options = Output(output_format, use_color(color), quiet, show_fixes, statistics)
-    if statistics and output_format in ("sarif", "github"):
+    if statistics and output_format not in ("text", "concise", "full", "json"):
         _fail(f"--statistics prints text or JSON; it cannot be shown as --output-format {output_format}")
     if diff and output_format != "text":
         _fail(f"--diff prints a unified diff; it cannot be combined with --output-format {output_format}")

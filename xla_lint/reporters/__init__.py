@@ -2,9 +2,11 @@
 
 A reporter takes a :class:`Report` and returns the text to print on standard output.
 Formats: ``text`` (default; the same as ``concise``), ``concise``, ``full`` (source line,
-caret and fix diff), ``json``, ``sarif`` (SARIF 2.1.0) and ``github`` (GitHub Actions
-workflow commands). :func:`rule_to_json` is the one description of a rule as data: the
-``rule --output-format json`` catalogue and the SARIF rule table are both made from it.
+caret and fix diff), ``json``, ``json-lines`` (one JSON object a line), ``sarif`` (SARIF
+2.1.0), ``github`` (GitHub Actions workflow commands), ``gitlab`` (GitLab Code Quality),
+``junit`` (JUnit XML) and ``pylint`` (``path:line: [CODE] message``); the names are
+Ruff's. :func:`rule_to_json` is the one description of a rule as data: the ``rule
+--output-format json`` catalogue and the SARIF rule table are both made from it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ Reporter = Callable[[Report], str]
 
 def reporters() -> dict[str, Reporter]:
     """Format name -> reporter."""
-    from . import full, github, json_format, sarif, text
+    from . import full, github, gitlab, json_format, json_lines, junit, pylint, sarif, text
 
     return {
         "text": text.render,
@@ -51,6 +53,10 @@ def reporters() -> dict[str, Reporter]:
         "json": json_format.render,
         "sarif": sarif.render,
         "github": github.render,
+        "gitlab": gitlab.render,
+        "junit": junit.render,
+        "json-lines": json_lines.render,
+        "pylint": pylint.render,
     }
 
 
