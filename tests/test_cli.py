@@ -565,3 +565,37 @@ def test_a_bad_max_file_size_is_a_one_line_error(tmp_path, value):
     proc = xla(tmp_path, "--max-file-size", value, "a.py")
     assert proc.returncode == 2 and "--max-file-size must be a size such as" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_add_noqa_merges_keeps_other_comments_and_is_idempotent(tmp_path):
+    src = ("import torch_xla\r\n"
+           "print('a')\r\n"
+           "print('b')  # type: ignore\r\n"
+           "print('c')  # noqa: E501\r\n"
+           "print('d')  # noqa\r\n"
+           "print(\"\"\"x\r\n"
+           "\"\"\")\r\n")
+    (tmp_path / "a.py").write_bytes(src.encode())
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py")
+    assert proc.returncode == 0
+    assert "a.py:6: no noqa added: the line ends inside a string" in proc.stderr
+    assert proc.stderr.strip().endswith("Added 3 noqa directives to 1 file.")
+    assert (tmp_path / "a.py").read_bytes().decode() == (
+        "import torch_xla\r\n"
+        "print('a')  # noqa: XLA004\r\n"
+        "print('b')  # type: ignore  # noqa: XLA004\r\n"
+        "print('c')  # noqa: E501, XLA004\r\n"
+        "print('d')  # noqa\r\n"
+        "print(\"\"\"x\r\n"
+        "\"\"\")\r\n")
+    again = xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py")
+    assert again.stderr.strip().endswith("Added 0 noqa directives to 0 files.")
+    after = xla(tmp_path, "--isolated", "--no-cache", "a.py")
+    assert [line for line in lines(after) if "XLA004" in line] == ["a.py:6:1: XLA004 " + MSG4]
+
+
+def test_add_noqa_cannot_be_combined_with_fix(tmp_path):
+    write_tree(tmp_path, {"a.py": PRINTS})
+    proc = xla(tmp_path, "--add-noqa", "--fix", "a.py")
+    assert proc.returncode == 2 and "--add-noqa writes comments into files" in proc.stderr
+    assert (tmp_path / "a.py").read_text() == PRINTS

@@ -19,7 +19,7 @@ from . import __version__
 from .config import ConfigError, Settings, build_settings
 from .discovery import DOCUMENT_SUFFIXES, DiscoveryError, Target, discover
 from .engine import TOO_LARGE, FileResult, default_jobs, finalize, lint_file, program_facts, run, syntax_error
-from .fixes import WriteError, fix_loop, unified_diff, write_atomic
+from .fixes import WriteError, fix_loop, parses, unified_diff, write_atomic
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
 from .reporters.explain import render_rule
@@ -116,6 +116,9 @@ def main() -> None:
                    "junit (JUnit XML), pylint (path:line: [CODE] message).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics are found.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source).")
+@click.option("--add-noqa", is_flag=True,
+              help="Add `# noqa: CODE` to every line with a diagnostic (merged with an existing noqa), so a "
+                   "codebase can adopt xla-lint and fail only on new findings.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes --fix would apply (or, with --fix, applied).")
 @click.option("--statistics", is_flag=True, help="Print how many diagnostics of each code, most frequent first.")
@@ -140,7 +143,7 @@ def main() -> None:
                    '"0": no limit (default from config, else 2MB).')
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=str, default=None, help="Where to keep the result cache.")
-def check(paths, select, extend_select, ignore, preview, output_format, exit_zero, fix, diff, show_fixes, statistics,
+def check(paths, select, extend_select, ignore, preview, output_format, exit_zero, fix, add_noqa, diff, show_fixes, statistics,
           quiet, verbose, show_programs, color, stdin_filename, config_file, isolated, target_version, docs, exclude,
           force_exclude, jobs, max_file_size, no_cache, cache_dir) -> None:
     """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
@@ -152,6 +155,8 @@ def check(paths, select, extend_select, ignore, preview, output_format, exit_zer
     if show_programs and ("-" in paths or fix or diff or statistics or output_format not in ("text", "json")):
         _fail("--show-programs lists the programs of files and folders; it cannot be combined with `-`, "
               "--fix, --diff, --statistics or --output-format " + output_format)
+    if add_noqa and ("-" in paths or fix or diff or show_programs):
+        _fail("--add-noqa writes comments into files; it cannot be combined with `-`, --fix, --diff or --show-programs")
     if "-" in paths and len(paths) > 1:
         _fail("`-` (standard input) cannot be combined with other paths")
     if stdin_filename and "-" not in paths:
@@ -188,6 +193,8 @@ def check(paths, select, extend_select, ignore, preview, output_format, exit_zer
             lines = result.program.describe()
             click.echo("\n".join(lines) if lines else "no programs found: every linted module is library code")
         sys.exit(EXIT_CLEAN)
+    if add_noqa:
+        sys.exit(_add_noqa(targets, result.diagnostics))
     diagnostics = result.diagnostics
     fixed, applied = 0, None
     if fix or diff:
@@ -365,6 +372,50 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
         remaining.extend(relint(outcome.fixed if write else text))
     remaining.sort(key=lambda d: d.sort_key)
     return remaining, total, failed, applied
+
+
+def _add_noqa(targets: list[Target], diagnostics) -> int:
+    """``--add-noqa``: write a ``# noqa`` for every diagnostic into its Python file (atomically,
+    only when the file still parses); one summary line on standard error. Returns the exit
+    status: 0, or 1 when a file could not be written."""
+    from .noqa import add_noqa
+
+    python = {t.path for t in targets if t.kind == "python"}
+    wanted: dict[str, dict[int, set[str]]] = {}
+    for d in diagnostics:
+        if d.path in python and d.code != "XLA000":
+            wanted.setdefault(d.path, {}).setdefault(d.line, set()).add(d.code)
+    added = files = 0
+    failed = False
+    for path in sorted(wanted):
+        try:
+            with open(path, "rb") as handle:
+                text, encoding = decode_with_encoding(handle.read())
+            edit = add_noqa(text, wanted[path])
+        except (OSError, SourceError, SyntaxError, ValueError) as exc:  # tokenize errors are ValueError/SyntaxError
+            click.echo(f"xla-lint: {path}: cannot add noqa: {exc}", err=True)
+            failed = True
+            continue
+        for line in edit.skipped:
+            click.echo(f"xla-lint: {path}:{line}: no noqa added: the line ends inside a string or a "
+                       "backslash continuation", err=True)
+        if not edit.added:
+            continue
+        if not parses(edit.text):
+            click.echo(f"xla-lint: {path}: would not parse with the noqa comments added, left unchanged", err=True)
+            failed = True
+            continue
+        try:
+            write_atomic(path, edit.text, encoding)
+        except WriteError as exc:
+            click.echo(f"xla-lint: {exc}", err=True)
+            failed = True
+            continue
+        added += edit.added
+        files += 1
+    click.echo(f"Added {added} noqa {'directive' if added == 1 else 'directives'} to {files} "
+               f"{'file' if files == 1 else 'files'}.", err=True)
+    return EXIT_FOUND if failed else EXIT_CLEAN
 
 
 def _write_bytes(data: bytes) -> None:
