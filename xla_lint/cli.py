@@ -486,6 +486,8 @@ def trace_command(steps, timeout, device, cpu_devices, events, as_json, static, 
     """
     from .trace import TraceOptions, TraceUsageError, run_trace  # torch-free until the child runs
 
+    if timeout != timeout or timeout == float("inf"):  # click's FloatRange lets nan and inf through
+        _fail(f"--timeout must be a finite number of seconds, got {timeout}")
     try:
         code = run_trace(TraceOptions(tuple(command), steps=steps, timeout=timeout, device=device,
                                       cpu_devices=cpu_devices, events=events, static=static, explain=explain),

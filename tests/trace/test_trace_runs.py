@@ -308,3 +308,42 @@ def test_text_report_names_the_finding_and_its_line(tmp_path):
     assert f"events: {events}" in out
     line = line_of(path, "    optimizer.step()")
     assert f"XLA203 missing-step-boundary: no step boundary  examples/trace/no_boundary.py:{line}" in out
+
+
+def test_events_file_that_would_destroy_data_is_refused_and_left_unchanged(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    other = tmp_path / "notes.txt"
+    other.write_text("my notes\n")
+    for target in (script, other):
+        proc = subprocess.run([sys.executable, "-m", "xla_lint", "trace", "--no-static", "--events", str(target),
+                               "--", "python", str(script)], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        assert proc.returncode == 2 and proc.stderr.startswith("xla-lint: error: --events ")
+    assert script.read_text() == "print('hi')\n" and other.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_timeout_that_is_not_finite_is_refused(tmp_path, value):
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    proc = subprocess.run([sys.executable, "-m", "xla_lint", "trace", "--timeout", value, "--", "python", str(script)],
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert proc.returncode == 2 and "--timeout must be a finite number of seconds" in proc.stderr
+
+
+def test_sigterm_ends_the_script_and_prints_the_partial_report(tmp_path):
+    import signal
+
+    script = tmp_path / "sleepy.py"
+    script.write_text("import time\nwhile True:\n    time.sleep(0.1)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "trace", "--no-static", "--", "python", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    assert proc.returncode == 130
+    assert "the run was interrupted while at" in out and "sleepy.py" in out
+    import shutil
+
+    if shutil.which("pgrep"):  # the script's process group was ended, not left running
+        assert subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True).stdout.split() == []

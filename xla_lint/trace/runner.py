@@ -195,6 +195,7 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
     standard error, so that standard output carries only the report)."""
     workdir = tempfile.mkdtemp(prefix="xla-lint-trace-")
     events_file = os.path.abspath(opts.events) if opts.events else os.path.join(workdir, "events.jsonl")
+    _check_events_file(events_file, target)
     try:
         Path(events_file).parent.mkdir(parents=True, exist_ok=True)
         Path(events_file).write_text("")
@@ -210,6 +211,10 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
     proc = subprocess.Popen(child_command(target), env=env, cwd=opts.cwd, stdin=subprocess.DEVNULL,
                             stdout=stream, stderr=stream, start_new_session=True)
     timed_out = interrupted = False
+    # SIGTERM (`timeout`, a cancelled CI job) stops the run as Ctrl-C does: the child runs in
+    # its own process group and would otherwise be left running.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         proc.wait(timeout=opts.timeout)
     except subprocess.TimeoutExpired:
@@ -218,11 +223,37 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
     except KeyboardInterrupt:
         interrupted = True
         _stop_child(proc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     wall = time.perf_counter() - started
     _append_parent_events(events_file, env, proc.returncode, timed_out, interrupted, opts.timeout, wall)
     if opts.events:  # everything is in the named events file now; drop torch_xla's raw report
         shutil.rmtree(workdir, ignore_errors=True)
     return RunResult(target, events_file, workdir, proc.returncode, timed_out, interrupted, wall, facts)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    """SIGTERM handler while the child runs: stop it like Ctrl-C (partial report, its group ended)."""
+    raise KeyboardInterrupt
+
+
+def _check_events_file(path: str, target: Target) -> None:
+    """Refuse an ``--events`` path that would destroy data: the traced script itself, or an
+    existing file that is not empty and is not an events file of an earlier trace (its first
+    line a JSON object with an ``event`` key). Raises :class:`TraceUsageError`."""
+    if target.kind == "path" and os.path.exists(path) and os.path.samefile(path, target.target):
+        raise TraceUsageError(f"--events {path} is the script being traced; give another file")
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            first = json.loads(handle.readline())
+    except (OSError, UnicodeDecodeError, ValueError):
+        first = None
+    if not isinstance(first, dict) or "event" not in first:
+        raise TraceUsageError(f"--events {path} exists and is not an events file of xla-lint trace; "
+                              "it was left unchanged (give a new file)")
 
 
 def _stop_child(proc: subprocess.Popen) -> None:
