@@ -302,6 +302,10 @@ def test_a_loss_that_does_not_fall_is_explained_by_how_it_moved(losses, cause):
         ({"weight_decay": float("inf")}, "--weight-decay must be at least 0"),
         ({"fast_forward": True, "optimizer": "sgd", "steps": 12}, "probes Adam's bias correction"),
         ({"fast_forward": True, "steps": 5}, "at least 4 steps after the warm-up"),
+        ({"fast_forward": True, "steps": 12, "betas": (0.9, 0.0)}, "no recompile to probe"),
+        ({"lr": float("nan")}, "--lr must be a positive, finite number"),
+        ({"lr": float("inf")}, "--lr must be a positive, finite number"),
+        ({"timeout": float("nan")}, "positive, finite numbers of seconds"),
     ],
 )
 def test_optimizer_options_are_checked_up_front(kwargs, fragment):
@@ -315,6 +319,8 @@ def test_optimizer_options_are_checked_up_front(kwargs, fragment):
     (["--betas", "0.9,1.5"], "each must be in [0, 1)"),
     (["--weight-decay", "-1"], "--weight-decay must be at least 0"),
     (["--optimizer", "sgd", "--fast-forward-step"], "probes Adam's bias correction"),
+    (["--lr", "nan"], "--lr must be a positive, finite number"),
+    (["--compile-cache", "/proc/no-such-folder"], "--compile-cache /proc/no-such-folder is not a writable folder"),
 ])
 def test_bad_optimizer_options_are_one_line_usage_errors(argv, fragment, capsys):
     from xla_lint.runtime.cli import main

@@ -11,6 +11,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from ..scalars import recompile_step
+
 #: Axis names a 1-D or 2-D mesh may use. ``fsdp`` is the axis FSDPv2 shards
 #: parameters on (torch_xla/experimental/spmd_fully_sharded_data_parallel.py
 #: raises ``ValueError("The mesh must have an axis named 'fsdp'.")`` without it);
@@ -178,8 +180,11 @@ class RuntimeOptions:
                 problems.append("--model needs --input-shape (the shape of one example, without the batch dimension)")
         if self.input_dtype not in ("float32", "bfloat16", "int64"):
             problems.append("--input-dtype must be float32, bfloat16 or int64")
-        if self.timeout <= 0 or self.job_timeout <= 0:
-            problems.append("--timeout and --job-timeout must be positive")
+        if not (self.timeout > 0 and self.job_timeout > 0 and math.isfinite(self.timeout)
+                and math.isfinite(self.job_timeout)):
+            problems.append("--timeout and --job-timeout must be positive, finite numbers of seconds")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            problems.append(f"--lr must be a positive, finite number, got {self.lr}")
         if self.cpu_devices is not None and self.cpu_devices < 1:
             problems.append("--cpu-devices must be at least 1")
         if self.shard_threshold_bytes < 0:
@@ -202,6 +207,11 @@ class RuntimeOptions:
             if not adam:
                 problems.append(f"--fast-forward-step probes Adam's bias correction; use --optimizer "
                                 f"{' or '.join(ADAM_OPTIMIZERS)} (got {self.optimizer})")
+            elif (step := recompile_step(self.betas[1] if self.betas else 0.999)) is None or step <= 1:
+                beta2 = self.betas[1] if self.betas else 0.999
+                problems.append(f"--fast-forward-step: with beta2={beta2!r} Adam's bias correction never becomes a "
+                                "new constant (it is 1.0 from the first step or never), so there is no recompile "
+                                "to probe")
             elif self.steps >= 1 and self.steps - max(self.warmup, 1) < 4:
                 problems.append(f"--fast-forward-step needs at least 4 steps after the warm-up to see the recompile "
                                 f"(--steps {self.steps}, --warmup-steps {self.warmup}); e.g. --steps {max(self.warmup, 1) + 10}")

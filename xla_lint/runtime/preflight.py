@@ -24,7 +24,7 @@ from typing import Any
 from .options import OptionsError, RuntimeOptions, mesh_device_problem
 
 
-def check_checkpoint_dir(path: str) -> list[str]:
+def check_checkpoint_dir(path: str, option: str = "--checkpoint-dir") -> list[str]:
     """Make sure ``path`` is a writable folder, creating missing folders.
 
     Returns the folders created, outermost first (pass them to :func:`remove_created`).
@@ -33,13 +33,13 @@ def check_checkpoint_dir(path: str) -> list[str]:
     """
     full = os.path.abspath(path)
     if os.path.exists(full) and not os.path.isdir(full):
-        raise OptionsError(f"--checkpoint-dir {path} is a file; it must be a folder (it is created if missing)")
+        raise OptionsError(f"{option} {path} is a file; it must be a folder (it is created if missing)")
     missing, parent = [], full
     while not os.path.exists(parent):
         missing.append(parent)
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise OptionsError(f"--checkpoint-dir {path}: {parent} is a file, so the folder cannot be created")
+        raise OptionsError(f"{option} {path}: {parent} is a file, so the folder cannot be created")
     created = list(reversed(missing))
     try:
         for folder in list(created):
@@ -51,7 +51,7 @@ def check_checkpoint_dir(path: str) -> list[str]:
             pass
     except OSError as exc:
         remove_created([c for c in created if os.path.isdir(c)])
-        raise OptionsError(f"--checkpoint-dir {path} is not a writable folder ({exc.strerror or exc})") from None
+        raise OptionsError(f"{option} {path} is not a writable folder ({exc.strerror or exc})") from None
     return created
 
 
@@ -90,6 +90,12 @@ def preflight(opts: RuntimeOptions, device_env: dict, seed: int) -> tuple[list[s
     """All checks above, in order of cost. Returns ``(created folders, user model or None)``."""
     check_mesh(opts, device_env)
     created = check_checkpoint_dir(opts.checkpoint_dir) if opts.checkpoint_dir else []
+    if opts.compile_cache:
+        try:
+            created += check_checkpoint_dir(opts.compile_cache, "--compile-cache")
+        except BaseException:
+            remove_created(created)
+            raise
     try:
         model = check_user_model(opts, seed)
     except BaseException:
