@@ -149,7 +149,8 @@ def parse_version(text: str) -> tuple[int, int]:
     return version
 
 
-_SIZE_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
+               "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
 
 
 def parse_size(value: Any, key: str, source: str) -> int:
@@ -165,7 +166,7 @@ def parse_size(value: Any, key: str, source: str) -> int:
     if not isinstance(value, str):
         raise error
     text = value.strip().upper().replace(" ", "")
-    number = text.rstrip("KMGIB")
+    number = text.rstrip("KMGTIB")
     unit = text[len(number):]
     try:
         amount = float(number)

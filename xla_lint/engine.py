@@ -100,8 +100,10 @@ def too_large(settings: Settings, data: bytes) -> str | None:
 
 
 def format_size(size: int) -> str:
-    """``size`` bytes for a person: ``812 KB``, ``5.1 MB`` (units of 1,000)."""
-    return f"{size / 1e6:.1f} MB" if size >= 1_000_000 else f"{max(1, round(size / 1e3))} KB"
+    """``size`` bytes for a person: ``640 bytes``, ``812 KB``, ``5.1 MB`` (units of 1,000)."""
+    if size < 10_000:
+        return f"{size} bytes"
+    return f"{size / 1e6:.1f} MB" if size >= 1_000_000 else f"{round(size / 1e3)} KB"
 
 
 def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
