@@ -87,10 +87,11 @@ _user_code: dict = {}
 
 
 def _set_library_dirs(*modules) -> None:
-    """Library code is the standard library, this package and the given modules' folders."""
+    """Library code is the standard library, installed packages (site-packages: torch,
+    numpy, mpmath...), this package and the given modules' folders."""
     global _library_dirs
     dirs = {os.path.dirname(_HERE)}  # xla_lint/
-    for key in ("stdlib", "platstdlib"):
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(key)
         if path:
             dirs.add(os.path.realpath(path))

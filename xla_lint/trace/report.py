@@ -561,9 +561,12 @@ def render_text(report: dict) -> str:
     if device.get("cpu_devices"):
         where = f"{where} with {device['cpu_devices']} devices"
     mode = "SPMD" if device.get("spmd") else "single process"
-    out.append(f"xla-lint trace: {_short(report['target'])} ({mode}, {where}, torch_xla {device.get('torch_xla')})")
+    version = device.get("torch_xla")
+    out.append(f"xla-lint trace: {_short(report['target'])} ({mode}, {where}, "
+               f"{'torch_xla ' + version if version else 'torch_xla not imported'})")
     text = _STATUS_TEXT[report["status"]].format(n=report["steps_traced"], req=report["steps_requested"],
                                                  code=report.get("script_exit"), opt=report.get("optimizer_steps"))
+    text = text.replace(" 1 steps", " 1 step").replace(" 1 optimizer steps", " 1 optimizer step")
     out.append(f"{text}; {report['wall_s']:.1f} s wall; events: {report['events_file']}")
     error = report.get("error")
     if error:

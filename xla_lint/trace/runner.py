@@ -304,6 +304,7 @@ def _append_parent_events(events_file: str, env: dict, returncode: int | None, t
             event["from"] = "parent"
             lines.append(event)
     if timed_out or interrupted:
+        hook._set_library_dirs(*_library_modules(trace))  # the user's frame, not typing.py or mpmath
         stack = _read_stack(env.get(hook.STACKS_ENV))
         event = {"event": "timeout", "seconds": timeout if timed_out else round(wall, 3), "interrupted": interrupted,
                  "stack": stack[:hook.MAX_FRAMES],
