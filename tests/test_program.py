@@ -586,3 +586,23 @@ def test_conditions_survive_the_cache_and_old_entries_load():
     assert FileFacts.from_json(old).fact_conditions == {}
     with pytest.raises(TypeError):
         FileFacts.from_json({**f.to_json(), "call_conditions": {"setup": [[["a"]]]}})
+
+
+def test_a_file_named_like_a_test_that_defines_no_test_is_a_script_not_a_test(tmp_path):
+    """Research code names evaluation scripts test_*.py; pytest collects nothing from them."""
+    from helpers import lint_tree, write_tree
+
+    write_tree(tmp_path, {
+        "run_test.py": ("import torch_xla.runtime as xr\nfrom process import test_eval_spmd\n"
+                        "if __name__ == '__main__':\n    xr.use_spmd()\n    test_eval_spmd.evaluate()\n"),
+        "process/__init__.py": "",
+        "process/test_eval_spmd.py": ("import torch_xla.distributed.spmd as xs\n"
+                                      "def evaluate():\n    xs.mark_sharding(t, mesh, ('data', None))\n"),
+        "tests/test_real.py": "import torch_xla.distributed.spmd as xs\ndef test_x():\n    xs.mark_sharding(t, m, (0,))\n",
+    })
+    result, _, _ = lint_tree(tmp_path, select=["XLA002"])
+    # The evaluation module runs in run_test.py's SPMD program; the real test has no use_spmd.
+    assert [(d.path, d.code) for d in result.diagnostics] == [("tests/test_real.py", "XLA002")]
+    kinds = {p.entry: p.kind for p in result.program.programs}
+    assert kinds["run_test.py"] == "script" and kinds["tests/test_real.py"] == "test"
+    assert "process/test_eval_spmd.py" not in kinds

@@ -227,6 +227,7 @@ class FactsCollector:
             imports_torch_xla=ctx.imports_torch_xla,
             entry=not ctx.is_package and not module_name.endswith("_pb2") and is_entry_module(ctx),
             requires_torch_xla=_imports_torch_xla_unconditionally(ctx.module),
+            defines_tests=_defines_tests(ctx.module),
         )
         # torch_xla's own modules implement the APIs (runtime.use_spmd sets XLA_USE_SPMD, the
         # sharding module builds meshes): linted together with user code, they must not make
@@ -402,6 +403,19 @@ class FactsCollector:
 RUNTIME_STARTERS = frozenset({"torch_xla._internal.jax_workarounds.jax_import_guard",
                               "torch_xla._XLAC._init_computation_client", "torch_xla.device",
                               f"{apis.XM}.xla_device"})
+
+
+def _defines_tests(module: cst.Module) -> bool:
+    """True when the module body defines a test pytest or unittest collects: a function named
+    ``test...``, a class named ``Test...`` or deriving from a ``...TestCase`` (the same test as
+    :data:`xla_lint.facts.TEST_DEFINITION` on a file's lines)."""
+    for statement in module.body:
+        if type(statement) is cst.FunctionDef and statement.name.value.startswith("test"):
+            return True
+        if type(statement) is cst.ClassDef and (statement.name.value.startswith("Test") or any(
+                (dotted_name(base.value) or "").endswith("TestCase") for base in statement.bases)):
+            return True
+    return False
 
 
 def _imports_torch_xla_unconditionally(module: cst.Module) -> bool:

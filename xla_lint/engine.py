@@ -22,7 +22,7 @@ from .catalogue import BY_CODE
 from .config import Settings
 from .diagnostics import Diagnostic, Edit, Fix, Severity
 from .discovery import Target
-from .facts import FileFacts, is_library_call
+from .facts import TEST_DEFINITION, FileFacts, is_library_call
 from .program import Launch, ProgramModel
 from .source import SourceError, decode, read_source
 from .suppress import Suppressions
@@ -238,7 +238,7 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
         return None
     prefixes = {".".join(n.split(".")[:i + 1]) for n in found for i in range(n.count(".") + 1)}
     return FileFacts(module=module, imports=frozenset(p for p in prefixes if p),
-                     entry=_does_work(data, is_package, path))
+                     entry=_does_work(data, is_package, path), defines_tests=bool(TEST_DEFINITION.search(data)))
 
 
 def called_names(path: str) -> set[str]:

@@ -8,12 +8,17 @@ into programs (an entry and every module it reaches) and modes.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # The equality tests that guard one site: ``(("config.tpu_cores", "'spmd'"),)`` for a call under
 # ``if config.tpu_cores == "spmd":`` (the subject's source text, the literal's ``repr``); ``()``: none.
 Condition = tuple[tuple[str, str], ...]
+
+# A test that pytest or unittest collects, at the start of a line: `def test...`, `class Test...`,
+# a TestCase subclass. Read by the CST facts and the line scan alike.
+TEST_DEFINITION = re.compile(rb"^(?:async[ \t]+)?def[ \t]+test|^class[ \t]+(?:Test|\w+\([^)]*TestCase)", re.M)
 
 # Module-level calls that libraries make at import time without being programs: logging and
 # warnings set-up, registration, sys.path edits, collection updates, dotenv loading. Shared by
@@ -58,6 +63,10 @@ class FileFacts:
     # Runs as a program of its own: `if __name__ == "__main__":`, `__main__.py`, or work done
     # at import time (a call, a loop or a `with` at module level); see xla_lint/program.py.
     entry: bool = False
+    # Defines a test pytest or unittest would collect (a top-level `def test...`, `class Test...`
+    # or a TestCase subclass). A `test_*.py` without one is a module (often an evaluation script
+    # run with python), not a test; see xla_lint.program.is_test_code. True when not known.
+    defines_tests: bool = True
     # Imports torch_xla unconditionally at module level (not under `if`/`try`, not in a function):
     # a program reaching it is an XLA program (an optional import in a library is not enough).
     requires_torch_xla: bool = False
@@ -88,6 +97,7 @@ class FileFacts:
             "imports_torchax": self.imports_torchax,
             "group": self.group,
             "entry": self.entry,
+            "defines_tests": self.defines_tests,
             "unbuffered": self.unbuffered,
             "requires_torch_xla": self.requires_torch_xla,
             "fact_functions": {k: sorted(v) for k, v in sorted(self.fact_functions.items())},
@@ -123,6 +133,7 @@ class FileFacts:
             imports_torchax=flag(data.get("imports_torchax", False)),
             group=group,
             entry=flag(data.get("entry", False)),
+            defines_tests=flag(data.get("defines_tests", True)),
             unbuffered=flag(data.get("unbuffered", False)),
             requires_torch_xla=flag(data.get("requires_torch_xla", False)),
             fact_functions={k: set(v) for k, v in functions.items()},

@@ -103,6 +103,17 @@ def is_test_file(path: str) -> bool:
     return any(part in TEST_FOLDERS for part in norm.split("/")[:-1])
 
 
+def is_test_code(path: str, f: FileFacts | None) -> bool:
+    """:func:`is_test_file`, except that a file only *named* like a test (``test_eval.py``
+    outside a test folder) that defines no test (:attr:`FileFacts.defines_tests`) is not test
+    code: pytest collects nothing from it, and it is usually a script run with python."""
+    if not is_test_file(path):
+        return False
+    norm = path.replace("\\", "/")
+    in_folder = norm.rsplit("/", 1)[-1] == "conftest.py" or any(part in TEST_FOLDERS for part in norm.split("/")[:-1])
+    return in_folder or f is None or f.defines_tests
+
+
 def own_facts(f: FileFacts) -> dict[str, bool]:
     """The facts ``f`` makes true on its own.
 
@@ -223,7 +234,7 @@ class ProgramModel:
             f = self.files[path]
             if f.group is not None:
                 kind = "document"
-            elif is_test_file(path):
+            elif is_test_code(path, f):
                 if not (_is_test_name(path) or f.entry or path in entry_paths):
                     continue  # a helper module of the tests, or conftest.py (part of each test program)
                 kind = "test"
@@ -348,7 +359,7 @@ class ProgramModel:
             return programs
         f = self.files.get(path)
         sources = {k: path for k, v in own_facts(f).items() if v} if f is not None else {}
-        if is_test_file(path):  # a helper of the tests (tests/helpers.py): test code, no program
+        if is_test_code(path, f):  # a helper of the tests (tests/helpers.py): test code, no program
             sources["test"] = path
         return [Program(path, "library", frozenset({path}), sources)]
 
