@@ -496,3 +496,16 @@ def test_requirement_truth(text, expected):
 ])
 def test_name_truth(name, expected):
     assert name_truth((2, 9), name) is expected
+
+
+@pytest.mark.parametrize("test,dead", [("False", True), ("0", True), ("debug and False", True),
+                                       ("not True", True), ("False or None", True), ("debug", False),
+                                       ("debug or False", False), ("True", False)])
+def test_code_under_a_constant_false_test_reports_nothing_and_sets_no_fact(tmp_path, test, dead):
+    from helpers import lint_tree, write_tree
+
+    src = (f"import torch\nimport torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\nxr.use_spmd()\n"
+           f"if {test}:\n    model = torch.nn.parallel.DistributedDataParallel(model)\n")
+    write_tree(tmp_path, {"train.py": src})
+    result, _, _ = lint_tree(tmp_path, select=["XLA008"], entry_points={"train.py": "single"})
+    assert [d.line for d in result.diagnostics] == ([] if dead else [6])

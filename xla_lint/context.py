@@ -18,7 +18,7 @@ import libcst as cst
 
 from . import apis
 from .facts import Condition, FileFacts, is_library_call
-from .guards import runs_on_target, runs_on_xla
+from .guards import in_dead_code, runs_on_target, runs_on_xla
 from .diagnostics import Severity
 from .names import BindingCollector, Scope, dotted_name, qualified_names
 from .rule import PendingFix, Rule
@@ -175,7 +175,7 @@ class FileContext:
         code runs only on another platform (:func:`xla_lint.guards.runs_on_xla`)."""
         if rule.version_guarded and not runs_on_target(self, caught=rule.version_guarded == "removed"):
             return False
-        if not runs_on_xla(self):  # a branch for another platform (SageMaker, Neuron, CUDA)
+        if not runs_on_xla(self) or in_dead_code(self):  # another platform's branch; `if debug and False:`
             return False
         branch = self.spmd_branch() if any(k == "spmd" for k, _ in requires) else None
         if branch is not None:
@@ -240,7 +240,7 @@ class FactsCollector:
     def _set(self, fact: str) -> None:
         """Record ``fact`` (a :func:`xla_lint.program.own_facts` name) where the traversal is:
         at module level (``""``) or in the innermost enclosing function, by name."""
-        if not runs_on_xla(self.ctx):  # Trainium's init_process_group("xla") is no TPU program's
+        if not runs_on_xla(self.ctx) or in_dead_code(self.ctx):  # Trainium's init_process_group("xla")
             return
         f = self.facts
         if fact == "spmd":

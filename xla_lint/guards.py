@@ -863,6 +863,44 @@ def _branch_platforms(test: cst.BaseExpression) -> tuple[bool, bool]:
     return (orelse, body) if negated else (body, orelse)
 
 
+def constant_truth(test: cst.BaseExpression) -> bool | None:
+    """The truth of a test whose value is fixed in the source: ``False``, ``None``, ``0``,
+    ``True``, ``1``, and ``and``/``or``/``not`` of those (``debug and False`` is False); None
+    when it depends on anything else."""
+    kind = type(test)
+    if kind is cst.Name:
+        return {"True": True, "False": False, "None": False}.get(test.value)
+    if kind is cst.Integer:
+        return int(test.value, 0) != 0
+    if kind is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = constant_truth(test.expression)
+        return None if inner is None else not inner
+    if kind is cst.BooleanOperation:
+        left, right = constant_truth(test.left), constant_truth(test.right)
+        if type(test.operator) is cst.And:
+            return False if False in (left, right) else (True if left is True and right is True else None)
+        return True if True in (left, right) else (False if left is False and right is False else None)
+    return None
+
+
+def in_dead_code(ctx: "FileContext") -> bool:
+    """True when the node being visited can never run: the body of ``if False:`` /
+    ``if debug and False:`` / ``while 0:``, or the ``else`` of ``if True:``. Findings and
+    program facts there are not about any program."""
+    stack = ctx.stack
+    for i in range(len(stack) - 2, -1, -1):
+        node = stack[i]
+        if type(node) not in (cst.If, cst.IfExp, cst.While):
+            continue
+        truth = constant_truth(node.test)
+        if truth is None:
+            continue
+        child = stack[i + 1]
+        if (child is node.body and truth is False) or (child is node.orelse and truth is True):
+            return True
+    return False
+
+
 def runs_on_xla(ctx: "FileContext") -> bool:
     """False when the node being visited is in a branch that runs only on another platform:
     the body of ``if is_sagemaker_dp_enabled():`` / ``if torch.cuda.is_available():`` (also as

@@ -98,8 +98,6 @@ mesh = xs.Mesh(np.arange(n), (n, 1), ("data", "model"))
 PROCESS_IDENTITY = {
     f"{apis.XR}.global_ordinal": "`xr.process_index()`",
     f"{apis.XR}.world_size": "`xr.process_count()`",
-    f"{apis.XR}.local_ordinal": "`xr.process_index()` (one SPMD process per host)",
-    f"{apis.XM}.get_local_ordinal": "`xr.process_index()` (one SPMD process per host)",
     f"{apis.XM}.is_master_ordinal": "`xr.process_index() == 0`",
     f"{apis.XM}.master_print": "`if xr.process_index() == 0: print(..., flush=True)`",
 }
@@ -114,8 +112,10 @@ class SpmdProcessIdentity(Rule):
     explanation = """\
 ## What it does
 In a program that enables SPMD, flags `xr.global_ordinal()`, `xr.world_size()`,
-`xr.local_ordinal()`, `xm.get_local_ordinal()`, `xm.is_master_ordinal(...)` and
-`xm.master_print(...)`. Code under `if xr.is_spmd():`'s other branch is not flagged.
+`xm.is_master_ordinal(...)` and `xm.master_print(...)`. Code under `if xr.is_spmd():`'s
+other branch is not flagged. `xr.local_ordinal()` and `xm.get_local_ordinal()` are not
+flagged: they are 0 on every host in SPMD, which is right for what they are used for (the
+process's rank on its host: with one process per host, each is its host's main process).
 
 ## Why is this bad
 These functions answer for a *device replica*. In SPMD each host runs one process that
@@ -151,6 +151,12 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
 - torch_xla 2.9.0 `torch_xla/runtime.py` (`global_ordinal`, `world_size`, `process_index`)
 """
     valid = (
+        # A local rank is 0 on every host in SPMD, and that is right: one process per host.
+        Valid("import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\nxr.use_spmd()\n"
+              "def is_local_main_process():\n    return xm.get_local_ordinal() == 0\n"),
+        # Dead code (alexanderswerdlow/unidisc: `if is_xla_available and False:`).
+        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\nif use_xla and False:\n"
+              "    rank = xr.global_ordinal()\n"),
         Valid("import torch_xla.runtime as xr\nxr.use_spmd()\nif xr.process_index() == 0:\n    pass\n"),
         Valid("import torch_xla\nimport torch_xla.runtime as xr\n"
               "def _mp_fn(i):\n    return xr.global_ordinal()\n"
