@@ -97,10 +97,13 @@ def _conftests(path: str) -> list[str]:
 def is_test_file(path: str) -> bool:
     """True for ``test_*.py``, ``*_test.py``, ``conftest.py`` and files in a test folder
     (``tests/``, ``test/``, ``testing/``, ``test_utils/``)."""
+    return _is_test_name(path.replace("\\", "/")) or _in_test_folder(path)
+
+
+def _in_test_folder(path: str) -> bool:
+    """``conftest.py``, or a file under a test folder (``tests/``, ``test/``, ...)."""
     norm = path.replace("\\", "/")
-    if _is_test_name(norm) or norm.rsplit("/", 1)[-1] == "conftest.py":
-        return True
-    return any(part in TEST_FOLDERS for part in norm.split("/")[:-1])
+    return norm.rsplit("/", 1)[-1] == "conftest.py" or any(part in TEST_FOLDERS for part in norm.split("/")[:-1])
 
 
 def is_test_code(path: str, f: FileFacts | None) -> bool:
@@ -109,9 +112,7 @@ def is_test_code(path: str, f: FileFacts | None) -> bool:
     code: pytest collects nothing from it, and it is usually a script run with python."""
     if not is_test_file(path):
         return False
-    norm = path.replace("\\", "/")
-    in_folder = norm.rsplit("/", 1)[-1] == "conftest.py" or any(part in TEST_FOLDERS for part in norm.split("/")[:-1])
-    return in_folder or f is None or f.defines_tests
+    return _in_test_folder(path) or f is None or f.defines_tests
 
 
 def own_facts(f: FileFacts) -> dict[str, bool]:

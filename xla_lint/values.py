@@ -933,12 +933,15 @@ def _annotation_type(param: cst.Param | None) -> str | None:
     return None
 
 
-def _text(ctx, node: cst.CSTNode | None) -> str:
-    """The code of ``node`` on one line, shortened to 40 characters."""
+def one_line(ctx, node: cst.CSTNode | None, limit: int = 40) -> str:
+    """The code of ``node`` on one line, cut to ``limit`` characters (``...`` at the end)."""
     if node is None:
         return ""
     text = " ".join(ctx.module.code_for_node(node).split())
-    return text if len(text) <= 40 else text[:37] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_text = one_line
 
 
 __all__ = ["Known", "Unknown", "Site", "Value", "value_of", "parts_of", "definition", "is_replica_test",

@@ -29,7 +29,7 @@ from .. import apis
 from ..context import find_arg
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
-from ..values import Known, Site, definition, file_values, value_of
+from ..values import Known, Site, definition, file_values, one_line, value_of
 from ..walk import iter_nodes
 from .mesh import literal_elements, literal_int, mesh_of, spec_call
 
@@ -307,12 +307,6 @@ def tensor_batch(ctx, loader_call: cst.Call) -> Batch | None:
     return Batch(tuple(ranks), call) if None not in ranks else None  # type: ignore[arg-type]
 
 
-def short_source(ctx, node: cst.CSTNode, limit: int = 60) -> str:
-    """``node``'s source on one line, cut to ``limit`` characters (positions are only known after the pass)."""
-    text = " ".join(ctx.module.code_for_node(node).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def _spec_text(spec: Sequence[object]) -> str:
     return repr(tuple(spec))
 
@@ -497,7 +491,7 @@ keep the tuple batch and shard the odd tensors after loading:
             return
         self.report(arg.value, self.message.format(
             spec=_spec_text(partition), n=len(partition), which=_listing(odd),
-            source=short_source(self.ctx, batch.source)), requires=SPMD)
+            source=one_line(self.ctx, batch.source, 60)), requires=SPMD)
 
     def _index_error(self, spec: Spec) -> bool:
         """Report ``spec`` when it raises IndexError in the loader; True when reported."""

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 import libcst as cst
 
 from .. import apis
+from ..context import find_arg
 from ..diagnostics import Severity
 from ..names import Scope
 from ..rule import Invalid, Rule, Valid
-from ..walk import TRIVIA, children
+from ..walk import TRIVIA, children, iter_nodes
 from .recompilation import LoopFacts
 from .spmd import _short, blocks_around, expects_error, is_xla_device
 
@@ -274,7 +275,7 @@ class _Scan:
         ctx = self.ctx
         func = node.func
         names = ctx.qnames(func, self.scope)
-        device_kw = next((a for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
+        device_kw = find_arg(node, "device")
         if device_kw is not None and is_xla_device(ctx, device_kw.value, self.devices) \
                 and not names & {"torch.device"}:
             return "data" if names & _DATA_FACTORIES else "computed"
@@ -342,17 +343,9 @@ def _guarded(ctx, stack) -> bool:
     ``if`` whose test asks it): the program checks the assertion itself."""
     for node in stack:
         if type(node) is cst.If and any(
-                type(n) is cst.Name and n.value == CACHE_IS_INITIALIZED for n in _iter(node.test)):
+                type(n) is cst.Name and n.value == CACHE_IS_INITIALIZED for n in iter_nodes(node.test)):
             return True
     return False
-
-
-def _iter(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n, TRIVIA))
 
 
 class CompileCacheLate(Rule):
@@ -503,7 +496,7 @@ model = Model().to(torch_xla.device())
             out: dict[str, cst.Call] = {}
             for node in _definitions(self.ctx.module):
                 scope = self.ctx.scopes.get(node, self.ctx.root_scope)
-                if any(type(n) is cst.Name and n.value == CACHE_IS_INITIALIZED for n in _iter(node.body)):
+                if any(type(n) is cst.Name and n.value == CACHE_IS_INITIALIZED for n in iter_nodes(node.body)):
                     continue
                 for n in _calls(node.body):
                     if INITIALIZE_CACHE in self.ctx.qnames(n.func, scope):

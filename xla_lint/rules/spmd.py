@@ -892,7 +892,7 @@ from typing import Sequence  # noqa: E402  (kept with the XLA027 section it serv
 
 from ..context import is_environ_item  # noqa: E402
 from ..names import dotted_name  # noqa: E402
-from ..values import definition  # noqa: E402
+from ..values import definition, one_line  # noqa: E402
 from ..walk import children, iter_nodes  # noqa: E402
 
 
@@ -1216,5 +1216,4 @@ torch.manual_seed(args.seed + xr.process_index())   # per host from here: data o
 
 def _short(ctx, node: cst.CSTNode) -> str:
     """``node``'s source on one line, shortened to 60 characters, in backquotes."""
-    text = " ".join(ctx.module.code_for_node(node).split())
-    return f"`{text if len(text) <= 60 else text[:57] + '...'}`"
+    return f"`{one_line(ctx, node, 60)}`"

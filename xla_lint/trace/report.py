@@ -27,19 +27,12 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from ..catalogue import BY_CODE
 from ..scalars import recompile_step
 from .events import Location, Step, Trace
 
 #: Codes the trace can observe; a static diagnostic of another code is "not observable".
 TRACEABLE = ("XLA022", "XLA201", "XLA202", "XLA203", "XLA204")
-
-_NAMES = {
-    "XLA022": "spmd-input-sharding",
-    "XLA201": "host-sync-in-step",
-    "XLA202": "dataloader-partial-batch",
-    "XLA203": "missing-step-boundary",
-    "XLA204": "adam-scalar-recompile",
-}
 
 FIXES = {
     "XLA201": ("keep the value on the device and read it every N steps, or read it after the step's graph ran: "
@@ -60,15 +53,11 @@ _DEVICES = re.compile(r"devices=\[([0-9,]+)\]")
 
 
 def rule_name(code: str | None) -> str:
-    """The rule's kebab-case name (from the rule catalogue when it has the code)."""
+    """The rule's kebab-case name, from the rule catalogue ("recompile" for a compile no rule covers)."""
     if code is None:
         return "recompile"
-    try:
-        from ..catalogue import BY_CODE
-    except ImportError:  # pragma: no cover - the catalogue is part of the package
-        BY_CODE = {}
     info = BY_CODE.get(code)
-    return info.name if info is not None else _NAMES.get(code, code)
+    return info.name if info is not None else code
 
 
 def adam_constant_step(beta2: float, dtype: str) -> int | None:
