@@ -599,3 +599,10 @@ def test_add_noqa_cannot_be_combined_with_fix(tmp_path):
     proc = xla(tmp_path, "--add-noqa", "--fix", "a.py")
     assert proc.returncode == 2 and "--add-noqa writes comments into files" in proc.stderr
     assert (tmp_path / "a.py").read_text() == PRINTS
+
+
+def test_add_noqa_counts_lines_as_python_does_not_at_form_feeds(tmp_path):
+    src = "import torch_xla\nx = 1  # a\x0cb\nprint('a')\n"
+    (tmp_path / "a.py").write_bytes(src.encode())
+    assert xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py").returncode == 0
+    assert (tmp_path / "a.py").read_bytes().decode() == "import torch_xla\nx = 1  # a\x0cb\nprint('a')  # noqa: XLA004\n"

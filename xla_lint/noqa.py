@@ -16,6 +16,7 @@ import io
 import tokenize
 from dataclasses import dataclass
 
+from .source import split_lines
 from .suppress import find_suppressions
 
 
@@ -35,7 +36,7 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> NoqaEdit:
     directive (or a bare ``# noqa``) add nothing. Raises ValueError or SyntaxError for text
     the tokenizer rejects (the caller skips such a file).
     """
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     closed = _lines_a_comment_may_end(text)
     existing = find_suppressions(text).noqa
     added = 0
@@ -69,7 +70,7 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> NoqaEdit:
 
 def _lines_a_comment_may_end(text: str) -> set[int]:
     """1-based lines whose end is outside a string and not continued by a backslash."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     may = set(range(1, len(lines) + 1))
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):

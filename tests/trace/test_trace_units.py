@@ -350,4 +350,4 @@ def test_location_round_trip():
 def test_event_schema_rejects_a_step_without_its_fields():
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"event": "step", "t": 1.0, "step": 1}, EVENT_SCHEMA)
-    json.dumps(REPORT_SCHEMA)  # plain JSON
+    assert json.loads(json.dumps(REPORT_SCHEMA)) == REPORT_SCHEMA  # plain JSON
