@@ -61,8 +61,13 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 def measure(cmd: list[str], cwd: str | Path) -> dict:
     """Run ``cmd`` in a fresh wrapper process; wall seconds, peak RSS (MB), CPU seconds, exit code."""
-    out = subprocess.run([sys.executable, "-c", WRAPPER, json.dumps(cmd), str(cwd)],
-                         capture_output=True, text=True, check=True, env=ENV)
+    out = subprocess.run(
+        [sys.executable, "-c", WRAPPER, json.dumps(cmd), str(cwd)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=ENV,
+    )
     return json.loads(out.stdout)
 
 
@@ -79,13 +84,18 @@ def ensure_peers(venv: Path, install: bool) -> dict[str, str | None]:
         try:
             if not (venv / "bin" / "python").exists():
                 subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-            subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *missing],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *missing],
+                check=True,
+                capture_output=True,
+            )
         except (subprocess.CalledProcessError, OSError) as exc:
             print(f"could not install peers ({exc}); they are skipped", file=sys.stderr)
     found = {}
     for name, path in tools.items():
-        found[name] = str(path) if path.exists() else (shutil.which(name) if name == "ruff" else None)
+        found[name] = (
+            str(path) if path.exists() else (shutil.which(name) if name == "ruff" else None)
+        )
         if found[name] is None:
             print(f"{name}: not available, skipped", file=sys.stderr)
     return found
@@ -114,14 +124,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", type=Path, help="tree to lint (default: synthesise one)")
     ap.add_argument("--files", type=int, default=2400, help="size of the synthesised corpus")
-    ap.add_argument("--peer-subset", type=int, default=240,
-                    help="files Fixit and TorchFix run on (0: the whole corpus)")
-    ap.add_argument("--fixit-subset", type=int, default=None,
-                    help="files Fixit runs on (default: --peer-subset; Fixit is ~100x slower than TorchFix)")
-    ap.add_argument("--venv", type=Path, default=Path(os.environ.get("XLA_LINT_BENCH_VENV", "/work/benchvenv")))
+    ap.add_argument(
+        "--peer-subset",
+        type=int,
+        default=240,
+        help="files Fixit and TorchFix run on (0: the whole corpus)",
+    )
+    ap.add_argument(
+        "--fixit-subset",
+        type=int,
+        default=None,
+        help="files Fixit runs on (default: --peer-subset; Fixit is ~100x slower than TorchFix)",
+    )
+    ap.add_argument(
+        "--venv", type=Path, default=Path(os.environ.get("XLA_LINT_BENCH_VENV", "/work/benchvenv"))
+    )
     ap.add_argument("--no-install", action="store_true", help="do not pip-install missing peers")
     ap.add_argument("--xla-lint", default=shutil.which("xla-lint") or "xla-lint")
-    ap.add_argument("--jobs", type=int, default=None, help="--jobs for xla-lint (default: its own default)")
+    ap.add_argument(
+        "--jobs", type=int, default=None, help="--jobs for xla-lint (default: its own default)"
+    )
     ap.add_argument("--results", type=Path, help="write the Markdown table to this file")
     args = ap.parse_args(argv)
 
@@ -144,7 +166,10 @@ def _run(args, work: Path) -> int:
     files = python_files(root)
     n_xla = sum(1 for f in files if b"torch_xla" in f.read_bytes())
     lines = sum(f.read_bytes().count(b"\n") for f in files)
-    print(f"corpus: {len(files)} files, {n_xla} using torch_xla, {lines} lines; {cores} cores", file=sys.stderr)
+    print(
+        f"corpus: {len(files)} files, {n_xla} using torch_xla, {lines} lines; {cores} cores",
+        file=sys.stderr,
+    )
 
     peers = ensure_peers(args.venv, not args.no_install)
     jobs = ["--jobs", str(args.jobs)] if args.jobs else []
@@ -158,13 +183,35 @@ def _run(args, work: Path) -> int:
     measure([args.xla_lint, "--isolated", "--exit-zero", "--no-cache", "-j", "1", "t.py"], warmup)
     rows.append(("xla-lint cold (empty cache)", len(files), measure(xla, root), ""))
     rows.append(("xla-lint warm (cache, nothing changed)", len(files), measure(xla, root), ""))
-    rows.append(("xla-lint --no-cache", len(files),
-                 measure([args.xla_lint, "--isolated", "--exit-zero", "--no-cache", *jobs, "."], root), ""))
+    rows.append(
+        (
+            "xla-lint --no-cache",
+            len(files),
+            measure([args.xla_lint, "--isolated", "--exit-zero", "--no-cache", *jobs, "."], root),
+            "",
+        )
+    )
     if peers["ruff"]:
         ruff_cache = work / "ruff-cache"
-        rows.append(("Ruff default rules, --no-cache", len(files),
-                     measure([peers["ruff"], "check", "--isolated", "--exit-zero", "--no-cache", "."], root), ""))
-        ruff = [peers["ruff"], "check", "--isolated", "--exit-zero", "--cache-dir", str(ruff_cache), "."]
+        rows.append(
+            (
+                "Ruff default rules, --no-cache",
+                len(files),
+                measure(
+                    [peers["ruff"], "check", "--isolated", "--exit-zero", "--no-cache", "."], root
+                ),
+                "",
+            )
+        )
+        ruff = [
+            peers["ruff"],
+            "check",
+            "--isolated",
+            "--exit-zero",
+            "--cache-dir",
+            str(ruff_cache),
+            ".",
+        ]
         measure(ruff, root)
         rows.append(("Ruff default rules, warm cache", len(files), measure(ruff, root), ""))
 
@@ -176,22 +223,62 @@ def _run(args, work: Path) -> int:
     else:
         sub, n_sub, note = root, len(files), ""
     sub_cache = work / "xla-cache-sub"
-    rows.append(("xla-lint cold, peer subset", n_sub,
-                 measure([args.xla_lint, "--isolated", "--exit-zero", "--cache-dir", str(sub_cache), *jobs, "."], sub),
-                 note.replace(", extrapolated", "")))
+    rows.append(
+        (
+            "xla-lint cold, peer subset",
+            n_sub,
+            measure(
+                [
+                    args.xla_lint,
+                    "--isolated",
+                    "--exit-zero",
+                    "--cache-dir",
+                    str(sub_cache),
+                    *jobs,
+                    ".",
+                ],
+                sub,
+            ),
+            note.replace(", extrapolated", ""),
+        )
+    )
     if peers["fixit"]:
         fixit_dir, n_fixit, fixit_note = sub, n_sub, note
         if args.fixit_subset and args.fixit_subset < n_sub:
             fixit_dir = work / "fixit-subset"
             n_fixit, n_fixit_xla = subset(root, files, args.fixit_subset, fixit_dir)
             fixit_note = f"subset of {n_fixit} files ({n_fixit_xla} torch_xla), extrapolated"
-            rows.append(("xla-lint cold, Fixit subset", n_fixit,
-                         measure([args.xla_lint, "--isolated", "--exit-zero", "--cache-dir",
-                                  str(work / "xla-cache-fixit"), *jobs, "."], fixit_dir), fixit_note[:-len(", extrapolated")]))
-        rows.append(("Fixit 2 (built-in rules)", n_fixit,
-                     measure([peers["fixit"], "--quiet", "lint", "."], fixit_dir), fixit_note))
+            rows.append(
+                (
+                    "xla-lint cold, Fixit subset",
+                    n_fixit,
+                    measure(
+                        [
+                            args.xla_lint,
+                            "--isolated",
+                            "--exit-zero",
+                            "--cache-dir",
+                            str(work / "xla-cache-fixit"),
+                            *jobs,
+                            ".",
+                        ],
+                        fixit_dir,
+                    ),
+                    fixit_note[: -len(", extrapolated")],
+                )
+            )
+        rows.append(
+            (
+                "Fixit 2 (built-in rules)",
+                n_fixit,
+                measure([peers["fixit"], "--quiet", "lint", "."], fixit_dir),
+                fixit_note,
+            )
+        )
     if peers["torchfix"]:
-        rows.append(("TorchFix (default rules)", n_sub, measure([peers["torchfix"], "."], sub), note))
+        rows.append(
+            ("TorchFix (default rules)", n_sub, measure([peers["torchfix"], "."], sub), note)
+        )
 
     # One small file, as pre-commit runs it: a fresh process per commit, cache present.
     hook_dir = work / "hook"
@@ -201,9 +288,12 @@ def _run(args, work: Path) -> int:
     for i in range(5):  # a commit changes the file: each run is a cache miss and parses it
         (hook_dir / "train.py").write_text(
             "import torch_xla\nimport torch_xla.core.xla_model as xm\n\n"
-            f"print('step', {i})\nxm.mark_step()\n")
+            f"print('step', {i})\nxm.mark_step()\n"
+        )
         hooks.append(measure(hook, hook_dir))
-    hook_row = min(hooks, key=lambda m: abs(m["wall"] - statistics.median(h["wall"] for h in hooks)))
+    hook_row = min(
+        hooks, key=lambda m: abs(m["wall"] - statistics.median(h["wall"] for h in hooks))
+    )
 
     cold = rows[0][2]["wall"]
     sub_cold = next(r[2]["wall"] for r in rows if r[0].startswith("xla-lint cold, peer"))
@@ -226,10 +316,14 @@ def _run(args, work: Path) -> int:
         if extra.endswith("extrapolated"):
             full = f"; whole corpus ≈ {len(files) / fps:.1f} s"
         status = "" if m["rc"] in (0, 1) else f" (exit {m['rc']})"
-        table.append(f"| {label} | {n} | {m['wall']:.2f} | {fps:,.0f} | {m['wall'] / ref:.2f} | "
-                     f"{m['rss_mb']:.0f} | {extra}{full}{status} |")
-    table.append(f"| pre-commit: one small file, fresh process | 1 | {hook_row['wall']:.2f} | – | – | "
-                 f"{hook_row['rss_mb']:.0f} | median of 5 edits (cache misses), start-up included |")
+        table.append(
+            f"| {label} | {n} | {m['wall']:.2f} | {fps:,.0f} | {m['wall'] / ref:.2f} | "
+            f"{m['rss_mb']:.0f} | {extra}{full}{status} |"
+        )
+    table.append(
+        f"| pre-commit: one small file, fresh process | 1 | {hook_row['wall']:.2f} | – | – | "
+        f"{hook_row['rss_mb']:.0f} | median of 5 edits (cache misses), start-up included |"
+    )
     by = {r[0]: (r[1], r[2]) for r in rows}
     notes = ["", "Targets (measured here, never asserted in tests):"]
 
@@ -239,28 +333,40 @@ def _run(args, work: Path) -> int:
 
     if "TorchFix (default rules)" in by:
         ratio = fps("xla-lint cold, peer subset") / fps("TorchFix (default rules)")
-        notes.append(f"- cold throughput vs TorchFix on the same files: {ratio:.0f}x (target >= 20x)")
+        notes.append(
+            f"- cold throughput vs TorchFix on the same files: {ratio:.0f}x (target >= 20x)"
+        )
     if "Fixit 2 (built-in rules)" in by:
         n_fixit = by["Fixit 2 (built-in rules)"][0]
-        mine = next(m for label, n, m, _ in rows if label.startswith("xla-lint cold") and n == n_fixit)
-        notes.append(f"- cold throughput vs Fixit on the same files: "
-                     f"{(n_fixit / mine['wall']) / fps('Fixit 2 (built-in rules)'):.0f}x")
+        mine = next(
+            m for label, n, m, _ in rows if label.startswith("xla-lint cold") and n == n_fixit
+        )
+        notes.append(
+            f"- cold throughput vs Fixit on the same files: "
+            f"{(n_fixit / mine['wall']) / fps('Fixit 2 (built-in rules)'):.0f}x"
+        )
     if "Ruff default rules, --no-cache" in by:
         ruff_wall = by["Ruff default rules, --no-cache"][1]["wall"]
         notes.append(f"- cold wall vs Ruff (no cache): {cold / ruff_wall:.1f}x (target <= 15x)")
-        notes.append(f"- warm wall vs Ruff (no cache): {by['xla-lint warm (cache, nothing changed)'][1]['wall'] / ruff_wall:.1f}x"
-                     f" (target <= 2x); vs Ruff warm: "
-                     f"{by['xla-lint warm (cache, nothing changed)'][1]['wall'] / by['Ruff default rules, warm cache'][1]['wall']:.1f}x")
+        notes.append(
+            f"- warm wall vs Ruff (no cache): {by['xla-lint warm (cache, nothing changed)'][1]['wall'] / ruff_wall:.1f}x"
+            f" (target <= 2x); vs Ruff warm: "
+            f"{by['xla-lint warm (cache, nothing changed)'][1]['wall'] / by['Ruff default rules, warm cache'][1]['wall']:.1f}x"
+        )
     notes.append(f"- pre-commit single file: {hook_row['wall']:.2f} s (target < 0.5 s)")
-    notes.append(f"- peak RSS of xla-lint: {max(m['rss_mb'] for l, _, m, _ in rows if l.startswith('xla-lint')):.0f} MB"
-                 " (target < 500 MB)")
+    notes.append(
+        f"- peak RSS of xla-lint: {max(m['rss_mb'] for l, _, m, _ in rows if l.startswith('xla-lint')):.0f} MB"
+        " (target < 500 MB)"
+    )
     text = "\n".join(table + notes) + "\n"
     print(text)
     for label, _, m, _ in rows:
         if m["rc"] not in (0, 1):
             print(f"{label}: exit {m['rc']}: {m['err'][-300:]}", file=sys.stderr)
     if args.results:
-        args.results.write_text("# Benchmark results\n\nProduced by `python benchmarks/bench.py`.\n\n" + text)
+        args.results.write_text(
+            "# Benchmark results\n\nProduced by `python benchmarks/bench.py`.\n\n" + text
+        )
     return 0
 
 

@@ -223,11 +223,21 @@ def build(root: str | Path, files: int = 2400, xla_every: int = 12, seed: int = 
             write(base / "common.py", '"""Shared helpers."""\n\nVERSION = 1\n', False)
             (base / "models").mkdir(parents=True, exist_ok=True)
             write(base / "models" / "__init__.py", "", False)
-        v = dict(n=n, pkg=pkg, title=f"component {n}", limit=rng.randint(10, 10_000),
-                 factor=round(rng.uniform(0.1, 9.9), 2), steps=rng.randint(10, 1000),
-                 model=rng.choice([1, 2, 4]), dim=rng.choice([128, 256, 512]), layers=rng.randint(2, 12),
-                 classes=rng.choice([10, 100, 1000]), lr=rng.choice([1e-3, 3e-4, 1e-4]),
-                 batch=rng.choice([8, 16, 32]), mult=rng.choice([2, 4]))
+        v = dict(
+            n=n,
+            pkg=pkg,
+            title=f"component {n}",
+            limit=rng.randint(10, 10_000),
+            factor=round(rng.uniform(0.1, 9.9), 2),
+            steps=rng.randint(10, 1000),
+            model=rng.choice([1, 2, 4]),
+            dim=rng.choice([128, 256, 512]),
+            layers=rng.randint(2, 12),
+            classes=rng.choice([10, 100, 1000]),
+            lr=rng.choice([1e-3, 3e-4, 1e-4]),
+            batch=rng.choice([8, 16, 32]),
+            mult=rng.choice([2, 4]),
+        )
         if n % xla_every == 0:
             kind = (n // xla_every) % 3
             if kind == 0:
@@ -239,8 +249,9 @@ def build(root: str | Path, files: int = 2400, xla_every: int = 12, seed: int = 
                 write(base / "models" / f"block_{n}.py", XLA_BLOCK.format(**v), True)
                 write(base / f"train_{n}.py", XLA_TRAIN.format(**v), True)
         else:
-            text = PLAIN_HEAD.format(**v) + "".join(PLAIN_FUNC.format(i=i, **v)
-                                                    for i in range(rng.randint(1, 8)))
+            text = PLAIN_HEAD.format(**v) + "".join(
+                PLAIN_FUNC.format(i=i, **v) for i in range(rng.randint(1, 8))
+            )
             write(base / f"mod{n}.py", text, False)
             if n % 3 == 1:
                 write(base / "tests" / f"test_mod{n}.py", PLAIN_TEST.format(m=n, **v), False)

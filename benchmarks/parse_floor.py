@@ -37,10 +37,14 @@ def main() -> int:
         print("usage: python benchmarks/parse_floor.py PATH", file=sys.stderr)
         return 2
     files = [str(p) for p in pathlib.Path(sys.argv[1]).rglob("*.py")]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     with multiprocessing.get_context("fork").Pool(cores) as pool:
         list(pool.imap_unordered(parse, files, chunksize=1))
-    print(f"{len(files)} files: {time.perf_counter() - T0:.2f} s inside Python (import, read, parse)")
+    print(
+        f"{len(files)} files: {time.perf_counter() - T0:.2f} s inside Python (import, read, parse)"
+    )
     return 0
 
 

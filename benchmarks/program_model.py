@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 return fn(*a, **kw)
             finally:
                 spent[name] += time.perf_counter() - start
+
         return wrapper
 
     engine.import_facts = timed("import scan", engine.import_facts)

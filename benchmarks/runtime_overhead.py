@@ -29,8 +29,12 @@ import time
 
 def run(args: list[str], json_path: str) -> tuple[float, dict]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "xla_lint.runtime", *args, "--json", json_path, "--quiet"],
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint.runtime", *args, "--json", json_path, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     wall = time.perf_counter() - t0
     if not os.path.exists(json_path):
         sys.exit(f"no report from {args}: exit {proc.returncode}\n{proc.stderr}")
@@ -39,8 +43,12 @@ def run(args: list[str], json_path: str) -> tuple[float, dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=1, help="pairs of runs (alternating checker and bare)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="pairs of runs (alternating checker and bare)"
+    )
     parser.add_argument("checker_args", nargs="*", help="options passed to both runs (after --)")
     ns = parser.parse_args()
     rows = []
@@ -50,15 +58,17 @@ def main() -> int:
             b_wall, bare = run([*ns.checker_args, "--bare"], os.path.join(tmp, f"bare{i}.json"))
             bare = bare["bare"]
             t = report["records"][0]["timings"]
-            rows.append({
-                "checker_process_s": round(c_wall, 2),
-                "bare_process_s": round(b_wall, 2),
-                "checker_train_s": t["train_s"],
-                "bare_train_s": bare["train_s"],
-                "checker_step_s": t["step_s_median"],
-                "bare_step_s": bare["steady_s_per_step"],
-                "checker_status": report["status"],
-            })
+            rows.append(
+                {
+                    "checker_process_s": round(c_wall, 2),
+                    "bare_process_s": round(b_wall, 2),
+                    "checker_train_s": t["train_s"],
+                    "bare_train_s": bare["train_s"],
+                    "checker_step_s": t["step_s_median"],
+                    "bare_step_s": bare["steady_s_per_step"],
+                    "checker_status": report["status"],
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
 
     def med(key: str) -> float:
@@ -68,7 +78,9 @@ def main() -> int:
         "runs": len(rows),
         "process_ratio": round(med("checker_process_s") / med("bare_process_s"), 3),
         "train_loop_ratio": round(med("checker_train_s") / med("bare_train_s"), 3),
-        "steady_step_ratio": round(med("checker_step_s") / med("bare_step_s"), 3) if med("bare_step_s") else None,
+        "steady_step_ratio": round(med("checker_step_s") / med("bare_step_s"), 3)
+        if med("bare_step_s")
+        else None,
         **{f"median_{k}": med(k) for k in rows[0] if k != "checker_status"},
     }
     print(json.dumps({"summary": summary}, indent=2), flush=True)

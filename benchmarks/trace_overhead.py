@@ -71,9 +71,14 @@ def bare(script: str, steps: int) -> list[float]:
         out = os.path.join(tmp, "times.json")
         # One boundary more than steps: the first boundary starts step 1's clock in the
         # trace too (its step 1 runs from the torch_xla import, so both drop it as warm-up).
-        subprocess.run([sys.executable, "-c", BARE, script], env={**env(), "BENCH_STEPS": str(steps),
-                                                                 "BENCH_OUT": out},
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900, check=False)
+        subprocess.run(
+            [sys.executable, "-c", BARE, script],
+            env={**env(), "BENCH_STEPS": str(steps), "BENCH_OUT": out},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=900,
+            check=False,
+        )
         if not os.path.exists(out):
             sys.exit(f"the bare run of {script} wrote no timings")
         with open(out, encoding="utf-8") as f:
@@ -83,14 +88,33 @@ def bare(script: str, steps: int) -> list[float]:
 def traced(script: str, steps: int) -> tuple[list[float], float]:
     """Step durations of the traced run, and its wall time."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "trace", "--steps", str(steps), "--json", "--no-static",
-                           "--", "python", script], env=env(), capture_output=True, text=True, timeout=900,
-                          check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xla_lint",
+            "trace",
+            "--steps",
+            str(steps),
+            "--json",
+            "--no-static",
+            "--",
+            "python",
+            script,
+        ],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     wall = time.perf_counter() - t0
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        sys.exit(f"the traced run printed no report (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+        sys.exit(
+            f"the traced run printed no report (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
+        )
     return [s["duration_s"] for s in report["steps"]], wall
 
 
@@ -110,13 +134,17 @@ def main() -> None:
         traced_steps += durations[WARMUP:]
         walls.append(wall)
     b, t = statistics.median(bare_steps), statistics.median(traced_steps)
-    print(f"script: {os.path.relpath(args.script)}; {args.steps} steps x {args.rounds} rounds; "
-          f"steps 1-{WARMUP} (compiles) left out")
+    print(
+        f"script: {os.path.relpath(args.script)}; {args.steps} steps x {args.rounds} rounds; "
+        f"steps 1-{WARMUP} (compiles) left out"
+    )
     print(f"bare   median step: {b * 1000:.2f} ms ({len(bare_steps)} steps)")
     print(f"traced median step: {t * 1000:.2f} ms ({len(traced_steps)} steps)")
     print(f"ratio traced/bare:  {t / b:.2f}x (target <= 1.5x)")
-    print(f"trace wall time ({args.steps} steps, torch_xla import and compiles included): "
-          + ", ".join(f"{w:.1f} s" for w in walls))
+    print(
+        f"trace wall time ({args.steps} steps, torch_xla import and compiles included): "
+        + ", ".join(f"{w:.1f} s" for w in walls)
+    )
 
 
 if __name__ == "__main__":

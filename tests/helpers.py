@@ -45,7 +45,11 @@ def fix_text(root: Path, rel: str, select: list[str], **settings_kw) -> str:
         result = run(targets, settings, jobs=1)
         target = next(t for t in targets if t.path == rel)
         text = (root / rel).read_text(encoding="utf-8")
-        outcome = fix_loop(rel, text, lambda t: finalize([lint_file(target, settings, text=t)], result.program, settings)[0])
+        outcome = fix_loop(
+            rel,
+            text,
+            lambda t: finalize([lint_file(target, settings, text=t)], result.program, settings)[0],
+        )
         return outcome.fixed
     finally:
         os.chdir(old)
@@ -79,10 +83,18 @@ def run_cpu_script(script: str, drop_env: tuple[str, ...] = (), timeout: float =
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TPU_NUM_DEVICES", *drop_env)}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TPU_NUM_DEVICES", *drop_env)
+    }
     env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])

@@ -16,14 +16,21 @@ from xla_lint.discovery import Target
 from xla_lint.engine import lint_file, result_from_json, result_to_json
 
 SPMD_ENTRY = "import torch_xla.runtime as xr\nimport pkg.model\nxr.use_spmd()\n"
-MODEL = ("import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.distributed.spmd as xs\n"
-         "def shard(t, mesh):\n    xs.mark_sharding(t, mesh, (0, 1))\n    print('sharded')  # noqa: XLA004\n"
-         "    xm.save(t, 'x.pt')\n")
+MODEL = (
+    "import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.distributed.spmd as xs\n"
+    "def shard(t, mesh):\n    xs.mark_sharding(t, mesh, (0, 1))\n    print('sharded')  # noqa: XLA004\n"
+    "    xm.save(t, 'x.pt')\n"
+)
 
 
 def xla(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--output-format", "json", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--isolated", "--output-format", "json", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
     return proc
@@ -49,7 +56,9 @@ def test_warm_run_equals_cold_run_and_uses_the_cache(tmp_path):
     cold = xla(tmp_path, "--cache-dir", str(cache), ".").stdout
     assert cold == baseline and json.loads(cold)
     stored = entries(cache)
-    assert len(stored) == 32  # every file naming torch_xla; files the prefilter skips are not stored
+    assert (
+        len(stored) == 32
+    )  # every file naming torch_xla; files the prefilter skips are not stored
     assert (cache / ".gitignore").read_text().endswith("*\n") and (cache / "CACHEDIR.TAG").exists()
     mtimes = [p.stat().st_mtime_ns for p in stored]
     assert xla(tmp_path, "--cache-dir", str(cache), ".").stdout == baseline
@@ -64,7 +73,9 @@ def test_program_facts_are_applied_after_the_cache(tmp_path):
     codes = lambda out: sorted((d["path"], d["code"]) for d in json.loads(out))  # noqa: E731
     first = codes(xla(tmp_path, "--cache-dir", cache, ".").stdout)
     assert ("pkg/model.py", "XLA002") not in first
-    (tmp_path / "train.py").write_text('import pkg.model\n\nif __name__ == "__main__":\n    pkg.model.main()\n')
+    (tmp_path / "train.py").write_text(
+        'import pkg.model\n\nif __name__ == "__main__":\n    pkg.model.main()\n'
+    )
     second = codes(xla(tmp_path, "--cache-dir", cache, ".").stdout)
     assert ("pkg/model.py", "XLA002") in second
     assert second == codes(xla(tmp_path, "--no-cache", ".").stdout)
@@ -75,9 +86,15 @@ def test_changed_content_or_settings_are_not_answered_from_the_cache(tmp_path):
     cache = str(tmp_path / "cache")
     xla(tmp_path, "--cache-dir", cache, ".")
     (tmp_path / "pkg" / "model.py").write_text(MODEL.replace("xm.save(t, 'x.pt')", "pass"))
-    assert xla(tmp_path, "--cache-dir", cache, ".").stdout == xla(tmp_path, "--no-cache", ".").stdout
-    only4 = xla(tmp_path, "--cache-dir", cache, "--select", "XLA004", "--ignore", "XLA900", ".").stdout
-    assert only4 == xla(tmp_path, "--no-cache", "--select", "XLA004", "--ignore", "XLA900", ".").stdout
+    assert (
+        xla(tmp_path, "--cache-dir", cache, ".").stdout == xla(tmp_path, "--no-cache", ".").stdout
+    )
+    only4 = xla(
+        tmp_path, "--cache-dir", cache, "--select", "XLA004", "--ignore", "XLA900", "."
+    ).stdout
+    assert (
+        only4 == xla(tmp_path, "--no-cache", "--select", "XLA004", "--ignore", "XLA900", ".").stdout
+    )
     assert {d["code"] for d in json.loads(only4)} <= {"XLA004"}
 
 
@@ -87,9 +104,20 @@ def test_corrupt_and_foreign_entries_are_ignored_and_rewritten(tmp_path):
     baseline = xla(tmp_path, "--no-cache", ".").stdout
     xla(tmp_path, "--cache-dir", str(cache), ".")
     stored = entries(cache)
-    damage = [b"", b"\x00garbage", b'{"tag": "xla-lint result cache"}', b"[1, 2, 3]",
-              json.dumps({"tag": "xla-lint result cache", "version": "0.1.0", "key": "0" * 64,
-                          "result": {"path": "pkg/model.py"}}).encode()]
+    damage = [
+        b"",
+        b"\x00garbage",
+        b'{"tag": "xla-lint result cache"}',
+        b"[1, 2, 3]",
+        json.dumps(
+            {
+                "tag": "xla-lint result cache",
+                "version": "0.1.0",
+                "key": "0" * 64,
+                "result": {"path": "pkg/model.py"},
+            }
+        ).encode(),
+    ]
     for path, data in zip(stored, damage):
         path.write_bytes(data)
     # An entry copied from another file: right format, wrong key.
@@ -109,8 +137,13 @@ def test_entries_with_values_of_the_wrong_type_are_ignored_and_rewritten(tmp_pat
     cache = tmp_path / "cache"
     baseline = xla(tmp_path, "--no-cache", ".").stdout
     xla(tmp_path, "--cache-dir", str(cache), ".")
-    poisons = [("facts", "module", 5), ("facts", "group", [1]), ("facts", "imports", [1]),
-               ("suppressions", "disabled_codes", [7]), ("suppressions", "disable_all", "yes")]
+    poisons = [
+        ("facts", "module", 5),
+        ("facts", "group", [1]),
+        ("facts", "imports", [1]),
+        ("suppressions", "disabled_codes", [7]),
+        ("suppressions", "disable_all", "yes"),
+    ]
     poisoned = 0
     for path in entries(cache):
         entry = json.loads(path.read_bytes())
@@ -139,15 +172,32 @@ def test_two_processes_sharing_one_cache_give_the_results_of_one(tmp_path):
     baseline = xla(tmp_path, "--no-cache", ".").stdout
     for round_ in range(3):
         cache = str(tmp_path / f"shared{round_}")
-        args = [sys.executable, "-m", "xla_lint", "--isolated", "--output-format", "json", "--cache-dir", cache,
-                "-j", "1", "."]
-        procs = [subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+        args = [
+            sys.executable,
+            "-m",
+            "xla_lint",
+            "--isolated",
+            "--output-format",
+            "json",
+            "--cache-dir",
+            cache,
+            "-j",
+            "1",
+            ".",
+        ]
+        procs = [
+            subprocess.Popen(
+                args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
         outs = [p.communicate(timeout=300) for p in procs]
         for out, err in outs:
             assert "Traceback" not in err
             assert out == baseline
-        assert xla(tmp_path, "--cache-dir", cache, ".").stdout == baseline  # and the cache they left is sound
+        assert (
+            xla(tmp_path, "--cache-dir", cache, ".").stdout == baseline
+        )  # and the cache they left is sound
 
 
 def test_file_result_json_round_trip(tmp_path):
@@ -165,7 +215,9 @@ def test_cache_key_covers_module_name(tmp_path):
     assert c.key(*args, "pkg.a", False) != c.key(*args, "a", False)
     assert c.key(*args, "pkg", True) != c.key(*args, "pkg", False)
     assert c.key(*args, "a", False) == c.key(*args, "a", False)
-    assert c.key(*args, "a", False) != ResultCache(tmp_path, "other settings").key(*args, "a", False)
+    assert c.key(*args, "a", False) != ResultCache(tmp_path, "other settings").key(
+        *args, "a", False
+    )
 
 
 LIBCST_PROBE = """\
@@ -180,8 +232,13 @@ print("LIBCST-IMPORTED" if "libcst" in sys.modules else "LIBCST-NOT-IMPORTED")
 
 
 def _probe(cwd: Path, *args: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", LIBCST_PROBE, *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", LIBCST_PROBE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.stdout
 
@@ -190,15 +247,27 @@ def test_a_run_that_parses_nothing_never_imports_libcst(tmp_path):
     """Warm runs, --version and configuration errors skip LibCST's ~0.3 s import; a cold run needs it."""
     tree(tmp_path, n=3)
     cache = str(tmp_path / "cache")
-    cold = _probe(tmp_path, "--isolated", "--output-format", "json", "--cache-dir", cache, "-j", "1", ".")
+    cold = _probe(
+        tmp_path, "--isolated", "--output-format", "json", "--cache-dir", cache, "-j", "1", "."
+    )
     assert cold.rstrip().endswith("LIBCST-IMPORTED")
-    warm = _probe(tmp_path, "--isolated", "--output-format", "json", "--cache-dir", cache, "-j", "1", ".")
+    warm = _probe(
+        tmp_path, "--isolated", "--output-format", "json", "--cache-dir", cache, "-j", "1", "."
+    )
     assert warm.rstrip().endswith("LIBCST-NOT-IMPORTED")
-    assert warm.replace("LIBCST-NOT-IMPORTED", "") == cold.replace("LIBCST-IMPORTED", "")  # same findings
+    assert warm.replace("LIBCST-NOT-IMPORTED", "") == cold.replace(
+        "LIBCST-IMPORTED", ""
+    )  # same findings
     assert "XLA003" in warm
     assert _probe(tmp_path, "--version").rstrip().endswith("LIBCST-NOT-IMPORTED")
-    assert _probe(tmp_path, "--isolated", "--select", "XLA999", ".").rstrip().endswith("LIBCST-NOT-IMPORTED")
+    assert (
+        _probe(tmp_path, "--isolated", "--select", "XLA999", ".")
+        .rstrip()
+        .endswith("LIBCST-NOT-IMPORTED")
+    )
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "util.py").write_text("import os\nprint(os.sep)\n")
-    assert _probe(plain, "--isolated", "--no-cache", ".").rstrip().endswith("LIBCST-NOT-IMPORTED")  # prefilter: no parse
+    assert (
+        _probe(plain, "--isolated", "--no-cache", ".").rstrip().endswith("LIBCST-NOT-IMPORTED")
+    )  # prefilter: no parse

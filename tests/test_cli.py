@@ -24,19 +24,34 @@ SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 
 # One warning with a safe fix (XLA004) and one error with a safe fix (XLA001).
 PRINTS = "import torch_xla\nprint('a')\nprint('b', flush=True)\nprint('c')\n"
-HYBRID = ("from torch_xla.distributed.spmd import HybridMesh as HM\n"
-          "mesh = HM((4, 1), axis_names=('fsdp', 'model'))\n")
+HYBRID = (
+    "from torch_xla.distributed.spmd import HybridMesh as HM\n"
+    "mesh = HM((4, 1), axis_names=('fsdp', 'model'))\n"
+)
 CLEAN = "import torch_xla\nprint('ok', flush=True)\n"
-MSG4 = "`print` without `flush=True` in torch_xla code: the line may sit in a buffer and never appear"
+MSG4 = (
+    "`print` without `flush=True` in torch_xla code: the line may sit in a buffer and never appear"
+)
 
 
-def xla(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None,
-        prefix: list[str] = ()) -> subprocess.CompletedProcess:
+def xla(
+    cwd: Path,
+    *args: str,
+    input: bytes | None = None,
+    env: dict | None = None,
+    prefix: list[str] = (),
+) -> subprocess.CompletedProcess:
     """Run ``python -m xla_lint ARGS`` in ``cwd`` (after the command ``prefix``); stdout/stderr as text."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     full_env.update(env or {})
-    proc = subprocess.run([*prefix, sys.executable, "-m", "xla_lint", *args], cwd=cwd, input=input,
-                          capture_output=True, env=full_env, timeout=120)
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-m", "xla_lint", *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        env=full_env,
+        timeout=120,
+    )
     proc.stdout = proc.stdout.decode("utf-8")
     proc.stderr = proc.stderr.decode("utf-8")
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -49,18 +64,25 @@ def lines(proc) -> list[str]:
 
 # ---- discovery ---------------------------------------------------------------------------
 
+
 def test_no_path_means_current_folder_and_skips_hidden_venv_build(tmp_path):
-    write_tree(tmp_path, {
-        "a.py": PRINTS,
-        "pkg/b.py": PRINTS,
-        ".hidden/c.py": PRINTS,
-        "venv/d.py": PRINTS,
-        "myenv/pyvenv.cfg": "home = /usr\n", "myenv/e.py": PRINTS,
-        "build/f.py": PRINTS, "dist/g.py": PRINTS, "__pycache__/h.py": PRINTS,
-        "third_party/i.py": PRINTS,
-        "notes.txt": PRINTS,
-        "pyproject.toml": '[tool.xla-lint]\nexclude = ["third_party/"]\n',
-    })
+    write_tree(
+        tmp_path,
+        {
+            "a.py": PRINTS,
+            "pkg/b.py": PRINTS,
+            ".hidden/c.py": PRINTS,
+            "venv/d.py": PRINTS,
+            "myenv/pyvenv.cfg": "home = /usr\n",
+            "myenv/e.py": PRINTS,
+            "build/f.py": PRINTS,
+            "dist/g.py": PRINTS,
+            "__pycache__/h.py": PRINTS,
+            "third_party/i.py": PRINTS,
+            "notes.txt": PRINTS,
+            "pyproject.toml": '[tool.xla-lint]\nexclude = ["third_party/"]\n',
+        },
+    )
     proc = xla(tmp_path, "--select", "XLA004")
     assert proc.returncode == 1
     paths = sorted({row.split(":")[0] for row in lines(proc)[:-1]})
@@ -68,10 +90,18 @@ def test_no_path_means_current_folder_and_skips_hidden_venv_build(tmp_path):
 
 
 def test_explicitly_named_file_is_always_linted(tmp_path):
-    write_tree(tmp_path, {"build/f.py": PRINTS, "third_party/i.py": PRINTS,
-                          "pyproject.toml": '[tool.xla-lint]\nexclude = ["third_party/"]\n'})
+    write_tree(
+        tmp_path,
+        {
+            "build/f.py": PRINTS,
+            "third_party/i.py": PRINTS,
+            "pyproject.toml": '[tool.xla-lint]\nexclude = ["third_party/"]\n',
+        },
+    )
     proc = xla(tmp_path, "--select", "XLA004", "build/f.py", "third_party/i.py")
-    assert [row.split(":")[0] for row in lines(proc)[:-1]] == ["build/f.py"] * 2 + ["third_party/i.py"] * 2
+    assert [row.split(":")[0] for row in lines(proc)[:-1]] == ["build/f.py"] * 2 + [
+        "third_party/i.py"
+    ] * 2
 
 
 def test_missing_path_is_a_usage_error(tmp_path):
@@ -83,6 +113,7 @@ def test_missing_path_is_a_usage_error(tmp_path):
 
 
 # ---- the report --------------------------------------------------------------------------
+
 
 def test_text_output_sorted_by_path_then_position_with_summary(tmp_path):
     write_tree(tmp_path, {"b.py": PRINTS, "a.py": HYBRID + "print('x')\n", "ok.py": CLEAN})
@@ -116,51 +147,97 @@ def test_json_output_keys(tmp_path):
     proc = xla(tmp_path, "--select", "XLA004", "--output-format", "json")
     data = json.loads(proc.stdout)
     assert [d["line"] for d in data] == [2, 4]
-    assert set(data[0]) == {"code", "name", "message", "severity", "path", "line", "column",
-                            "end_line", "end_column", "fix"}
-    assert data[0]["code"] == "XLA004" and data[0]["severity"] == "warning" and data[0]["path"] == "a.py"
+    assert set(data[0]) == {
+        "code",
+        "name",
+        "message",
+        "severity",
+        "path",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "fix",
+    }
+    assert (
+        data[0]["code"] == "XLA004"
+        and data[0]["severity"] == "warning"
+        and data[0]["path"] == "a.py"
+    )
     assert (data[0]["column"], data[0]["end_line"], data[0]["end_column"]) == (1, 2, 11)
     assert data[0]["fix"]["safe"] is True
-    assert data[0]["fix"]["edits"] == [{"line": 2, "column": 1, "end_line": 2, "end_column": 11,
-                                        "content": "print('a', flush=True)"}]
+    assert data[0]["fix"]["edits"] == [
+        {
+            "line": 2,
+            "column": 1,
+            "end_line": 2,
+            "end_column": 11,
+            "content": "print('a', flush=True)",
+        }
+    ]
 
 
 # ---- selection and configuration ---------------------------------------------------------
 
+
 def test_select_and_ignore_codes_and_prefixes(tmp_path):
     write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n"})
-    assert {r.split()[1] for r in lines(xla(tmp_path, "--isolated", "--select", "XLA00", "--ignore", "XLA002"))[:-1]} \
-        == {"XLA001", "XLA004"}
-    assert {r.split()[1] for r in lines(xla(tmp_path, "--isolated", "--select", "XLA004"))[:-1]} == {"XLA004"}
-    assert {r.split()[1] for r in lines(xla(tmp_path, "--isolated", "--select", "XLA001,XLA004",
-                                            "--ignore", "XLA00"))[:-1]} == set()
+    assert {
+        r.split()[1]
+        for r in lines(xla(tmp_path, "--isolated", "--select", "XLA00", "--ignore", "XLA002"))[:-1]
+    } == {"XLA001", "XLA004"}
+    assert {
+        r.split()[1] for r in lines(xla(tmp_path, "--isolated", "--select", "XLA004"))[:-1]
+    } == {"XLA004"}
+    assert {
+        r.split()[1]
+        for r in lines(
+            xla(tmp_path, "--isolated", "--select", "XLA001,XLA004", "--ignore", "XLA00")
+        )[:-1]
+    } == set()
 
 
 def test_pyproject_keys(tmp_path):
-    write_tree(tmp_path, {
-        "pyproject.toml": ('[tool.xla-lint]\nselect = ["XLA001", "XLA004"]\nignore = ["XLA001"]\n'
-                           'exclude = ["gen_*.py"]\nper-file-ignores = { "tests/*" = ["XLA004"] }\n'),
-        "src/a.py": HYBRID + "print('x')\n", "src/gen_x.py": PRINTS, "tests/t.py": PRINTS,
-    })
+    write_tree(
+        tmp_path,
+        {
+            "pyproject.toml": (
+                '[tool.xla-lint]\nselect = ["XLA001", "XLA004"]\nignore = ["XLA001"]\n'
+                'exclude = ["gen_*.py"]\nper-file-ignores = { "tests/*" = ["XLA004"] }\n'
+            ),
+            "src/a.py": HYBRID + "print('x')\n",
+            "src/gen_x.py": PRINTS,
+            "tests/t.py": PRINTS,
+        },
+    )
     proc = xla(tmp_path / "src", ".")  # the nearest pyproject.toml is the parent's
     assert lines(proc)[:-1] == [f"a.py:3:1: XLA004 {MSG4}"]
     assert lines(xla(tmp_path, "tests"))[-1] == "All checks passed (1 file)."
 
 
-@pytest.mark.parametrize("table,named", [
-    ('colour = "always"', "'colour'"),
-    ('select = ["XLA999"]', "'XLA999'"),
-    ('ignore = ["E501"]', "'E501'"),
-    ('per-file-ignores = { "a.py" = ["XLA9x"] }', "'XLA9X'"),
-    # Values of the wrong type, which used to be taken silently:
-    ('target-version = 2.10', 'target-version must be a quoted string'),  # TOML: the number 2.1
-    ('target-version = "banana"', "pyproject.toml: target-version must look like '2.9'"),
-    ('target-version = "2"', "pyproject.toml: target-version must look like '2.9'"),
-    ('target-version = "3.0"', "target-version '3.0' is not a torch_xla release (1.5 to 1.13, 2.0 to 2.9)"),
-    ('target-version = "1.0"', "target-version '1.0' is not a torch_xla release"),
-    ('select = "XLA001"', "select must be a list of rule codes"),
-    ('per-file-ignores = { "a.py" = "XLA004" }', "per-file-ignores.a.py must be a list of rule codes"),
-])
+@pytest.mark.parametrize(
+    "table,named",
+    [
+        ('colour = "always"', "'colour'"),
+        ('select = ["XLA999"]', "'XLA999'"),
+        ('ignore = ["E501"]', "'E501'"),
+        ('per-file-ignores = { "a.py" = ["XLA9x"] }', "'XLA9X'"),
+        # Values of the wrong type, which used to be taken silently:
+        ("target-version = 2.10", "target-version must be a quoted string"),  # TOML: the number 2.1
+        ('target-version = "banana"', "pyproject.toml: target-version must look like '2.9'"),
+        ('target-version = "2"', "pyproject.toml: target-version must look like '2.9'"),
+        (
+            'target-version = "3.0"',
+            "target-version '3.0' is not a torch_xla release (1.5 to 1.13, 2.0 to 2.9)",
+        ),
+        ('target-version = "1.0"', "target-version '1.0' is not a torch_xla release"),
+        ('select = "XLA001"', "select must be a list of rule codes"),
+        (
+            'per-file-ignores = { "a.py" = "XLA004" }',
+            "per-file-ignores.a.py must be a list of rule codes",
+        ),
+    ],
+)
 def test_config_errors_name_the_culprit(tmp_path, table, named):
     write_tree(tmp_path, {"pyproject.toml": f"[tool.xla-lint]\n{table}\n", "a.py": PRINTS})
     proc = xla(tmp_path)
@@ -169,12 +246,15 @@ def test_config_errors_name_the_culprit(tmp_path, table, named):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args,named", [
-    (["--output-format", "xml"], "'xml' is not one of"),
-    (["--color", "sometimes"], "'sometimes' is not one of"),
-    (["-j", "0"], "'--jobs'"),
-    (["--formt", "x"], "No such option '--formt'"),
-])
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (["--output-format", "xml"], "'xml' is not one of"),
+        (["--color", "sometimes"], "'sometimes' is not one of"),
+        (["-j", "0"], "'--jobs'"),
+        (["--formt", "x"], "No such option '--formt'"),
+    ],
+)
 def test_usage_errors_are_one_line(tmp_path, args, named):
     """Option errors found by click used to print its four-line usage block."""
     write_tree(tmp_path, {"a.py": PRINTS})
@@ -192,19 +272,31 @@ def test_unknown_code_on_command_line_is_an_error(tmp_path):
 
 # ---- suppression comments ----------------------------------------------------------------
 
+
 def test_noqa_and_disable_file(tmp_path):
-    write_tree(tmp_path, {
-        "a.py": ("import torch_xla\nprint(1)  # noqa: XLA004\nprint(2)  # noqa\nprint(3)  # noqa: XLA001\n"
-                 "print(4)  # noqa: E501\ns = '# noqa'; print(5)\n"),
-        "b.py": "# xla-lint: disable-file=XLA004\n" + PRINTS,
-        "c.py": "# xla-lint: disable-file=XLA001\n" + PRINTS,
-    })
+    write_tree(
+        tmp_path,
+        {
+            "a.py": (
+                "import torch_xla\nprint(1)  # noqa: XLA004\nprint(2)  # noqa\nprint(3)  # noqa: XLA001\n"
+                "print(4)  # noqa: E501\ns = '# noqa'; print(5)\n"
+            ),
+            "b.py": "# xla-lint: disable-file=XLA004\n" + PRINTS,
+            "c.py": "# xla-lint: disable-file=XLA001\n" + PRINTS,
+        },
+    )
     proc = xla(tmp_path, "--isolated", "--select", "XLA004")
-    assert [r.split(": XLA")[0] for r in lines(proc)[:-1]] == ["a.py:4:1", "a.py:5:1", "a.py:6:15", "c.py:3:1",
-                                                               "c.py:5:1"]
+    assert [r.split(": XLA")[0] for r in lines(proc)[:-1]] == [
+        "a.py:4:1",
+        "a.py:5:1",
+        "a.py:6:15",
+        "c.py:3:1",
+        "c.py:5:1",
+    ]
 
 
 # ---- fixes -------------------------------------------------------------------------------
+
 
 def test_fix_applies_safe_fixes_keeps_mode_and_is_idempotent(tmp_path):
     write_tree(tmp_path, {"a.py": PRINTS, "m.py": HYBRID})
@@ -212,9 +304,12 @@ def test_fix_applies_safe_fixes_keeps_mode_and_is_idempotent(tmp_path):
     proc = xla(tmp_path, "--isolated", "--select", "XLA001,XLA004", "--fix")
     assert proc.returncode == 0, proc.stdout
     assert lines(proc) == ["All checks passed (2 files). Fixed 3 diagnostics."]
-    assert (tmp_path / "a.py").read_text() == ("import torch_xla\nprint('a', flush=True)\nprint('b', flush=True)\n"
-                                               "print('c', flush=True)\n")
-    assert "HM(ici_mesh_shape=(4, 1), axis_names=('fsdp', 'model'))" in (tmp_path / "m.py").read_text()
+    assert (tmp_path / "a.py").read_text() == (
+        "import torch_xla\nprint('a', flush=True)\nprint('b', flush=True)\nprint('c', flush=True)\n"
+    )
+    assert (
+        "HM(ici_mesh_shape=(4, 1), axis_names=('fsdp', 'model'))" in (tmp_path / "m.py").read_text()
+    )
     assert stat.S_IMODE((tmp_path / "a.py").stat().st_mode) == 0o754
     before = {p.name: p.read_bytes() for p in tmp_path.glob("*.py")}
     again = xla(tmp_path, "--isolated", "--select", "XLA001,XLA004", "--fix")
@@ -226,9 +321,17 @@ def test_diff_prints_and_writes_nothing(tmp_path):
     write_tree(tmp_path, {"a.py": PRINTS})
     proc = xla(tmp_path, "--select", "XLA004", "--diff")
     assert proc.returncode == 1
-    assert lines(proc) == ["--- a/a.py", "+++ b/a.py", "@@ -1,4 +1,4 @@", " import torch_xla", "-print('a')",
-                           "+print('a', flush=True)", " print('b', flush=True)", "-print('c')",
-                           "+print('c', flush=True)"]
+    assert lines(proc) == [
+        "--- a/a.py",
+        "+++ b/a.py",
+        "@@ -1,4 +1,4 @@",
+        " import torch_xla",
+        "-print('a')",
+        "+print('a', flush=True)",
+        " print('b', flush=True)",
+        "-print('c')",
+        "+print('c', flush=True)",
+    ]
     assert (tmp_path / "a.py").read_text() == PRINTS
 
 
@@ -243,6 +346,7 @@ def test_fix_reports_unwritable_file_and_leaves_it(tmp_path):
 
 # ---- files that are not Python -----------------------------------------------------------
 
+
 def test_unparsable_files_give_xla000_and_the_run_goes_on(tmp_path):
     write_tree(tmp_path, {"good.py": PRINTS, "syntax.py": "import torch_xla\ndef f(:\n    pass\n"})
     (tmp_path / "latin.py").write_bytes(b"import torch_xla\nx = '\xff'\n")
@@ -251,13 +355,18 @@ def test_unparsable_files_give_xla000_and_the_run_goes_on(tmp_path):
     assert proc.returncode == 1
     rows = lines(proc)
     assert f"good.py:2:1: XLA004 {MSG4}" in rows
-    assert "latin.py:2:6: XLA000 cannot parse: bytes are not valid utf-8: invalid start byte" in rows
+    assert (
+        "latin.py:2:6: XLA000 cannot parse: bytes are not valid utf-8: invalid start byte" in rows
+    )
     assert "nul.py:2:6: XLA000 cannot parse: source contains a NUL byte" in rows
     assert any(r.startswith("syntax.py:") and " XLA000 cannot parse: " in r for r in rows)
 
 
 def test_deeply_nested_brackets_do_not_crash(tmp_path):
-    write_tree(tmp_path, {"good.py": PRINTS, "deep.py": "import torch_xla\nx = " + "(" * 5000 + ")" * 5000 + "\n"})
+    write_tree(
+        tmp_path,
+        {"good.py": PRINTS, "deep.py": "import torch_xla\nx = " + "(" * 5000 + ")" * 5000 + "\n"},
+    )
     proc = xla(tmp_path, "--isolated", "--select", "XLA004")
     assert proc.returncode == 1
     assert lines(proc)[0].startswith("deep.py:") and " XLA000 cannot parse" in lines(proc)[0]
@@ -265,6 +374,7 @@ def test_deeply_nested_brackets_do_not_crash(tmp_path):
 
 
 # ---- rule explanations -------------------------------------------------------------------
+
 
 def test_rule_command(tmp_path):
     proc = xla(tmp_path, "rule", "xla004", "--color", "never")
@@ -275,7 +385,9 @@ def test_rule_command(tmp_path):
     assert [r.split()[0] for r in lines(every)] == [r.code for r in all_rules()]
     catalogue = json.loads(xla(tmp_path, "rule", "--all", "--output-format", "json").stdout)
     assert [r["code"] for r in catalogue] == [r.code for r in all_rules()]
-    assert {"code", "name", "summary", "description", "severity", "explanation"} <= set(catalogue[0])
+    assert {"code", "name", "summary", "description", "severity", "explanation"} <= set(
+        catalogue[0]
+    )
     bad = xla(tmp_path, "rule", "XLA999")
     assert bad.returncode == 2 and "unknown rule 'XLA999'" in bad.stderr
     by_name = xla(tmp_path, "rule", "host-sync-in-step")
@@ -296,38 +408,65 @@ def test_rule_command_emphasises_headings_in_color(tmp_path):
 
 # ---- output formats through the CLI --------------------------------------------------------
 
+
 def test_every_format_from_the_cli(tmp_path):
     write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n"})
     args = ("--isolated", "--select", "XLA001,XLA004", "--output-format")
     sarif = json.loads(xla(tmp_path, *args, "sarif").stdout)
     jsonschema.Draft4Validator(json.loads(SCHEMA.read_text())).validate(sarif)
-    assert [(r["ruleId"], r["level"]) for r in sarif["runs"][0]["results"]] == [("XLA001", "error"),
-                                                                                 ("XLA004", "warning")]
+    assert [(r["ruleId"], r["level"]) for r in sarif["runs"][0]["results"]] == [
+        ("XLA001", "error"),
+        ("XLA004", "warning"),
+    ]
     github = lines(xla(tmp_path, *args, "github"))
     assert github[0].startswith("::error file=a.py,line=2,col=8,endLine=2,endColumn=")
-    assert github[1] == f"::warning file=a.py,line=3,col=1,endLine=3,endColumn=11,title=XLA004::{MSG4}"
+    assert (
+        github[1] == f"::warning file=a.py,line=3,col=1,endLine=3,endColumn=11,title=XLA004::{MSG4}"
+    )
     assert xla(tmp_path, *args, "concise").stdout == xla(tmp_path, *args, "text").stdout
     full = lines(xla(tmp_path, *args, "full"))
     i = full.index(f"a.py:3:1: XLA004 {MSG4}")
-    assert full[i + 1:i + 8] == ["  |", "3 | print('x')", "  | ^^^^^^^^^^ XLA004", "  |",
-                                 "  = fix: add `flush=True`", "  - print('x')", "  + print('x', flush=True)"]
+    assert full[i + 1 : i + 8] == [
+        "  |",
+        "3 | print('x')",
+        "  | ^^^^^^^^^^ XLA004",
+        "  |",
+        "  = fix: add `flush=True`",
+        "  - print('x')",
+        "  + print('x', flush=True)",
+    ]
 
 
 def test_statistics(tmp_path):
     write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n", "b.py": PRINTS})
     proc = xla(tmp_path, "--isolated", "--select", "XLA001,XLA004", "--statistics")
     assert proc.returncode == 1
-    assert lines(proc) == ["3  XLA004  [*] print-without-flush", "1  XLA001  [*] hybrid-mesh-positional-args"]
-    data = json.loads(xla(tmp_path, "--isolated", "--select", "XLA001,XLA004", "--statistics",
-                          "--output-format", "json").stdout)
+    assert lines(proc) == [
+        "3  XLA004  [*] print-without-flush",
+        "1  XLA001  [*] hybrid-mesh-positional-args",
+    ]
+    data = json.loads(
+        xla(
+            tmp_path,
+            "--isolated",
+            "--select",
+            "XLA001,XLA004",
+            "--statistics",
+            "--output-format",
+            "json",
+        ).stdout
+    )
     assert [(r["code"], r["count"]) for r in data] == [("XLA004", 3), ("XLA001", 1)]
 
 
 def test_show_fixes_lists_fixes_without_applying_them(tmp_path):
     write_tree(tmp_path, {"a.py": PRINTS})
     proc = xla(tmp_path, "--select", "XLA004", "--show-fixes")
-    assert lines(proc)[2:5] == ["Fixes --fix would apply (2):", "  a.py:2:1: XLA004 add `flush=True`",
-                                "  a.py:4:1: XLA004 add `flush=True`"]
+    assert lines(proc)[2:5] == [
+        "Fixes --fix would apply (2):",
+        "  a.py:2:1: XLA004 add `flush=True`",
+        "  a.py:4:1: XLA004 add `flush=True`",
+    ]
     assert (tmp_path / "a.py").read_text() == PRINTS
     fixed = xla(tmp_path, "--select", "XLA004", "--show-fixes", "--fix")
     assert lines(fixed)[0] == "Applied fixes (2):"
@@ -335,7 +474,10 @@ def test_show_fixes_lists_fixes_without_applying_them(tmp_path):
 
 def test_quiet_prints_only_diagnostics(tmp_path):
     write_tree(tmp_path, {"a.py": PRINTS, "ok.py": CLEAN})
-    assert lines(xla(tmp_path, "-q", "--select", "XLA004")) == [f"a.py:2:1: XLA004 {MSG4}", f"a.py:4:1: XLA004 {MSG4}"]
+    assert lines(xla(tmp_path, "-q", "--select", "XLA004")) == [
+        f"a.py:2:1: XLA004 {MSG4}",
+        f"a.py:4:1: XLA004 {MSG4}",
+    ]
     assert xla(tmp_path, "--quiet", "ok.py").stdout == ""
 
 
@@ -350,7 +492,10 @@ def test_verbose_reports_files_and_timing_on_stderr(tmp_path):
 def test_color_always_never_auto_and_no_color(tmp_path):
     write_tree(tmp_path, {"a.py": PRINTS})
     assert "\x1b[" in xla(tmp_path, "--select", "XLA004", "--color", "always").stdout
-    assert "\x1b[" in xla(tmp_path, "--select", "XLA004", "--color", "always", env={"NO_COLOR": "1"}).stdout
+    assert (
+        "\x1b["
+        in xla(tmp_path, "--select", "XLA004", "--color", "always", env={"NO_COLOR": "1"}).stdout
+    )
     assert "\x1b[" not in xla(tmp_path, "--select", "XLA004", "--color", "never").stdout
     assert "\x1b[" not in xla(tmp_path, "--select", "XLA004").stdout  # auto, not a terminal
 
@@ -363,8 +508,13 @@ def test_color_auto_on_a_terminal_honours_no_color(tmp_path):
         env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
         env.update(env_extra)
         master, slave = pty.openpty()
-        proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "--select", "XLA004", "a.py"], cwd=tmp_path,
-                                stdout=slave, stderr=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "xla_lint", "--select", "XLA004", "a.py"],
+            cwd=tmp_path,
+            stdout=slave,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         os.close(slave)
         out = b""
         while True:
@@ -385,12 +535,19 @@ def test_color_auto_on_a_terminal_honours_no_color(tmp_path):
 
 # ---- standard input ----------------------------------------------------------------------
 
+
 def test_stdin_with_filename(tmp_path):
-    write_tree(tmp_path, {"pyproject.toml": '[tool.xla-lint]\nper-file-ignores = { "tests/*" = ["XLA004"] }\n'})
+    write_tree(
+        tmp_path,
+        {"pyproject.toml": '[tool.xla-lint]\nper-file-ignores = { "tests/*" = ["XLA004"] }\n'},
+    )
     proc = xla(tmp_path, "-", "--stdin-filename", "src/train.py", input=PRINTS.encode())
     assert proc.returncode == 1
-    assert lines(proc) == [f"src/train.py:2:1: XLA004 {MSG4}", f"src/train.py:4:1: XLA004 {MSG4}",
-                           "Found 2 diagnostics in 1 file (2 fixable with --fix)."]
+    assert lines(proc) == [
+        f"src/train.py:2:1: XLA004 {MSG4}",
+        f"src/train.py:4:1: XLA004 {MSG4}",
+        "Found 2 diagnostics in 1 file (2 fixable with --fix).",
+    ]
     ignored = xla(tmp_path, "-", "--stdin-filename", "tests/t.py", input=PRINTS.encode())
     assert ignored.returncode == 0
     assert lines(xla(tmp_path, "-", input=PRINTS.encode()))[0].startswith("-:2:1: XLA004")
@@ -399,10 +556,25 @@ def test_stdin_with_filename(tmp_path):
 def test_stdin_fix_writes_the_fixed_source_to_stdout(tmp_path):
     proc = xla(tmp_path, "-", "--select", "XLA004", "--fix", input=PRINTS.encode())
     assert proc.returncode == 0
-    assert proc.stdout == PRINTS.replace("('a')", "('a', flush=True)").replace("('c')", "('c', flush=True)")
+    assert proc.stdout == PRINTS.replace("('a')", "('a', flush=True)").replace(
+        "('c')", "('c', flush=True)"
+    )
     assert "Fixed 2 diagnostics" in proc.stderr
-    diff = xla(tmp_path, "-", "--select", "XLA004", "--diff", "--stdin-filename", "t.py", input=PRINTS.encode())
-    assert diff.returncode == 1 and "+print('a', flush=True)" in diff.stdout and "--- a/t.py" in diff.stdout
+    diff = xla(
+        tmp_path,
+        "-",
+        "--select",
+        "XLA004",
+        "--diff",
+        "--stdin-filename",
+        "t.py",
+        input=PRINTS.encode(),
+    )
+    assert (
+        diff.returncode == 1
+        and "+print('a', flush=True)" in diff.stdout
+        and "--- a/t.py" in diff.stdout
+    )
 
 
 def test_stdin_bad_bytes(tmp_path):
@@ -421,13 +593,16 @@ def test_stdin_usage_errors(tmp_path):
 
 # ---- XLA900 unused-noqa ------------------------------------------------------------------
 
+
 def test_unused_noqa_reported_and_fixed(tmp_path):
-    source = ("import torch_xla\n"
-              "print(1)  # noqa: XLA004\n"          # used
-              "print(2, flush=True)  # noqa: XLA004\n"  # unused
-              "x = 1  # noqa: XLA004, E501\n"       # unused XLA code; E501 is another tool's
-              "y = 2  # noqa: E501\n"               # not ours
-              "z = 3  # noqa\n")                    # bare: not ours either
+    source = (
+        "import torch_xla\n"
+        "print(1)  # noqa: XLA004\n"  # used
+        "print(2, flush=True)  # noqa: XLA004\n"  # unused
+        "x = 1  # noqa: XLA004, E501\n"  # unused XLA code; E501 is another tool's
+        "y = 2  # noqa: E501\n"  # not ours
+        "z = 3  # noqa\n"
+    )  # bare: not ours either
     write_tree(tmp_path, {"a.py": source})
     plain = xla(tmp_path, "--isolated", "--select", "XLA004")
     assert plain.returncode == 0  # off unless selected
@@ -437,21 +612,31 @@ def test_unused_noqa_reported_and_fixed(tmp_path):
         "a.py:4:8: XLA900 unused `noqa` directive (unused: XLA004)",
     ]
     assert xla(tmp_path, "--isolated", "--select", "XLA004,XLA900", "--fix").returncode == 0
-    assert (tmp_path / "a.py").read_text() == ("import torch_xla\nprint(1)  # noqa: XLA004\nprint(2, flush=True)\n"
-                                               "x = 1  # noqa: E501\ny = 2  # noqa: E501\nz = 3  # noqa\n")
+    assert (tmp_path / "a.py").read_text() == (
+        "import torch_xla\nprint(1)  # noqa: XLA004\nprint(2, flush=True)\n"
+        "x = 1  # noqa: E501\ny = 2  # noqa: E501\nz = 3  # noqa\n"
+    )
 
 
 def test_unused_noqa_kinds_and_self_suppression(tmp_path):
-    write_tree(tmp_path, {"a.py": ("import torch_xla\nx = 1  # noqa: XLA001, XLA777\n"
-                                   "y = 2  # noqa: XLA001, XLA900\n")})
+    write_tree(
+        tmp_path,
+        {
+            "a.py": (
+                "import torch_xla\nx = 1  # noqa: XLA001, XLA777\ny = 2  # noqa: XLA001, XLA900\n"
+            )
+        },
+    )
     proc = xla(tmp_path, "--isolated", "--select", "XLA004,XLA900")
     # XLA001 did not run (not selected): its noqa may be needed, so only the unknown code is reported.
     assert lines(proc)[:-1] == ["a.py:2:8: XLA900 unused `noqa` directive (unknown: XLA777)"]
 
 
 def test_fix_select_xla900_keeps_suppressions_of_rules_that_did_not_run(tmp_path):
-    src = ("from torch_xla.distributed.spmd import HybridMesh\n"
-           "mesh = HybridMesh((4, 1))  # noqa: XLA001\nprint(1)  # noqa: XLA004\n")
+    src = (
+        "from torch_xla.distributed.spmd import HybridMesh\n"
+        "mesh = HybridMesh((4, 1))  # noqa: XLA001\nprint(1)  # noqa: XLA004\n"
+    )
     write_tree(tmp_path, {"a.py": src})
     assert xla(tmp_path, "--isolated", "--select", "XLA900", "--fix").returncode == 0
     assert (tmp_path / "a.py").read_text() == src
@@ -461,27 +646,49 @@ def test_unused_noqa_in_a_markdown_code_block_is_reported_without_fix(tmp_path):
     doc = "# T\n\n```python\nimport torch_xla\nprint('a')  # noqa: XLA004\nx = 1  # noqa: XLA004\n```\n"
     write_tree(tmp_path, {"guide.md": doc})
     proc = xla(tmp_path, "--isolated", "--docs", "--select", "XLA004,XLA900", "--fix")
-    assert lines(proc) == ["guide.md:6:8: XLA900 unused `noqa` directive (unused: XLA004)",
-                           "Found 1 diagnostic in 1 file."]
+    assert lines(proc) == [
+        "guide.md:6:8: XLA900 unused `noqa` directive (unused: XLA004)",
+        "Found 1 diagnostic in 1 file.",
+    ]
     assert (tmp_path / "guide.md").read_text() == doc
 
 
 def test_unused_noqa_is_the_same_on_a_second_run(tmp_path):
     """A second run may read files' results from the cache: the noqa positions XLA900 and its
     fix need must survive it."""
-    write_tree(tmp_path, {"a.py": "import torch_xla\nx = 1  # noqa: XLA004, E501 -- why\nprint(1)  # noqa: XLA004\n"})
-    args = ("--isolated", "--select", "XLA004,XLA900", "--cache-dir", str(tmp_path / "cache"), "--output-format", "json")
+    write_tree(
+        tmp_path,
+        {
+            "a.py": "import torch_xla\nx = 1  # noqa: XLA004, E501 -- why\nprint(1)  # noqa: XLA004\n"
+        },
+    )
+    args = (
+        "--isolated",
+        "--select",
+        "XLA004,XLA900",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--output-format",
+        "json",
+    )
     first = json.loads(xla(tmp_path, *args).stdout)
     second = json.loads(xla(tmp_path, *args).stdout)
     assert first == second
-    assert [(d["code"], d["line"], d["fix"]["edits"][0]["content"]) for d in second] == [("XLA900", 2, "E501")]
+    assert [(d["code"], d["line"], d["fix"]["edits"][0]["content"]) for d in second] == [
+        ("XLA900", 2, "E501")
+    ]
 
 
 def test_syntax_error_is_reported_where_python_reports_it(tmp_path):
     (tmp_path / "bad.py").write_text("import torch_xla\n\ndef f(:\n    pass\n")
     (tmp_path / "unclosed.py").write_text("import torch_xla\nx = (1,\ny = 2\n")
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--no-cache", "."], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--no-cache", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     assert "bad.py:3:7: XLA000 cannot parse: invalid syntax" in lines
@@ -495,39 +702,74 @@ def test_force_exclude_applies_exclude_to_named_files(tmp_path):
     named = [sys.executable, "-m", "xla_lint", "--no-cache", "third_party/v.py"]
     plain = subprocess.run(named, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "XLA004" in plain.stdout  # a named file is linted...
-    forced = subprocess.run(named + ["--force-exclude"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    forced = subprocess.run(
+        named + ["--force-exclude"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert forced.returncode == 0, forced.stdout + forced.stderr  # ...unless exclusion is forced
     hooks = (Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text()
     assert hooks.count("--force-exclude") == 2
 
 
-@pytest.mark.parametrize("args", [["--statistics", "--output-format", "sarif"],
-                                  ["--statistics", "--output-format", "github"],
-                                  ["--statistics", "--output-format", "gitlab"],
-                                  ["--statistics", "--output-format", "junit"],
-                                  ["--diff", "--output-format", "json"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--statistics", "--output-format", "sarif"],
+        ["--statistics", "--output-format", "github"],
+        ["--statistics", "--output-format", "gitlab"],
+        ["--statistics", "--output-format", "junit"],
+        ["--diff", "--output-format", "json"],
+    ],
+)
 def test_options_that_cannot_be_shown_together_are_a_usage_error(tmp_path, args):
     (tmp_path / "t.py").write_text("import torch_xla\nprint('x')\n")
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--no-cache", *args, "t.py"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--no-cache", *args, "t.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.startswith("xla-lint: error: ") and len(proc.stderr.strip().splitlines()) == 1
+    assert (
+        proc.stderr.startswith("xla-lint: error: ") and len(proc.stderr.strip().splitlines()) == 1
+    )
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="needs a file system that takes any bytes as a name")
-@pytest.mark.parametrize("fmt", ["text", "concise", "full", "json", "json-lines", "sarif", "github", "gitlab",
-                                 "junit", "pylint"])
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="needs a file system that takes any bytes as a name"
+)
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        "text",
+        "concise",
+        "full",
+        "json",
+        "json-lines",
+        "sarif",
+        "github",
+        "gitlab",
+        "junit",
+        "pylint",
+    ],
+)
 def test_a_file_name_that_is_not_utf8_is_written_by_every_format(tmp_path, fmt):
     with open(os.path.join(os.fsencode(tmp_path), b"bad\xffname.py"), "wb") as f:
         f.write(PRINTS.encode())
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--no-cache", "--output-format", fmt, "."],
-                          cwd=tmp_path, capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--no-cache", "--output-format", fmt, "."],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr == b""
     if fmt == "json":
         assert {d["path"] for d in json.loads(proc.stdout)} == {"bad\udcffname.py"}
     elif fmt == "json-lines":
-        assert {json.loads(row)["path"] for row in proc.stdout.decode("ascii").splitlines()} == {"bad\udcffname.py"}
+        assert {json.loads(row)["path"] for row in proc.stdout.decode("ascii").splitlines()} == {
+            "bad\udcffname.py"
+        }
     elif fmt == "gitlab":
         issues = json.loads(proc.stdout)
         assert {i["location"]["path"] for i in issues} == {"bad\udcffname.py"}
@@ -541,7 +783,10 @@ def test_a_file_name_that_is_not_utf8_is_written_by_every_format(tmp_path, fmt):
     elif fmt == "sarif":
         log = json.loads(proc.stdout)
         jsonschema.validate(log, json.loads(SCHEMA.read_text(encoding="utf-8")))
-        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]}
+        uris = {
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in log["runs"][0]["results"]
+        }
         assert uris == {"bad%FFname.py"}  # the file's bytes, percent-encoded as a URI has them
     else:
         assert b"bad\xffname.py" in proc.stdout
@@ -552,9 +797,15 @@ def test_a_file_above_max_file_size_is_skipped_with_a_warning(tmp_path):
     write_tree(tmp_path, {"gen.py": big, "small.py": PRINTS})
     proc = xla(tmp_path, "--no-cache", "--max-file-size", "100KB", ".")
     assert proc.returncode == 1  # small.py is still linted
-    assert "xla-lint: warning: skipped gen.py (too large: 150 KB, above max-file-size 100 KB)" in proc.stderr
+    assert (
+        "xla-lint: warning: skipped gen.py (too large: 150 KB, above max-file-size 100 KB)"
+        in proc.stderr
+    )
     assert "gen.py:" not in proc.stdout and "small.py:2:1: XLA004" in proc.stdout
-    assert xla(tmp_path, "--no-cache", "--max-file-size", "0", "--select", "XLA004", "gen.py").stderr == ""
+    assert (
+        xla(tmp_path, "--no-cache", "--max-file-size", "0", "--select", "XLA004", "gen.py").stderr
+        == ""
+    )
     write_tree(tmp_path, {"pyproject.toml": '[tool.xla-lint]\nmax-file-size = "100KB"\n'})
     assert "skipped gen.py" in xla(tmp_path, "--no-cache", "gen.py").stderr
 
@@ -568,13 +819,15 @@ def test_a_bad_max_file_size_is_a_one_line_error(tmp_path, value):
 
 
 def test_add_noqa_merges_keeps_other_comments_and_is_idempotent(tmp_path):
-    src = ("import torch_xla\r\n"
-           "print('a')\r\n"
-           "print('b')  # type: ignore\r\n"
-           "print('c')  # noqa: E501\r\n"
-           "print('d')  # noqa\r\n"
-           "print(\"\"\"x\r\n"
-           "\"\"\")\r\n")
+    src = (
+        "import torch_xla\r\n"
+        "print('a')\r\n"
+        "print('b')  # type: ignore\r\n"
+        "print('c')  # noqa: E501\r\n"
+        "print('d')  # noqa\r\n"
+        'print("""x\r\n'
+        '""")\r\n'
+    )
     (tmp_path / "a.py").write_bytes(src.encode())
     proc = xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py")
     assert proc.returncode == 0
@@ -586,8 +839,9 @@ def test_add_noqa_merges_keeps_other_comments_and_is_idempotent(tmp_path):
         "print('b')  # type: ignore  # noqa: XLA004\r\n"
         "print('c')  # noqa: E501, XLA004\r\n"
         "print('d')  # noqa\r\n"
-        "print(\"\"\"x\r\n"
-        "\"\"\")\r\n")
+        'print("""x\r\n'
+        '""")\r\n'
+    )
     again = xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py")
     assert again.stderr.strip().endswith("Added 0 noqa directives to 0 files.")
     after = xla(tmp_path, "--isolated", "--no-cache", "a.py")
@@ -605,4 +859,6 @@ def test_add_noqa_counts_lines_as_python_does_not_at_form_feeds(tmp_path):
     src = "import torch_xla\nx = 1  # a\x0cb\nprint('a')\n"
     (tmp_path / "a.py").write_bytes(src.encode())
     assert xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py").returncode == 0
-    assert (tmp_path / "a.py").read_bytes().decode() == "import torch_xla\nx = 1  # a\x0cb\nprint('a')  # noqa: XLA004\n"
+    assert (
+        tmp_path / "a.py"
+    ).read_bytes().decode() == "import torch_xla\nx = 1  # a\x0cb\nprint('a')  # noqa: XLA004\n"

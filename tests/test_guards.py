@@ -12,8 +12,13 @@ import pytest
 from xla_lint import guards
 from xla_lint.guards import compare_target, name_truth, parse_version, requirement_truth
 from xla_lint.linter import lint_text
-from xla_lint.rules.deprecated import (DeprecatedEnvVar, DeprecatedMarkStep, DeprecatedXlaDevice, PreferLaunch,
-                                       RemovedApi)
+from xla_lint.rules.deprecated import (
+    DeprecatedEnvVar,
+    DeprecatedMarkStep,
+    DeprecatedXlaDevice,
+    PreferLaunch,
+    RemovedApi,
+)
 
 RULES = (RemovedApi, DeprecatedMarkStep)
 
@@ -470,42 +475,89 @@ def test_the_analysis_runs_once_per_file(monkeypatch):
 # -- the version arithmetic -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op, literal, expected", [
-    (">=", "2.1", True), ("<", "2.1", False), (">", "2.10", False), ("<", "3.0", True), ("!=", "2.4", True),
-    ("==", "2.4.0", False), (">=", "2.9", True), ("<", "2.9.0", False), ("==", "2.9", None), (">", "2.9", None),
-    ("<=", "2.9", None), (">=", "2.9.1", None), (">=", "2.9.0rc1", None), (">=", "1.13.0a0", True),
-])
+@pytest.mark.parametrize(
+    "op, literal, expected",
+    [
+        (">=", "2.1", True),
+        ("<", "2.1", False),
+        (">", "2.10", False),
+        ("<", "3.0", True),
+        ("!=", "2.4", True),
+        ("==", "2.4.0", False),
+        (">=", "2.9", True),
+        ("<", "2.9.0", False),
+        ("==", "2.9", None),
+        (">", "2.9", None),
+        ("<=", "2.9", None),
+        (">=", "2.9.1", None),
+        (">=", "2.9.0rc1", None),
+        (">=", "1.13.0a0", True),
+    ],
+)
 def test_compare_target(op, literal, expected):
     assert compare_target((2, 9), op, parse_version(literal)) is expected
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("torch_xla>=2.1", True), ("torch-xla >= 2.1", True), ("torch>=2.9.0,<2.10.0", True), ("torch<2.0", False),
-    ("torch_xla", True), ("torch_xla==2.9.*", True), ("torch==2.4.*", False), ("torch>=2.9.1", None),
-    ("lightning>=2.0", None), ("torch>=2.0; python_version>'3.8'", None), ("torch_xla[tpu]>=2.5", True),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("torch_xla>=2.1", True),
+        ("torch-xla >= 2.1", True),
+        ("torch>=2.9.0,<2.10.0", True),
+        ("torch<2.0", False),
+        ("torch_xla", True),
+        ("torch_xla==2.9.*", True),
+        ("torch==2.4.*", False),
+        ("torch>=2.9.1", None),
+        ("lightning>=2.0", None),
+        ("torch>=2.0; python_version>'3.8'", None),
+        ("torch_xla[tpu]>=2.5", True),
+    ],
+)
 def test_requirement_truth(text, expected):
     assert requirement_truth((2, 9), text) is expected
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("_XLA_GREATER_EQUAL_2_1", True), ("_TORCH_GREATER_EQUAL_2_11", False), ("_XLA_LESS_THAN_2_5", False),
-    ("_TORCH_LESS_EQUAL_2_6", False), ("_TORCH_EQUAL_2_9", True), ("_TORCH_EQUAL_2_4_0", False),
-    ("_TORCH_XLA_GREATER_EQUAL_2_1", True), ("_TORCHMETRICS_GREATER_EQUAL_1_0_0", None),
-    ("_PYTHON_GREATER_EQUAL_3_10_0", None), ("_XLA_AVAILABLE", None), ("xla_greater_equal_2_1", None),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("_XLA_GREATER_EQUAL_2_1", True),
+        ("_TORCH_GREATER_EQUAL_2_11", False),
+        ("_XLA_LESS_THAN_2_5", False),
+        ("_TORCH_LESS_EQUAL_2_6", False),
+        ("_TORCH_EQUAL_2_9", True),
+        ("_TORCH_EQUAL_2_4_0", False),
+        ("_TORCH_XLA_GREATER_EQUAL_2_1", True),
+        ("_TORCHMETRICS_GREATER_EQUAL_1_0_0", None),
+        ("_PYTHON_GREATER_EQUAL_3_10_0", None),
+        ("_XLA_AVAILABLE", None),
+        ("xla_greater_equal_2_1", None),
+    ],
+)
 def test_name_truth(name, expected):
     assert name_truth((2, 9), name) is expected
 
 
-@pytest.mark.parametrize("test,dead", [("False", True), ("0", True), ("debug and False", True),
-                                       ("not True", True), ("False or None", True), ("debug", False),
-                                       ("debug or False", False), ("True", False)])
+@pytest.mark.parametrize(
+    "test,dead",
+    [
+        ("False", True),
+        ("0", True),
+        ("debug and False", True),
+        ("not True", True),
+        ("False or None", True),
+        ("debug", False),
+        ("debug or False", False),
+        ("True", False),
+    ],
+)
 def test_code_under_a_constant_false_test_reports_nothing_and_sets_no_fact(tmp_path, test, dead):
     from helpers import lint_tree, write_tree
 
-    src = (f"import torch\nimport torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\nxr.use_spmd()\n"
-           f"if {test}:\n    model = torch.nn.parallel.DistributedDataParallel(model)\n")
+    src = (
+        f"import torch\nimport torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\nxr.use_spmd()\n"
+        f"if {test}:\n    model = torch.nn.parallel.DistributedDataParallel(model)\n"
+    )
     write_tree(tmp_path, {"train.py": src})
     result, _, _ = lint_tree(tmp_path, select=["XLA008"], entry_points={"train.py": "single"})
     assert [d.line for d in result.diagnostics] == ([] if dead else [6])

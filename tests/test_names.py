@@ -10,7 +10,9 @@ from xla_lint.context import Dispatcher, FileContext
 HYBRID = "torch_xla.distributed.spmd.HybridMesh"
 
 
-def resolved_calls(code: str, module: str = "pkg.mod", is_package: bool = False) -> dict[int, frozenset[str]]:
+def resolved_calls(
+    code: str, module: str = "pkg.mod", is_package: bool = False
+) -> dict[int, frozenset[str]]:
     """Line -> qualified names of the first call on that line."""
     tree = cst.parse_module(code)
     ctx = FileContext(tree, module, is_package)
@@ -24,41 +26,51 @@ def resolved_calls(code: str, module: str = "pkg.mod", is_package: bool = False)
     return out
 
 
-@pytest.mark.parametrize("code", [
-    "import torch_xla.distributed.spmd as xs\nxs.HybridMesh()\n",
-    "from torch_xla.distributed.spmd import HybridMesh as HM\nHM()\n",
-    "import torch_xla\ntorch_xla.distributed.spmd.HybridMesh()\n",
-    "import torch_xla.distributed.spmd\ntorch_xla.distributed.spmd.HybridMesh()\n",
-    "from torch_xla.distributed.spmd.xla_sharding import HybridMesh\nHybridMesh()\n",
-    "from torch_xla.distributed import spmd\nspmd.HybridMesh()\n",
-    "from torch_xla.distributed.spmd import *\nHybridMesh()\n",
-    "def f():\n    import torch_xla.distributed.spmd as xs\n    return xs.HybridMesh()\n",
-    "try:\n    from torch_xla.distributed.spmd import HybridMesh\nexcept ImportError:\n    HybridMesh = None\nHybridMesh()\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch_xla.distributed.spmd as xs\nxs.HybridMesh()\n",
+        "from torch_xla.distributed.spmd import HybridMesh as HM\nHM()\n",
+        "import torch_xla\ntorch_xla.distributed.spmd.HybridMesh()\n",
+        "import torch_xla.distributed.spmd\ntorch_xla.distributed.spmd.HybridMesh()\n",
+        "from torch_xla.distributed.spmd.xla_sharding import HybridMesh\nHybridMesh()\n",
+        "from torch_xla.distributed import spmd\nspmd.HybridMesh()\n",
+        "from torch_xla.distributed.spmd import *\nHybridMesh()\n",
+        "def f():\n    import torch_xla.distributed.spmd as xs\n    return xs.HybridMesh()\n",
+        "try:\n    from torch_xla.distributed.spmd import HybridMesh\nexcept ImportError:\n    HybridMesh = None\nHybridMesh()\n",
+    ],
+)
 def test_aliases_resolve_to_one_api(code):
     assert HYBRID in resolved_calls(code)[0]
 
 
-@pytest.mark.parametrize("code", [
-    "from mesh_utils import HybridMesh\nHybridMesh()\n",
-    "import torch_xla.distributed.spmd as xs\ndef f(xs):\n    return xs.HybridMesh()\n",
-    "from torch_xla.distributed.spmd import HybridMesh\ndef f():\n    HybridMesh = make()\n    return HybridMesh()\n",
-    "HybridMesh()\n",
-    "import torch_xla.distributed.spmd as xs\nself.xs.HybridMesh()\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from mesh_utils import HybridMesh\nHybridMesh()\n",
+        "import torch_xla.distributed.spmd as xs\ndef f(xs):\n    return xs.HybridMesh()\n",
+        "from torch_xla.distributed.spmd import HybridMesh\ndef f():\n    HybridMesh = make()\n    return HybridMesh()\n",
+        "HybridMesh()\n",
+        "import torch_xla.distributed.spmd as xs\nself.xs.HybridMesh()\n",
+    ],
+)
 def test_shadowing_and_unrelated_names_do_not_resolve_to_torch_xla(code):
     assert HYBRID not in resolved_calls(code)[0]
 
 
 def test_class_scope_does_not_enclose_methods():
-    code = ("import torch_xla.distributed.spmd as xs\n"
-            "class Trainer:\n    xs = None\n    def build(self):\n        return xs.HybridMesh()\n")
+    code = (
+        "import torch_xla.distributed.spmd as xs\n"
+        "class Trainer:\n    xs = None\n    def build(self):\n        return xs.HybridMesh()\n"
+    )
     assert HYBRID in resolved_calls(code)[0]
 
 
 def test_global_declaration_reads_module_binding():
-    code = ("import torch_xla.runtime as xr\n"
-            "def f():\n    global xr\n    xr = reload()\n    return xr.use_spmd()\n")
+    code = (
+        "import torch_xla.runtime as xr\n"
+        "def f():\n    global xr\n    xr = reload()\n    return xr.use_spmd()\n"
+    )
     calls = resolved_calls(code)
     assert any("torch_xla.runtime.use_spmd" in names for names in calls.values())
 
@@ -82,8 +94,9 @@ def test_old_and_private_paths_map_to_the_public_name():
     assert "torch_xla.experimental.xla_sharding.Mesh" in names
 
 
-@pytest.mark.parametrize("pattern", ["xs", "[1, xs]", "[*xs]", "{'k': xs}", "{**xs}", "C(a=xs)", "1 | xs",
-                                     "(1 as xs)"])
+@pytest.mark.parametrize(
+    "pattern", ["xs", "[1, xs]", "[*xs]", "{'k': xs}", "{**xs}", "C(a=xs)", "1 | xs", "(1 as xs)"]
+)
 def test_a_case_pattern_capture_binds_its_name(pattern):
     """`case` captures bind like assignments: the import and the captured value are both possible."""
     from xla_lint.names import LOCAL, BindingCollector
@@ -96,8 +109,10 @@ def test_a_case_pattern_capture_binds_its_name(pattern):
 def test_names_bound_in_expressions_or_rebound():
     from xla_lint.names import names_bound_in_expressions_or_rebound
 
-    code = ("import torch_xla\n[a for b, (c, *d) in x]\nf = lambda e, *g, h=1, **i: 0\n(j := 1)\n"
-            "def k():\n    global l\n    nonlocal_m = 1\ndel n, o.p\nq = 1\n")
+    code = (
+        "import torch_xla\n[a for b, (c, *d) in x]\nf = lambda e, *g, h=1, **i: 0\n(j := 1)\n"
+        "def k():\n    global l\n    nonlocal_m = 1\ndel n, o.p\nq = 1\n"
+    )
     found = names_bound_in_expressions_or_rebound(cst.parse_module(code))
     assert {"b", "c", "d", "e", "g", "h", "i", "j", "l", "n", "o", "p"} <= found
     assert not {"torch_xla", "q", "k", "nonlocal_m"} & found  # the collector's own bindings
@@ -106,8 +121,10 @@ def test_names_bound_in_expressions_or_rebound():
 def test_top_level_imports_are_in_order_and_only_unconditional():
     from xla_lint.names import top_level_imports
 
-    code = ("import torch_xla.core.xla_model as xm, os\nx = 1\ntry:\n    import torch_xla.runtime as xr\n"
-            "except ImportError:\n    pass\nfrom torch_xla.distributed import spmd as xs\nfrom . import sibling\n")
+    code = (
+        "import torch_xla.core.xla_model as xm, os\nx = 1\ntry:\n    import torch_xla.runtime as xr\n"
+        "except ImportError:\n    pass\nfrom torch_xla.distributed import spmd as xs\nfrom . import sibling\n"
+    )
     table = [(names, modules) for _, names, modules in top_level_imports(cst.parse_module(code))]
     assert table == [
         (frozenset({"xm", "os"}), frozenset({"torch_xla.core.xla_model", "os"})),

@@ -25,16 +25,22 @@ def cell(source: str, kind: str = "code", outputs: list[str] | None = None) -> d
 
 def notebook(*cells: dict, language: str = "python") -> str:
     """Notebook JSON laid out as Jupyter saves it (indent 1, non-ASCII kept)."""
-    data = {"cells": list(cells), "metadata": {"kernelspec": {"language": language, "name": "python3"}},
-            "nbformat": 4, "nbformat_minor": 5}
+    data = {
+        "cells": list(cells),
+        "metadata": {"kernelspec": {"language": language, "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
 KAGGLE = notebook(
     cell("# Training on a TPU VM\n", kind="markdown"),
-    cell("!pip install torch_xla\n%env PJRT_DEVICE=TPU\nimport torch_xla.core.xla_model as xm\n"
-         "import torch_xla.distributed.xla_multiprocessing as xmp\n",
-         outputs=["def _mp_fn(index):\n"]),  # an output equal to the next cell's first line
+    cell(
+        "!pip install torch_xla\n%env PJRT_DEVICE=TPU\nimport torch_xla.core.xla_model as xm\n"
+        "import torch_xla.distributed.xla_multiprocessing as xmp\n",
+        outputs=["def _mp_fn(index):\n"],
+    ),  # an output equal to the next cell's first line
     cell("def _mp_fn(index):\n    device = xm.xla_device()\n    print('ordinal', index, \"é\")\n"),
     cell("%%time\nxmp.spawn(_mp_fn, args=())\n"),
     cell("%%bash\nxm.mark_step()\n"),  # a shell cell: not Python
@@ -54,10 +60,14 @@ def test_code_cells_are_linted_as_one_program_on_the_notebook_s_lines(tmp_path):
     diagnostics = found(tmp_path, {"train.ipynb": KAGGLE}, select=["XLA301", "XLA004", "XLA303"])
     file_lines = KAGGLE.splitlines()
     got = [(d.code, d.line, d.column) for d in diagnostics]
-    assert [code for code, _, _ in got] == ["XLA301", "XLA004", "XLA303"]  # names imported in cell 2 resolve in 3 and 4
+    assert [code for code, _, _ in got] == [
+        "XLA301",
+        "XLA004",
+        "XLA303",
+    ]  # names imported in cell 2 resolve in 3 and 4
     # Each position is the notebook file's line holding that code, at its column.
     for d, text in zip(diagnostics, ["xm.xla_device()", "print(", "xmp.spawn("]):
-        assert file_lines[d.line - 1][d.column - 1:].startswith(text), (d, file_lines[d.line - 1])
+        assert file_lines[d.line - 1][d.column - 1 :].startswith(text), (d, file_lines[d.line - 1])
     assert all(d.fix is None for d in diagnostics)  # notebooks are never rewritten
 
 
@@ -72,9 +82,23 @@ def test_ipython_syntax_is_masked_line_for_line():
 
 
 def test_a_cell_stored_as_one_string_is_reported_where_its_source_starts(tmp_path):
-    text = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                                  "source": "import torch_xla.core.xla_model as xm\nx = 1\nxm.mark_step()\n"}],
-                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    text = json.dumps(
+        {
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "metadata": {},
+                    "outputs": [],
+                    "execution_count": None,
+                    "source": "import torch_xla.core.xla_model as xm\nx = 1\nxm.mark_step()\n",
+                }
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        },
+        indent=1,
+    )
     line = next(i for i, t in enumerate(text.splitlines(), 1) if '"source"' in t)
     (d,) = found(tmp_path, {"one.ipynb": text}, select=["XLA302"])
     assert (d.line, d.column) == (line, 1) and d.message.endswith("(cell 1, line 3)")
@@ -85,37 +109,64 @@ def test_a_cell_stored_as_one_string_is_reported_where_its_source_starts(tmp_pat
 
 def test_an_output_that_repeats_the_code_is_not_taken_for_it(tmp_path):
     """Jupyter sorts keys, so a cell's outputs come before its source in the file."""
-    text = json.dumps({"cells": [cell("import torch_xla.core.xla_model as xm\nxm.mark_step()\n",
-                                      outputs=["xm.mark_step()\n"])],
-                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1, sort_keys=True)
+    text = json.dumps(
+        {
+            "cells": [
+                cell(
+                    "import torch_xla.core.xla_model as xm\nxm.mark_step()\n",
+                    outputs=["xm.mark_step()\n"],
+                )
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        },
+        indent=1,
+        sort_keys=True,
+    )
     (d,) = found(tmp_path, {"sorted.ipynb": text}, select=["XLA302"])
     lines = text.splitlines()
-    assert '"source"' in "".join(lines[:d.line - 1]) and lines[d.line - 1][d.column - 1:].startswith("xm.mark_step")
+    assert '"source"' in "".join(lines[: d.line - 1]) and lines[d.line - 1][
+        d.column - 1 :
+    ].startswith("xm.mark_step")
 
 
 @pytest.mark.parametrize("ascii_only", [False, True])
 def test_columns_count_escapes_as_written(tmp_path, ascii_only):
-    code = "import torch_xla.core.xla_model as xm\ns = \"caf\u00e9 \\t \U0001F600\"; xm.mark_step()\n"
-    text = json.dumps({"cells": [cell(code)], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
-                      indent=1, ensure_ascii=ascii_only)
+    code = 'import torch_xla.core.xla_model as xm\ns = "caf\u00e9 \\t \U0001f600"; xm.mark_step()\n'
+    text = json.dumps(
+        {"cells": [cell(code)], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+        indent=1,
+        ensure_ascii=ascii_only,
+    )
     (d,) = found(tmp_path, {"esc.ipynb": text}, select=["XLA302"])
     line = text.splitlines()[d.line - 1]
-    assert line[d.column - 1:d.end_column - 1] == "xm.mark_step()"
+    assert line[d.column - 1 : d.end_column - 1] == "xm.mark_step()"
 
 
-@pytest.mark.parametrize("source", [
-    "files = !ls\nxm.mark_step()\n", "xm.mark_step?\nxm.mark_step()\n", "env = %env\nxm.mark_step()\n",
-    "a, b = !echo 1 2\nxm.mark_step()\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "files = !ls\nxm.mark_step()\n",
+        "xm.mark_step?\nxm.mark_step()\n",
+        "env = %env\nxm.mark_step()\n",
+        "a, b = !echo 1 2\nxm.mark_step()\n",
+    ],
+)
 def test_more_ipython_syntax_is_masked(tmp_path, source):
     text = notebook(cell("import torch_xla.core.xla_model as xm\n"), cell(source))
-    assert [d.code for d in found(tmp_path, {"nb.ipynb": text}, select=["XLA302", "XLA000"])] == ["XLA302"]
+    assert [d.code for d in found(tmp_path, {"nb.ipynb": text}, select=["XLA302", "XLA000"])] == [
+        "XLA302"
+    ]
 
 
 def test_a_cell_that_does_not_parse_is_reported(tmp_path):
     """Unlike a documentation snippet, a cell is code that runs: XLA000 at its line, the rest linted."""
-    text = notebook(cell("import torch_xla.core.xla_model as xm\n"), cell("def f(:\n    pass\n"),
-                    cell("xm.mark_step()\n"))
+    text = notebook(
+        cell("import torch_xla.core.xla_model as xm\n"),
+        cell("def f(:\n    pass\n"),
+        cell("xm.mark_step()\n"),
+    )
     diagnostics = found(tmp_path, {"nb.ipynb": text}, select=["XLA302", "XLA000"])
     assert [d.code for d in diagnostics] == ["XLA000", "XLA302"]
     assert text.splitlines()[diagnostics[0].line - 1].strip().startswith('"def f(:')
@@ -126,7 +177,9 @@ def test_other_kernels_are_not_python_and_broken_json_is_an_error():
         notebook_blocks(notebook(cell("xm.mark_step()\n"), language="R"))
     julia = json.loads(notebook(cell("using Flux\n")))
     julia["metadata"] = {"language_info": {"name": "julia"}, "kernelspec": {"language": "python"}}
-    with pytest.raises(NotPython, match="kernel: julia"):  # language_info, what the kernel reports, wins
+    with pytest.raises(
+        NotPython, match="kernel: julia"
+    ):  # language_info, what the kernel reports, wins
         notebook_blocks(json.dumps(julia, indent=1))
     for language in ("python", "Python", "python3", "ipython3", ""):
         assert len(notebook_blocks(notebook(cell("x = 1\n"), language=language))) == 1
@@ -142,8 +195,13 @@ def run_verbose(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess
     """``xla-lint -v`` on ``files`` written in ``tmp_path``."""
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "-v", *args, *files],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "-v", *args, *files],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_notebook_of_another_kernel_is_skipped_with_its_reason_not_counted_as_xla000(tmp_path):
@@ -159,18 +217,42 @@ def test_a_notebook_of_another_kernel_is_skipped_with_its_reason_not_counted_as_
 def test_a_notebook_in_another_nbformat_than_4_is_xla000_at_its_version(tmp_path):
     """nbformat 3 (IPython 2) keeps cells in `worksheets` and code in `input`; a notebook
     saying nbformat 3 was linted as if it were 4. Both are XLA000 naming the upgrade."""
-    worksheets = json.dumps({"metadata": {"name": ""}, "nbformat": 3, "nbformat_minor": 0, "worksheets": [
-        {"cells": [{"cell_type": "code", "input": ["import torch_xla\n"], "language": "python", "outputs": []}]}]},
-        indent=1)
+    worksheets = json.dumps(
+        {
+            "metadata": {"name": ""},
+            "nbformat": 3,
+            "nbformat_minor": 0,
+            "worksheets": [
+                {
+                    "cells": [
+                        {
+                            "cell_type": "code",
+                            "input": ["import torch_xla\n"],
+                            "language": "python",
+                            "outputs": [],
+                        }
+                    ]
+                }
+            ],
+        },
+        indent=1,
+    )
     cells = json.loads(notebook(cell("import torch_xla\n")))
     cells["nbformat"] = 3
     cells = json.dumps(cells, indent=1)
-    diagnostics = found(tmp_path, {"v3.ipynb": worksheets, "cells3.ipynb": cells}, select=["XLA000"])
-    assert [(d.path, d.code) for d in diagnostics] == [("cells3.ipynb", "XLA000"), ("v3.ipynb", "XLA000")]
+    diagnostics = found(
+        tmp_path, {"v3.ipynb": worksheets, "cells3.ipynb": cells}, select=["XLA000"]
+    )
+    assert [(d.path, d.code) for d in diagnostics] == [
+        ("cells3.ipynb", "XLA000"),
+        ("v3.ipynb", "XLA000"),
+    ]
     for d, text in zip(diagnostics, [cells, worksheets]):
-        assert d.message == ("cannot parse: nbformat 3 is not read, only nbformat 4 "
-                             "(`jupyter nbconvert --to notebook --inplace FILE` upgrades it)")
-        assert text.splitlines()[d.line - 1][d.column - 1:] == '"nbformat": 3,'
+        assert d.message == (
+            "cannot parse: nbformat 3 is not read, only nbformat 4 "
+            "(`jupyter nbconvert --to notebook --inplace FILE` upgrades it)"
+        )
+        assert text.splitlines()[d.line - 1][d.column - 1 :] == '"nbformat": 3,'
     with pytest.raises(SourceError, match="nbformat 2 is not read"):
         notebook_blocks('{"nbformat": 2, "worksheets": []}')
 
@@ -194,20 +276,33 @@ def test_a_doc_block_that_does_not_parse_is_skipped_and_named_for_verbose(tmp_pa
     but no longer silent: the result names it (path:line:column, the parser's reason) for -v."""
     (tmp_path / "README.md").write_text(README_WITH_A_BROKEN_BLOCK, encoding="utf-8")
     result, _, _ = lint_tree(tmp_path, select=["XLA000", "XLA302"], docs=True)
-    assert [(d.code, d.line) for d in result.diagnostics] == [("XLA302", 10)]  # the other block is linted
+    assert [(d.code, d.line) for d in result.diagnostics] == [
+        ("XLA302", 10)
+    ]  # the other block is linted
     (page,) = [r for r in result.files if r.path == "README.md"]
     assert page.parsed and page.skipped_reason is None
     assert page.notes == ["README.md:5:13: Python block skipped, it does not parse: invalid syntax"]
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ("# torch_xla\n\n```python\nimport torch_xla\ndef f(:\n```\n", "no Python code block parses"),
-    ("# torch_xla\n\n```bash\npip install torch_xla\n```\n", "no Python code blocks"),
-])
-def test_a_page_with_nothing_linted_is_skipped_with_its_reason_not_counted_as_xla000(tmp_path, text, reason):
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            "# torch_xla\n\n```python\nimport torch_xla\ndef f(:\n```\n",
+            "no Python code block parses",
+        ),
+        ("# torch_xla\n\n```bash\npip install torch_xla\n```\n", "no Python code blocks"),
+    ],
+)
+def test_a_page_with_nothing_linted_is_skipped_with_its_reason_not_counted_as_xla000(
+    tmp_path, text, reason
+):
     proc = run_verbose(tmp_path, {"page.md": text})
     assert proc.returncode == 0 and "XLA000" not in proc.stdout, proc.stdout
-    assert f"xla-lint: skipped page.md ({reason})" in proc.stderr and "could not parse" not in proc.stderr
+    assert (
+        f"xla-lint: skipped page.md ({reason})" in proc.stderr
+        and "could not parse" not in proc.stderr
+    )
 
 
 def test_a_notebook_without_code_cells_is_skipped(tmp_path):
@@ -215,17 +310,39 @@ def test_a_notebook_without_code_cells_is_skipped(tmp_path):
     from xla_lint.discovery import Target
     from xla_lint.engine import lint_file
 
-    text = notebook(cell("# torch_xla on a TPU\n", kind="markdown"), cell("%%bash\npip install torch_xla\n"))
-    result = lint_file(Target("nb.ipynb", "doc"), build_settings(cwd=tmp_path, isolated=True), text=text)
-    assert (result.skipped_reason, result.parsed, result.diagnostics) == ("no Python code cells", False, [])
+    text = notebook(
+        cell("# torch_xla on a TPU\n", kind="markdown"), cell("%%bash\npip install torch_xla\n")
+    )
+    result = lint_file(
+        Target("nb.ipynb", "doc"), build_settings(cwd=tmp_path, isolated=True), text=text
+    )
+    assert (result.skipped_reason, result.parsed, result.diagnostics) == (
+        "no Python code cells",
+        False,
+        [],
+    )
 
 
 def test_folders_include_notebooks_and_fix_leaves_them_untouched(tmp_path):
     (tmp_path / "nb.ipynb").write_text(KAGGLE, encoding="utf-8")
     (tmp_path / "broken.ipynb").write_text('{"cells": [ torch_xla', encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--fix",
-                           "--extend-select", "XLA303", "."],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xla_lint",
+            "--isolated",
+            "--no-cache",
+            "--fix",
+            "--extend-select",
+            "XLA303",
+            ".",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "broken.ipynb:1:13: XLA000 cannot parse: not a notebook: invalid JSON" in proc.stdout
     assert sum(line.startswith("nb.ipynb:") for line in proc.stdout.splitlines()) == 3
@@ -235,18 +352,23 @@ def test_folders_include_notebooks_and_fix_leaves_them_untouched(tmp_path):
 def test_print_is_flagged_in_notebooks_only_inside_functions(tmp_path):
     """A cell's top level runs in the kernel (its output shows); a function may run in
     processes torch_xla.launch starts, whose buffered output is lost."""
-    text = notebook(cell("import torch_xla\nprint('devices')\n"),
-                    cell("def _mp_fn(index):\n    print('ordinal', index)\n\ntorch_xla.launch(_mp_fn)\n"))
+    text = notebook(
+        cell("import torch_xla\nprint('devices')\n"),
+        cell("def _mp_fn(index):\n    print('ordinal', index)\n\ntorch_xla.launch(_mp_fn)\n"),
+    )
     diagnostics = found(tmp_path, {"nb.ipynb": text}, select=["XLA004"])
     assert [(d.code, text.splitlines()[d.line - 1].strip()) for d in diagnostics] == [
-        ("XLA004", '"    print(\'ordinal\', index)\\n",')]
+        ("XLA004", "\"    print('ordinal', index)\\n\",")
+    ]
 
 
 def test_only_lines_that_start_a_statement_are_masked():
     """`% x` continuing a bracket or a backslash line, and `!` inside a string spanning
     lines, are Python: masking them broke valid cells (XLA000)."""
-    code = ('msg = ("value: %d"\n       % 3)\ntotal = 10 \\\n    % 3\ns = """\n!important\n?why\n"""\n'
-            "!pip install x\n")
+    code = (
+        'msg = ("value: %d"\n       % 3)\ntotal = 10 \\\n    % 3\ns = """\n!important\n?why\n"""\n'
+        "!pip install x\n"
+    )
     (block,) = notebook_blocks(notebook(cell(code)))
     assert block.code == code.replace("!pip install x", "pass")
 
@@ -255,16 +377,26 @@ def test_a_vscode_shell_cell_in_a_python_notebook_is_not_python(tmp_path):
     shell = cell("git clone https://example.invalid/x.git\ncd x && pip install -e .\n")
     shell["metadata"] = {"vscode": {"languageId": "shellscript"}}
     text = notebook(shell, cell("import torch_xla.core.xla_model as xm\nxm.mark_step()\n"))
-    got = [(d.code, d.line) for d in found(tmp_path, {"nb.ipynb": text}, select=["XLA000", "XLA302"])]
-    assert [code for code, _ in got] == ["XLA302"]  # no XLA000 for the shell cell; the Python cell is linted
+    got = [
+        (d.code, d.line) for d in found(tmp_path, {"nb.ipynb": text}, select=["XLA000", "XLA302"])
+    ]
+    assert [code for code, _ in got] == [
+        "XLA302"
+    ]  # no XLA000 for the shell cell; the Python cell is linted
+
+
 def test_verbose_names_each_skipped_doc_block_and_the_summary_counts_what_it_printed(tmp_path):
     """Needs FileResult.notes (engine.py) and _log_run printing them (cli.py)."""
     r_notebook = notebook(cell("library(torch_xla)\n"), language="R")
     proc = run_verbose(tmp_path, {"README.md": README_WITH_A_BROKEN_BLOCK, "r.ipynb": r_notebook})
     lines = proc.stderr.splitlines()
-    assert lines[:3] == ["xla-lint: linted README.md",
-                         "xla-lint: README.md:5:13: Python block skipped, it does not parse: invalid syntax",
-                         "xla-lint: skipped r.ipynb (not a Python notebook (kernel: R))"]
-    assert lines[3].startswith("xla-lint: 2 files read (1 linted, 1 skipped (1 not a Python notebook), "
-                               "1 doc block skipped) in ")
+    assert lines[:3] == [
+        "xla-lint: linted README.md",
+        "xla-lint: README.md:5:13: Python block skipped, it does not parse: invalid syntax",
+        "xla-lint: skipped r.ipynb (not a Python notebook (kernel: R))",
+    ]
+    assert lines[3].startswith(
+        "xla-lint: 2 files read (1 linted, 1 skipped (1 not a Python notebook), "
+        "1 doc block skipped) in "
+    )
     assert proc.stdout.count("XLA302") == 1 and "XLA000" not in proc.stdout

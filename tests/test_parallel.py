@@ -19,11 +19,13 @@ from xla_lint.discovery import discover
 from xla_lint.rules import all_rules
 from xla_lint.walk import TRIVIA, silent_types, walk
 
-TRAIN = ("import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.distributed.spmd as xs\n"
-         "import torch_xla.runtime as xr\n\n\ndef step_{i}(model, mesh, loader, opt):\n"
-         "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
-         "        xm.optimizer_step(opt)\n        print('loss', loss.item())\n"
-         "    xs.mark_sharding(model.weight, mesh, (0, None))\n    xm.save(model.state_dict(), 'm{i}.pt')\n")
+TRAIN = (
+    "import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.distributed.spmd as xs\n"
+    "import torch_xla.runtime as xr\n\n\ndef step_{i}(model, mesh, loader, opt):\n"
+    "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
+    "        xm.optimizer_step(opt)\n        print('loss', loss.item())\n"
+    "    xs.mark_sharding(model.weight, mesh, (0, None))\n    xm.save(model.state_dict(), 'm{i}.pt')\n"
+)
 
 
 def make_tree(root: Path, n: int = 40) -> None:
@@ -68,7 +70,9 @@ def test_a_worker_crash_costs_one_file_not_the_run(tmp_path, monkeypatch):
     crashed = next(r for p, r in results.items() if os.path.basename(p) == "t05.py")
     assert [d.code for d in crashed.diagnostics] == ["XLA000"]
     assert "crashed" in crashed.diagnostics[0].message
-    others = [r for p, r in results.items() if os.path.basename(p).startswith("t") and r is not crashed]
+    others = [
+        r for p, r in results.items() if os.path.basename(p).startswith("t") and r is not crashed
+    ]
     assert len(others) == 11 and all(any(d.code == "XLA004" for d in r.diagnostics) for r in others)
 
 
@@ -85,8 +89,12 @@ def _running(pid: str) -> bool:
 def test_workers_exit_when_the_parent_is_killed(tmp_path):
     """kill -9 of xla-lint takes its worker processes with it (they used to wait forever)."""
     make_tree(tmp_path, n=400)
-    proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--jobs", "2", "."],
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--jobs", "2", "."],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     want = 2
     if engine.default_jobs() < want:
@@ -118,8 +126,13 @@ def test_ctrl_c_exits_130_and_takes_the_workers_with_it(tmp_path):
     if engine.default_jobs() < 2:
         pytest.skip("--jobs is capped at the cores: one core runs no worker processes")
     make_tree(tmp_path, n=400)
-    proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--jobs", "2", "."],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--jobs", "2", "."],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     workers: list[str] = []
     deadline = time.monotonic() + 60
@@ -140,8 +153,13 @@ def test_cli_jobs_give_identical_output(tmp_path):
     make_tree(tmp_path)
     outs = []
     for jobs in ("1", "2", "3"):
-        proc = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "-j", jobs, "."],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "-j", jobs, "."],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 1 and "Traceback" not in proc.stderr
         outs.append(proc.stdout)
     assert outs[0] == outs[1] == outs[2]
@@ -214,7 +232,9 @@ class _Listener:
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.stack.append(node)
         if type(node) in self.listened:
-            self.events.append(("visit", id(node), tuple(id(n) for n in self.stack if type(n) in self.listened)))
+            self.events.append(
+                ("visit", id(node), tuple(id(n) for n in self.stack if type(n) in self.listened))
+            )
         return True
 
     def on_leave(self, node: cst.CSTNode) -> None:
@@ -252,8 +272,10 @@ def test_silent_types_skip_nothing_a_visitor_listens_to():
 def test_silent_types_hold_where_annotations_are_narrower_than_the_parser():
     """LibCST annotates AsName.name as Name | Tuple | List, yet `with f() as self.h:` holds an
     Attribute there (and `as a[0]` a Subscript): nothing listened to may be skipped."""
-    module = cst.parse_module("with open(f) as self.handle, g() as a[0]:\n    pass\n"
-                              "import x.y as z\nexcept_ = [e for e in self.items]\n")
+    module = cst.parse_module(
+        "with open(f) as self.handle, g() as a[0]:\n    pass\n"
+        "import x.y as z\nexcept_ = [e for e in self.items]\n"
+    )
     for listened in (frozenset({cst.Attribute}), frozenset({cst.Subscript}), frozenset({cst.Name})):
         full, lean = _Listener(listened), _Listener(listened)
         walk(module, full)
@@ -277,7 +299,9 @@ def test_child_fields_from_code_constants_match_the_source():
         method = getattr(node_type, "_visit_and_replace_children", None)
         if method is None or getattr(method, "__isabstractmethod__", False):
             continue
-        assert walk_module.child_fields(node_type) == walk_module._child_fields_from_source(node_type), node_type
+        assert walk_module.child_fields(node_type) == walk_module._child_fields_from_source(
+            node_type
+        ), node_type
         checked += 1
     assert checked > 150
 
@@ -347,7 +371,9 @@ def test_jobs_is_capped_at_the_cores(tmp_path, monkeypatch):
     (tmp_path / "a.py").write_text("import torch_xla\nprint(1)\n")
     monkeypatch.chdir(tmp_path)
     for option in (["--jobs", "1000"], [], ["--jobs", "1"]):
-        result = CliRunner().invoke(cli.main, ["check", "--isolated", "--no-cache", *option, "a.py"])
+        result = CliRunner().invoke(
+            cli.main, ["check", "--isolated", "--no-cache", *option, "a.py"]
+        )
         assert result.exit_code == 1, result.output
     assert seen == [engine.default_jobs(), engine.default_jobs(), 1]
 
@@ -358,11 +384,20 @@ def test_ctrl_c_during_the_parse_of_a_large_file_exits_130(tmp_path, delay):
     3 tries: the interpreter was finalised under the parse thread, still in native code."""
     import signal
 
-    body = "".join(f"def f{i}(x):\n    y = x * {i} + xm.xla_device()\n    print(y)\n    return [a for a in range(9)]\n"
-                   for i in range(3600))
-    (tmp_path / "gen.py").write_text("import torch_xla\nimport torch_xla.core.xla_model as xm\n" + body)
-    proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "gen.py"],
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    body = "".join(
+        f"def f{i}(x):\n    y = x * {i} + xm.xla_device()\n    print(y)\n    return [a for a in range(9)]\n"
+        for i in range(3600)
+    )
+    (tmp_path / "gen.py").write_text(
+        "import torch_xla\nimport torch_xla.core.xla_model as xm\n" + body
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "gen.py"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     time.sleep(delay)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)

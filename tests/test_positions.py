@@ -20,7 +20,9 @@ EDGE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("source", [p.read_text(encoding="utf-8") for p in SOURCES[:40]] + EDGE_CASES)
+@pytest.mark.parametrize(
+    "source", [p.read_text(encoding="utf-8") for p in SOURCES[:40]] + EDGE_CASES
+)
 def test_statement_positions_match_libcst(source):
     tree = cst.parse_module(source)
     full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -106,15 +108,20 @@ def _paths(tree: cst.Module) -> dict:
     return out
 
 
-@pytest.mark.parametrize("source", [NESTED, NESTED.replace("\n", "\r\n")] +
-                         [p.read_text(encoding="utf-8") for p in SOURCES[:25]])
+@pytest.mark.parametrize(
+    "source",
+    [NESTED, NESTED.replace("\n", "\r\n")] + [p.read_text(encoding="utf-8") for p in SOURCES[:25]],
+)
 def test_locate_matches_libcst_for_every_node(source, monkeypatch):
     tree = cst.parse_module(source)
     full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
     paths = _paths(tree)
     syntax = ast.parse(source)
-    wanted = [(node, path[:-1]) for node, path in paths.items()
-              if isinstance(node, (cst.Call, cst.Name, cst.BaseCompoundStatement))]
+    wanted = [
+        (node, path[:-1])
+        for node, path in paths.items()
+        if isinstance(node, (cst.Call, cst.Name, cst.BaseCompoundStatement))
+    ]
     found = positions.locate(tree, syntax, wanted)
     for node, _ in wanted:
         assert found[node] == full[node], tree.code_for_node(node)[:60]
@@ -122,12 +129,15 @@ def test_locate_matches_libcst_for_every_node(source, monkeypatch):
 
 def test_locate_places_ordinary_statements_without_generating_the_module(monkeypatch):
     """The fast path is taken: neither fallback (whole module, module-level statement) runs."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("fallback used")
 
     monkeypatch.setattr(positions, "module_positions", refuse)
     monkeypatch.setattr(positions, "statement_positions", refuse)
-    source = NESTED.replace("(parenthesized\n )(call)\n", "")  # CPython places a parenthesized start differently
+    source = NESTED.replace(
+        "(parenthesized\n )(call)\n", ""
+    )  # CPython places a parenthesized start differently
     tree = cst.parse_module(source)
     full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
     paths = _paths(tree)
@@ -142,15 +152,22 @@ def test_locate_without_a_path_or_cpython_tree_still_places_nodes():
     tree = cst.parse_module(source)
     full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
     call = next(n for n in _paths(tree) if isinstance(n, cst.Call))
-    assert positions.locate(tree, ast.parse(source), [(call, ())])[call] == full[call]  # path found by search
-    assert positions.locate(tree, None, [(call, (tree,))])[call] == full[call]  # no CPython tree: slow way
+    assert (
+        positions.locate(tree, ast.parse(source), [(call, ())])[call] == full[call]
+    )  # path found by search
+    assert (
+        positions.locate(tree, None, [(call, (tree,))])[call] == full[call]
+    )  # no CPython tree: slow way
 
 
-@pytest.mark.parametrize("source", [
-    "foo(bar)\rimport torch_xla\rprint(1)\r",            # lone CR
-    "foo(bar)\r\nimport torch_xla\r\nprint(1)\r\n",      # CRLF
-    "# head\r\rfoo(bar)\rimport torch_xla\rprint(1)\r",  # a header counted in lone CRs
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "foo(bar)\rimport torch_xla\rprint(1)\r",  # lone CR
+        "foo(bar)\r\nimport torch_xla\r\nprint(1)\r\n",  # CRLF
+        "# head\r\rfoo(bar)\rimport torch_xla\rprint(1)\r",  # a header counted in lone CRs
+    ],
+)
 def test_fallback_counts_every_kind_of_line_end(source):
     """The module-level fallback counts \\r and \\r\\n line ends too (it used to count only \\n,
     which put every statement of a CR file on line 1 and let --fix edit the wrong code)."""
@@ -159,7 +176,9 @@ def test_fallback_counts_every_kind_of_line_end(source):
     call = [n for n in _paths(tree) if isinstance(n, cst.Call)]
     last = max(call, key=lambda n: full[n].start.line)
     assert positions.statement_positions(tree, [tree.body[-1]])[last] == full[last]
-    assert positions.locate(tree, None, [(last, ())])[last] == full[last]  # no CPython tree: the fallback
+    assert (
+        positions.locate(tree, None, [(last, ())])[last] == full[last]
+    )  # no CPython tree: the fallback
     assert positions.locate(tree, ast.parse(source), [(last, ())])[last] == full[last]
 
 
@@ -169,10 +188,15 @@ def test_form_feed_before_a_statement_moves_that_line_as_cpython_counts_it():
     source = "import torch_xla\n\x0c\x0cy = f(1); g(2)\nh(3)\n"
     tree = cst.parse_module(source)
     full = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
-    calls = {n.func.value: (n, path[:-1]) for n, path in _paths(tree).items() if isinstance(n, cst.Call)}
+    calls = {
+        n.func.value: (n, path[:-1]) for n, path in _paths(tree).items() if isinstance(n, cst.Call)
+    }
     found = positions.locate(tree, ast.parse(source), list(calls.values()))
-    syntax = {n.func.id: (n.lineno, n.col_offset, n.end_col_offset)
-              for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)}
+    syntax = {
+        n.func.id: (n.lineno, n.col_offset, n.end_col_offset)
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call)
+    }
     for name, (node, _) in calls.items():
         r = found[node]
         assert (r.start.line, r.start.column, r.end.column) == syntax[name]

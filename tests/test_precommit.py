@@ -58,19 +58,45 @@ def test_hooks_report_and_fix(tmp_path, pre_commit_home, hooks_repo):
     _git(project, "init", "-q")
     (project / "train.py").write_text(BAD)
     (project / "notes.txt").write_text("print('not python')\n")
-    notebook = json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                                      "source": ["import torch_xla\n", "def f():\n", "    print('x')\n"]}],
-                           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    notebook = json.dumps(
+        {
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": {},
+                    "outputs": [],
+                    "source": ["import torch_xla\n", "def f():\n", "    print('x')\n"],
+                }
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        },
+        indent=1,
+    )
     (project / "train.ipynb").write_text(notebook)
     _git(project, "add", ".")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(pre_commit_home), "PRE_COMMIT_COLOR": "never",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(pre_commit_home),
+        "PRE_COMMIT_COLOR": "never",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     env.pop("VIRTUAL_ENV", None)
 
     def hook(name: str) -> subprocess.CompletedProcess:
-        return subprocess.run([exe, "try-repo", str(hooks_repo), name, "--all-files", "--verbose"], cwd=project,
-                              env=env, capture_output=True, text=True, timeout=900)
+        return subprocess.run(
+            [exe, "try-repo", str(hooks_repo), name, "--all-files", "--verbose"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
 
     lint = hook("xla-lint")
     assert lint.returncode == 1, lint.stdout + lint.stderr
@@ -80,7 +106,9 @@ def test_hooks_report_and_fix(tmp_path, pre_commit_home, hooks_repo):
     assert (project / "train.py").read_text() == BAD
 
     fix = hook("xla-lint-fix")
-    assert fix.returncode == 1, fix.stdout + fix.stderr  # pre-commit fails a hook that changed files
+    assert fix.returncode == 1, (
+        fix.stdout + fix.stderr
+    )  # pre-commit fails a hook that changed files
     assert "files were modified by this hook" in fix.stdout
     assert (project / "train.py").read_text() == FIXED
     assert (project / "train.ipynb").read_text() == notebook  # notebooks are never rewritten

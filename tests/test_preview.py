@@ -39,10 +39,16 @@ def test_preview_from_config_and_command_line_overrides_it(tmp_path, preview_xla
     assert "XLA001" not in _settings(tmp_path, "preview = true\n", preview=False).selected
 
 
-def test_selecting_a_preview_rule_by_code_without_preview_warns_and_does_not_run_it(tmp_path, preview_xla001):
+def test_selecting_a_preview_rule_by_code_without_preview_warns_and_does_not_run_it(
+    tmp_path, preview_xla001
+):
     settings = _settings(tmp_path, select=["XLA001", "XLA002"])
     assert settings.selected == frozenset({"XLA002"})
-    assert len(settings.warnings) == 1 and "XLA001" in settings.warnings[0] and "--preview" in settings.warnings[0]
+    assert (
+        len(settings.warnings) == 1
+        and "XLA001" in settings.warnings[0]
+        and "--preview" in settings.warnings[0]
+    )
     # A prefix is not a request for that rule: no warning.
     assert _settings(tmp_path, select=["XLA0"]).warnings == ()
     assert "XLA001" in _settings(tmp_path, select=["XLA001"], preview=True).selected
@@ -67,15 +73,26 @@ def test_command_line_runs_preview_rules_only_with_preview(tmp_path):
     (tmp_path / "train.py").write_text(ADAM)
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", *args, "train.py"],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", *args, "train.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     off = run("--select", "XLA204")
     assert off.returncode == 0 and "XLA204" not in off.stdout
-    assert off.stderr.startswith("xla-lint: warning: XLA204 (adam-scalar-recompile) is a preview rule")
+    assert off.stderr.startswith(
+        "xla-lint: warning: XLA204 (adam-scalar-recompile) is a preview rule"
+    )
     on = run("--preview", "--select", "XLA204")
     assert on.returncode == 1 and "train.py:3:7: XLA204" in on.stdout and "step 325" in on.stdout
-    listing = subprocess.run([sys.executable, "-m", "xla_lint", "rule", "--all"], capture_output=True, text=True,
-                             timeout=120).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "rule", "--all"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     assert "XLA204 adam-scalar-recompile [warning] (preview)" in listing
     assert "XLA201 host-sync-in-step [warning]:" in listing

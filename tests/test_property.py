@@ -17,8 +17,10 @@ from xla_lint.discovery import Target
 from xla_lint.engine import lint_file
 from xla_lint.fixes import fix_loop, parses
 
-PRELUDE = ("import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-           "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.xla_multiprocessing as xmp\n")
+PRELUDE = (
+    "import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+    "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+)
 
 SNIPPETS = [
     "print('loss', loss)\n",
@@ -46,16 +48,28 @@ TARGET = Target("generated.py", "python")
 def check(source: str) -> None:
     """Lint ``source`` with every rule and fix it to a fixed point: no exception, fixed text parses."""
     result = lint_file(TARGET, SETTINGS, text=source)  # raises on a rule crash
-    outcome = fix_loop(TARGET.path, source, lambda text: lint_file(TARGET, SETTINGS, text=text).diagnostics)
+    outcome = fix_loop(
+        TARGET.path, source, lambda text: lint_file(TARGET, SETTINGS, text=text).diagnostics
+    )
     if result.parsed:
         assert parses(outcome.fixed), outcome.fixed
-        again = fix_loop(TARGET.path, outcome.fixed,
-                         lambda text: lint_file(TARGET, SETTINGS, text=text).diagnostics)
+        again = fix_loop(
+            TARGET.path,
+            outcome.fixed,
+            lambda text: lint_file(TARGET, SETTINGS, text=text).diagnostics,
+        )
         assert again.fixed == outcome.fixed  # --fix twice equals --fix once
 
 
-COMMON = settings(max_examples=40, deadline=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
+COMMON = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+)
 
 
 @COMMON
@@ -71,11 +85,15 @@ def test_libcst_programs(program):
 
 
 @COMMON
-@given(st.lists(st.sampled_from(SNIPPETS), min_size=1, max_size=8), st.sampled_from(["", "    ", "\t"]),
-       st.booleans())
+@given(
+    st.lists(st.sampled_from(SNIPPETS), min_size=1, max_size=8),
+    st.sampled_from(["", "    ", "\t"]),
+    st.booleans(),
+)
 def test_torch_xla_snippets(parts, indent, wrap):
     body = "".join(parts)
     if wrap:  # the same code one level down, in a function
         body = "def train(model, loader, opt, t, ids, mesh, fn, x, y, loss):\n" + "".join(
-            (indent or "    ") + line + "\n" for line in body.splitlines())
+            (indent or "    ") + line + "\n" for line in body.splitlines()
+        )
     check(PRELUDE + body)

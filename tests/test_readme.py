@@ -23,7 +23,9 @@ def test_two_setup_commands_and_ci_runs_the_test_one():
     commands = setup_commands()
     assert len(commands) == 2
     install_and_lint, install_and_test = commands
-    assert "pip install -e ." in install_and_lint and "xla-lint examples/pitfalls" in install_and_lint
+    assert (
+        "pip install -e ." in install_and_lint and "xla-lint examples/pitfalls" in install_and_lint
+    )
     assert "[runtime,test]" in install_and_test and install_and_test.endswith("python -m pytest")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert install_and_test in ci
@@ -31,8 +33,13 @@ def test_two_setup_commands_and_ci_runs_the_test_one():
 
 def test_example_output_in_readme_is_what_the_linter_prints():
     block = README.split("Expected output of the first command:", 1)[1].split("```\n", 2)[1]
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--no-cache", "examples/pitfalls"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--no-cache", "examples/pitfalls"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert proc.stdout == block
 

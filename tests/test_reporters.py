@@ -26,22 +26,66 @@ from xla_lint.reporters.junit import xml_text
 from xla_lint.reporters.sarif import sarif_log
 from xla_lint.rules import all_rules, rule_by_code
 
-SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+SCHEMA = json.loads(
+    (Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8")
+)
 
 TRAIN = "import torch_xla\nmesh = HM((4, 1))\n\tprint('a')\nxm.mark_step()\n"
 ODD = "x = 1\n"
 MSG4 = "`print` without `flush=True`"
 
 DIAGNOSTICS = [
-    Diagnostic("XLA001", "hybrid-mesh-positional-args", "keyword arguments only: 100% sure,\nsee docs", "pkg/train.py",
-               2, 8, 2, 18, Severity.ERROR),
-    Diagnostic("XLA004", "print-without-flush", MSG4, "pkg/train.py", 3, 2, 3, 12, Severity.WARNING,
-               Fix("add `flush=True`", (Edit(3, 2, 3, 12, "print('a', flush=True)"),))),
-    Diagnostic("XLA302", "deprecated-mark-step", "use torch_xla.sync()", "pkg/train.py", 4, 1, 4, 13,
-               Severity.WARNING,
-               Fix("call torch_xla.sync()", (Edit(4, 1, 4, 13, "torch_xla.sync"),), safe=False,
-                   add_imports=(("torch_xla", None),))),
-    Diagnostic("XLA000", "syntax-error", "cannot parse: bad\r\nthing", "odd, name:1.py", 1, 1, 1, 2, Severity.ERROR),
+    Diagnostic(
+        "XLA001",
+        "hybrid-mesh-positional-args",
+        "keyword arguments only: 100% sure,\nsee docs",
+        "pkg/train.py",
+        2,
+        8,
+        2,
+        18,
+        Severity.ERROR,
+    ),
+    Diagnostic(
+        "XLA004",
+        "print-without-flush",
+        MSG4,
+        "pkg/train.py",
+        3,
+        2,
+        3,
+        12,
+        Severity.WARNING,
+        Fix("add `flush=True`", (Edit(3, 2, 3, 12, "print('a', flush=True)"),)),
+    ),
+    Diagnostic(
+        "XLA302",
+        "deprecated-mark-step",
+        "use torch_xla.sync()",
+        "pkg/train.py",
+        4,
+        1,
+        4,
+        13,
+        Severity.WARNING,
+        Fix(
+            "call torch_xla.sync()",
+            (Edit(4, 1, 4, 13, "torch_xla.sync"),),
+            safe=False,
+            add_imports=(("torch_xla", None),),
+        ),
+    ),
+    Diagnostic(
+        "XLA000",
+        "syntax-error",
+        "cannot parse: bad\r\nthing",
+        "odd, name:1.py",
+        1,
+        1,
+        1,
+        2,
+        Severity.ERROR,
+    ),
 ]
 SOURCES = {"pkg/train.py": TRAIN, "odd, name:1.py": ODD}
 
@@ -55,30 +99,52 @@ def render(fmt: str, **kw) -> str:
 
 
 def test_registry_has_every_format():
-    assert sorted(reporters()) == ["concise", "full", "github", "gitlab", "json", "json-lines", "junit", "pylint",
-                                   "sarif", "text"]
+    assert sorted(reporters()) == [
+        "concise",
+        "full",
+        "github",
+        "gitlab",
+        "json",
+        "json-lines",
+        "junit",
+        "pylint",
+        "sarif",
+        "text",
+    ]
 
 
 def test_text_and_concise():
     out = render("text")
-    assert out == ("pkg/train.py:2:8: XLA001 keyword arguments only: 100% sure, see docs\n"
-                   f"pkg/train.py:3:2: XLA004 {MSG4}\n"
-                   "pkg/train.py:4:1: XLA302 use torch_xla.sync()\n"
-                   "odd, name:1.py:1:1: XLA000 cannot parse: bad thing\n"
-                   "Found 4 diagnostics in 2 files (1 fixable with --fix).\n")
+    assert out == (
+        "pkg/train.py:2:8: XLA001 keyword arguments only: 100% sure, see docs\n"
+        f"pkg/train.py:3:2: XLA004 {MSG4}\n"
+        "pkg/train.py:4:1: XLA302 use torch_xla.sync()\n"
+        "odd, name:1.py:1:1: XLA000 cannot parse: bad thing\n"
+        "Found 4 diagnostics in 2 files (1 fixable with --fix).\n"
+    )
     assert render("concise") == out
     assert render("text", quiet=True) == out.rsplit("Found", 1)[0]
-    assert render("text", color=True) != out and "\x1b[1mpkg/train.py\x1b[0m" in render("text", color=True)
+    assert render("text", color=True) != out and "\x1b[1mpkg/train.py\x1b[0m" in render(
+        "text", color=True
+    )
     assert reporters()["text"](Report([], files=1)) == "All checks passed (1 file).\n"
     assert reporters()["text"](Report([], files=1, quiet=True)) == ""
 
 
 def test_show_fixes_lists_only_safe_fixes():
     out = render("text", show_fixes=True).splitlines()
-    assert out[4:6] == ["Fixes --fix would apply (1):", "  pkg/train.py:3:2: XLA004 add `flush=True`"]
-    applied = reporters()["text"](Report([], files=1, fixed=1, show_fixes=True, applied=[DIAGNOSTICS[1]]))
-    assert applied.splitlines() == ["Applied fixes (1):", "  pkg/train.py:3:2: XLA004 add `flush=True`",
-                                    "All checks passed (1 file). Fixed 1 diagnostic."]
+    assert out[4:6] == [
+        "Fixes --fix would apply (1):",
+        "  pkg/train.py:3:2: XLA004 add `flush=True`",
+    ]
+    applied = reporters()["text"](
+        Report([], files=1, fixed=1, show_fixes=True, applied=[DIAGNOSTICS[1]])
+    )
+    assert applied.splitlines() == [
+        "Applied fixes (1):",
+        "  pkg/train.py:3:2: XLA004 add `flush=True`",
+        "All checks passed (1 file). Fixed 1 diagnostic.",
+    ]
 
 
 def test_full_shows_source_caret_and_fix_diff():
@@ -87,32 +153,44 @@ def test_full_shows_source_caret_and_fix_diff():
         f"pkg/train.py:3:2: XLA004 {MSG4}",
         "  |",
         "3 | \tprint('a')",
-        "  | \t^^^^^^^^^^ XLA004",   # the tab is kept so the caret lines up
+        "  | \t^^^^^^^^^^ XLA004",  # the tab is kept so the caret lines up
         "  |",
         "  = fix: add `flush=True`",
         "  - \tprint('a')",
         "  + \tprint('a', flush=True)",
     ]
     assert blocks[0].splitlines()[3] == "  |        ^^^^^^^^^^ XLA001"
-    assert blocks[0].splitlines()[0] == "pkg/train.py:2:8: XLA001 keyword arguments only: 100% sure, see docs"
+    assert (
+        blocks[0].splitlines()[0]
+        == "pkg/train.py:2:8: XLA001 keyword arguments only: 100% sure, see docs"
+    )
     unsafe = blocks[2].splitlines()
-    assert unsafe[5] == "  = fix: call torch_xla.sync() (unsafe: shown only, --fix does not apply it)"
+    assert (
+        unsafe[5] == "  = fix: call torch_xla.sync() (unsafe: shown only, --fix does not apply it)"
+    )
     assert "  - xm.mark_step()" in unsafe and "  + torch_xla.sync()" in unsafe
     assert blocks[-1] == "Found 4 diagnostics in 2 files (1 fixable with --fix).\n"
 
 
 def test_full_without_source_shows_the_line_only():
     out = reporters()["full"](Report([DIAGNOSTICS[0]], files=1))
-    assert out.split("\n\n")[0] == "pkg/train.py:2:8: XLA001 keyword arguments only: 100% sure, see docs"
+    assert (
+        out.split("\n\n")[0]
+        == "pkg/train.py:2:8: XLA001 keyword arguments only: 100% sure, see docs"
+    )
 
 
 def test_json():
     data = json.loads(render("json"))
     assert data == [d.to_json() for d in DIAGNOSTICS]
-    assert data[2]["fix"] == {"description": "call torch_xla.sync()", "safe": False,
-                              "edits": [{"line": 4, "column": 1, "end_line": 4, "end_column": 13,
-                                         "content": "torch_xla.sync"}],
-                              "add_imports": [{"module": "torch_xla", "name": None}]}
+    assert data[2]["fix"] == {
+        "description": "call torch_xla.sync()",
+        "safe": False,
+        "edits": [
+            {"line": 4, "column": 1, "end_line": 4, "end_column": 13, "content": "torch_xla.sync"}
+        ],
+        "add_imports": [{"module": "torch_xla", "name": None}],
+    }
 
 
 def test_sarif_is_valid_and_complete():
@@ -130,8 +208,12 @@ def test_sarif_is_valid_and_complete():
         assert descriptor["help"]["markdown"] == data["explanation"]
         assert descriptor["defaultConfiguration"]["level"] == data["severity"]
     results = run["results"]
-    assert [(r["ruleId"], r["level"]) for r in results] == [("XLA001", "error"), ("XLA004", "warning"),
-                                                            ("XLA302", "warning"), ("XLA000", "error")]
+    assert [(r["ruleId"], r["level"]) for r in results] == [
+        ("XLA001", "error"),
+        ("XLA004", "warning"),
+        ("XLA302", "warning"),
+        ("XLA000", "error"),
+    ]
     for r in results:
         assert rules[r["ruleIndex"]]["id"] == r["ruleId"]
     assert results[0]["message"]["text"] == "keyword arguments only: 100% sure,\nsee docs"
@@ -139,10 +221,16 @@ def test_sarif_is_valid_and_complete():
     assert loc["artifactLocation"] == {"uri": "pkg/train.py", "uriBaseId": "%SRCROOT%"}
     assert loc["region"] == {"startLine": 3, "startColumn": 2, "endLine": 3, "endColumn": 12}
     assert results[1]["fixes"][0]["artifactChanges"][0]["replacements"] == [
-        {"deletedRegion": {"startLine": 3, "startColumn": 2, "endLine": 3, "endColumn": 12},
-         "insertedContent": {"text": "print('a', flush=True)"}}]
+        {
+            "deletedRegion": {"startLine": 3, "startColumn": 2, "endLine": 3, "endColumn": 12},
+            "insertedContent": {"text": "print('a', flush=True)"},
+        }
+    ]
     assert "fixes" not in results[2]  # an added import has no position: not expressible
-    assert results[3]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "odd%2C%20name%3A1.py"
+    assert (
+        results[3]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        == "odd%2C%20name%3A1.py"
+    )
     assert run["columnKind"] == "unicodeCodePoints"
 
 
@@ -182,17 +270,26 @@ def test_statistics():
         "1  XLA302  [ ] deprecated-mark-step",
     ]
     assert json.loads(statistics.render(rep, as_json=True))[0] == {
-        "code": "XLA004", "name": "print-without-flush", "count": 3, "fixable": True}
+        "code": "XLA004",
+        "name": "print-without-flush",
+        "count": 3,
+        "fixable": True,
+    }
 
 
 def test_rule_rendering():
     rule = rule_by_code("XLA004")
     plain = render_rule(rule)
-    assert plain.startswith("XLA004 print-without-flush (warning, fixable)\n\n" + rule.summary + "\n\n## What it does\n")
+    assert plain.startswith(
+        "XLA004 print-without-flush (warning, fixable)\n\n" + rule.summary + "\n\n## What it does\n"
+    )
     colored = render_rule(rule, color=True)
     assert "\x1b[1m\x1b[4mWhat it does\x1b[0m" in colored and "## " not in colored
     assert render_markdown("## T\nuse `x`\n```python\ncode()\n```\n", True).splitlines() == [
-        "\x1b[1m\x1b[4mT\x1b[0m", "use \x1b[36mx\x1b[0m", "\x1b[36m    code()\x1b[0m"]
+        "\x1b[1m\x1b[4mT\x1b[0m",
+        "use \x1b[36mx\x1b[0m",
+        "\x1b[36m    code()\x1b[0m",
+    ]
 
 
 def _documented_json_schema() -> dict:
@@ -212,15 +309,30 @@ def test_json_output_matches_the_documented_schema():
 
 # Hard to escape: quotes, markup, a control character (not allowed in XML 1.0 at all) and a
 # file name that is not UTF-8 (Python holds its 0xFF byte as the lone surrogate \udcff).
-NASTY = Diagnostic("XLA004", "print-without-flush", 'say "<b>" & \'x\'\x1b[0m done', "we\"ird <&>/bad\udcff.py",
-                   7, 3, 7, 9, Severity.WARNING)
+NASTY = Diagnostic(
+    "XLA004",
+    "print-without-flush",
+    "say \"<b>\" & 'x'\x1b[0m done",
+    'we"ird <&>/bad\udcff.py',
+    7,
+    3,
+    7,
+    9,
+    Severity.WARNING,
+)
 
 # GitLab publishes no JSON Schema for Code Quality reports; this one is the table of
 # https://docs.gitlab.com/ci/testing/code_quality/#code-quality-report-format: every field
 # there is required, severity is one of five words, and the line is location.lines.begin or
 # location.positions.begin.line.
-_POSITION = {"type": "object", "required": ["line"],
-             "properties": {"line": {"type": "integer", "minimum": 1}, "column": {"type": "integer", "minimum": 1}}}
+_POSITION = {
+    "type": "object",
+    "required": ["line"],
+    "properties": {
+        "line": {"type": "integer", "minimum": 1},
+        "column": {"type": "integer", "minimum": 1},
+    },
+}
 GITLAB_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "array",
@@ -237,10 +349,16 @@ GITLAB_SCHEMA = {
                 "required": ["path"],
                 "properties": {
                     "path": {"type": "string", "minLength": 1},
-                    "lines": {"type": "object", "required": ["begin"],
-                              "properties": {"begin": {"type": "integer", "minimum": 1}}},
-                    "positions": {"type": "object", "required": ["begin"],
-                                  "properties": {"begin": _POSITION, "end": _POSITION}},
+                    "lines": {
+                        "type": "object",
+                        "required": ["begin"],
+                        "properties": {"begin": {"type": "integer", "minimum": 1}},
+                    },
+                    "positions": {
+                        "type": "object",
+                        "required": ["begin"],
+                        "properties": {"begin": _POSITION, "end": _POSITION},
+                    },
                 },
                 "anyOf": [{"required": ["lines"]}, {"required": ["positions"]}],
             },
@@ -263,8 +381,14 @@ def test_json_lines_is_one_json_object_per_line():
     out = render("json-lines")
     rows = out.splitlines()
     assert out.endswith("\n") and len(rows) == len(DIAGNOSTICS)
-    assert [json.loads(row) for row in rows] == [d.to_json() for d in DIAGNOSTICS] == json.loads(render("json"))
-    assert all(row.isascii() and ": " not in row.split('"message"')[0] for row in rows)  # compact, as Ruff's
+    assert (
+        [json.loads(row) for row in rows]
+        == [d.to_json() for d in DIAGNOSTICS]
+        == json.loads(render("json"))
+    )
+    assert all(
+        row.isascii() and ": " not in row.split('"message"')[0] for row in rows
+    )  # compact, as Ruff's
     nasty = reporters()["json-lines"](Report([NASTY]))
     assert nasty.count("\n") == 1 and json.loads(nasty) == NASTY.to_json()
     assert reporters()["json-lines"](Report([], files=1)) == ""
@@ -278,8 +402,10 @@ def test_gitlab_is_a_valid_code_quality_report():
         "description": f"XLA004: {MSG4}",
         "severity": "minor",
         "fingerprint": fingerprint("XLA004", "pkg/train.py", MSG4, 0),
-        "location": {"path": "pkg/train.py",
-                     "positions": {"begin": {"line": 3, "column": 2}, "end": {"line": 3, "column": 12}}},
+        "location": {
+            "path": "pkg/train.py",
+            "positions": {"begin": {"line": 3, "column": 2}, "end": {"line": 3, "column": 12}},
+        },
     }
     assert [i["severity"] for i in issues] == ["major", "minor", "minor", "major"]
     assert issues[3]["location"]["path"] == "odd, name:1.py"
@@ -288,15 +414,21 @@ def test_gitlab_is_a_valid_code_quality_report():
     assert all(len(i["fingerprint"]) == 32 and int(i["fingerprint"], 16) >= 0 for i in issues)
     nasty = json.loads(reporters()["gitlab"](Report([NASTY])))
     jsonschema.Draft202012Validator(GITLAB_SCHEMA).validate(nasty)
-    assert nasty[0]["location"]["path"] == NASTY.path and nasty[0]["description"] == "XLA004: " + NASTY.message
+    assert (
+        nasty[0]["location"]["path"] == NASTY.path
+        and nasty[0]["description"] == "XLA004: " + NASTY.message
+    )
 
 
 def test_gitlab_schema_rejects_a_broken_report():
     """The validation above can fail: an issue without a fingerprint or with an unknown severity is refused."""
     validator = jsonschema.Draft202012Validator(GITLAB_SCHEMA)
     issue = json.loads(render("gitlab"))[0]
-    for broken in ({k: v for k, v in issue.items() if k != "fingerprint"}, {**issue, "severity": "error"},
-                   {**issue, "location": {"path": "a.py"}}):
+    for broken in (
+        {k: v for k, v in issue.items() if k != "fingerprint"},
+        {**issue, "severity": "error"},
+        {**issue, "location": {"path": "a.py"}},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             validator.validate([broken])
 
@@ -316,10 +448,14 @@ def test_gitlab_fingerprints_survive_moved_lines_and_tell_twins_apart():
 
     before = prints(DIAGNOSTICS)
     assert prints(DIAGNOSTICS) == before  # stable from run to run (SHA-256, not a seeded hash)
-    assert prints([_shift(d, 40) for d in DIAGNOSTICS]) == before  # lines added above: same findings
+    assert (
+        prints([_shift(d, 40) for d in DIAGNOSTICS]) == before
+    )  # lines added above: same findings
     assert prints(DIAGNOSTICS[1:]) == before[1:]  # one finding fixed: the others keep theirs
     twins = prints([DIAGNOSTICS[1], _shift(DIAGNOSTICS[1], 5), _shift(DIAGNOSTICS[1], 9)])
-    assert len(set(twins)) == 3 and twins[0] == before[1]  # the same finding three times: three issues
+    assert (
+        len(set(twins)) == 3 and twins[0] == before[1]
+    )  # the same finding three times: three issues
     moved = dataclasses.replace(DIAGNOSTICS[1], path="pkg/other.py")
     assert prints([moved]) != [before[1]]  # another file: another finding
     reworded = dataclasses.replace(DIAGNOSTICS[1], message=MSG4 + "!")
@@ -339,7 +475,9 @@ def test_gitlab_paths_are_relative_to_the_project(tmp_path, monkeypatch):
     monkeypatch.setenv("CI_PROJECT_DIR", str(tmp_path / "repo"))
     (issue,) = json.loads(reporters()["gitlab"](Report([d])))
     assert issue["location"]["path"] == "src/train.py"
-    assert issue["fingerprint"] == fingerprint("XLA004", "src/train.py", MSG4, 0)  # same in any checkout folder
+    assert issue["fingerprint"] == fingerprint(
+        "XLA004", "src/train.py", MSG4, 0
+    )  # same in any checkout folder
 
 
 def _parse_junit(out: str) -> ET.Element:
@@ -349,19 +487,31 @@ def _parse_junit(out: str) -> ET.Element:
 
 def test_junit_has_one_suite_per_file_and_one_case_per_diagnostic():
     root = _parse_junit(render("junit"))
-    assert root.tag == "testsuites" and root.attrib == {"name": "xla-lint", "tests": "4", "failures": "4",
-                                                         "errors": "0"}
+    assert root.tag == "testsuites" and root.attrib == {
+        "name": "xla-lint",
+        "tests": "4",
+        "failures": "4",
+        "errors": "0",
+    }
     suites = root.findall("testsuite")
-    assert [(s.get("name"), s.get("tests"), s.get("failures"), s.get("package")) for s in suites] == [
-        ("pkg/train.py", "3", "3", "org.xla_lint"), ("odd, name:1.py", "1", "1", "org.xla_lint")]
+    assert [
+        (s.get("name"), s.get("tests"), s.get("failures"), s.get("package")) for s in suites
+    ] == [("pkg/train.py", "3", "3", "org.xla_lint"), ("odd, name:1.py", "1", "1", "org.xla_lint")]
     cases = [c for s in suites for c in s.findall("testcase")]
     assert [(c.get("name"), c.get("classname"), c.get("line"), c.get("column")) for c in cases] == [
-        ("org.xla_lint.XLA001", "pkg/train", "2", "8"), ("org.xla_lint.XLA004", "pkg/train", "3", "2"),
-        ("org.xla_lint.XLA302", "pkg/train", "4", "1"), ("org.xla_lint.XLA000", "odd, name:1", "1", "1")]
+        ("org.xla_lint.XLA001", "pkg/train", "2", "8"),
+        ("org.xla_lint.XLA004", "pkg/train", "3", "2"),
+        ("org.xla_lint.XLA302", "pkg/train", "4", "1"),
+        ("org.xla_lint.XLA000", "odd, name:1", "1", "1"),
+    ]
     assert [c.find("properties/property").attrib for c in cases][:2] == [
-        {"name": "severity", "value": "error"}, {"name": "severity", "value": "warning"}]
+        {"name": "severity", "value": "error"},
+        {"name": "severity", "value": "warning"},
+    ]
     failures = [c.find("failure") for c in cases]
-    assert [f.get("message") for f in failures] == [d.message for d in DIAGNOSTICS]  # line breaks kept: &#10;
+    assert [f.get("message") for f in failures] == [
+        d.message for d in DIAGNOSTICS
+    ]  # line breaks kept: &#10;
     assert failures[1].text == f"line 3, col 2, {MSG4}"
 
 
@@ -371,8 +521,10 @@ def test_junit_escapes_what_xml_cannot_hold_as_is():
     assert suite.get("name") == 'we"ird <&>/bad\\xff.py'
     case = suite.find("testcase")
     assert case.get("classname") == 'we"ird <&>/bad\\xff'
-    assert case.find("failure").get("message") == 'say "<b>" & \'x\'\\x1b[0m done'
-    assert xml_text("plain <&> \"text\" \t\n") == "plain <&> \"text\" \t\n"  # ElementTree escapes these itself
+    assert case.find("failure").get("message") == "say \"<b>\" & 'x'\\x1b[0m done"
+    assert (
+        xml_text('plain <&> "text" \t\n') == 'plain <&> "text" \t\n'
+    )  # ElementTree escapes these itself
     assert xml_text("a\x00b\x1bc\udcffd\ufffe\ud800") == "a\\x00b\\x1bc\\xffd\\ufffe\\ud800"
 
 
@@ -386,11 +538,29 @@ def test_junit_without_diagnostics_is_one_passing_case():
     assert case.attrib == {"name": "No errors found", "classname": "xla-lint"} and list(case) == []
 
 
-@pytest.mark.parametrize("fmt, clean", [("gitlab", "[]\n"), ("json-lines", ""), ("pylint", ""), ("junit", None)])
+@pytest.mark.parametrize(
+    "fmt, clean", [("gitlab", "[]\n"), ("json-lines", ""), ("pylint", ""), ("junit", None)]
+)
 def test_a_clean_run_from_the_command_line(tmp_path, fmt, clean):
-    (tmp_path / "train.py").write_text("import torch_xla\nprint('ok', flush=True)\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--output-format", fmt,
-                           "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    (tmp_path / "train.py").write_text(
+        "import torch_xla\nprint('ok', flush=True)\n", encoding="utf-8"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xla_lint",
+            "--isolated",
+            "--no-cache",
+            "--output-format",
+            fmt,
+            "train.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert (proc.returncode, proc.stderr) == (0, "")
     if clean is None:
         assert _parse_junit(proc.stdout).get("failures") == "0"
@@ -403,11 +573,29 @@ def test_cli_md_shows_the_real_output_of_the_ci_formats(tmp_path):
     import re
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
-    formats = page[page.index("## Output formats"):]
-    (tmp_path / "train.py").write_text(re.search(r"```python\n(.*?)```", formats, re.S).group(1), encoding="utf-8")
+    formats = page[page.index("## Output formats") :]
+    (tmp_path / "train.py").write_text(
+        re.search(r"```python\n(.*?)```", formats, re.S).group(1), encoding="utf-8"
+    )
     for fmt in ("json-lines", "gitlab", "junit", "pylint"):
-        shown = re.search(r"```[a-z]*\n(.*?)```", formats[formats.index(f"### `{fmt}`"):], re.S).group(1)
-        proc = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--extend-select",
-                               "XLA900", "--output-format", fmt], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=120)
+        shown = re.search(
+            r"```[a-z]*\n(.*?)```", formats[formats.index(f"### `{fmt}`") :], re.S
+        ).group(1)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "xla_lint",
+                "--isolated",
+                "--no-cache",
+                "--extend-select",
+                "XLA900",
+                "--output-format",
+                fmt,
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.stdout == shown, fmt

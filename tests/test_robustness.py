@@ -22,11 +22,18 @@ PRINT = "import torch_xla\nprint('a')\n"
 PRINT_FIXED = "import torch_xla\nprint('a', flush=True)\n"
 
 
-def xla(cwd: Path, *args: str, timeout: float = 120, prefix: list[str] = ()) -> subprocess.CompletedProcess:
+def xla(
+    cwd: Path, *args: str, timeout: float = 120, prefix: list[str] = ()
+) -> subprocess.CompletedProcess:
     """Run ``python -m xla_lint ARGS`` in ``cwd`` (isolated from config unless a test says
     otherwise), after the command ``prefix`` (see :func:`helpers.without_file_powers`)."""
-    proc = subprocess.run([*prefix, sys.executable, "-m", "xla_lint", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-m", "xla_lint", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
     assert proc.returncode in (0, 1, 2), (proc.returncode, proc.stderr)
     return proc
@@ -36,15 +43,18 @@ def rows(proc) -> list[str]:
     return proc.stdout.splitlines()
 
 
-@pytest.mark.parametrize("source, message", [
-    ("import torch_xla\ndef train(:\n    pass\n", "XLA000 cannot parse"),
-    ("import torch_xla\nif True:\nprint('x')\n", "XLA000 cannot parse"),
-    ("import torch_xla\nx = (1,\n", "XLA000 cannot parse"),
-    ("import torch_xla\nx = 1 $ 2\n", "XLA000 cannot parse"),
-    ("import torch_xla\n  x = 1\n", "XLA000 cannot parse"),
-    ("import torch_xla\nx = 'unterminated\n", "XLA000 cannot parse"),
-    ("import torch_xla\n\tif x:\n        pass\n", "XLA000 cannot parse"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("import torch_xla\ndef train(:\n    pass\n", "XLA000 cannot parse"),
+        ("import torch_xla\nif True:\nprint('x')\n", "XLA000 cannot parse"),
+        ("import torch_xla\nx = (1,\n", "XLA000 cannot parse"),
+        ("import torch_xla\nx = 1 $ 2\n", "XLA000 cannot parse"),
+        ("import torch_xla\n  x = 1\n", "XLA000 cannot parse"),
+        ("import torch_xla\nx = 'unterminated\n", "XLA000 cannot parse"),
+        ("import torch_xla\n\tif x:\n        pass\n", "XLA000 cannot parse"),
+    ],
+)
 def test_syntax_errors_give_xla000(tmp_path, source, message):
     (tmp_path / "bad.py").write_text(source)
     (tmp_path / "good.py").write_text(PRINT)
@@ -75,7 +85,9 @@ def test_latin1_with_cookie_is_linted_and_fixed_as_latin1(tmp_path):
     assert proc.returncode == 1 and rows(proc)[0].startswith("l1.py:4:1: XLA004")
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "--fix", "l1.py")
     assert proc.returncode == 0, proc.stdout
-    assert (tmp_path / "l1.py").read_bytes() == data.replace(b"print('\xe9')", b"print('\xe9', flush=True)")
+    assert (tmp_path / "l1.py").read_bytes() == data.replace(
+        b"print('\xe9')", b"print('\xe9', flush=True)"
+    )
 
 
 def test_bom_and_crlf_are_kept_by_fix(tmp_path):
@@ -85,8 +97,9 @@ def test_bom_and_crlf_are_kept_by_fix(tmp_path):
     assert [r.split(": ")[0] for r in rows(proc)[:2]] == ["bom.py:2:1", "bom.py:3:1"]
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "--fix", "bom.py")
     assert proc.returncode == 0
-    assert (tmp_path / "bom.py").read_bytes() == (b"\xef\xbb\xbfimport torch_xla\r\nprint('a', flush=True)\r\n"
-                                                  b"print('b', flush=True)\r\n")
+    assert (tmp_path / "bom.py").read_bytes() == (
+        b"\xef\xbb\xbfimport torch_xla\r\nprint('a', flush=True)\r\nprint('b', flush=True)\r\n"
+    )
 
 
 def test_form_feed_does_not_shift_fixes(tmp_path):
@@ -95,7 +108,9 @@ def test_form_feed_does_not_shift_fixes(tmp_path):
     (tmp_path / "ff.py").write_text(data, newline="")
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "--fix", "ff.py")
     assert proc.returncode == 0, proc.stdout
-    assert (tmp_path / "ff.py").read_bytes().decode() == data.replace("print('a')", "print('a', flush=True)")
+    assert (tmp_path / "ff.py").read_bytes().decode() == data.replace(
+        "print('a')", "print('a', flush=True)"
+    )
 
 
 def test_lone_cr_file_keeps_its_final_line_end_when_a_fix_adds_an_import(tmp_path):
@@ -105,8 +120,9 @@ def test_lone_cr_file_keeps_its_final_line_end_when_a_fix_adds_an_import(tmp_pat
     (tmp_path / "cr.py").write_bytes(data)
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA302", "--fix", "cr.py")
     assert proc.returncode == 0, proc.stdout
-    assert (tmp_path / "cr.py").read_bytes() == (b"import torch_xla.core.xla_model as xm\rimport torch_xla\r\r"
-                                                 b"torch_xla.sync()\rx = 1\r")
+    assert (tmp_path / "cr.py").read_bytes() == (
+        b"import torch_xla.core.xla_model as xm\rimport torch_xla\r\rtorch_xla.sync()\rx = 1\r"
+    )
 
 
 def test_noqa_counts_in_a_lone_cr_file(tmp_path):
@@ -115,17 +131,24 @@ def test_noqa_counts_in_a_lone_cr_file(tmp_path):
     data = b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b")  # noqa: XLA302\r'
     (tmp_path / "cr.py").write_bytes(data)
     proc = xla(tmp_path, "--isolated", "--no-cache", "--extend-select", "XLA900", "cr.py")
-    assert [r.split(" ")[0:2] for r in rows(proc)[:2]] == [["cr.py:3:1:", "XLA004"], ["cr.py:3:13:", "XLA900"]]
+    assert [r.split(" ")[0:2] for r in rows(proc)[:2]] == [
+        ["cr.py:3:1:", "XLA004"],
+        ["cr.py:3:13:", "XLA900"],
+    ]
     proc = xla(tmp_path, "--isolated", "--no-cache", "--extend-select", "XLA900", "--fix", "cr.py")
-    assert (tmp_path / "cr.py").read_bytes() == b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b", flush=True)\r'
+    assert (
+        tmp_path / "cr.py"
+    ).read_bytes() == b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b", flush=True)\r'
 
 
 def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp_path):
     # LibCST drops a form feed in front of a line's first token: columns on that line are
     # CPython's (one further right per form feed), the fix lands on the call, and the form
     # feeds survive the import LibCST adds.
-    data = ("import torch_xla.core.xla_model as xm\n\x0c\x0cy = xm.mark_step(); xm.mark_step()\n"
-            "\x0c\nxm.mark_step()\n")
+    data = (
+        "import torch_xla.core.xla_model as xm\n\x0c\x0cy = xm.mark_step(); xm.mark_step()\n"
+        "\x0c\nxm.mark_step()\n"
+    )
     (tmp_path / "ff.py").write_text(data, newline="")
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA302", "ff.py")
     assert [r.split(": ")[0] for r in rows(proc)[:3]] == ["ff.py:2:7", "ff.py:2:23", "ff.py:4:1"]
@@ -133,30 +156,67 @@ def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp
     assert proc.returncode == 0, proc.stdout
     assert (tmp_path / "ff.py").read_bytes().decode() == (
         "import torch_xla.core.xla_model as xm\nimport torch_xla\n\n"
-        "\x0c\x0cy = torch_xla.sync(); torch_xla.sync()\n\x0c\ntorch_xla.sync()\n")
+        "\x0c\x0cy = torch_xla.sync(); torch_xla.sync()\n\x0c\ntorch_xla.sync()\n"
+    )
 
 
-@pytest.mark.parametrize("data", [
-    b'import torch_xla\nprint("hi")',                                  # no line end at the end
-    b'import torch_xla\n\x0cprint("hi")\n',                           # a form feed (str.splitlines cuts there)
-    b'import torch_xla\nprint("a\xe2\x80\xa8b")\n',                      # U+2028 inside a string
-    b'# -*- coding: latin-1 -*-\nimport torch_xla\nprint("caf\xe9")\n',  # the diff is in the file's encoding
-    b'\xef\xbb\xbfimport torch_xla\r\nprint(1)\r\n',                     # BOM and CRLF
-    b'import torch_xla\r\nprint(1)\nprint(2)\r\n',                      # mixed line ends
-    b'import torch_xla\rprint(1)\rprint(2)\r',                           # lone CR: one line for git
-    b'import torch_xla\nimport torch_xla.core.xla_model as xm\nprint(1)\r',  # ... and mixed with \n
-], ids=["no-eol", "form-feed", "u2028", "latin-1", "bom-crlf", "mixed", "lone-cr", "lone-cr-mixed"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'import torch_xla\nprint("hi")',  # no line end at the end
+        b'import torch_xla\n\x0cprint("hi")\n',  # a form feed (str.splitlines cuts there)
+        b'import torch_xla\nprint("a\xe2\x80\xa8b")\n',  # U+2028 inside a string
+        b'# -*- coding: latin-1 -*-\nimport torch_xla\nprint("caf\xe9")\n',  # the diff is in the file's encoding
+        b"\xef\xbb\xbfimport torch_xla\r\nprint(1)\r\n",  # BOM and CRLF
+        b"import torch_xla\r\nprint(1)\nprint(2)\r\n",  # mixed line ends
+        b"import torch_xla\rprint(1)\rprint(2)\r",  # lone CR: one line for git
+        b"import torch_xla\nimport torch_xla.core.xla_model as xm\nprint(1)\r",  # ... and mixed with \n
+    ],
+    ids=[
+        "no-eol",
+        "form-feed",
+        "u2028",
+        "latin-1",
+        "bom-crlf",
+        "mixed",
+        "lone-cr",
+        "lone-cr-mixed",
+    ],
+)
 @pytest.mark.parametrize("name", ["t.py", "été.py", "日本.py"])
 def test_diff_applies_and_gives_what_fix_writes(tmp_path, data, name):
     (tmp_path / name).write_bytes(data)
-    diff = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff", name],
-                          cwd=tmp_path, capture_output=True, timeout=120)
-    assert diff.returncode == 1 and diff.stdout.startswith(b"--- a/" + os.fsencode(name) + b"\n"), diff.stderr
-    stdin = subprocess.run([sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff",
-                            "--stdin-filename", name, "-"], input=data, cwd=tmp_path, capture_output=True, timeout=120)
+    diff = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff", name],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+    )
+    assert diff.returncode == 1 and diff.stdout.startswith(b"--- a/" + os.fsencode(name) + b"\n"), (
+        diff.stderr
+    )
+    stdin = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xla_lint",
+            "--isolated",
+            "--no-cache",
+            "--diff",
+            "--stdin-filename",
+            name,
+            "-",
+        ],
+        input=data,
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+    )
     assert stdin.stdout == diff.stdout
     (tmp_path / "t.diff").write_bytes(diff.stdout)
-    subprocess.run(["git", "apply", "t.diff"], cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["git", "apply", "t.diff"], cwd=tmp_path, check=True, capture_output=True, timeout=60
+    )
     patched = (tmp_path / name).read_bytes()
     (tmp_path / name).write_bytes(data)
     xla(tmp_path, "--isolated", "--no-cache", "--fix", name)
@@ -177,17 +237,20 @@ def test_fifty_thousand_lines(tmp_path):
     assert proc.returncode == 1 and rows(proc)[0].startswith("big.py:50000:1: XLA004")
 
 
-@pytest.mark.parametrize("expr", [
-    "(" * 1000 + "1" + ")" * 1000,
-    "[" * 1000 + "]" * 1000,
-    "-" * 1000 + "1",
-    "not " * 1000 + "x",
-    "+".join(["1"] * 5000),
-    "a" + ".b" * 5000,
-    "f" + "()" * 3000,
-    "lambda: " * 1000 + "1",
-    "1 if x else " * 3000 + "1",
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "(" * 1000 + "1" + ")" * 1000,
+        "[" * 1000 + "]" * 1000,
+        "-" * 1000 + "1",
+        "not " * 1000 + "x",
+        "+".join(["1"] * 5000),
+        "a" + ".b" * 5000,
+        "f" + "()" * 3000,
+        "lambda: " * 1000 + "1",
+        "1 if x else " * 3000 + "1",
+    ],
+)
 def test_deep_nesting_never_crashes(tmp_path, expr):
     (tmp_path / "deep.py").write_text(f"import torch_xla\nx = {expr}\n")
     (tmp_path / "good.py").write_text(PRINT)
@@ -197,25 +260,36 @@ def test_deep_nesting_never_crashes(tmp_path, expr):
     assert all(" XLA000 cannot parse: " in r for r in deep)
 
 
-@pytest.mark.parametrize("expr", ["a" + ".b" * 10_000, "f" + "()" * 50_000, "1 if x else " * 5_000 + "1"])
+@pytest.mark.parametrize(
+    "expr", ["a" + ".b" * 10_000, "f" + "()" * 50_000, "1 if x else " * 5_000 + "1"]
+)
 def test_nesting_python_refuses_is_reported_at_once(tmp_path, expr):
     """Depth that `python file.py` refuses is XLA000 before LibCST sees it (10,000 chained
     attributes used to crash the process in LibCST's native parser and lose every result;
     5,000 nested conditionals took 4 GB)."""
     (tmp_path / "deep.py").write_text(f"import torch_xla\nx = {expr}\n")
     (tmp_path / "good.py").write_text(PRINT)
-    python = subprocess.run([sys.executable, "deep.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    python = subprocess.run(
+        [sys.executable, "deep.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert "RecursionError" in python.stderr  # the interpreter refuses it too
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", ".", timeout=60)
-    assert rows(proc)[:2] == ["deep.py:1:1: XLA000 cannot parse: nesting too deep (Python refuses it too)",
-                              "good.py:2:1: XLA004 `print` without `flush=True` in torch_xla code: "
-                              "the line may sit in a buffer and never appear"]
+    assert rows(proc)[:2] == [
+        "deep.py:1:1: XLA000 cannot parse: nesting too deep (Python refuses it too)",
+        "good.py:2:1: XLA004 `print` without `flush=True` in torch_xla code: "
+        "the line may sit in a buffer and never appear",
+    ]
 
 
 def test_nesting_python_accepts_is_linted(tmp_path):
     (tmp_path / "deep.py").write_text("import torch_xla\nx = a" + ".b" * 2_500 + "\nprint(x)\n")
-    python = subprocess.run([sys.executable, "-c", "import ast; ast.parse(open('deep.py').read())"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60)
+    python = subprocess.run(
+        [sys.executable, "-c", "import ast; ast.parse(open('deep.py').read())"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert python.returncode == 0
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "deep.py", timeout=120)
     assert [r.split(" ")[0] for r in rows(proc)[:1]] == ["deep.py:3:1:"]
@@ -229,12 +303,18 @@ def test_symlink_loop_and_dangling_symlink(tmp_path):
     assert proc.returncode == 1
     out = rows(proc)
     assert "gone.py:1:1: XLA000 cannot parse: cannot read file: No such file or directory" in out
-    assert "loop.py:1:1: XLA000 cannot parse: cannot read file: Too many levels of symbolic links" in out
+    assert (
+        "loop.py:1:1: XLA000 cannot parse: cannot read file: Too many levels of symbolic links"
+        in out
+    )
     assert any(r.startswith("good.py:2:1: XLA004") for r in out)
     # A symlinked folder that points at its parent is not followed (no endless walk).
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "up").symlink_to(tmp_path, target_is_directory=True)
-    assert xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", ".", timeout=60).returncode == 1
+    assert (
+        xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", ".", timeout=60).returncode
+        == 1
+    )
 
 
 def test_directory_named_like_a_python_file(tmp_path):
@@ -263,7 +343,9 @@ def test_unreadable_file(tmp_path):
     (tmp_path / "secret.py").write_text(PRINT)
     (tmp_path / "secret.py").chmod(0)
     proc = xla(tmp_path, "--isolated", "--no-cache", "secret.py", prefix=prefix)
-    assert rows(proc)[0] == "secret.py:1:1: XLA000 cannot parse: cannot read file: Permission denied"
+    assert (
+        rows(proc)[0] == "secret.py:1:1: XLA000 cannot parse: cannot read file: Permission denied"
+    )
 
 
 def test_unreadable_folder_is_reported_not_skipped(tmp_path):
@@ -274,14 +356,25 @@ def test_unreadable_folder_is_reported_not_skipped(tmp_path):
     (tmp_path / "secret").chmod(0)
     try:
         proc = xla(tmp_path, "--isolated", "--no-cache", ".", prefix=prefix)
-        assert [r.split(" ")[0:2] for r in rows(proc)[:2]] == [["b.py:2:1:", "XLA004"], ["secret:1:1:", "XLA000"]]
+        assert [r.split(" ")[0:2] for r in rows(proc)[:2]] == [
+            ["b.py:2:1:", "XLA004"],
+            ["secret:1:1:", "XLA000"],
+        ]
         assert rows(proc)[1].endswith("cannot read folder: Permission denied")
         # A file named inside it exists; it cannot be reached (it used to be "no such file").
         proc = xla(tmp_path, "--isolated", "--no-cache", "secret/a.py", prefix=prefix)
         assert proc.returncode == 1
-        assert rows(proc)[0] == "secret/a.py:1:1: XLA000 cannot parse: cannot access: Permission denied"
-        proc = xla(tmp_path, "--isolated", "--no-cache", "secret", prefix=prefix)  # the folder, named
-        assert rows(proc)[0] == "secret:1:1: XLA000 cannot parse: cannot read folder: Permission denied"
+        assert (
+            rows(proc)[0]
+            == "secret/a.py:1:1: XLA000 cannot parse: cannot access: Permission denied"
+        )
+        proc = xla(
+            tmp_path, "--isolated", "--no-cache", "secret", prefix=prefix
+        )  # the folder, named
+        assert (
+            rows(proc)[0]
+            == "secret:1:1: XLA000 cannot parse: cannot read folder: Permission denied"
+        )
     finally:
         (tmp_path / "secret").chmod(0o755)
 
@@ -300,10 +393,14 @@ def test_file_deleted_between_discovery_and_reading(tmp_path):
         cli.discover = discover
         cli.main(["--isolated", "--no-cache", "--select", "XLA004", "."], prog_name="xla-lint")
     """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 1
-    assert "a.py:1:1: XLA000 cannot parse: cannot read file: No such file or directory" in rows(proc)
+    assert "a.py:1:1: XLA000 cannot parse: cannot read file: No such file or directory" in rows(
+        proc
+    )
     assert any(r.startswith("b.py:2:1: XLA004") for r in rows(proc))
 
 
@@ -312,7 +409,10 @@ def test_malformed_pyproject(tmp_path):
     (tmp_path / "a.py").write_text(PRINT)
     proc = xla(tmp_path, "a.py")
     assert proc.returncode == 2
-    assert proc.stderr.startswith("xla-lint: error: ") and "pyproject.toml: not valid TOML" in proc.stderr
+    assert (
+        proc.stderr.startswith("xla-lint: error: ")
+        and "pyproject.toml: not valid TOML" in proc.stderr
+    )
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -325,14 +425,25 @@ def test_pyproject_whose_tool_is_not_a_table(tmp_path, tool):
     proc = xla(tmp_path, "--no-cache", "a.py")
     assert proc.returncode == 1 and rows(proc)[0].startswith("a.py:2:1: XLA004")
     proc = xla(tmp_path, "--no-cache", "--config", "pyproject.toml", "a.py")
-    assert proc.returncode == 2 and proc.stderr == "xla-lint: error: pyproject.toml: `tool` must be a table\n"
+    assert (
+        proc.returncode == 2
+        and proc.stderr == "xla-lint: error: pyproject.toml: `tool` must be a table\n"
+    )
 
 
 def test_closed_standard_input(tmp_path):
-    proc = subprocess.run(["sh", "-c", f"exec '{sys.executable}' -m xla_lint - <&-"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["sh", "-c", f"exec '{sys.executable}' -m xla_lint - <&-"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
-    assert proc.stderr == "xla-lint: error: standard input is closed; name files to lint instead of `-`\n"
+    assert (
+        proc.stderr
+        == "xla-lint: error: standard input is closed; name files to lint instead of `-`\n"
+    )
 
 
 def test_unknown_select_code(tmp_path):
@@ -343,6 +454,7 @@ def test_unknown_select_code(tmp_path):
 
 
 # ---- --fix never loses data ------------------------------------------------------------
+
 
 def test_read_only_file_is_reported_and_untouched(tmp_path):
     path = tmp_path / "ro.py"
@@ -358,8 +470,10 @@ def test_read_only_file_is_reported_and_untouched(tmp_path):
 
 
 def test_fix_twice_equals_fix_once(tmp_path):
-    source = ("import torch_xla\nimport torch_xla.core.xla_model as xm\nprint('a')\nprint('b', 1)\n"
-              "xm.mark_step()\ndevice = xm.xla_device()\n")
+    source = (
+        "import torch_xla\nimport torch_xla.core.xla_model as xm\nprint('a')\nprint('b', 1)\n"
+        "xm.mark_step()\ndevice = xm.xla_device()\n"
+    )
     (tmp_path / "a.py").write_text(source)
     first = xla(tmp_path, "--isolated", "--no-cache", "--fix", "a.py")
     once = (tmp_path / "a.py").read_bytes()

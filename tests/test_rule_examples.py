@@ -16,11 +16,11 @@ from helpers import fix_text, lint_tree, write_tree
 
 RULES = [r for r in all_rules() if r.code != "XLA000"]
 
+
 def _entry(example) -> dict:
     """An example alone is a program run as `python example.py` (its modes come from its own
     code); with other modules beside it, they say which file is the entry, as a real tree would."""
     return {} if example.files else {"entry_points": {"example.py": "single"}}
-
 
 
 def _cases(kind: str):
@@ -41,11 +41,23 @@ def _program(tmp_path, example):
 @pytest.mark.parametrize("rule,example", list(_cases("invalid")))
 def test_invalid_example_is_reported(tmp_path, rule, example):
     _program(tmp_path, example)
-    result, _, _ = lint_tree(tmp_path, select=[rule.code, *rule.examples_need], preview=rule.preview, **_entry(example))
-    lines = sorted(d.line for d in result.diagnostics if d.path == "example.py" and d.code == rule.code)
-    assert lines == sorted(example.lines), f"{rule.code} reported lines {lines} for:\n{example.code}"
+    result, _, _ = lint_tree(
+        tmp_path, select=[rule.code, *rule.examples_need], preview=rule.preview, **_entry(example)
+    )
+    lines = sorted(
+        d.line for d in result.diagnostics if d.path == "example.py" and d.code == rule.code
+    )
+    assert lines == sorted(example.lines), (
+        f"{rule.code} reported lines {lines} for:\n{example.code}"
+    )
     if example.fixed is not None:
-        fixed = fix_text(tmp_path, "example.py", [rule.code, *rule.examples_need], preview=rule.preview, **_entry(example))
+        fixed = fix_text(
+            tmp_path,
+            "example.py",
+            [rule.code, *rule.examples_need],
+            preview=rule.preview,
+            **_entry(example),
+        )
         assert fixed == example.fixed
         assert parses(fixed)
 
@@ -53,8 +65,14 @@ def test_invalid_example_is_reported(tmp_path, rule, example):
 @pytest.mark.parametrize("rule,example", list(_cases("valid")))
 def test_valid_example_is_not_reported(tmp_path, rule, example):
     _program(tmp_path, example)
-    result, _, _ = lint_tree(tmp_path, select=[rule.code, *rule.examples_need], preview=rule.preview, **_entry(example))
-    found = [f"{d.line}: {d.message}" for d in result.diagnostics if d.path == "example.py" and d.code == rule.code]
+    result, _, _ = lint_tree(
+        tmp_path, select=[rule.code, *rule.examples_need], preview=rule.preview, **_entry(example)
+    )
+    found = [
+        f"{d.line}: {d.message}"
+        for d in result.diagnostics
+        if d.path == "example.py" and d.code == rule.code
+    ]
     assert found == [], f"{rule.code} wrongly reported {found} for:\n{example.code}"
 
 
@@ -62,9 +80,17 @@ def test_valid_example_is_not_reported(tmp_path, rule, example):
 def test_rule_is_documented_and_proven(rule):
     assert rule.code.startswith("XLA") and len(rule.code) == 6
     assert rule.name == rule.name.lower() and " " not in rule.name
-    for heading in ("## What it does", "## Why is this bad", "## Example", "## Use instead", "## References"):
+    for heading in (
+        "## What it does",
+        "## Why is this bad",
+        "## Example",
+        "## Use instead",
+        "## References",
+    ):
         assert heading in rule.explanation, f"{rule.code} explanation lacks {heading!r}"
     assert rule.invalid, f"{rule.code} has no invalid example"
     assert rule.valid, f"{rule.code} has no valid example"
     if rule.fixable:
-        assert any(e.fixed is not None for e in rule.invalid), f"{rule.code} is fixable but no example shows the fix"
+        assert any(e.fixed is not None for e in rule.invalid), (
+            f"{rule.code} is fixable but no example shows the fix"
+        )

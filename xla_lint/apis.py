@@ -52,11 +52,29 @@ PRINT = "builtins.print"
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
 
 # Calls that only make sense with SPMD on (rule XLA002 reports them when it is off).
-SPMD_APIS = frozenset({MESH, HYBRID_MESH, MARK_SHARDING, MARK_SHARDING_WITH_GRADIENTS,
-                       SET_GLOBAL_MESH, FSDPV2, f"{XS}.get_1d_mesh"})
+SPMD_APIS = frozenset(
+    {
+        MESH,
+        HYBRID_MESH,
+        MARK_SHARDING,
+        MARK_SHARDING_WITH_GRADIENTS,
+        SET_GLOBAL_MESH,
+        FSDPV2,
+        f"{XS}.get_1d_mesh",
+    }
+)
 # Calls that make a program shard its tensors (rule XLA003 and others).
-SHARDING_APIS = frozenset({MESH, HYBRID_MESH, MARK_SHARDING, MARK_SHARDING_WITH_GRADIENTS,
-                           SET_GLOBAL_MESH, FSDPV2, f"{XS}.get_1d_mesh"})
+SHARDING_APIS = frozenset(
+    {
+        MESH,
+        HYBRID_MESH,
+        MARK_SHARDING,
+        MARK_SHARDING_WITH_GRADIENTS,
+        SET_GLOBAL_MESH,
+        FSDPV2,
+        f"{XS}.get_1d_mesh",
+    }
+)
 LAUNCH_APIS = frozenset({LAUNCH, SPAWN})
 
 
@@ -64,54 +82,110 @@ def canonical(name: str) -> str:
     """The public dotted name of ``name`` (``torch_xla.distributed.spmd.xla_sharding.Mesh`` -> ``torch_xla.distributed.spmd.Mesh``)."""
     for old, new in _PREFIX_REWRITES:
         if name.startswith(old):
-            return new + name[len(old):]
+            return new + name[len(old) :]
     return name
 
 
 # ---- removed APIs (rule XLA013; guards.py reads them for `hasattr` tests) ------------------
 
-SPMD_EXPORTS = frozenset({
-    "XLAShard", "XLAShardedTensor", "Mesh", "HybridMesh", "ShardingType", "ShardingSpec",
-    "XLAPatchedLinear", "mark_sharding", "mark_sharding_with_gradients", "clear_sharding",
-    "get_1d_mesh", "wrap_if_sharded", "xla_patched_nn_linear_forward", "set_global_mesh",
-    "get_global_mesh", "enable_manual_sharding", "disable_manual_sharding",
-    "apply_backward_optimization_barrier", "shard_as", "annotate_custom_sharding",
-    "xla_distribute_tensor", "xla_distribute_module", "auto_policy",
-})  # torch_xla 2.9.0 torch_xla/distributed/spmd/__init__.py
-RUNTIME_EXPORTS = frozenset({
-    "addressable_device_count", "addressable_runtime_device_count", "device_type", "get_master_ip",
-    "global_device_count", "global_ordinal", "global_runtime_device_attributes",
-    "global_runtime_device_count", "host_index", "initialize_cache", "is_bf16_supported", "is_spmd",
-    "local_device_count", "local_ordinal", "local_process_count", "process_count", "process_index",
-    "runtime_device_attributes", "set_device_type", "use_spmd", "world_size",
-})  # torch_xla 2.9.0 torch_xla/runtime.py
+SPMD_EXPORTS = frozenset(
+    {
+        "XLAShard",
+        "XLAShardedTensor",
+        "Mesh",
+        "HybridMesh",
+        "ShardingType",
+        "ShardingSpec",
+        "XLAPatchedLinear",
+        "mark_sharding",
+        "mark_sharding_with_gradients",
+        "clear_sharding",
+        "get_1d_mesh",
+        "wrap_if_sharded",
+        "xla_patched_nn_linear_forward",
+        "set_global_mesh",
+        "get_global_mesh",
+        "enable_manual_sharding",
+        "disable_manual_sharding",
+        "apply_backward_optimization_barrier",
+        "shard_as",
+        "annotate_custom_sharding",
+        "xla_distribute_tensor",
+        "xla_distribute_module",
+        "auto_policy",
+    }
+)  # torch_xla 2.9.0 torch_xla/distributed/spmd/__init__.py
+RUNTIME_EXPORTS = frozenset(
+    {
+        "addressable_device_count",
+        "addressable_runtime_device_count",
+        "device_type",
+        "get_master_ip",
+        "global_device_count",
+        "global_ordinal",
+        "global_runtime_device_attributes",
+        "global_runtime_device_count",
+        "host_index",
+        "initialize_cache",
+        "is_bf16_supported",
+        "is_spmd",
+        "local_device_count",
+        "local_ordinal",
+        "local_process_count",
+        "process_count",
+        "process_index",
+        "runtime_device_attributes",
+        "set_device_type",
+        "use_spmd",
+        "world_size",
+    }
+)  # torch_xla 2.9.0 torch_xla/runtime.py
 
 
 class Removed:
     """A removed module or attribute: the release that removed it, where it went, the commit."""
 
-    def __init__(self, removed_in: tuple[int, int], use: str | None, exports: frozenset[str] = frozenset(),
-                 exact: str | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        removed_in: tuple[int, int],
+        use: str | None,
+        exports: frozenset[str] = frozenset(),
+        exact: str | None = None,
+        hint: str | None = None,
+    ) -> None:
         self.removed_in = removed_in
         self.use = use  # public replacement (module or callable), None when there is no single one
         self.exports = exports  # names the replacement module has (module rewrites only)
-        self.exact = exact  # the module the old one re-exported with `import *` (always a correct rewrite)
+        self.exact = (
+            exact  # the module the old one re-exported with `import *` (always a correct rewrite)
+        )
         self.hint = hint  # what to do instead when there is no replacement to name
 
 
 REMOVED_MODULES = {
     # d028176a0c "Remove SPMD stale files in experimental (#7499)", first in v2.5.0
-    "torch_xla.experimental.xla_sharding": Removed((2, 5), "torch_xla.distributed.spmd", SPMD_EXPORTS,
-                                                    "torch_xla.distributed.spmd.xla_sharding"),
-    "torch_xla.experimental.xla_sharded_tensor": Removed((2, 5), "torch_xla.distributed.spmd", SPMD_EXPORTS,
-                                                          "torch_xla.distributed.spmd.xla_sharded_tensor"),
+    "torch_xla.experimental.xla_sharding": Removed(
+        (2, 5),
+        "torch_xla.distributed.spmd",
+        SPMD_EXPORTS,
+        "torch_xla.distributed.spmd.xla_sharding",
+    ),
+    "torch_xla.experimental.xla_sharded_tensor": Removed(
+        (2, 5),
+        "torch_xla.distributed.spmd",
+        SPMD_EXPORTS,
+        "torch_xla.distributed.spmd.xla_sharded_tensor",
+    ),
     # ed15ea1e7f "Clean up experimental (#7579)", first in v2.5.0
     "torch_xla.experimental.pjrt": Removed((2, 5), "torch_xla.runtime", RUNTIME_EXPORTS),
     # f6409de358 "Delete XRT from the main branch (#5240)", first in v2.1.0: the XRT pod launcher
     "torch_xla.distributed.xla_dist": Removed(
-        (2, 1), None, hint="under PJRT there is no launcher to call: run the script on every host "
-                           "(`gcloud compute tpus tpu-vm ssh NAME --worker=all --command=\"PJRT_DEVICE=TPU python "
-                           "train.py\"`)"),
+        (2, 1),
+        None,
+        hint="under PJRT there is no launcher to call: run the script on every host "
+        '(`gcloud compute tpus tpu-vm ssh NAME --worker=all --command="PJRT_DEVICE=TPU python '
+        'train.py"`)',
+    ),
 }
 REMOVED_ATTRS = {
     # da7fdca2d2 "Clean up deprecated APIs (#8927) (#8939)", first in v2.7.0; 2.5/2.6 aliased them

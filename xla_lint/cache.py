@@ -77,12 +77,26 @@ class ResultCache:
         name = hashlib.sha256(f"{self.salt}\0{os.path.abspath(path)}".encode()).hexdigest()
         return self.root / name[:2] / f"{name}.json"
 
-    def key(self, path: str, kind: str, data: bytes, codes: frozenset[str], module: str,
-            is_package: bool) -> str:
+    def key(
+        self,
+        path: str,
+        kind: str,
+        data: bytes,
+        codes: frozenset[str],
+        module: str,
+        is_package: bool,
+    ) -> str:
         """The full key of a file's result: content hash, tool, settings, codes, module."""
         content = hashlib.blake2b(data, digest_size=32).hexdigest()
-        parts = [self.salt, os.path.abspath(path), kind, content, ",".join(sorted(codes)), module,
-                 "package" if is_package else "module"]
+        parts = [
+            self.salt,
+            os.path.abspath(path),
+            kind,
+            content,
+            ",".join(sorted(codes)),
+            module,
+            "package" if is_package else "module",
+        ]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     # -- entries ---------------------------------------------------------------
@@ -93,8 +107,12 @@ class ResultCache:
         try:
             with open(self.entry_path(path), "rb") as handle:
                 entry = json.loads(handle.read())
-            if (not isinstance(entry, dict) or entry.get("tag") != _TAG or entry.get("key") != key
-                    or entry.get("version") != __version__):
+            if (
+                not isinstance(entry, dict)
+                or entry.get("tag") != _TAG
+                or entry.get("key") != key
+                or entry.get("version") != __version__
+            ):
                 raise ValueError("foreign entry")
             result = result_from_json(entry["result"])
             if result.path != path:
@@ -113,10 +131,13 @@ class ResultCache:
 
         target = self.entry_path(path)
         try:
-            payload = json.dumps({"tag": _TAG, "version": __version__, "key": key,
-                                  "result": result_to_json(result)}, separators=(",", ":"))
+            payload = json.dumps(
+                {"tag": _TAG, "version": __version__, "key": key, "result": result_to_json(result)},
+                separators=(",", ":"),
+            )
             self._prepare(target.parent)
             import tempfile
+
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -138,9 +159,14 @@ class ResultCache:
         folder.mkdir(parents=True, exist_ok=True)
         if fresh:
             # Like Ruff's and pytest's caches: never committed, skipped by backup tools.
-            for name, text in ((".gitignore", "# Created by xla-lint\n*\n"),
-                               ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"
-                                                "# This file is a cache directory tag created by xla-lint.\n")):
+            for name, text in (
+                (".gitignore", "# Created by xla-lint\n*\n"),
+                (
+                    "CACHEDIR.TAG",
+                    "Signature: 8a477f597d28d172789f06886806bc55\n"
+                    "# This file is a cache directory tag created by xla-lint.\n",
+                ),
+            ):
                 try:
                     with open(self.directory / name, "x", encoding="utf-8") as handle:
                         handle.write(text)

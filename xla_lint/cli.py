@@ -18,7 +18,16 @@ import click
 from . import __version__
 from .config import ConfigError, Settings, build_settings
 from .discovery import DOCUMENT_SUFFIXES, DiscoveryError, Target, discover
-from .engine import TOO_LARGE, FileResult, default_jobs, finalize, lint_file, program_facts, run, syntax_error
+from .engine import (
+    TOO_LARGE,
+    FileResult,
+    default_jobs,
+    finalize,
+    lint_file,
+    program_facts,
+    run,
+    syntax_error,
+)
 from .fixes import WriteError, fix_loop, parses, unified_diff, write_atomic
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
@@ -27,14 +36,27 @@ from .source import SourceError, decode_with_encoding
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a job stopped by Ctrl-C
-FORMATS = ["text", "concise", "full", "json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint"]
+FORMATS = [
+    "text",
+    "concise",
+    "full",
+    "json",
+    "json-lines",
+    "sarif",
+    "github",
+    "gitlab",
+    "junit",
+    "pylint",
+]
 
 
 class DefaultGroup(click.Group):
     """A group whose first argument, when it is not a subcommand, goes to ``check``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+        if not args or (
+            args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")
+        ):
             args.insert(0, "check")
         return super().parse_args(ctx, args)
 
@@ -66,7 +88,9 @@ class DefaultGroup(click.Group):
         except BrokenPipeError:  # `xla-lint ... | head`
             sys.exit(EXIT_ERROR)
         except Exception as exc:  # a bug of ours: one line, a defined exit code, no traceback
-            click.echo(f"xla-lint: internal error (please report): {type(exc).__name__}: {exc}", err=True)
+            click.echo(
+                f"xla-lint: internal error (please report): {type(exc).__name__}: {exc}", err=True
+            )
             sys.exit(EXIT_ERROR)
 
 
@@ -103,83 +127,206 @@ def main() -> None:
 
 
 @main.command("check")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))  # unreadable paths: XLA000, as in folders
-@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the configured set).")
-@click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable in addition.")
+@click.argument(
+    "paths", nargs=-1, type=click.Path(path_type=str, readable=False)
+)  # unreadable paths: XLA000, as in folders
+@click.option(
+    "--select",
+    multiple=True,
+    help="Rule codes or prefixes to enable (replaces the configured set).",
+)
+@click.option(
+    "--extend-select", multiple=True, help="Rule codes or prefixes to enable in addition."
+)
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
-@click.option("--preview/--no-preview", default=None,
-              help="Also run preview rules: new rules whose precision on real code is not yet known "
-                   "(default from config `preview`, else off).")
-@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="text (= concise), concise, full (source line, caret, fix diff), json, json-lines (one object a "
-                   "line), sarif (SARIF 2.1.0), github (GitHub Actions annotations), gitlab (GitLab Code Quality), "
-                   "junit (JUnit XML), pylint (path:line: [CODE] message).")
+@click.option(
+    "--preview/--no-preview",
+    default=None,
+    help="Also run preview rules: new rules whose precision on real code is not yet known "
+    "(default from config `preview`, else off).",
+)
+@click.option(
+    "--output-format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text (= concise), concise, full (source line, caret, fix diff), json, json-lines (one object a "
+    "line), sarif (SARIF 2.1.0), github (GitHub Actions annotations), gitlab (GitLab Code Quality), "
+    "junit (JUnit XML), pylint (path:line: [CODE] message).",
+)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics are found.")
-@click.option("--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source).")
-@click.option("--add-noqa", is_flag=True,
-              help="Add `# noqa: CODE` to every line with a diagnostic (merged with an existing noqa), so a "
-                   "codebase can adopt xla-lint and fail only on new findings.")
-@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
-@click.option("--show-fixes", is_flag=True, help="List the fixes --fix would apply (or, with --fix, applied).")
-@click.option("--statistics", is_flag=True, help="Print how many diagnostics of each code, most frequent first.")
+@click.option(
+    "--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source)."
+)
+@click.option(
+    "--add-noqa",
+    is_flag=True,
+    help="Add `# noqa: CODE` to every line with a diagnostic (merged with an existing noqa), so a "
+    "codebase can adopt xla-lint and fail only on new findings.",
+)
+@click.option(
+    "--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them."
+)
+@click.option(
+    "--show-fixes", is_flag=True, help="List the fixes --fix would apply (or, with --fix, applied)."
+)
+@click.option(
+    "--statistics",
+    is_flag=True,
+    help="Print how many diagnostics of each code, most frequent first.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diagnostics: no summary line.")
-@click.option("--verbose", "-v", is_flag=True, help="Report files read, skipped and timing on standard error.")
-@click.option("--show-programs", is_flag=True,
-              help="Print the programs found (entries, tests, documents), the mode of each and where it comes from; "
-                   "report nothing else.")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
-              help="Color the output; auto: when standard output is a terminal and NO_COLOR is not set.")
-@click.option("--stdin-filename", help="With PATH `-`: the file name to report (and match per-file-ignores) for standard input.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="pyproject.toml to read instead of the nearest one.")
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Report files read, skipped and timing on standard error."
+)
+@click.option(
+    "--show-programs",
+    is_flag=True,
+    help="Print the programs found (entries, tests, documents), the mode of each and where it comes from; "
+    "report nothing else.",
+)
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Color the output; auto: when standard output is a terminal and NO_COLOR is not set.",
+)
+@click.option(
+    "--stdin-filename",
+    help="With PATH `-`: the file name to report (and match per-file-ignores) for standard input.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="pyproject.toml to read instead of the nearest one.",
+)
 @click.option("--isolated", is_flag=True, help="Ignore configuration files.")
-@click.option("--target-version", help="torch_xla version to lint for, e.g. 2.9 (default from config, else 2.9).")
-@click.option("--docs/--no-docs", default=None, help="Also lint Python code blocks of .md/.rst files found in folders.")
-@click.option("--exclude", multiple=True, help="Glob patterns to skip, added to the configured ones.")
-@click.option("--force-exclude", is_flag=True, default=None,
-              help="Apply exclude to files named on the command line too (pre-commit passes every file).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default and most: the number of cores).")
-@click.option("--max-file-size", default=None, metavar="SIZE",
-              help='Skip (with a warning) files that need parsing and are larger than SIZE, e.g. "5MB"; '
-                   '"0": no limit (default from config, else 2MB).')
+@click.option(
+    "--target-version",
+    help="torch_xla version to lint for, e.g. 2.9 (default from config, else 2.9).",
+)
+@click.option(
+    "--docs/--no-docs",
+    default=None,
+    help="Also lint Python code blocks of .md/.rst files found in folders.",
+)
+@click.option(
+    "--exclude", multiple=True, help="Glob patterns to skip, added to the configured ones."
+)
+@click.option(
+    "--force-exclude",
+    is_flag=True,
+    default=None,
+    help="Apply exclude to files named on the command line too (pre-commit passes every file).",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default and most: the number of cores).",
+)
+@click.option(
+    "--max-file-size",
+    default=None,
+    metavar="SIZE",
+    help='Skip (with a warning) files that need parsing and are larger than SIZE, e.g. "5MB"; '
+    '"0": no limit (default from config, else 2MB).',
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=str, default=None, help="Where to keep the result cache.")
-def check(paths, select, extend_select, ignore, preview, output_format, exit_zero, fix, add_noqa, diff, show_fixes, statistics,
-          quiet, verbose, show_programs, color, stdin_filename, config_file, isolated, target_version, docs, exclude,
-          force_exclude, jobs, max_file_size, no_cache, cache_dir) -> None:
+def check(
+    paths,
+    select,
+    extend_select,
+    ignore,
+    preview,
+    output_format,
+    exit_zero,
+    fix,
+    add_noqa,
+    diff,
+    show_fixes,
+    statistics,
+    quiet,
+    verbose,
+    show_programs,
+    color,
+    stdin_filename,
+    config_file,
+    isolated,
+    target_version,
+    docs,
+    exclude,
+    force_exclude,
+    jobs,
+    max_file_size,
+    no_cache,
+    cache_dir,
+) -> None:
     """Lint PATHs (files or folders; default: the current folder; `-`: standard input)."""
     options = Output(output_format, use_color(color), quiet, show_fixes, statistics)
     if statistics and output_format not in ("text", "concise", "full", "json"):
-        _fail(f"--statistics prints text or JSON; it cannot be shown as --output-format {output_format}")
+        _fail(
+            f"--statistics prints text or JSON; it cannot be shown as --output-format {output_format}"
+        )
     if diff and output_format != "text":
-        _fail(f"--diff prints a unified diff; it cannot be combined with --output-format {output_format}")
-    if show_programs and ("-" in paths or fix or diff or statistics or output_format not in ("text", "json")):
-        _fail("--show-programs lists the programs of files and folders; it cannot be combined with `-`, "
-              "--fix, --diff, --statistics or --output-format " + output_format)
+        _fail(
+            f"--diff prints a unified diff; it cannot be combined with --output-format {output_format}"
+        )
+    if show_programs and (
+        "-" in paths or fix or diff or statistics or output_format not in ("text", "json")
+    ):
+        _fail(
+            "--show-programs lists the programs of files and folders; it cannot be combined with `-`, "
+            "--fix, --diff, --statistics or --output-format " + output_format
+        )
     if add_noqa and ("-" in paths or fix or diff or show_programs):
-        _fail("--add-noqa writes comments into files; it cannot be combined with `-`, --fix, --diff or --show-programs")
+        _fail(
+            "--add-noqa writes comments into files; it cannot be combined with `-`, --fix, --diff or --show-programs"
+        )
     if "-" in paths and len(paths) > 1:
         _fail("`-` (standard input) cannot be combined with other paths")
     if stdin_filename and "-" not in paths:
         _fail("--stdin-filename needs the path `-` (standard input)")
     try:
         settings = build_settings(
-            cwd=Path.cwd(), config_file=config_file, select=_split_codes(select),
-            extend_select=_split_codes(extend_select), ignore=_split_codes(ignore),
-            exclude=list(exclude), target_version=target_version, docs=docs,
-            cache_dir=cache_dir, isolated=isolated, force_exclude=force_exclude, preview=preview,
-            max_file_size=max_file_size)
+            cwd=Path.cwd(),
+            config_file=config_file,
+            select=_split_codes(select),
+            extend_select=_split_codes(extend_select),
+            ignore=_split_codes(ignore),
+            exclude=list(exclude),
+            target_version=target_version,
+            docs=docs,
+            cache_dir=cache_dir,
+            isolated=isolated,
+            force_exclude=force_exclude,
+            preview=preview,
+            max_file_size=max_file_size,
+        )
         for warning in settings.warnings:
             click.echo(f"xla-lint: warning: {warning}", err=True)
         if paths == ("-",):
-            _check_stdin(settings, stdin_filename or "-", options, fix=fix, diff=diff, exit_zero=exit_zero)
+            _check_stdin(
+                settings, stdin_filename or "-", options, fix=fix, diff=diff, exit_zero=exit_zero
+            )
         launchers: list[str] = []
         targets = discover(list(paths) or ["."], settings, launchers)
     except (ConfigError, DiscoveryError) as exc:
         _fail(str(exc))
     started = time.perf_counter()
     # More workers than cores only adds start-up and contention (-j 1000 took 50x longer).
-    result = run(targets, settings, min(jobs or default_jobs(), default_jobs()), cache=not no_cache,
-                 launchers=launchers, folders=[p for p in (list(paths) or ["."]) if os.path.isdir(p)])
+    result = run(
+        targets,
+        settings,
+        min(jobs or default_jobs(), default_jobs()),
+        cache=not no_cache,
+        launchers=launchers,
+        folders=[p for p in (list(paths) or ["."]) if os.path.isdir(p)],
+    )
     if verbose:
         _log_run(result, time.perf_counter() - started)
     else:
@@ -191,7 +338,11 @@ def check(paths, select, extend_select, ignore, preview, output_format, exit_zer
             click.echo(json.dumps(result.program.to_json(), indent=2))
         else:
             lines = result.program.describe()
-            click.echo("\n".join(lines) if lines else "no programs found: every linted module is library code")
+            click.echo(
+                "\n".join(lines)
+                if lines
+                else "no programs found: every linted module is library code"
+            )
         sys.exit(EXIT_CLEAN)
     if add_noqa:
         sys.exit(_add_noqa(targets, result.diagnostics))
@@ -233,10 +384,23 @@ def use_color(choice: str, stream=None) -> bool:
         return False
 
 
-def _report(options: Output, diagnostics, files: int, fixed: int, applied=None,
-            sources: dict[str, str] | None = None) -> str:
-    report = Report(diagnostics, files=files, fixed=fixed, color=options.color, quiet=options.quiet,
-                    show_fixes=options.show_fixes, applied=applied)
+def _report(
+    options: Output,
+    diagnostics,
+    files: int,
+    fixed: int,
+    applied=None,
+    sources: dict[str, str] | None = None,
+) -> str:
+    report = Report(
+        diagnostics,
+        files=files,
+        fixed=fixed,
+        color=options.color,
+        quiet=options.quiet,
+        show_fixes=options.show_fixes,
+        applied=applied,
+    )
     if options.statistics:
         return statistics_report.render(report, as_json=options.format == "json")
     if options.format == "full":
@@ -279,18 +443,25 @@ def _log_run(result, seconds: float) -> None:
             click.echo(f"xla-lint: {note}", err=True)
     n = len(result.files)
     total = sum(skipped.values())
-    why = ", ".join(f"{count} {kind}" for kind, count in sorted(skipped.items(), key=lambda kc: (-kc[1], kc[0])))
+    why = ", ".join(
+        f"{count} {kind}" for kind, count in sorted(skipped.items(), key=lambda kc: (-kc[1], kc[0]))
+    )
     parts = [f"{parsed} linted", f"{total} skipped" + (f" ({why})" if why else "")]
     if failed:
         parts.append(f"{failed} not parsed (XLA000)")
     blocks = sum(len(r.notes) for r in result.files)
     if blocks:
         parts.append(f"{blocks} doc {'block' if blocks == 1 else 'blocks'} skipped")
-    click.echo(f"xla-lint: {n} {'file' if n == 1 else 'files'} read ({', '.join(parts)}) in {seconds:.3f}s; "
-               f"{result.suppressed} suppressed by comments", err=True)
+    click.echo(
+        f"xla-lint: {n} {'file' if n == 1 else 'files'} read ({', '.join(parts)}) in {seconds:.3f}s; "
+        f"{result.suppressed} suppressed by comments",
+        err=True,
+    )
 
 
-def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, diff: bool, exit_zero: bool) -> None:
+def _check_stdin(
+    settings: Settings, name: str, options: Output, *, fix: bool, diff: bool, exit_zero: bool
+) -> None:
     """Lint standard input as file ``name``; with ``fix`` print the fixed source on standard
     output (the report then goes to standard error), with ``diff`` a unified diff. Exits."""
     if sys.stdin is None:  # started with standard input closed (`xla-lint - <&-`)
@@ -305,10 +476,13 @@ def _check_stdin(settings: Settings, name: str, options: Output, *, fix: bool, d
         result = FileResult(name, [syntax_error(name, exc.message, exc.line, exc.column)])
     else:
         result = lint_file(target, settings, text=text)
-    program = program_facts([result], settings, entries=(name,))  # standard input is run as a program
+    program = program_facts(
+        [result], settings, entries=(name,)
+    )  # standard input is run as a program
     diagnostics = finalize([result], program, settings)[0]
     fixed, applied = 0, None
     if (fix or diff) and text is not None and kind == "python":
+
         def relint(version: str) -> list:
             return finalize([lint_file(target, settings, text=version)], program, settings)[0]
 
@@ -337,8 +511,16 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
     """Fix every file with a safe fix; return the diagnostics left, the fixes applied, whether
     a write failed, and the diagnostics whose fixes went in (those of the first round)."""
     by_path = {t.path: t for t in targets}
-    fixable = sorted({d.path for d in result.diagnostics if d.fix is not None and d.fix.safe
-                      and by_path.get(d.path) is not None and by_path[d.path].kind == "python"})
+    fixable = sorted(
+        {
+            d.path
+            for d in result.diagnostics
+            if d.fix is not None
+            and d.fix.safe
+            and by_path.get(d.path) is not None
+            and by_path[d.path].kind == "python"
+        }
+    )
     remaining = [d for d in result.diagnostics if d.path not in fixable]
     applied = []
     total, failed = 0, False
@@ -353,7 +535,9 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
             continue
 
         def relint(version: str, target=target) -> list:
-            return finalize([lint_file(target, settings, text=version)], result.program, settings)[0]
+            return finalize([lint_file(target, settings, text=version)], result.program, settings)[
+                0
+            ]
 
         outcome = fix_loop(path, text, relint)
         if outcome.fixed != text:
@@ -368,7 +552,9 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
                     remaining.extend(relint(text))
                     continue
             total += outcome.applied
-            applied.extend(d for d in result.diagnostics if d.path == path and d.fix is not None and d.fix.safe)
+            applied.extend(
+                d for d in result.diagnostics if d.path == path and d.fix is not None and d.fix.safe
+            )
         remaining.extend(relint(outcome.fixed if write else text))
     remaining.sort(key=lambda d: d.sort_key)
     return remaining, total, failed, applied
@@ -392,17 +578,28 @@ def _add_noqa(targets: list[Target], diagnostics) -> int:
             with open(path, "rb") as handle:
                 text, encoding = decode_with_encoding(handle.read())
             edit = add_noqa(text, wanted[path])
-        except (OSError, SourceError, SyntaxError, ValueError) as exc:  # tokenize errors are ValueError/SyntaxError
+        except (
+            OSError,
+            SourceError,
+            SyntaxError,
+            ValueError,
+        ) as exc:  # tokenize errors are ValueError/SyntaxError
             click.echo(f"xla-lint: {path}: cannot add noqa: {exc}", err=True)
             failed = True
             continue
         for line in edit.skipped:
-            click.echo(f"xla-lint: {path}:{line}: no noqa added: the line ends inside a string or a "
-                       "backslash continuation", err=True)
+            click.echo(
+                f"xla-lint: {path}:{line}: no noqa added: the line ends inside a string or a "
+                "backslash continuation",
+                err=True,
+            )
         if not edit.added:
             continue
         if not parses(edit.text):
-            click.echo(f"xla-lint: {path}: would not parse with the noqa comments added, left unchanged", err=True)
+            click.echo(
+                f"xla-lint: {path}: would not parse with the noqa comments added, left unchanged",
+                err=True,
+            )
             failed = True
             continue
         try:
@@ -413,8 +610,11 @@ def _add_noqa(targets: list[Target], diagnostics) -> int:
             continue
         added += edit.added
         files += 1
-    click.echo(f"Added {added} noqa {'directive' if added == 1 else 'directives'} to {files} "
-               f"{'file' if files == 1 else 'files'}.", err=True)
+    click.echo(
+        f"Added {added} noqa {'directive' if added == 1 else 'directives'} to {files} "
+        f"{'file' if files == 1 else 'files'}.",
+        err=True,
+    )
     return EXIT_FOUND if failed else EXIT_CLEAN
 
 
@@ -432,13 +632,25 @@ def _fail(message: str) -> None:
 
 @main.command("rule")
 @click.argument("code", required=False)
-@click.option("--all", "show_all", is_flag=True, help="List every rule with its code, name and summary.")
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
-              help="Emphasise headings and code; auto: when standard output is a terminal and NO_COLOR is not set.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="List every rule with its code, name and summary."
+)
+@click.option(
+    "--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Emphasise headings and code; auto: when standard output is a terminal and NO_COLOR is not set.",
+)
 def rule_command(code: str | None, show_all: bool, output_format: str, color: str) -> None:
     """Explain rule CODE, or list every rule with --all."""
-    from .rules import all_rules, find_rule  # the rule classes (and LibCST): only this command needs them
+    from .rules import (
+        all_rules,
+        find_rule,
+    )  # the rule classes (and LibCST): only this command needs them
 
     colored = use_color(color)
     if show_all or code is None:
@@ -446,39 +658,83 @@ def rule_command(code: str | None, show_all: bool, output_format: str, color: st
             click.echo(json.dumps([rule_to_json(r) for r in all_rules()], indent=2))
             return
         for r in all_rules():
-            off = (" (preview)" if r.preview else "") + ("" if r.default_enabled else " (off by default)")
-            click.echo(f"{click.style(r.code, bold=True) if colored else r.code} {r.name} "
-                       f"[{r.severity.value}]{off}: {r.summary}", color=colored)
+            off = (" (preview)" if r.preview else "") + (
+                "" if r.default_enabled else " (off by default)"
+            )
+            click.echo(
+                f"{click.style(r.code, bold=True) if colored else r.code} {r.name} "
+                f"[{r.severity.value}]{off}: {r.summary}",
+                color=colored,
+            )
         return
     rule = find_rule(code)
     if rule is None:
-        _fail(f"unknown rule {code!r} (a code such as XLA201 or a name such as host-sync-in-step); "
-              "`xla-lint rule --all` lists them")
+        _fail(
+            f"unknown rule {code!r} (a code such as XLA201 or a name such as host-sync-in-step); "
+            "`xla-lint rule --all` lists them"
+        )
     if output_format == "json":
         click.echo(json.dumps(rule_to_json(rule), indent=2))
         return
     click.echo(render_rule(rule, colored), nl=False, color=colored)
 
 
-@main.command("trace", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Steps to trace; the script is then stopped at a step boundary.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Seconds for the whole run; then the script is killed and the partial report shown.")
-@click.option("--device", type=click.Choice(["cpu", "auto"]), default="cpu", show_default=True,
-              help="cpu: PJRT_DEVICE=CPU with --cpu-devices virtual devices; auto: keep the environment (TPU).")
-@click.option("--cpu-devices", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Virtual CPU devices with --device cpu.")
-@click.option("--events", type=click.Path(dir_okay=False), default=None,
-              help="Where to stream the events (JSONL); default: a new temporary folder, named in the report.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schema in docs/trace.md).")
-@click.option("--static/--no-static", default=True, show_default=True,
-              help="Also lint the script's program (preview rules on) and mark what the run confirmed.")
-@click.option("--explain", is_flag=True,
-              help="For a compile after warm-up, name the IR nodes that changed and where they were made "
-                   "(XLA_IR_DEBUG=1; slows each step a little).")
+@main.command(
+    "trace", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Steps to trace; the script is then stopped at a step boundary.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds for the whole run; then the script is killed and the partial report shown.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "auto"]),
+    default="cpu",
+    show_default=True,
+    help="cpu: PJRT_DEVICE=CPU with --cpu-devices virtual devices; auto: keep the environment (TPU).",
+)
+@click.option(
+    "--cpu-devices",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Virtual CPU devices with --device cpu.",
+)
+@click.option(
+    "--events",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to stream the events (JSONL); default: a new temporary folder, named in the report.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the report as JSON (schema in docs/trace.md)."
+)
+@click.option(
+    "--static/--no-static",
+    default=True,
+    show_default=True,
+    help="Also lint the script's program (preview rules on) and mark what the run confirmed.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="For a compile after warm-up, name the IR nodes that changed and where they were made "
+    "(XLA_IR_DEBUG=1; slows each step a little).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def trace_command(steps, timeout, device, cpu_devices, events, as_json, static, explain, command) -> None:
+def trace_command(
+    steps, timeout, device, cpu_devices, events, as_json, static, explain, command
+) -> None:
     """Run a training script for a few steps: what compiled, synced and was sharded, per step.
 
     `xla-lint trace [OPTIONS] -- [python] SCRIPT [ARGS]...` or `-- python -m MODULE [ARGS]...`.
@@ -489,16 +745,32 @@ def trace_command(steps, timeout, device, cpu_devices, events, as_json, static, 
     if timeout != timeout or timeout == float("inf"):  # click's FloatRange lets nan and inf through
         _fail(f"--timeout must be a finite number of seconds, got {timeout}")
     try:
-        code = run_trace(TraceOptions(tuple(command), steps=steps, timeout=timeout, device=device,
-                                      cpu_devices=cpu_devices, events=events, static=static, explain=explain),
-                        as_json=as_json)
+        code = run_trace(
+            TraceOptions(
+                tuple(command),
+                steps=steps,
+                timeout=timeout,
+                device=device,
+                cpu_devices=cpu_devices,
+                events=events,
+                static=static,
+                explain=explain,
+            ),
+            as_json=as_json,
+        )
     except TraceUsageError as exc:
         _fail(str(exc))
     sys.exit(code)
 
 
-@main.command("runtime", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                                           "help_option_names": []})
+@main.command(
+    "runtime",
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_extra_args": True,
+        "help_option_names": [],
+    },
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def runtime_command(args: tuple[str, ...]) -> None:
     """Run the runtime checker (same options as `python -m xla_lint.runtime`)."""

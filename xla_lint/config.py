@@ -34,8 +34,20 @@ from .catalogue import RULES
 
 DEFAULT_TARGET = (2, 9)
 DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes: LibCST needs ~30 s and ~1 GB per MB of source
-KNOWN_KEYS = {"max-file-size", "preview", "select", "extend-select", "ignore", "exclude", "per-file-ignores",
-              "target-version", "docs", "cache-dir", "force-exclude", "entry-points"}
+KNOWN_KEYS = {
+    "max-file-size",
+    "preview",
+    "select",
+    "extend-select",
+    "ignore",
+    "exclude",
+    "per-file-ignores",
+    "target-version",
+    "docs",
+    "cache-dir",
+    "force-exclude",
+    "entry-points",
+}
 ENTRY_MODES = ("spmd", "multiprocess", "unbuffered", "single")
 
 
@@ -52,7 +64,9 @@ class Settings:
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     target_version: tuple[int, int] = DEFAULT_TARGET
     docs: bool = False
-    force_exclude: bool = False  # apply `exclude` to files named explicitly too (pre-commit passes every file)
+    force_exclude: bool = (
+        False  # apply `exclude` to files named explicitly too (pre-commit passes every file)
+    )
     cache_dir: str = ".xla_lint_cache"
     root: str = "."
     config_path: str | None = None
@@ -95,9 +109,12 @@ def _path_matches(path: str, pattern: str, root: str) -> bool:
     except (ValueError, OSError):
         rel = p.as_posix()
     pattern = pattern.rstrip("/")
-    return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(p.name, pattern) or any(
-        fnmatch.fnmatch(part, pattern) for part in Path(rel).parts
-    ) or fnmatch.fnmatch(rel, pattern + "/*")
+    return (
+        fnmatch.fnmatch(rel, pattern)
+        or fnmatch.fnmatch(p.name, pattern)
+        or any(fnmatch.fnmatch(part, pattern) for part in Path(rel).parts)
+        or fnmatch.fnmatch(rel, pattern + "/*")
+    )
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -111,7 +128,9 @@ def find_pyproject(start: Path) -> Path | None:
             except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
                 raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
             tool = data.get("tool")
-            if isinstance(tool, dict) and "xla-lint" in tool:  # `tool = 5` is some other tool's business
+            if (
+                isinstance(tool, dict) and "xla-lint" in tool
+            ):  # `tool = 5` is some other tool's business
                 return candidate
     return None
 
@@ -145,18 +164,32 @@ def parse_version(text: str) -> tuple[int, int]:
         raise ConfigError(f"target-version must look like '2.9', got {text!r}")
     version = int(parts[0]), int(parts[1])
     if version not in RELEASES:
-        raise ConfigError(f"target-version {text!r} is not a torch_xla release (1.5 to 1.13, 2.0 to 2.9)")
+        raise ConfigError(
+            f"target-version {text!r} is not a torch_xla release (1.5 to 1.13, 2.0 to 2.9)"
+        )
     return version
 
 
-_SIZE_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
-               "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+_SIZE_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "TB": 1000**4,
+    "KIB": 1024,
+    "MIB": 1024**2,
+    "GIB": 1024**3,
+    "TIB": 1024**4,
+}
 
 
 def parse_size(value: Any, key: str, source: str) -> int:
     """``"2MB"``, ``"512 KiB"``, ``"0"`` or a whole number of bytes -> bytes (0: no limit);
     ConfigError naming ``key`` and ``source`` otherwise."""
-    error = ConfigError(f'{source}: {key} must be a size such as "2MB", "512KB" or "0" (no limit), got {value!r}')
+    error = ConfigError(
+        f'{source}: {key} must be a size such as "2MB", "512KB" or "0" (no limit), got {value!r}'
+    )
     if isinstance(value, bool):
         raise error
     if isinstance(value, int):
@@ -167,7 +200,7 @@ def parse_size(value: Any, key: str, source: str) -> int:
         raise error
     text = value.strip().upper().replace(" ", "")
     number = text.rstrip("KMGTIB")
-    unit = text[len(number):]
+    unit = text[len(number) :]
     try:
         amount = float(number)
     except ValueError:
@@ -183,7 +216,9 @@ def _version_of(value: Any, key: str, source: str) -> tuple[int, int]:
     Only a string is taken: TOML reads an unquoted ``2.10`` as the number 2.1.
     """
     if not isinstance(value, str):
-        raise ConfigError(f'{source}: {key} must be a quoted string such as "2.9" (an unquoted 2.10 is the number 2.1)')
+        raise ConfigError(
+            f'{source}: {key} must be a quoted string such as "2.9" (an unquoted 2.10 is the number 2.1)'
+        )
     try:
         return parse_version(value)
     except ConfigError as exc:
@@ -254,13 +289,19 @@ def build_settings(
     selected = set()
     warnings = []
     for rule in RULES:
-        on = any(rule.code.startswith(p) for p in chosen) if chosen is not None else rule.default_enabled
+        on = (
+            any(rule.code.startswith(p) for p in chosen)
+            if chosen is not None
+            else rule.default_enabled
+        )
         on = on or any(rule.code.startswith(p) for p in extend)
         if rule.preview and not preview_on:
             # As in Ruff: a preview rule runs only in preview mode, even when selected by its code.
             if rule.code in (chosen or ()) or rule.code in extend:
-                warnings.append(f"{rule.code} ({rule.name}) is a preview rule: it runs only with --preview "
-                                "(or `preview = true` in [tool.xla-lint])")
+                warnings.append(
+                    f"{rule.code} ({rule.name}) is a preview rule: it runs only with --preview "
+                    "(or `preview = true` in [tool.xla-lint])"
+                )
             continue
         if on and not any(rule.code.startswith(p) for p in ignored):
             selected.add(rule.code)
@@ -271,7 +312,10 @@ def build_settings(
     pfi_raw = table.get("per-file-ignores", {})
     if not isinstance(pfi_raw, dict):
         raise ConfigError(f"{source}: per-file-ignores must be a table of pattern = [codes]")
-    pfi = tuple((pat, frozenset(_codes(codes, f"per-file-ignores.{pat}", source))) for pat, codes in pfi_raw.items())
+    pfi = tuple(
+        (pat, frozenset(_codes(codes, f"per-file-ignores.{pat}", source)))
+        for pat, codes in pfi_raw.items()
+    )
 
     if target_version is not None:
         version = _version_of(target_version, "--target-version", "command line")
@@ -289,7 +333,9 @@ def build_settings(
     if max_file_size is not None:
         size_limit = parse_size(max_file_size, "--max-file-size", "command line")
     else:
-        size_limit = parse_size(table.get("max-file-size", DEFAULT_MAX_FILE_SIZE), "max-file-size", source)
+        size_limit = parse_size(
+            table.get("max-file-size", DEFAULT_MAX_FILE_SIZE), "max-file-size", source
+        )
     entries = _entry_points(table.get("entry-points", {}), source)
     if entry_points:
         entries += _entry_points(entry_points, "entry points")
@@ -316,25 +362,39 @@ def build_settings(
 def _entry_points(value: Any, source: str) -> tuple[tuple[str, frozenset[str]], ...]:
     """``{pattern: mode or [modes]}`` checked; ConfigError naming ``source`` otherwise."""
     if not isinstance(value, dict):
-        raise ConfigError(f'{source}: entry-points must be a table of pattern = mode, e.g. {{ "train.py" = "spmd" }}')
+        raise ConfigError(
+            f'{source}: entry-points must be a table of pattern = mode, e.g. {{ "train.py" = "spmd" }}'
+        )
     out = []
     for pattern, modes in value.items():
         listed = [modes] if isinstance(modes, str) else modes
-        if not isinstance(listed, list) or not listed or not all(isinstance(m, str) for m in listed):
-            raise ConfigError(f"{source}: entry-points.{pattern} must be one of {', '.join(ENTRY_MODES)} or a list of them")
+        if (
+            not isinstance(listed, list)
+            or not listed
+            or not all(isinstance(m, str) for m in listed)
+        ):
+            raise ConfigError(
+                f"{source}: entry-points.{pattern} must be one of {', '.join(ENTRY_MODES)} or a list of them"
+            )
         bad = [m for m in listed if m not in ENTRY_MODES]
         if bad:
-            raise ConfigError(f"{source}: entry-points.{pattern}: unknown mode {bad[0]!r} "
-                              f"(one of {', '.join(ENTRY_MODES)})")
+            raise ConfigError(
+                f"{source}: entry-points.{pattern}: unknown mode {bad[0]!r} "
+                f"(one of {', '.join(ENTRY_MODES)})"
+            )
         if "single" in listed and len(set(listed)) > 1:
-            raise ConfigError(f"{source}: entry-points.{pattern}: \"single\" declares no mode; it cannot go "
-                              f"with {', '.join(sorted(set(listed) - {'single'}))}")
+            raise ConfigError(
+                f'{source}: entry-points.{pattern}: "single" declares no mode; it cannot go '
+                f"with {', '.join(sorted(set(listed) - {'single'}))}"
+            )
         glob = pattern.strip()
         while glob.startswith("./"):
             glob = glob[2:]
         if not glob or glob.startswith("../"):
-            raise ConfigError(f"{source}: entry-points: {pattern!r} names no file in the tree "
-                              f"(patterns are relative to the folder of the configuration)")
+            raise ConfigError(
+                f"{source}: entry-points: {pattern!r} names no file in the tree "
+                f"(patterns are relative to the folder of the configuration)"
+            )
         out.append((glob, frozenset(listed)))
     return tuple(out)
 

@@ -44,11 +44,20 @@ class FileContext:
     examples) is the scope unbound names are looked up in.
     """
 
-    def __init__(self, module: cst.Module, module_name: str = "", is_package: bool = False,
-                 target_version: tuple[int, int] = (2, 9), globals_scope: Scope | None = None,
-                 notebook: bool = False, in_xla_program: bool = False) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        module_name: str = "",
+        is_package: bool = False,
+        target_version: tuple[int, int] = (2, 9),
+        globals_scope: Scope | None = None,
+        notebook: bool = False,
+        in_xla_program: bool = False,
+    ) -> None:
         self.module = module
-        self.notebook = notebook  # a Jupyter notebook's code cell (run in a kernel, not as a script)
+        self.notebook = (
+            notebook  # a Jupyter notebook's code cell (run in a kernel, not as a script)
+        )
         self.module_name = module_name
         self.is_package = is_package  # the file is a package's __init__.py
         self.target_version = target_version
@@ -61,8 +70,14 @@ class FileContext:
         self.imported_modules = collector.imported_modules
         self.imports_torch_xla = any(
             m == "torch_xla" or m.startswith("torch_xla.") for m in self.imported_modules
-        ) or (globals_scope is not None and any(
-            q == "torch_xla" or q.startswith("torch_xla.") for qs in globals_scope.bindings.values() for q in qs))
+        ) or (
+            globals_scope is not None
+            and any(
+                q == "torch_xla" or q.startswith("torch_xla.")
+                for qs in globals_scope.bindings.values()
+                for q in qs
+            )
+        )
         # Code that runs in an XLA program: the file imports torch_xla, or a program that does
         # imports it (a data.py building the loader a torch_xla loop trains on).
         self.in_xla_program = self.imports_torch_xla or in_xla_program
@@ -167,15 +182,25 @@ class FileContext:
         return None
 
     # -- reports ---------------------------------------------------------
-    def add_report(self, rule: Rule, node: cst.CSTNode, message: str,
-                   fix: PendingFix | None, requires: tuple[tuple[str, bool], ...],
-                   severity: Severity | None = None) -> bool:
+    def add_report(
+        self,
+        rule: Rule,
+        node: cst.CSTNode,
+        message: str,
+        fix: PendingFix | None,
+        requires: tuple[tuple[str, bool], ...],
+        severity: Severity | None = None,
+    ) -> bool:
         """Record a report; False when the enclosing ``is_spmd()`` branch rules it out, or when
         ``rule`` is version-guarded and the code does not run on the target version, or when the
         code runs only on another platform (:func:`xla_lint.guards.runs_on_xla`)."""
-        if rule.version_guarded and not runs_on_target(self, caught=rule.version_guarded == "removed"):
+        if rule.version_guarded and not runs_on_target(
+            self, caught=rule.version_guarded == "removed"
+        ):
             return False
-        if not runs_on_xla(self) or in_dead_code(self):  # another platform's branch; `if debug and False:`
+        if not runs_on_xla(self) or in_dead_code(
+            self
+        ):  # another platform's branch; `if debug and False:`
             return False
         branch = self.spmd_branch() if any(k == "spmd" for k, _ in requires) else None
         if branch is not None:
@@ -187,14 +212,18 @@ class FileContext:
                     continue
                 kept.append((name, value))
             requires = tuple(kept)
-        self.reports.append(Report(type(rule), node, message, fix, requires, tuple(self.stack), severity))
+        self.reports.append(
+            Report(type(rule), node, message, fix, requires, tuple(self.stack), severity)
+        )
         return True
 
 
 def literal_string(node: cst.CSTNode | None, concatenated: bool = False) -> str | None:
     """The value of a plain string literal (no f-string; with ``concatenated``, also
     ``"a" "b"``), else None."""
-    if isinstance(node, cst.SimpleString) or (concatenated and isinstance(node, cst.ConcatenatedString)):
+    if isinstance(node, cst.SimpleString) or (
+        concatenated and isinstance(node, cst.ConcatenatedString)
+    ):
         try:
             value = node.evaluated_value
         except Exception:  # pragma: no cover - malformed literal the parser accepted
@@ -203,7 +232,9 @@ def literal_string(node: cst.CSTNode | None, concatenated: bool = False) -> str 
     return None
 
 
-def find_arg(call: cst.Call, keyword: str | None = None, position: int | None = None) -> cst.Arg | None:
+def find_arg(
+    call: cst.Call, keyword: str | None = None, position: int | None = None
+) -> cst.Arg | None:
     """The argument passed as ``keyword=`` or at ``position`` (0-based, plain positionals only)."""
     if keyword is not None:
         for arg in call.args:
@@ -211,7 +242,9 @@ def find_arg(call: cst.Call, keyword: str | None = None, position: int | None = 
                 return arg
     if position is not None:
         positional = [a for a in call.args if a.keyword is None and not a.star]
-        if position < len(positional) and not any(a.star for a in call.args[: call.args.index(positional[position])]):
+        if position < len(positional) and not any(
+            a.star for a in call.args[: call.args.index(positional[position])]
+        ):
             return positional[position]
     return None
 
@@ -240,7 +273,9 @@ class FactsCollector:
     def _set(self, fact: str) -> None:
         """Record ``fact`` (a :func:`xla_lint.program.own_facts` name) where the traversal is:
         at module level (``""``) or in the innermost enclosing function, by name."""
-        if not runs_on_xla(self.ctx) or in_dead_code(self.ctx):  # Trainium's init_process_group("xla")
+        if not runs_on_xla(self.ctx) or in_dead_code(
+            self.ctx
+        ):  # Trainium's init_process_group("xla")
             return
         f = self.facts
         if fact == "spmd":
@@ -274,8 +309,11 @@ class FactsCollector:
 
     def _equality(self, test: cst.BaseExpression) -> tuple[str, str] | None:
         """``("config.tpu_cores", "'spmd'")`` for ``config.tpu_cores == "spmd"``, else None."""
-        if type(test) is not cst.Comparison or len(test.comparisons) != 1 \
-                or type(test.comparisons[0].operator) is not cst.Equal:
+        if (
+            type(test) is not cst.Comparison
+            or len(test.comparisons) != 1
+            or type(test.comparisons[0].operator) is not cst.Equal
+        ):
             return None
         left, right = test.left, test.comparisons[0].comparator
         for subject, literal in ((left, right), (right, left)):
@@ -305,7 +343,7 @@ class FactsCollector:
                     owner = next((n for n in reversed(stack[:i]) if type(n) is cst.ClassDef), None)
                     if owner is not None:
                         name = owner.name.value
-                guarded = any(type(n) in (cst.If, cst.IfExp) for n in stack[i + 1:])
+                guarded = any(type(n) in (cst.If, cst.IfExp) for n in stack[i + 1 :])
                 return ("?" if guarded else "") + name
         return ""
 
@@ -347,8 +385,11 @@ class FactsCollector:
             backend = find_arg(node, "backend", 0)
             if backend is not None and literal_string(backend.value) == "xla":
                 self._set("multiprocess")
-        if node.args and any(n.endswith(".reconfigure") for n in names) \
-                and any(n.startswith(("sys.stdout", "sys.stderr")) for n in names):
+        if (
+            node.args
+            and any(n.endswith(".reconfigure") for n in names)
+            and any(n.startswith(("sys.stdout", "sys.stderr")) for n in names)
+        ):
             line = find_arg(node, "line_buffering")
             write = find_arg(node, "write_through")
             if any(a is not None and _is_true(a.value) for a in (line, write)):
@@ -356,7 +397,11 @@ class FactsCollector:
         if names & {"os.environ.setdefault", "os.putenv", "os.environ.__setitem__"}:
             key = find_arg(node, None, 0)
             value = find_arg(node, None, 1)
-            if key is not None and literal_string(key.value) == "XLA_USE_SPMD" and _turns_spmd_on(value):
+            if (
+                key is not None
+                and literal_string(key.value) == "XLA_USE_SPMD"
+                and _turns_spmd_on(value)
+            ):
                 self._set("spmd")
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -364,24 +409,37 @@ class FactsCollector:
             self._imports_torchax()
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if not node.relative and node.module is not None and \
-                (dotted_name(node.module) or "").split(".")[0] == "torchax":
+        if (
+            not node.relative
+            and node.module is not None
+            and (dotted_name(node.module) or "").split(".")[0] == "torchax"
+        ):
             self._imports_torchax()
 
     def _imports_torchax(self) -> None:
         """Fact ``torchax`` for a module-level import that runs (not under ``if TYPE_CHECKING:``)
         before the file starts the torch_xla runtime; not in torch_xla's or torchax's own modules."""
         name = self.facts.module
-        if self.library or name == "torchax" or name.startswith("torchax.") or self.runtime_started \
-                or not self._module_level():
+        if (
+            self.library
+            or name == "torchax"
+            or name.startswith("torchax.")
+            or self.runtime_started
+            or not self._module_level()
+        ):
             return
-        if any(type(n) is cst.If and (dotted_name(n.test) or "").endswith("TYPE_CHECKING") for n in self.ctx.stack):
+        if any(
+            type(n) is cst.If and (dotted_name(n.test) or "").endswith("TYPE_CHECKING")
+            for n in self.ctx.stack
+        ):
             return
         self._set("torchax")
 
     def _module_level(self) -> bool:
         """True when the traversal is not inside a function, class or lambda."""
-        return not any(type(n) in (cst.FunctionDef, cst.ClassDef, cst.Lambda) for n in self.ctx.stack)
+        return not any(
+            type(n) in (cst.FunctionDef, cst.ClassDef, cst.Lambda) for n in self.ctx.stack
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.library:
@@ -390,9 +448,14 @@ class FactsCollector:
             if is_environ_item(self.ctx, target.target, "XLA_USE_SPMD"):
                 if _turns_spmd_on(node):
                     self._set("spmd")
-            elif isinstance(target.target, cst.Name) and target.target.value == "print" \
-                    and self.ctx.is_call_to(node.value, "functools.partial"):
-                flush = find_arg(node.value, "flush")  # print = functools.partial(print, flush=True)
+            elif (
+                isinstance(target.target, cst.Name)
+                and target.target.value == "print"
+                and self.ctx.is_call_to(node.value, "functools.partial")
+            ):
+                flush = find_arg(
+                    node.value, "flush"
+                )  # print = functools.partial(print, flush=True)
                 if flush is not None and _is_true(flush.value):
                     self._set("unbuffered")
 
@@ -400,9 +463,14 @@ class FactsCollector:
 # Calls that create torch_xla's PJRT client: torch_xla/_internal/jax_workarounds.py `jax_import_guard`
 # (torch_xla 2.9.0 calls it before every import of JAX or torchax: "we need to grab the TPU before
 # JAX locks it"), the client call it makes, and the device getters (torch_xla/torch_xla.py `device`).
-RUNTIME_STARTERS = frozenset({"torch_xla._internal.jax_workarounds.jax_import_guard",
-                              "torch_xla._XLAC._init_computation_client", "torch_xla.device",
-                              f"{apis.XM}.xla_device"})
+RUNTIME_STARTERS = frozenset(
+    {
+        "torch_xla._internal.jax_workarounds.jax_import_guard",
+        "torch_xla._XLAC._init_computation_client",
+        "torch_xla.device",
+        f"{apis.XM}.xla_device",
+    }
+)
 
 
 def _defines_tests(module: cst.Module) -> bool:
@@ -412,8 +480,10 @@ def _defines_tests(module: cst.Module) -> bool:
     for statement in module.body:
         if type(statement) is cst.FunctionDef and statement.name.value.startswith("test"):
             return True
-        if type(statement) is cst.ClassDef and (statement.name.value.startswith("Test") or any(
-                (dotted_name(base.value) or "").endswith("TestCase") for base in statement.bases)):
+        if type(statement) is cst.ClassDef and (
+            statement.name.value.startswith("Test")
+            or any((dotted_name(base.value) or "").endswith("TestCase") for base in statement.bases)
+        ):
             return True
     return False
 
@@ -426,9 +496,15 @@ def _imports_torch_xla_unconditionally(module: cst.Module) -> bool:
             continue
         for small in stmt.body:
             if isinstance(small, cst.Import):
-                if any((dotted_name(a.name) or "").split(".")[0] == "torch_xla" for a in small.names):
+                if any(
+                    (dotted_name(a.name) or "").split(".")[0] == "torch_xla" for a in small.names
+                ):
                     return True
-            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+            elif (
+                isinstance(small, cst.ImportFrom)
+                and not small.relative
+                and small.module is not None
+            ):
                 if (dotted_name(small.module) or "").split(".")[0] == "torch_xla":
                     return True
     return False
@@ -476,12 +552,16 @@ def _is_builtin_call(call: cst.Call) -> bool:
 
 def is_main_guard(test: cst.BaseExpression) -> bool:
     """True for ``__name__ == "__main__"`` (either side first)."""
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 \
-            or not isinstance(test.comparisons[0].operator, cst.Equal):
+    if (
+        not isinstance(test, cst.Comparison)
+        or len(test.comparisons) != 1
+        or not isinstance(test.comparisons[0].operator, cst.Equal)
+    ):
         return False
     sides = (test.left, test.comparisons[0].comparator)
-    return any(isinstance(a, cst.Name) and a.value == "__name__" for a in sides) and \
-        any(literal_string(b) == "__main__" for b in sides)
+    return any(isinstance(a, cst.Name) and a.value == "__name__" for a in sides) and any(
+        literal_string(b) == "__main__" for b in sides
+    )
 
 
 def is_entry_module(ctx: FileContext) -> bool:
@@ -493,6 +573,7 @@ def is_entry_module(ctx: FileContext) -> bool:
     (``model = FSDPv2(model)``). Definitions, imports, constants, docstrings, a loop that fills
     a registry and ``DEVICES = xr.global_runtime_device_count()`` are not work (library
     modules do them). See :mod:`xla_lint.program`."""
+
     def work(statements) -> bool:
         for stmt in statements:
             kind = type(stmt)
@@ -518,23 +599,31 @@ def is_entry_module(ctx: FileContext) -> bool:
                     return True
             elif kind in (cst.For, cst.While, cst.With):
                 # A training loop calls things; a loop filling a registry only assigns (or calls builtins).
-                if any(type(n) is cst.Call and not _is_library_call(n) and not _is_builtin_call(n)
-                       for n in iter_nodes(stmt)):
+                if any(
+                    type(n) is cst.Call and not _is_library_call(n) and not _is_builtin_call(n)
+                    for n in iter_nodes(stmt)
+                ):
                     return True
             elif kind is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                         if not _is_library_call(small.value):
                             return True
-                    elif isinstance(small, (cst.Assign, cst.AnnAssign)) and isinstance(small.value, cst.Call):
+                    elif isinstance(small, (cst.Assign, cst.AnnAssign)) and isinstance(
+                        small.value, cst.Call
+                    ):
                         func = small.value.func
-                        if isinstance(func, cst.Attribute) and func.attr.value in ("parse_args", "parse_known_args"):
+                        if isinstance(func, cst.Attribute) and func.attr.value in (
+                            "parse_args",
+                            "parse_known_args",
+                        ):
                             return True
                         names = ctx.qnames(func)
                         # `model = FSDPv2(model)`, `device = torch_xla.device()`: a script's work;
                         # `DEVICES = xr.global_runtime_device_count()`: a library's cached query.
-                        if any(n.startswith("torch_xla.") for n in names) and \
-                                not any(n.startswith(apis.XR + ".") for n in names):
+                        if any(n.startswith("torch_xla.") for n in names) and not any(
+                            n.startswith(apis.XR + ".") for n in names
+                        ):
                             return True
         return False
 

@@ -43,8 +43,13 @@ class Edit:
     @classmethod
     def from_json(cls, data: dict) -> "Edit":
         """Inverse of :meth:`to_json`; raises KeyError/TypeError/ValueError on a malformed object."""
-        return cls(int(data["line"]), int(data["column"]), int(data["end_line"]),
-                   int(data["end_column"]), _text(data["content"]))
+        return cls(
+            int(data["line"]),
+            int(data["column"]),
+            int(data["end_line"]),
+            int(data["end_column"]),
+            _text(data["content"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -67,18 +72,21 @@ class Fix:
             "description": self.description,
             "safe": self.safe,
             "edits": [e.to_json() for e in self.edits],
-            "add_imports": [
-                {"module": m, "name": n} for m, n in self.add_imports
-            ],
+            "add_imports": [{"module": m, "name": n} for m, n in self.add_imports],
         }
 
     @classmethod
     def from_json(cls, data: dict) -> "Fix":
         """Inverse of :meth:`to_json`; raises KeyError/TypeError/ValueError on a malformed object."""
-        return cls(_text(data["description"]), tuple(Edit.from_json(e) for e in data["edits"]),
-                   bool(data["safe"]),
-                   tuple((_text(i["module"]), None if i["name"] is None else _text(i["name"]))
-                         for i in data["add_imports"]))
+        return cls(
+            _text(data["description"]),
+            tuple(Edit.from_json(e) for e in data["edits"]),
+            bool(data["safe"]),
+            tuple(
+                (_text(i["module"]), None if i["name"] is None else _text(i["name"]))
+                for i in data["add_imports"]
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -127,11 +135,19 @@ class Diagnostic:
         """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs, when
         present (the result cache stores it), is read back too. Raises KeyError/TypeError/
         ValueError on a malformed object."""
-        return cls(_text(data["code"]), _text(data["name"]), _text(data["message"]), _text(data["path"]),
-                   int(data["line"]), int(data["column"]), int(data["end_line"]), int(data["end_column"]),
-                   Severity(data["severity"]),
-                   None if data.get("fix") is None else Fix.from_json(data["fix"]),
-                   tuple((_text(k), bool(v)) for k, v in data.get("requires", ())))
+        return cls(
+            _text(data["code"]),
+            _text(data["name"]),
+            _text(data["message"]),
+            _text(data["path"]),
+            int(data["line"]),
+            int(data["column"]),
+            int(data["end_line"]),
+            int(data["end_column"]),
+            Severity(data["severity"]),
+            None if data.get("fix") is None else Fix.from_json(data["fix"]),
+            tuple((_text(k), bool(v)) for k, v in data.get("requires", ())),
+        )
 
 
 def _text(value: object) -> str:

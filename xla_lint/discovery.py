@@ -22,11 +22,25 @@ from pathlib import Path
 
 from .config import Settings, _path_matches
 
-SKIPPED_FOLDERS = frozenset({"build", "dist", "__pycache__", "node_modules", "site-packages",
-                             "venv", "env", ".venv", ".xla_lint_cache"})
+SKIPPED_FOLDERS = frozenset(
+    {
+        "build",
+        "dist",
+        "__pycache__",
+        "node_modules",
+        "site-packages",
+        "venv",
+        "env",
+        ".venv",
+        ".xla_lint_cache",
+    }
+)
 DOC_SUFFIXES = (".md", ".markdown", ".rst")  # linted when documentation linting is on
 NOTEBOOK_SUFFIX = ".ipynb"  # Jupyter notebooks: always linted (their code cells)
-DOCUMENT_SUFFIXES = (*DOC_SUFFIXES, NOTEBOOK_SUFFIX)  # files whose code blocks are linted, never fixed
+DOCUMENT_SUFFIXES = (
+    *DOC_SUFFIXES,
+    NOTEBOOK_SUFFIX,
+)  # files whose code blocks are linted, never fixed
 
 
 class DiscoveryError(Exception):
@@ -54,7 +68,13 @@ def _is_virtualenv(folder: str) -> bool:
     return os.path.isfile(os.path.join(folder, "pyvenv.cfg"))
 
 
-LAUNCHER_SUFFIXES = (".sh", ".bash", ".md", ".markdown", ".rst")  # read for the commands that run files
+LAUNCHER_SUFFIXES = (
+    ".sh",
+    ".bash",
+    ".md",
+    ".markdown",
+    ".rst",
+)  # read for the commands that run files
 LAUNCHER_NAMES = ("pyproject.toml",)  # [project.scripts]
 LAUNCHER_ONLY_SUFFIXES = (".sh", ".bash")  # launchers that are never linted, even when named
 
@@ -64,7 +84,9 @@ def _launcher_only(path: str) -> bool:
     return path.lower().endswith(LAUNCHER_ONLY_SUFFIXES) or os.path.basename(path) in LAUNCHER_NAMES
 
 
-def discover(paths: list[str], settings: Settings, launchers: list[str] | None = None) -> list[Target]:
+def discover(
+    paths: list[str], settings: Settings, launchers: list[str] | None = None
+) -> list[Target]:
     """Files to lint under ``paths`` (files or folders), sorted, without duplicates.
 
     With ``launchers`` given, the shell scripts, docs and ``pyproject.toml`` files found in
@@ -89,7 +111,9 @@ def discover(paths: list[str], settings: Settings, launchers: list[str] | None =
             raise DiscoveryError(f"{given}: no such file or directory") from None
         except OSError as exc:  # a folder on the way that may not be searched
             norm = os.path.normpath(given)
-            found.setdefault(norm, Target(norm, _kind(given), f"cannot access: {exc.strerror or exc}"))
+            found.setdefault(
+                norm, Target(norm, _kind(given), f"cannot access: {exc.strerror or exc}")
+            )
             continue
         if not os.path.isdir(given):
             norm = os.path.normpath(given)
@@ -101,25 +125,38 @@ def discover(paths: list[str], settings: Settings, launchers: list[str] | None =
                 continue
             found.setdefault(norm, Target(norm, _kind(given)))
             continue
+
         def unreadable(exc: OSError) -> None:
             path = os.path.normpath(exc.filename if exc.filename is not None else given)
-            found.setdefault(path, Target(path, "python", f"cannot read folder: {exc.strerror or exc}"))
+            found.setdefault(
+                path, Target(path, "python", f"cannot read folder: {exc.strerror or exc}")
+            )
 
         for folder, dirs, files in os.walk(given, onerror=unreadable, followlinks=False):
             dirs[:] = sorted(
-                d for d in dirs
-                if not d.startswith(".") and d not in SKIPPED_FOLDERS and "{{" not in d  # cookiecutter templates
+                d
+                for d in dirs
+                if not d.startswith(".")
+                and d not in SKIPPED_FOLDERS
+                and "{{" not in d  # cookiecutter templates
                 and not _is_virtualenv(os.path.join(folder, d))
                 and not _excluded(os.path.join(folder, d), settings)
             )
             for name in sorted(files):
                 full = os.path.normpath(os.path.join(folder, name))
                 lower = name.lower()
-                if name.endswith(".py") or lower.endswith(NOTEBOOK_SUFFIX) or (settings.docs and lower.endswith(DOC_SUFFIXES)):
+                if (
+                    name.endswith(".py")
+                    or lower.endswith(NOTEBOOK_SUFFIX)
+                    or (settings.docs and lower.endswith(DOC_SUFFIXES))
+                ):
                     if not _excluded(full, settings):
                         found.setdefault(full, Target(full, _kind(name)))
-                if launchers is not None and (lower.endswith(LAUNCHER_SUFFIXES) or name in LAUNCHER_NAMES) \
-                        and not _excluded(full, settings):
+                if (
+                    launchers is not None
+                    and (lower.endswith(LAUNCHER_SUFFIXES) or name in LAUNCHER_NAMES)
+                    and not _excluded(full, settings)
+                ):
                     add_launcher(full)
     return sorted(found.values(), key=lambda t: t.path)
 

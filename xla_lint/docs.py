@@ -15,6 +15,7 @@ Exit codes: 0 (written, or up to date), 1 (``--check``: the file differs or is m
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -105,12 +106,17 @@ def _enabled(rule: type[Rule]) -> str:
 def render(rules: tuple[type[Rule], ...] | None = None) -> str:
     """The Markdown text of ``docs/rules.md`` for ``rules`` (default: every registered rule)."""
     rules = all_rules() if rules is None else rules
-    parts = [HEADER, "\n| Code | Name | Severity | Fixable | On by default | Summary |\n",
-             "|---|---|---|---|---|---|\n"]
+    parts = [
+        HEADER,
+        "\n| Code | Name | Severity | Fixable | On by default | Summary |\n",
+        "|---|---|---|---|---|---|\n",
+    ]
     for r in rules:
         summary = r.summary.replace("|", "\\|")
-        parts.append(f"| [{r.code}](#{_anchor(r)}) | `{r.name}` | {r.severity.value} | "
-                     f"{'yes' if r.fixable else 'no'} | {_enabled(r)} | {summary} |\n")
+        parts.append(
+            f"| [{r.code}](#{_anchor(r)}) | `{r.name}` | {r.severity.value} | "
+            f"{'yes' if r.fixable else 'no'} | {_enabled(r)} | {summary} |\n"
+        )
     for r in rules:
         parts.append(f"\n## {r.code} {r.name}\n\n")
         parts.append(f"- Severity: **{r.severity.value}**\n")
@@ -128,17 +134,28 @@ def render_catalogue(rules: tuple[type[Rule], ...] | None = None) -> str:
     lines = [CATALOGUE_HEADER.rstrip("\n")]
     for rule in rules:
         preview = ", preview=True" if rule.preview else ""
-        lines.append(f"    RuleInfo({rule.code!r}, {rule.name!r}, {rule.default_enabled!r}, {rule.since_version!r}{preview}),")
+        # json.dumps quotes as the formatter does (double quotes), so the file stays formatted.
+        fields = ", ".join(
+            json.dumps(v) if isinstance(v, str) else repr(v)
+            for v in (rule.code, rule.name, rule.default_enabled, rule.since_version)
+        )
+        lines.append(f"    RuleInfo({fields}{preview}),")
     lines.append(")")
     lines.append("BY_CODE: dict[str, RuleInfo] = {rule.code: rule for rule in RULES}")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m xla_lint.docs", description="Render docs/rules.md.")
-    parser.add_argument("--check", action="store_true", help="compare with the file instead of printing")
+    parser = argparse.ArgumentParser(
+        prog="python -m xla_lint.docs", description="Render docs/rules.md."
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="compare with the file instead of printing"
+    )
     parser.add_argument("--path", default=None, help="the file --check compares with")
-    parser.add_argument("--catalogue", action="store_true", help="render xla_lint/catalogue.py instead")
+    parser.add_argument(
+        "--catalogue", action="store_true", help="render xla_lint/catalogue.py instead"
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -156,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if current != text:
         flag = " --catalogue" if args.catalogue else ""
-        print(f"xla_lint.docs: {args.path} is stale; run `python -m xla_lint.docs{flag} > {args.path}`",
-              file=sys.stderr)
+        print(
+            f"xla_lint.docs: {args.path} is stale; run `python -m xla_lint.docs{flag} > {args.path}`",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

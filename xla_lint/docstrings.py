@@ -51,11 +51,14 @@ def docstring_blocks(text: str) -> list[list[CodeBlock]]:
         if not body or not isinstance(body[0], ast.Expr):
             continue
         value = body[0].value
-        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)) or ">>>" not in value.value:
+        if (
+            not (isinstance(value, ast.Constant) and isinstance(value.value, str))
+            or ">>>" not in value.value
+        ):
             continue
         # The raw source lines (not the evaluated string, whose escapes would shift lines).
         first, last = value.lineno, value.end_lineno or value.lineno
-        raw = "\n".join(lines[first - 1:last])
+        raw = "\n".join(lines[first - 1 : last])
         blocks = [_repair(b, lines) for b in doctest_blocks(raw, first - 1)]
         if blocks:
             out.append(blocks)
@@ -77,7 +80,9 @@ def _repair(block: CodeBlock, lines: list[str]) -> CodeBlock:
     code_lines = block.code.splitlines()
     examples: list[list[int]] = []
     for i in range(len(code_lines)):
-        original = lines[block.line_offset + i].lstrip() if block.line_offset + i < len(lines) else ""
+        original = (
+            lines[block.line_offset + i].lstrip() if block.line_offset + i < len(lines) else ""
+        )
         if original.startswith(">>>") or not examples:
             examples.append([i])
         else:
@@ -126,7 +131,9 @@ def is_repl_block(text: str, block: CodeBlock) -> bool:
     if isinstance(block, NotebookCell):
         return False
     lines = _lines(text)
-    return 0 <= block.line_offset < len(lines) and lines[block.line_offset].lstrip().startswith(">>>")
+    return 0 <= block.line_offset < len(lines) and lines[block.line_offset].lstrip().startswith(
+        ">>>"
+    )
 
 
 def block_rules(text: str, block: CodeBlock, rules: list[type[Rule]]) -> list[type[Rule]]:
@@ -135,8 +142,15 @@ def block_rules(text: str, block: CodeBlock, rules: list[type[Rule]]) -> list[ty
     return repl_rules(rules) if is_repl_block(text, block) else rules
 
 
-def lint_docstrings(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
-                    module: str = "", is_package: bool = False) -> list[Diagnostic]:
+def lint_docstrings(
+    text: str,
+    path: str,
+    rules: list[type[Rule]],
+    *,
+    target_version=(2, 9),
+    module: str = "",
+    is_package: bool = False,
+) -> list[Diagnostic]:
     """Diagnostics for the docstring examples of a Python file, positioned in the file.
 
     Findings that need program facts are dropped (an example is a fragment). Examples
@@ -151,8 +165,16 @@ def lint_docstrings(text: str, path: str, rules: list[type[Rule]], *, target_ver
         if scope is None:
             scope = module_globals(text, module, is_package)
         for block in blocks:
-            diags, _ = lint_text(block.code, path, rules, target_version=target_version,
-                                 module=module, line_offset=block.line_offset,
-                                 column_offset=block.indent, with_fixes=False, globals_scope=scope)
+            diags, _ = lint_text(
+                block.code,
+                path,
+                rules,
+                target_version=target_version,
+                module=module,
+                line_offset=block.line_offset,
+                column_offset=block.indent,
+                with_fixes=False,
+                globals_scope=scope,
+            )
             out.extend(d for d in diags if d.code != SyntaxErrorRule.code and not d.requires)
     return out

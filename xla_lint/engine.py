@@ -54,13 +54,24 @@ class FileResult:
     suppressions: Suppressions = field(default_factory=Suppressions)
     parsed: bool = False
     skipped_reason: str | None = None
-    notes: list[str] = field(default_factory=list)  # for --verbose: doc blocks skipped (path:line:col: why)
+    notes: list[str] = field(
+        default_factory=list
+    )  # for --verbose: doc blocks skipped (path:line:col: why)
 
 
 def syntax_error(path: str, message: str, line: int, column: int) -> Diagnostic:
     """The XLA000 diagnostic for a file that cannot be read or parsed."""
-    return Diagnostic(SYNTAX_ERROR.code, SYNTAX_ERROR.name, f"cannot parse: {message}", path,
-                      line, column, line, column + 1, Severity.ERROR)
+    return Diagnostic(
+        SYNTAX_ERROR.code,
+        SYNTAX_ERROR.name,
+        f"cannot parse: {message}",
+        path,
+        line,
+        column,
+        line,
+        column + 1,
+        Severity.ERROR,
+    )
 
 
 def lint_file(target: Target, settings: Settings, text: str | None = None) -> FileResult:
@@ -78,7 +89,9 @@ def lint_file(target: Target, settings: Settings, text: str | None = None) -> Fi
         data = read_source(target.path)
     except OSError as exc:
         result = FileResult(target.path)
-        result.diagnostics.append(syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1))
+        result.diagnostics.append(
+            syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1)
+        )
         return result
     return lint_bytes(target, settings, data)
 
@@ -153,15 +166,23 @@ def module_of(path: str) -> tuple[str, bool]:
 
 _IMPORT = re.compile(
     rb"(?:^|;)[ \t]*(?:from[ \t]+(?P<dots>\.*)[ \t]*(?P<base>[\w.]*)[ \t]+import[ \t]*(?P<names>\([^)]*\)|[^\n#;]*)"
-    rb"|import[ \t]+(?P<modules>[^\n#;]*))", re.M)
+    rb"|import[ \t]+(?P<modules>[^\n#;]*))",
+    re.M,
+)
 
 
 # A file that is not parsed is an entry when it has a main guard, or a statement at column 0
 # that does work: a loop, a `with`, or a call that is not a library idiom (the line-based
 # counterpart of xla_lint.context.is_entry_module).
-_MAIN_GUARD = re.compile(rb"""^if\s+(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)""", re.M)
-_TOP_WORK = re.compile(rb"^(?:(?:for|while|with|async\s+for|async\s+with)\b|(?P<call>[A-Za-z_][\w.]*)\()", re.M)
-_TYPE_CHECKING = re.compile(rb"^(?P<indent>[ \t]*)if[ \t]+(?:typing\.)?TYPE_CHECKING[ \t]*:[ \t]*(?:#[^\n]*)?$", re.M)
+_MAIN_GUARD = re.compile(
+    rb"""^if\s+(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)""", re.M
+)
+_TOP_WORK = re.compile(
+    rb"^(?:(?:for|while|with|async\s+for|async\s+with)\b|(?P<call>[A-Za-z_][\w.]*)\()", re.M
+)
+_TYPE_CHECKING = re.compile(
+    rb"^(?P<indent>[ \t]*)if[ \t]+(?:typing\.)?TYPE_CHECKING[ \t]*:[ \t]*(?:#[^\n]*)?$", re.M
+)
 
 
 def _type_checking_blocks(data: bytes) -> list[tuple[int, int]]:
@@ -174,7 +195,7 @@ def _type_checking_blocks(data: bytes) -> list[tuple[int, int]]:
         while end < len(data):
             nl = data.find(b"\n", end + 1)
             line_end = len(data) if nl < 0 else nl
-            line = data[end + 1:line_end]
+            line = data[end + 1 : line_end]
             if line.strip() and len(line) - len(line.lstrip(b" \t")) <= indent:
                 break
             end = line_end
@@ -182,7 +203,11 @@ def _type_checking_blocks(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
-_CALLED = re.compile(rb"([A-Za-z_]\w*)\s*\(")  # names a file calls (a function fact counts when called)
+_CALLED = re.compile(
+    rb"([A-Za-z_]\w*)\s*\("
+)  # names a file calls (a function fact counts when called)
+
+
 def _does_work(data: bytes, is_package: bool, path: str) -> bool:
     if is_package or path.endswith("_pb2.py"):  # generated protocol buffers register at import
         return False
@@ -211,7 +236,9 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
         return None
     module, is_package = module_of(path)
     found: set[str] = set()
-    data = data.replace(b"\\\n", b"  ")  # `from x \` + newline + `import y`: one statement (offsets kept)
+    data = data.replace(
+        b"\\\n", b"  "
+    )  # `from x \` + newline + `import y`: one statement (offsets kept)
     skipped = _type_checking_blocks(data)
     for m in _IMPORT.finditer(data):
         if skipped and any(a <= m.start() < b for a, b in skipped):
@@ -236,9 +263,13 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
                 found.add(f"{base}.{name}" if base else name)
     if not found:
         return None
-    prefixes = {".".join(n.split(".")[:i + 1]) for n in found for i in range(n.count(".") + 1)}
-    return FileFacts(module=module, imports=frozenset(p for p in prefixes if p),
-                     entry=_does_work(data, is_package, path), defines_tests=bool(TEST_DEFINITION.search(data)))
+    prefixes = {".".join(n.split(".")[: i + 1]) for n in found for i in range(n.count(".") + 1)}
+    return FileFacts(
+        module=module,
+        imports=frozenset(p for p in prefixes if p),
+        entry=_does_work(data, is_package, path),
+        defines_tests=bool(TEST_DEFINITION.search(data)),
+    )
 
 
 def called_names(path: str) -> set[str]:
@@ -265,7 +296,9 @@ def result_to_json(result: FileResult) -> dict:
     """A :class:`FileResult` as JSON data (for the result cache); see :func:`result_from_json`."""
     return {
         "path": result.path,
-        "diagnostics": [{**d.to_json(), "requires": [list(r) for r in d.requires]} for d in result.diagnostics],
+        "diagnostics": [
+            {**d.to_json(), "requires": [list(r) for r in d.requires]} for d in result.diagnostics
+        ],
         "facts": [f.to_json() for f in result.facts],
         "suppressions": result.suppressions.to_json(),
         "parsed": result.parsed,
@@ -279,12 +312,21 @@ def result_from_json(data: dict) -> FileResult:
     path = data["path"]
     reason = data["skipped_reason"]
     notes = data["notes"]
-    if not isinstance(path, str) or not (reason is None or isinstance(reason, str)) \
-            or not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+    if (
+        not isinstance(path, str)
+        or not (reason is None or isinstance(reason, str))
+        or not (isinstance(notes, list) and all(isinstance(n, str) for n in notes))
+    ):
         raise TypeError("malformed file result")
-    return FileResult(path, [Diagnostic.from_json(d) for d in data["diagnostics"]],
-                      [FileFacts.from_json(f) for f in data["facts"]],
-                      Suppressions.from_json(data["suppressions"]), bool(data["parsed"]), reason, notes)
+    return FileResult(
+        path,
+        [Diagnostic.from_json(d) for d in data["diagnostics"]],
+        [FileFacts.from_json(f) for f in data["facts"]],
+        Suppressions.from_json(data["suppressions"]),
+        bool(data["parsed"]),
+        reason,
+        notes,
+    )
 
 
 # Parallel linting pays only when there is real parsing to share out: starting a worker
@@ -329,7 +371,9 @@ def _worker_init(settings: Settings, cache_dir: str | None, parent: int | None =
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent is not None:
         _exit_with_parent(parent)
-    importlib.import_module(f"{__package__}.linter")  # LibCST and the rules, once per worker, while the parent reads files
+    importlib.import_module(
+        f"{__package__}.linter"
+    )  # LibCST and the rules, once per worker, while the parent reads files
 
     _worker_state["settings"] = settings
     _worker_state["cache"] = None
@@ -348,8 +392,9 @@ def _worker_lint(job: tuple[int, Target, bytes, str | None]) -> tuple[int, FileR
     return index, result
 
 
-def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
-                 cache_dir: str | None = None) -> list[FileResult]:
+def lint_targets(
+    targets: list[Target], settings: Settings, jobs: int = 1, cache_dir: str | None = None
+) -> list[FileResult]:
     """Lint every target; results in the order of ``targets``.
 
     Each file is read once. Files the prefilter rules out yield their imports only;
@@ -372,13 +417,17 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
     try:
         for index, target in enumerate(targets):
             if target.error is not None:  # found by discovery: a folder it could not search
-                results[index] = FileResult(target.path, [syntax_error(target.path, target.error, 1, 1)])
+                results[index] = FileResult(
+                    target.path, [syntax_error(target.path, target.error, 1, 1)]
+                )
                 continue
             try:
                 data = read_source(target.path)
             except OSError as exc:
                 result = FileResult(target.path)
-                result.diagnostics.append(syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1))
+                result.diagnostics.append(
+                    syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1)
+                )
                 results[index] = result
                 continue
             if not needs_parse(data) or too_large(settings, data):
@@ -386,8 +435,17 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
                 continue
             key = None
             if cache is not None:
-                module, is_package = module_of(target.path) if target.kind == "python" else ("", False)
-                key = cache.key(target.path, target.kind, data, settings.codes_for(target.path), module, is_package)
+                module, is_package = (
+                    module_of(target.path) if target.kind == "python" else ("", False)
+                )
+                key = cache.key(
+                    target.path,
+                    target.kind,
+                    data,
+                    settings.codes_for(target.path),
+                    module,
+                    is_package,
+                )
                 hit = cache.load(target.path, key)
                 if hit is not None:
                     results[index] = hit
@@ -398,8 +456,11 @@ def lint_targets(targets: list[Target], settings: Settings, jobs: int = 1,
                 continue
             queued.append(job)
             queued_bytes += len(data)
-            if jobs > 1 and queued_bytes >= PARALLEL_MIN_BYTES and \
-                    (len(queued) >= PARALLEL_MIN_FILES or len(data) >= LARGE_FILE_BYTES):
+            if (
+                jobs > 1
+                and queued_bytes >= PARALLEL_MIN_BYTES
+                and (len(queued) >= PARALLEL_MIN_FILES or len(data) >= LARGE_FILE_BYTES)
+            ):
                 pool = _Pool(settings, cache_dir, jobs)
                 for job in sorted(queued, key=lambda j: -len(j[2])):
                     pool.submit(job)
@@ -439,8 +500,12 @@ class _Pool:
         except ValueError:  # pragma: no cover - not on Linux/macOS
             self._context = multiprocessing.get_context()
         self._initargs = (settings, cache_dir, os.getpid())
-        self._executor = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
-                                             initializer=_worker_init, initargs=self._initargs)
+        self._executor = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=self._context,
+            initializer=_worker_init,
+            initargs=self._initargs,
+        )
         self._jobs: list = []
         self._futures: list = []
 
@@ -471,12 +536,18 @@ class _Pool:
             if job[0] in done:
                 continue
             try:
-                with ProcessPoolExecutor(max_workers=1, mp_context=self._context, initializer=_worker_init,
-                                         initargs=self._initargs) as alone:
+                with ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=self._context,
+                    initializer=_worker_init,
+                    initargs=self._initargs,
+                ) as alone:
                     done[job[0]] = alone.submit(_worker_lint, job).result()[1]
             except BrokenProcessPool:
                 result = FileResult(job[1].path)
-                result.diagnostics.append(syntax_error(job[1].path, "the parser crashed on this file", 1, 1))
+                result.diagnostics.append(
+                    syntax_error(job[1].path, "the parser crashed on this file", 1, 1)
+                )
                 done[job[0]] = result
         return sorted(done.items())
 
@@ -491,8 +562,12 @@ class _Pool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-def program_facts(results: list[FileResult], settings: Settings | None = None, launches: list[Launch] = (),
-                  entries: tuple[str, ...] = ()) -> ProgramModel:
+def program_facts(
+    results: list[FileResult],
+    settings: Settings | None = None,
+    launches: list[Launch] = (),
+    entries: tuple[str, ...] = (),
+) -> ProgramModel:
     """The program model of every linted file (:mod:`xla_lint.program`): a document's code
     blocks are one program; ``launches`` and the configuration's ``entry-points`` add entries
     and the facts their launchers set; ``entries`` names more entry paths (standard input)."""
@@ -505,32 +580,49 @@ def program_facts(results: list[FileResult], settings: Settings | None = None, l
             continue
         first = r.facts[0]
         table[r.path] = FileFacts(
-            module="", imports=frozenset().union(*(f.imports for f in r.facts)),
-            enables_spmd=any(f.enables_spmd for f in r.facts), shards=any(f.shards for f in r.facts),
+            module="",
+            imports=frozenset().union(*(f.imports for f in r.facts)),
+            enables_spmd=any(f.enables_spmd for f in r.facts),
+            shards=any(f.shards for f in r.facts),
             multiprocess=any(f.multiprocess for f in r.facts),
             imports_torch_xla=any(f.imports_torch_xla for f in r.facts),
             requires_torch_xla=any(f.requires_torch_xla for f in r.facts),
-            sets_global_mesh=any(f.sets_global_mesh for f in r.facts), group=first.group or r.path,
+            sets_global_mesh=any(f.sets_global_mesh for f in r.facts),
+            group=first.group or r.path,
             unbuffered=any(f.unbuffered for f in r.facts),
-            fact_functions={k: set().union(*(f.fact_functions.get(k, set()) for f in r.facts))
-                            for k in {k for f in r.facts for k in f.fact_functions}},
-            references=set().union(*(f.references for f in r.facts)))
+            fact_functions={
+                k: set().union(*(f.fact_functions.get(k, set()) for f in r.facts))
+                for k in {k for f in r.facts for k in f.fact_functions}
+            },
+            references=set().union(*(f.references for f in r.facts)),
+        )
     declared = settings.declared_entries(table) if settings is not None else {}
     unparsed = {r.path for r in results if r.skipped_reason == "no torch_xla"}
-    return ProgramModel(table, launches, declared, entries,
-                        references=lambda path: called_names(path) if path in unparsed else None)
+    return ProgramModel(
+        table,
+        launches,
+        declared,
+        entries,
+        references=lambda path: called_names(path) if path in unparsed else None,
+    )
 
 
 # The rules that also run on a module without torch_xla that an XLA program imports (the
 # loader an XLA training loop iterates is often built in a plain data.py, its optimizer in a
 # plain trainer module), each with the bytes a file must contain for the rule to find anything
 # there: a cheap test before the file is parsed.
-PROGRAM_RULES_NEED: dict[str, bytes] = {"XLA202": b"DataLoader", "XLA017": b"DataLoader", "XLA204": b"Adam",
-                                         "XLA024": b"checkpoint"}
+PROGRAM_RULES_NEED: dict[str, bytes] = {
+    "XLA202": b"DataLoader",
+    "XLA017": b"DataLoader",
+    "XLA204": b"Adam",
+    "XLA024": b"checkpoint",
+}
 PROGRAM_RULES = frozenset(PROGRAM_RULES_NEED)
 
 
-def lint_reached(results: list[FileResult], program: ProgramModel, settings: Settings) -> list[FileResult]:
+def lint_reached(
+    results: list[FileResult], program: ProgramModel, settings: Settings
+) -> list[FileResult]:
     """``results``, with the files the prefilter skipped linted again by :data:`PROGRAM_RULES`
     where an XLA program reaches them: a script program one of whose modules imports torch_xla
     unconditionally (a library's optional import does not make its users XLA programs). A
@@ -542,7 +634,11 @@ def lint_reached(results: list[FileResult], program: ProgramModel, settings: Set
             xla_members |= p.members
     out = list(results)
     for i, r in enumerate(results):
-        if r.skipped_reason != "no torch_xla" or r.path not in xla_members or not r.path.endswith(".py"):
+        if (
+            r.skipped_reason != "no torch_xla"
+            or r.path not in xla_members
+            or not r.path.endswith(".py")
+        ):
             continue
         codes = settings.codes_for(r.path) & PROGRAM_RULES
         if not codes:
@@ -557,12 +653,15 @@ def lint_reached(results: list[FileResult], program: ProgramModel, settings: Set
             continue
         from .linter import lint_in_xla_program
 
-        out[i] = lint_in_xla_program(Target(r.path, "python"), replace(settings, selected=frozenset(codes)), text)
+        out[i] = lint_in_xla_program(
+            Target(r.path, "python"), replace(settings, selected=frozenset(codes)), text
+        )
     return out
 
 
-def finalize(results: list[FileResult], program: ProgramModel,
-             settings: Settings | None = None) -> tuple[list[Diagnostic], int]:
+def finalize(
+    results: list[FileResult], program: ProgramModel, settings: Settings | None = None
+) -> tuple[list[Diagnostic], int]:
     """Keep the diagnostics whose facts hold and that no comment suppresses; sort them.
 
     With ``settings`` given, files for which XLA900 is enabled also get a diagnostic for
@@ -577,7 +676,9 @@ def finalize(results: list[FileResult], program: ProgramModel,
             if r.suppressions.suppresses(d.code, d.line):
                 suppressed += 1
                 continue
-            kept.append(replace(d, message=d.message + program.note(r.path, d.requires), requires=()))
+            kept.append(
+                replace(d, message=d.message + program.note(r.path, d.requires), requires=())
+            )
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
             for d in unused_noqa(r, settings):
                 if r.suppressions.suppresses(d.code, d.line):
@@ -588,7 +689,7 @@ def finalize(results: list[FileResult], program: ProgramModel,
     return kept, suppressed
 
 
-# ---- XLA900 unused-noqa: which `# noqa: XLA...` comments silenced nothing ----------------
+# ---- XLA900 unused-noqa: which noqa comments naming XLA codes silenced nothing ----------------
 
 UNUSED_NOQA = "XLA900"
 
@@ -606,8 +707,11 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     from .discovery import DOCUMENT_SUFFIXES
 
     used = {(d.line, d.code) for d in result.diagnostics}
-    enabled = {c for c in settings.codes_for(result.path)
-               if (rule := BY_CODE.get(c)) is not None and rule.applies_to(settings.target_version)}
+    enabled = {
+        c
+        for c in settings.codes_for(result.path)
+        if (rule := BY_CODE.get(c)) is not None and rule.applies_to(settings.target_version)
+    }
     is_doc = result.path.lower().endswith(DOCUMENT_SUFFIXES)
     out = []
     for comment in sorted(result.suppressions.noqa.values(), key=lambda c: c.line):
@@ -629,27 +733,53 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
             unused.add(code)
         if not unused:
             continue
-        detail = "; ".join(f"{kind}: {', '.join(codes)}" for kind, codes in reasons.items() if codes)
+        detail = "; ".join(
+            f"{kind}: {', '.join(codes)}" for kind, codes in reasons.items() if codes
+        )
         fix = None
         if not is_doc:
             kept_codes = [c for c, _, _ in comment.code_spans if c not in unused]
             if kept_codes:
                 first, last = comment.code_spans[0][1], comment.code_spans[-1][2]
-                edit = Edit(comment.line, first, comment.line, last, ", ".join(dict.fromkeys(kept_codes)))
+                edit = Edit(
+                    comment.line, first, comment.line, last, ", ".join(dict.fromkeys(kept_codes))
+                )
                 description = f"remove unused {', '.join(sorted(unused))} from `noqa`"
             else:
-                edit = Edit(comment.line, comment.remove_column, comment.line, comment.remove_end_column,
-                            comment.replacement)
+                edit = Edit(
+                    comment.line,
+                    comment.remove_column,
+                    comment.line,
+                    comment.remove_end_column,
+                    comment.replacement,
+                )
                 description = "remove unused `noqa` directive"
             fix = Fix(description, (edit,))
-        out.append(Diagnostic(UNUSED_NOQA, "unused-noqa", f"unused `noqa` directive ({detail})", result.path,
-                              comment.line, comment.column, comment.line, comment.end_column,
-                              Severity.WARNING, fix))
+        out.append(
+            Diagnostic(
+                UNUSED_NOQA,
+                "unused-noqa",
+                f"unused `noqa` directive ({detail})",
+                result.path,
+                comment.line,
+                comment.column,
+                comment.line,
+                comment.end_column,
+                Severity.WARNING,
+                fix,
+            )
+        )
     return out
 
 
-def run(targets: list[Target], settings: Settings, jobs: int = 1, cache: bool = False,
-        launchers: list[str] = (), folders: list[str] = ()) -> RunResult:
+def run(
+    targets: list[Target],
+    settings: Settings,
+    jobs: int = 1,
+    cache: bool = False,
+    launchers: list[str] = (),
+    folders: list[str] = (),
+) -> RunResult:
     """Lint ``targets`` in up to ``jobs`` processes and return the diagnostics to report.
 
     ``cache``: answer unchanged files from (and store new results in) ``settings.cache_dir``.

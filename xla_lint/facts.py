@@ -18,16 +18,50 @@ Condition = tuple[tuple[str, str], ...]
 
 # A test that pytest or unittest collects, at the start of a line: `def test...`, `class Test...`,
 # a TestCase subclass. Read by the CST facts and the line scan alike.
-TEST_DEFINITION = re.compile(rb"^(?:async[ \t]+)?def[ \t]+test|^class[ \t]+(?:Test|\w+\([^)]*TestCase)", re.M)
+TEST_DEFINITION = re.compile(
+    rb"^(?:async[ \t]+)?def[ \t]+test|^class[ \t]+(?:Test|\w+\([^)]*TestCase)", re.M
+)
 
 # Module-level calls that libraries make at import time without being programs: logging and
 # warnings set-up, registration, sys.path edits, collection updates, dotenv loading. Shared by
 # the CST entry test (xla_lint.context.is_entry_module) and the line scan (xla_lint.engine).
-LIBRARY_CALL_ROOTS = frozenset({"warnings", "logging", "logger", "_logger", "log", "LOGGER", "__all__", "sys", "os",
-                                "typing", "atexit", "setattr", "torch", "np", "numpy", "collections", "copyreg",
-                                "dataclasses", "functools", "abc"})
-LIBRARY_CALL_METHODS = frozenset({"update", "extend", "append", "add", "define", "wrap", "allow_in_graph", "setLevel",
-                                  "load_dotenv"})
+LIBRARY_CALL_ROOTS = frozenset(
+    {
+        "warnings",
+        "logging",
+        "logger",
+        "_logger",
+        "log",
+        "LOGGER",
+        "__all__",
+        "sys",
+        "os",
+        "typing",
+        "atexit",
+        "setattr",
+        "torch",
+        "np",
+        "numpy",
+        "collections",
+        "copyreg",
+        "dataclasses",
+        "functools",
+        "abc",
+    }
+)
+LIBRARY_CALL_METHODS = frozenset(
+    {
+        "update",
+        "extend",
+        "append",
+        "add",
+        "define",
+        "wrap",
+        "allow_in_graph",
+        "setLevel",
+        "load_dotenv",
+    }
+)
 
 
 def is_library_call(name: str) -> bool:
@@ -35,8 +69,13 @@ def is_library_call(name: str) -> bool:
     library idiom rather than a program's work (an empty name: not a plain callee)."""
     root = name.split(".", 1)[0]
     last = name.rsplit(".", 1)[-1]
-    return (not name or root in LIBRARY_CALL_ROOTS or "register" in last.lower() or "log" in root.lower()
-            or last in LIBRARY_CALL_METHODS)
+    return (
+        not name
+        or root in LIBRARY_CALL_ROOTS
+        or "register" in last.lower()
+        or "log" in root.lower()
+        or last in LIBRARY_CALL_METHODS
+    )
 
 
 @dataclass
@@ -110,6 +149,7 @@ class FileFacts:
     def from_json(cls, data: dict) -> "FileFacts":
         """Inverse of :meth:`to_json`; raises KeyError/TypeError on a malformed object
         (values are checked, never converted: ``"yes"`` is not a flag)."""
+
         def flag(value: object) -> bool:
             if type(value) is not bool:
                 raise TypeError(f"expected true or false, got {type(value).__name__}")
@@ -117,10 +157,18 @@ class FileFacts:
 
         module, imports, group = data["module"], data["imports"], data.get("group")
         functions, references = data.get("fact_functions", {}), data.get("references", [])
-        if not isinstance(module, str) or not all(isinstance(m, str) for m in imports) \
-                or not (group is None or isinstance(group, str)) or not isinstance(functions, dict) \
-                or not all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in functions.values()) \
-                or not isinstance(references, list) or not all(isinstance(n, str) for n in references):
+        if (
+            not isinstance(module, str)
+            or not all(isinstance(m, str) for m in imports)
+            or not (group is None or isinstance(group, str))
+            or not isinstance(functions, dict)
+            or not all(
+                isinstance(v, list) and all(isinstance(n, str) for n in v)
+                for v in functions.values()
+            )
+            or not isinstance(references, list)
+            or not all(isinstance(n, str) for n in references)
+        ):
             raise TypeError("malformed file facts")
         return cls(
             module=module,
@@ -158,8 +206,9 @@ def _conditions_from_json(data: object) -> dict[str, list[Condition]]:
         out[key] = []
         for site in sites:
             if not isinstance(site, list) or not all(
-                    isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
-                    for pair in site):
+                isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+                for pair in site
+            ):
                 raise TypeError("malformed conditions")
             out[key].append(tuple((pair[0], pair[1]) for pair in site))
     return out

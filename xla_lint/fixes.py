@@ -103,7 +103,9 @@ def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, int]:
         taken.extend((a, b) for a, b, _ in spans)
 
     def build(selection) -> str | None:
-        edits = sorted((s for _, spans in selection for s in spans), key=lambda s: s[0], reverse=True)
+        edits = sorted(
+            (s for _, spans in selection for s in spans), key=lambda s: s[0], reverse=True
+        )
         out = text
         for a, b, content in edits:
             out = out[:a] + content + out[b:]
@@ -216,7 +218,9 @@ def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
     try:
         data = text.encode(encoding)
     except (UnicodeEncodeError, LookupError) as exc:
-        raise WriteError(f"{path}: the fixed text cannot be written as {encoding} ({exc}), left unchanged") from None
+        raise WriteError(
+            f"{path}: the fixed text cannot be written as {encoding} ({exc}), left unchanged"
+        ) from None
     import tempfile  # only --fix writes files
 
     # Write through a symlink to its target, so the link stays a link.

@@ -75,7 +75,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .apis import REMOVED_ATTRS, REMOVED_MODULES
-from .names import LOCAL, Scope, defining_scope, dotted_name, lookup, names_bound_in_expressions_or_rebound
+from .names import (
+    LOCAL,
+    Scope,
+    defining_scope,
+    dotted_name,
+    lookup,
+    names_bound_in_expressions_or_rebound,
+)
 from .walk import iter_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -116,8 +123,9 @@ def runs_on_target(ctx: "FileContext", caught: bool = True) -> bool:
             # An import of a removed module or name raises ImportError (ModuleNotFoundError);
             # using a removed attribute raises AttributeError: the handler must catch that one.
             importing = any(type(n) is cst.Import or type(n) is cst.ImportFrom for n in stack[i:])
-            if not protected[node].isdisjoint(("ImportError", "ModuleNotFoundError") if importing
-                                              else ("AttributeError",)):
+            if not protected[node].isdisjoint(
+                ("ImportError", "ModuleNotFoundError") if importing else ("AttributeError",)
+            ):
                 return False
     return True
 
@@ -168,7 +176,7 @@ class _Guards:
             if kind is cst.If:
                 self._if(stmt, scope)
                 if self._chain_decided(stmt, scope) and self._chain_leaves(stmt, scope):
-                    self.dead.update(statements[index + 1:])
+                    self.dead.update(statements[index + 1 :])
                     return
             elif kind is cst.FunctionDef or kind is cst.ClassDef:
                 self._block(stmt.body, self.ctx.scopes.get(stmt, scope))
@@ -248,9 +256,16 @@ class _Guards:
 
 def _caught(handler: cst.ExceptHandler) -> frozenset[str]:
     """Which of ImportError/ModuleNotFoundError/AttributeError ``handler`` names."""
-    values = [e.value for e in handler.type.elements] if isinstance(handler.type, cst.Tuple) else [handler.type]
-    names = {v.value if type(v) is cst.Name else v.attr.value for v in values
-             if type(v) is cst.Name or type(v) is cst.Attribute}
+    values = (
+        [e.value for e in handler.type.elements]
+        if isinstance(handler.type, cst.Tuple)
+        else [handler.type]
+    )
+    names = {
+        v.value if type(v) is cst.Name else v.attr.value
+        for v in values
+        if type(v) is cst.Name or type(v) is cst.Attribute
+    }
     return frozenset(names & _IMPORT_ERRORS)
 
 
@@ -260,13 +275,20 @@ def _catches_import_error(handler: cst.ExceptHandler, scope: Scope) -> bool:
     ``ImportError`` class is not the builtin); not for bare ``except`` or ``Exception``."""
     if handler.type is None:
         return False
-    values = [e.value for e in handler.type.elements] if isinstance(handler.type, cst.Tuple) else [handler.type]
+    values = (
+        [e.value for e in handler.type.elements]
+        if isinstance(handler.type, cst.Tuple)
+        else [handler.type]
+    )
     for value in values:
         if type(value) is cst.Name:
             if value.value in _IMPORT_ERRORS and LOCAL not in lookup(value.value, scope):
                 return True
-        elif type(value) is cst.Attribute and value.attr.value in _IMPORT_ERRORS \
-                and dotted_name(value) == f"builtins.{value.attr.value}":
+        elif (
+            type(value) is cst.Attribute
+            and value.attr.value in _IMPORT_ERRORS
+            and dotted_name(value) == f"builtins.{value.attr.value}"
+        ):
             return True
     return False
 
@@ -309,15 +331,29 @@ def parse_version(text: str) -> _Literal | None:
     if m is None:
         return None
     suffix = m.group(2).strip()
-    return _Literal(tuple(int(p) for p in m.group(1).split(".")), not suffix or suffix.startswith("+"))
+    return _Literal(
+        tuple(int(p) for p in m.group(1).split(".")), not suffix or suffix.startswith("+")
+    )
 
 
 _OPS = {">=", ">", "<=", "<", "==", "!="}
 _FLIP = {">=": "<=", ">": "<", "<=": ">=", "<": ">", "==": "==", "!=": "!="}
-_CST_OPS = {cst.GreaterThanEqual: ">=", cst.GreaterThan: ">", cst.LessThanEqual: "<=", cst.LessThan: "<",
-            cst.Equal: "==", cst.NotEqual: "!="}
-_OPERATOR_FUNCS = {"operator.ge": ">=", "operator.gt": ">", "operator.le": "<=", "operator.lt": "<",
-                   "operator.eq": "==", "operator.ne": "!="}
+_CST_OPS = {
+    cst.GreaterThanEqual: ">=",
+    cst.GreaterThan: ">",
+    cst.LessThanEqual: "<=",
+    cst.LessThan: "<",
+    cst.Equal: "==",
+    cst.NotEqual: "!=",
+}
+_OPERATOR_FUNCS = {
+    "operator.ge": ">=",
+    "operator.gt": ">",
+    "operator.le": "<=",
+    "operator.lt": "<",
+    "operator.eq": "==",
+    "operator.ne": "!=",
+}
 
 
 def compare_target(target: tuple[int, int], op: str, literal: _Literal) -> bool | None:
@@ -330,7 +366,14 @@ def compare_target(target: tuple[int, int], op: str, literal: _Literal) -> bool 
     head = (release[0], release[1])
     if target != head:
         sign = 1 if target > head else -1
-        return {">=": sign > 0, ">": sign > 0, "<=": sign < 0, "<": sign < 0, "==": False, "!=": True}[op]
+        return {
+            ">=": sign > 0,
+            ">": sign > 0,
+            "<=": sign < 0,
+            "<": sign < 0,
+            "==": False,
+            "!=": True,
+        }[op]
     if literal.plain and not any(release[2:]):
         return {">=": True, "<": False}.get(op)
     return None
@@ -379,10 +422,22 @@ def requirement_truth(target: tuple[int, int], text: str) -> bool | None:
     return result
 
 
-_NAME_RE = re.compile(r"^_*(?:IS_)?(?:TORCH_XLA|XLA|TORCH|PT|PYTORCH)_"
-                      r"(GREATER_EQUAL|GREATER_THAN|LESS_EQUAL|LESS_THAN|EQUAL|GE|GT|LE|LT|EQ)_(\d+(?:_\d+)*)$")
-_NAME_OPS = {"GREATER_EQUAL": ">=", "GE": ">=", "GREATER_THAN": ">", "GT": ">", "LESS_EQUAL": "<=", "LE": "<=",
-             "LESS_THAN": "<", "LT": "<", "EQUAL": "==", "EQ": "=="}
+_NAME_RE = re.compile(
+    r"^_*(?:IS_)?(?:TORCH_XLA|XLA|TORCH|PT|PYTORCH)_"
+    r"(GREATER_EQUAL|GREATER_THAN|LESS_EQUAL|LESS_THAN|EQUAL|GE|GT|LE|LT|EQ)_(\d+(?:_\d+)*)$"
+)
+_NAME_OPS = {
+    "GREATER_EQUAL": ">=",
+    "GE": ">=",
+    "GREATER_THAN": ">",
+    "GT": ">",
+    "LESS_EQUAL": "<=",
+    "LE": "<=",
+    "LESS_THAN": "<",
+    "LT": "<",
+    "EQUAL": "==",
+    "EQ": "==",
+}
 
 
 def name_truth(target: tuple[int, int], name: str) -> bool | None:
@@ -421,11 +476,26 @@ def _or(a: bool | None, b: bool | None) -> bool | None:
     return None
 
 
-_VERSION_SOURCES = frozenset({"torch_xla.__version__", "torch.__version__", "torch_xla.version.__version__",
-                              "torch.version.__version__"})
+_VERSION_SOURCES = frozenset(
+    {
+        "torch_xla.__version__",
+        "torch.__version__",
+        "torch_xla.version.__version__",
+        "torch.version.__version__",
+    }
+)
 _VERSION_PACKAGES = frozenset({"torch", "torch_xla", "torch-xla"})
-_PARSERS = frozenset({"parse", "Version", "LooseVersion", "StrictVersion", "parse_version", "TorchVersion"})
-_PARSER_ROOTS = ("packaging.", "pkg_resources.", "distutils.", "setuptools.", "looseversion.", "torch.torch_version.")
+_PARSERS = frozenset(
+    {"parse", "Version", "LooseVersion", "StrictVersion", "parse_version", "TorchVersion"}
+)
+_PARSER_ROOTS = (
+    "packaging.",
+    "pkg_resources.",
+    "distutils.",
+    "setuptools.",
+    "looseversion.",
+    "torch.torch_version.",
+)
 _VERSION_ATTRS = frozenset({"base_version", "public", "release"})
 _UNKNOWN = None
 _POISON = object()  # a name bound by something other than a plain assignment
@@ -438,7 +508,9 @@ class _Evaluator:
         self.ctx = ctx
         self.target: tuple[int, int] = tuple(ctx.target_version)[:2]  # type: ignore[assignment]
         self._truth: dict[cst.CSTNode, bool | None] = {}
-        self._assigns: dict[int, dict[str, list]] = {}  # id(scope) -> name -> [(value, scope) | _POISON]
+        self._assigns: dict[
+            int, dict[str, list]
+        ] = {}  # id(scope) -> name -> [(value, scope) | _POISON]
         self._names: dict[tuple[int, str], object] = {}
 
     def truth(self, expr: cst.BaseExpression, scope: Scope) -> bool | None:
@@ -497,9 +569,14 @@ class _Evaluator:
             if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
                 index = expr.slice[0].slice.value
                 inner = expr.value
-                if type(index) is cst.Integer and index.value == "0" and type(inner) is cst.Call \
-                        and type(inner.func) is cst.Attribute and inner.func.attr.value == "split" \
-                        and self._value(inner.func.value, scope, depth) is TARGET:
+                if (
+                    type(index) is cst.Integer
+                    and index.value == "0"
+                    and type(inner) is cst.Call
+                    and type(inner.func) is cst.Attribute
+                    and inner.func.attr.value == "split"
+                    and self._value(inner.func.value, scope, depth) is TARGET
+                ):
                     return TARGET
             return _UNKNOWN
         return _UNKNOWN
@@ -530,7 +607,9 @@ class _Evaluator:
             left_node, left = right_node, right
         return result
 
-    def _is_none(self, left: cst.CSTNode, right: cst.CSTNode, scope: Scope, depth: int) -> bool | None:
+    def _is_none(
+        self, left: cst.CSTNode, right: cst.CSTNode, scope: Scope, depth: int
+    ) -> bool | None:
         """``getattr(X, "a", None) is None``: True when the attribute is missing on the target."""
         if type(right) is cst.Name and right.value == "None" and type(left) is cst.Call:
             exists = self._attribute_test(left, scope, getattr_only=True)
@@ -623,15 +702,23 @@ class _Evaluator:
             if isinstance(value, str):
                 return parse_version(value) or _UNKNOWN
             return _UNKNOWN
-        if "version" in lasts and any(n.startswith(("importlib.metadata.", "importlib_metadata.")) for n in names):
+        if "version" in lasts and any(
+            n.startswith(("importlib.metadata.", "importlib_metadata.")) for n in names
+        ):
             return TARGET if args and self._string(args[0]) in _VERSION_PACKAGES else _UNKNOWN
         if "RequirementCache" in lasts and any(n.startswith("lightning_utilities.") for n in names):
             text = self._string(args[0]) if args else None
             return requirement_truth(self.target, text) if text is not None else _UNKNOWN
         if lasts & {"compare_version", "_compare_version"} and len(args) >= 3:
             package = self._string(args[0])
-            op = next((_OPERATOR_FUNCS[n] for n in self.ctx.qnames(args[1].value, scope) if n in _OPERATOR_FUNCS),
-                      None)
+            op = next(
+                (
+                    _OPERATOR_FUNCS[n]
+                    for n in self.ctx.qnames(args[1].value, scope)
+                    if n in _OPERATOR_FUNCS
+                ),
+                None,
+            )
             version = self._string(args[2])
             if package in _VERSION_PACKAGES and op is not None and version is not None:
                 literal = parse_version(version)
@@ -665,7 +752,9 @@ class _Evaluator:
             return None
         return False
 
-    def _attribute_test(self, call: cst.Call, scope: Scope, getattr_only: bool = False) -> bool | None:
+    def _attribute_test(
+        self, call: cst.Call, scope: Scope, getattr_only: bool = False
+    ) -> bool | None:
         """``hasattr(X, "a")`` / ``getattr(X, "a", None)`` for a torch_xla ``X``: False when
         ``X.a`` was removed by the target version, True for other torch_xla attributes."""
         names = self.ctx.qnames(call.func, scope)
@@ -673,14 +762,20 @@ class _Evaluator:
         if getattr_only and not is_getattr:
             return None
         args = call.args
-        if len(args) != (3 if is_getattr else 2) or any(a.keyword is not None or a.star for a in args):
+        if len(args) != (3 if is_getattr else 2) or any(
+            a.keyword is not None or a.star for a in args
+        ):
             return None
         if is_getattr and not (type(args[2].value) is cst.Name and args[2].value.value == "None"):
             return None
         attr = self._string(args[1])
         if attr is None:
             return None
-        owners = [n for n in self.ctx.qnames(args[0].value, scope) if n == "torch_xla" or n.startswith("torch_xla.")]
+        owners = [
+            n
+            for n in self.ctx.qnames(args[0].value, scope)
+            if n == "torch_xla" or n.startswith("torch_xla.")
+        ]
         if not owners:
             return None
         for owner in owners:
@@ -710,8 +805,13 @@ class _Evaluator:
         found = {}
         node = scope.node
         if node is not None:
-            body = node.body if type(node) is cst.Module else node.body.body \
-                if type(node.body) is cst.IndentedBlock else []
+            body = (
+                node.body
+                if type(node) is cst.Module
+                else node.body.body
+                if type(node.body) is cst.IndentedBlock
+                else []
+            )
             _collect(body, scope, found)
         self._assigns[id(scope)] = found
         return found
@@ -720,7 +820,9 @@ class _Evaluator:
         """Names bound inside expressions (``:=``, comprehensions, lambdas), declared
         ``global``/``nonlocal`` or deleted anywhere in the file: their assignments do not tell
         their value. One walk of the file, only once a name's assignments all agree."""
-        return self.ctx.memo("unsafe-names", lambda: names_bound_in_expressions_or_rebound(self.ctx.module))
+        return self.ctx.memo(
+            "unsafe-names", lambda: names_bound_in_expressions_or_rebound(self.ctx.module)
+        )
 
 
 def _same(a, b) -> bool:
@@ -792,7 +894,8 @@ def _collect_small(small: cst.CSTNode, scope: Scope, out: dict[str, list]) -> No
     elif kind is cst.AnnAssign:
         if type(small.target) is cst.Name:
             out.setdefault(small.target.value, []).append(
-                (small.value, scope) if small.value is not None else _POISON)
+                (small.value, scope) if small.value is not None else _POISON
+            )
     elif kind is cst.AugAssign:
         _poison_target(small.target, out)
 
@@ -813,9 +916,26 @@ def _iter_names(node: cst.CSTNode):
 # Words in an availability check that name a platform other than XLA/TPU: code under
 # `if is_torch_neuroncore_available():` or `elif is_sagemaker_dp_enabled():` is not what an
 # XLA program runs (Trainium's `init_process_group("xla")`, SageMaker's DDP).
-OTHER_PLATFORMS = ("neuron", "sagemaker", "cuda", "gpu", "npu", "mlu", "hpu", "xpu", "ipex", "mps", "musa",
-                   "habana", "rocm", "deepspeed", "megatron")
-_AVAILABILITY = re.compile(r"^_?(?:is|has)_(\w+?)_(?:available|enabled|initialized)$|^_?([A-Za-z0-9_]+?)_(?:AVAILABLE|ENABLED)$")
+OTHER_PLATFORMS = (
+    "neuron",
+    "sagemaker",
+    "cuda",
+    "gpu",
+    "npu",
+    "mlu",
+    "hpu",
+    "xpu",
+    "ipex",
+    "mps",
+    "musa",
+    "habana",
+    "rocm",
+    "deepspeed",
+    "megatron",
+)
+_AVAILABILITY = re.compile(
+    r"^_?(?:is|has)_(\w+?)_(?:available|enabled|initialized)$|^_?([A-Za-z0-9_]+?)_(?:AVAILABLE|ENABLED)$"
+)
 
 
 def platform_of(test: cst.BaseExpression) -> str | None:
@@ -878,8 +998,14 @@ def constant_truth(test: cst.BaseExpression) -> bool | None:
     if kind is cst.BooleanOperation:
         left, right = constant_truth(test.left), constant_truth(test.right)
         if type(test.operator) is cst.And:
-            return False if False in (left, right) else (True if left is True and right is True else None)
-        return True if True in (left, right) else (False if left is False and right is False else None)
+            return (
+                False
+                if False in (left, right)
+                else (True if left is True and right is True else None)
+            )
+        return (
+            True if True in (left, right) else (False if left is False and right is False else None)
+        )
     return None
 
 

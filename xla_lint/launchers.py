@@ -57,13 +57,20 @@ from .program import Launch
 
 SHELL_SUFFIXES = (".sh", ".bash")
 DOC_SUFFIXES = (".md", ".markdown", ".rst")
-SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "console", "zsh", "shell-session", "shellsession"})
+SHELL_LANGUAGES = frozenset(
+    {"bash", "sh", "shell", "console", "zsh", "shell-session", "shellsession"}
+)
 MAX_LAUNCHER_BYTES = 1 << 20  # a larger "launcher" is data, not a script someone wrote
 _MAX_JOINED_LINES = 30  # a quote left open continues on at most this many lines
 _MAX_NESTING = 8  # bash -c "ssh h 'bash -c ...'": deeper command lines are not read
 
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*\{?\.?(?P<lang>[\w-]*)[^\n]*$", re.M)
-_RST_BLOCK = re.compile(r"^(?P<indent>[ \t]*)\.\.[ \t]+(?:code-block|code|sourcecode)::[ \t]*(?P<lang>[\w-]+)[ \t]*$", re.M)
+_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*\{?\.?(?P<lang>[\w-]*)[^\n]*$", re.M
+)
+_RST_BLOCK = re.compile(
+    r"^(?P<indent>[ \t]*)\.\.[ \t]+(?:code-block|code|sourcecode)::[ \t]*(?P<lang>[\w-]+)[ \t]*$",
+    re.M,
+)
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 _PROMPT = re.compile(r"(?:\([\w.-]+\)[ \t]*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?[ \t]*)?\$[ \t]+")
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
@@ -147,10 +154,12 @@ def _shell_blocks(text: str, rst: bool) -> list[tuple[int, str]]:
             continue
         fence, lang = m.group("fence"), m.group("lang").lower()
         j = i + 1
-        while j < len(lines) and not lines[j].strip().startswith(fence[:3] if fence[0] == "`" else fence):
+        while j < len(lines) and not lines[j].strip().startswith(
+            fence[:3] if fence[0] == "`" else fence
+        ):
             j += 1
         if lang in SHELL_LANGUAGES:
-            out.append((i + 2, "\n".join(line.strip() for line in lines[i + 1:j])))
+            out.append((i + 2, "\n".join(line.strip() for line in lines[i + 1 : j])))
         i = j + 1
     return out
 
@@ -165,7 +174,7 @@ def _logical_lines(text: str, first_line: int):
             start = number
             prompt = _PROMPT.match(stripped)
             if prompt:
-                stripped = stripped[prompt.end():]
+                stripped = stripped[prompt.end() :]
         if stripped.endswith("\\"):
             buffer += stripped[:-1] + " "
             continue
@@ -173,7 +182,6 @@ def _logical_lines(text: str, first_line: int):
         buffer, start = "", None
     if buffer:
         yield start, buffer
-
 
 
 # ---- words: bash's quoting, substitutions and operators -----------------------------------
@@ -235,7 +243,7 @@ def _tokens(s: str) -> list[tuple]:
             j = s.find("'", i + 1)
             if j < 0:
                 raise ValueError("unterminated '")
-            buf.append(s[i + 1:j])
+            buf.append(s[i + 1 : j])
             word, i = True, j + 1
         elif c == '"':
             i = _double_quoted(s, i + 1, buf, subs)
@@ -246,14 +254,16 @@ def _tokens(s: str) -> list[tuple]:
         elif c == "$":
             i = _dollar(s, i, buf, subs, quoted=False)
             word = True
-        elif c == "<" and _PLACEHOLDER.match(s, i):  # --nodes=<NUM_NODES>: a doc's placeholder, not a redirection
+        elif c == "<" and _PLACEHOLDER.match(
+            s, i
+        ):  # --nodes=<NUM_NODES>: a doc's placeholder, not a redirection
             m = _PLACEHOLDER.match(s, i)
             buf.append(m.group())
             word, i = True, m.end()
         elif c in "<>" and s.startswith("(", i + 1):  # <(cmd): process substitution
             j = _closing(s, i + 2, "(", ")")
-            subs.append(s[i + 2:j])
-            buf.append(s[i:j + 1])
+            subs.append(s[i + 2 : j])
+            buf.append(s[i : j + 1])
             word, i = True, j + 1
         elif c in "<>" or s.startswith("&>", i):
             if word and not subs and "".join(buf).isdigit():  # 2>&1: a file descriptor
@@ -266,7 +276,7 @@ def _tokens(s: str) -> list[tuple]:
         elif c == "(":
             if word and _ARRAY_START.match("".join(buf)):  # a=(1 2 3)
                 j = _closing(s, i + 1, "(", ")")
-                buf.append(s[i:j + 1])
+                buf.append(s[i : j + 1])
                 i = j + 1
             else:
                 flush()
@@ -298,7 +308,7 @@ def _double_quoted(s: str, i: int, buf: list[str], subs: list[str]) -> int:
         if c == '"':
             return i + 1
         if c == "\\":
-            nxt = s[i + 1:i + 2]
+            nxt = s[i + 1 : i + 2]
             if nxt in ('"', "\\", "$", "`"):
                 buf.append(nxt)
             elif nxt and nxt != "\n":
@@ -317,23 +327,23 @@ def _backquoted(s: str, i: int, buf: list[str], subs: list[str]) -> int:
         j += 2 if s[j] == "\\" else 1
     if j >= len(s):
         raise ValueError("unterminated `")
-    subs.append(s[i + 1:j].replace("\\`", "`"))
-    buf.append(s[i:j + 1])
+    subs.append(s[i + 1 : j].replace("\\`", "`"))
+    buf.append(s[i : j + 1])
     return j + 1
 
 
 def _dollar(s: str, i: int, buf: list[str], subs: list[str], quoted: bool) -> int:
     """Read what starts with ``$`` at ``s[i]``; ``$(...)`` adds its command line to ``subs``."""
-    nxt = s[i + 1:i + 2]
+    nxt = s[i + 1 : i + 2]
     if nxt == "(":
         j = _closing(s, i + 2, "(", ")")
         if not s.startswith("(", i + 2):  # $(( arithmetic )) runs nothing
-            subs.append(s[i + 2:j])
-        buf.append(s[i:j + 1])
+            subs.append(s[i + 2 : j])
+        buf.append(s[i : j + 1])
         return j + 1
     if nxt == "{":
         j = _closing(s, i + 2, "{", "}")
-        buf.append(s[i:j + 1])
+        buf.append(s[i : j + 1])
         return j + 1
     if nxt == "'" and not quoted:  # $'...': ANSI-C quoting
         j = i + 2
@@ -341,7 +351,7 @@ def _dollar(s: str, i: int, buf: list[str], subs: list[str], quoted: bool) -> in
             j += 2 if s[j] == "\\" else 1
         if j >= len(s):
             raise ValueError("unterminated $'")
-        buf.append(s[i + 2:j])
+        buf.append(s[i + 2 : j])
         return j + 1
     buf.append("$")
     return i + 1
@@ -379,6 +389,7 @@ def _closing(s: str, i: int, opening: str, closing: str) -> int:
 
 # ---- the shell's state and commands ---------------------------------------------------------
 
+
 class _Shell:
     """Shell variables (``vars``), which of them are exported, and ``set -a``."""
 
@@ -392,13 +403,17 @@ class _Shell:
 
     def copy(self, cases: int) -> _Shell:
         shell = _Shell()
-        shell.vars, shell.exported, shell.allexport = dict(self.vars), set(self.exported), self.allexport
+        shell.vars, shell.exported, shell.allexport = (
+            dict(self.vars),
+            set(self.exported),
+            self.allexport,
+        )
         shell.cases = cases
         return shell
 
     def assign(self, word: str, export: bool = False) -> str:
         m = _ASSIGN.match(word)
-        name, value = m.group(1), word[m.end():]
+        name, value = m.group(1), word[m.end() :]
         self.vars[name] = self.vars.get(name, "") + value if m.group(2) else value
         if export or self.allexport:
             self.exported.add(name)
@@ -417,8 +432,9 @@ class _Session:
         self.cases = 0
 
 
-def _split_options(words: list[str], short_values: str,
-                   long_values: frozenset[str] | tuple = ()) -> tuple[list[tuple[str, str | None]], list[str]]:
+def _split_options(
+    words: list[str], short_values: str, long_values: frozenset[str] | tuple = ()
+) -> tuple[list[tuple[str, str | None]], list[str]]:
     """GNU-style options at the start of ``words``: ``([(option, value)], rest)``. An option in
     ``short_values`` (one letter) or ``long_values`` (without ``--``) takes a value, attached
     (``-N0``, ``--membind=0``) or the next word; ``--`` ends the options."""
@@ -427,7 +443,7 @@ def _split_options(words: list[str], short_values: str,
     while i < len(words):
         word = words[i]
         if word == "--":
-            return options, words[i + 1:]
+            return options, words[i + 1 :]
         if not word.startswith("-") or word == "-":
             break
         if word.startswith("--"):
@@ -442,7 +458,7 @@ def _split_options(words: list[str], short_values: str,
         while j < len(word):
             letter = word[j]
             if letter in short_values:
-                value = word[j + 1:]
+                value = word[j + 1 :]
                 if not value and i + 1 < len(words):
                     value = words[i + 1]
                     i += 1
@@ -464,31 +480,133 @@ _WRAPPERS: dict[str, tuple[str, frozenset[str], int]] = {
     "builtin": ("", frozenset(), 0),
     "nice": ("n", frozenset({"adjustment"}), 0),
     "timeout": ("sk", frozenset({"signal", "kill-after"}), 1),
-    "numactl": ("CNmpiPwLoMISf", frozenset({"cpunodebind", "membind", "physcpubind", "interleave", "preferred",
-                                             "preferred-many", "weighted-interleave", "length", "offset",
-                                             "shmmode", "shmid", "shm", "file"}), 0),
+    "numactl": (
+        "CNmpiPwLoMISf",
+        frozenset(
+            {
+                "cpunodebind",
+                "membind",
+                "physcpubind",
+                "interleave",
+                "preferred",
+                "preferred-many",
+                "weighted-interleave",
+                "length",
+                "offset",
+                "shmmode",
+                "shmid",
+                "shm",
+                "file",
+            }
+        ),
+        0,
+    ),
     "stdbuf": ("ioe", frozenset({"input", "output", "error"}), 0),
     "taskset": ("", frozenset(), 1),
     "ionice": ("cnpPu", frozenset({"class", "classdata", "pid", "pgid", "uid"}), 0),
     "setsid": ("", frozenset(), 0),
 }
 _SUDO_SHORT_VALUES = "CDghpRrTtUuc"
-_SUDO_LONG_VALUES = frozenset({"close-from", "chdir", "group", "host", "prompt", "chroot", "role", "type",
-                               "command-timeout", "other-user", "user", "login-class"})
-_SUDO_NO_COMMAND = frozenset({"-e", "-l", "-v", "-V", "-K", "--edit", "--list", "--validate", "--version",
-                              "--remove-timestamp", "--help", "-h"})
+_SUDO_LONG_VALUES = frozenset(
+    {
+        "close-from",
+        "chdir",
+        "group",
+        "host",
+        "prompt",
+        "chroot",
+        "role",
+        "type",
+        "command-timeout",
+        "other-user",
+        "user",
+        "login-class",
+    }
+)
+_SUDO_NO_COMMAND = frozenset(
+    {
+        "-e",
+        "-l",
+        "-v",
+        "-V",
+        "-K",
+        "--edit",
+        "--list",
+        "--validate",
+        "--version",
+        "--remove-timestamp",
+        "--help",
+        "-h",
+    }
+)
 _SSH_SHORT_VALUES = "BbcDEeFIiJLlmOoPpQRSWw"
 _PYTEST_SHORT_VALUES = "kmnpcoWr"
-_PYTEST_LONG_VALUES = frozenset({
-    "maxfail", "rootdir", "confcutdir", "basetemp", "junitxml", "junit-xml", "junit-prefix", "durations",
-    "durations-min", "tb", "log-level", "log-file", "log-file-level", "log-format", "log-date-format",
-    "log-cli-level", "log-cli-format", "log-cli-date-format", "ignore", "ignore-glob", "deselect", "cov",
-    "cov-report", "cov-config", "cov-fail-under", "timeout", "dist", "tx", "count", "reruns", "reruns-delay",
-    "capture", "import-mode", "html", "override-ini", "config-file", "show-capture", "color",
-    "code-highlight", "numprocesses", "maxprocesses", "randomly-seed", "doctest-glob", "pdbcls", "rsyncdir",
-    "assert", "hypothesis-profile", "hypothesis-seed", "benchmark-json", "benchmark-save", "cache-show",
-    "last-failed-no-failures", "lfnf", "keyword", "markers-expr", "junit-family", "ds", "dc", "base-url"})
-_PYTEST_OPTIONAL_VALUES = frozenset({"--cov", "--cache-show"})  # nargs="?": take a next word not starting with "-"
+_PYTEST_LONG_VALUES = frozenset(
+    {
+        "maxfail",
+        "rootdir",
+        "confcutdir",
+        "basetemp",
+        "junitxml",
+        "junit-xml",
+        "junit-prefix",
+        "durations",
+        "durations-min",
+        "tb",
+        "log-level",
+        "log-file",
+        "log-file-level",
+        "log-format",
+        "log-date-format",
+        "log-cli-level",
+        "log-cli-format",
+        "log-cli-date-format",
+        "ignore",
+        "ignore-glob",
+        "deselect",
+        "cov",
+        "cov-report",
+        "cov-config",
+        "cov-fail-under",
+        "timeout",
+        "dist",
+        "tx",
+        "count",
+        "reruns",
+        "reruns-delay",
+        "capture",
+        "import-mode",
+        "html",
+        "override-ini",
+        "config-file",
+        "show-capture",
+        "color",
+        "code-highlight",
+        "numprocesses",
+        "maxprocesses",
+        "randomly-seed",
+        "doctest-glob",
+        "pdbcls",
+        "rsyncdir",
+        "assert",
+        "hypothesis-profile",
+        "hypothesis-seed",
+        "benchmark-json",
+        "benchmark-save",
+        "cache-show",
+        "last-failed-no-failures",
+        "lfnf",
+        "keyword",
+        "markers-expr",
+        "junit-family",
+        "ds",
+        "dc",
+        "base-url",
+    }
+)
+_PYTEST_OPTIONAL_VALUES = frozenset(
+    {"--cov", "--cache-show"}
+)  # nargs="?": take a next word not starting with "-"
 
 
 class _Scanner:
@@ -547,7 +665,9 @@ class _Scanner:
                 continue
             op, redirected = token[1], False
             if op == "(":
-                if any(word[1] not in _LEADING_WORDS for word in words):  # name () { ...; }: a function
+                if any(
+                    word[1] not in _LEADING_WORDS for word in words
+                ):  # name () { ...; }: a function
                     function_parens, words = True, []
                 else:
                     session.shells.append(session.shells[-1].copy(session.cases))
@@ -620,8 +740,11 @@ class _Scanner:
                 short, long_values, operands = _WRAPPERS[program]
                 options, rest = _split_options(rest, short, long_values)
                 names = {name for name, _ in options}
-                if (program == "command" and names & {"-v", "-V"}) or (program == "taskset" and "-p" in names) \
-                        or (program == "ionice" and names & {"-p", "-P", "-u"}):
+                if (
+                    (program == "command" and names & {"-v", "-V"})
+                    or (program == "taskset" and "-p" in names)
+                    or (program == "ionice" and names & {"-p", "-P", "-u"})
+                ):
                     return  # prints, or acts on a running process
                 if program == "exec" and "-c" in names:
                     env = {}
@@ -652,12 +775,14 @@ class _Scanner:
         elif program == "ssh":
             command = _ssh_command(rest)
             if command:
-                self.nested(command, _Shell(), where, depth + 1)  # the remote shell: no local environment
+                self.nested(
+                    command, _Shell(), where, depth + 1
+                )  # the remote shell: no local environment
         elif program == "gcloud" and "ssh" in rest:
             for k, word in enumerate(rest):
                 command = None
                 if word.startswith("--command="):
-                    command = word[len("--command="):]
+                    command = word[len("--command=") :]
                 elif word == "--command" and k + 1 < len(rest):
                     command = rest[k + 1]
                 if command:
@@ -684,7 +809,7 @@ class _Scanner:
                 break
             for j, letter in enumerate(word[1:], 1):
                 if letter in "mcWXQ":
-                    value = word[j + 1:]
+                    value = word[j + 1 :]
                     if not value:
                         i += 1
                         value = words[i] if i < len(words) else ""
@@ -692,7 +817,7 @@ class _Scanner:
                         return
                     if letter == "m":
                         unbuffered = "unbuffered" in facts
-                        self.module(value, words[i + 1:], env, where, why, unbuffered, ignore_env)
+                        self.module(value, words[i + 1 :], env, where, why, unbuffered, ignore_env)
                         return
                     break
                 if letter == "u" and "unbuffered" not in facts:
@@ -704,8 +829,16 @@ class _Scanner:
         if i < len(words) and words[i].endswith(".py"):
             self.emit(where, words[i], False, env, facts, why, ignore_env)
 
-    def module(self, module: str, args: list[str], env: dict[str, str], where: str, why: list[str],
-               unbuffered: bool, ignore_env: bool) -> None:
+    def module(
+        self,
+        module: str,
+        args: list[str],
+        env: dict[str, str],
+        where: str,
+        why: list[str],
+        unbuffered: bool,
+        ignore_env: bool,
+    ) -> None:
         facts = {"unbuffered"} if unbuffered else set()
         if module in _TORCHRUN_MODULES:
             self.torchrun(args, env, where, [f"python -m {module}", *why], facts, ignore_env)
@@ -714,13 +847,28 @@ class _Scanner:
         elif module:
             self.emit(where, module, True, env, facts, why, ignore_env)
 
-    def torchrun(self, words: list[str], env: dict[str, str], where: str, why: list[str],
-                 facts: set[str] = frozenset(), ignore_env: bool = False) -> None:
+    def torchrun(
+        self,
+        words: list[str],
+        env: dict[str, str],
+        where: str,
+        why: list[str],
+        facts: set[str] = frozenset(),
+        ignore_env: bool = False,
+    ) -> None:
         facts = {*facts, "multiprocess"}
         for i, word in enumerate(words):
             if word in ("-m", "--module") and i + 1 < len(words):
                 if words[i + 1] in _PYTEST_MODULES:
-                    self.pytest(words[i + 2:], env, where, f"{why[0]} -m {words[i + 1]}", why[1:], facts, ignore_env)
+                    self.pytest(
+                        words[i + 2 :],
+                        env,
+                        where,
+                        f"{why[0]} -m {words[i + 1]}",
+                        why[1:],
+                        facts,
+                        ignore_env,
+                    )
                 else:
                     self.emit(where, words[i + 1], True, env, facts, why, ignore_env)
                 return
@@ -728,8 +876,16 @@ class _Scanner:
                 self.emit(where, word, False, env, facts, why, ignore_env)
                 return
 
-    def pytest(self, words: list[str], env: dict[str, str], where: str, command: str, why: list[str],
-               facts: set[str] = frozenset(), ignore_env: bool = False) -> None:
+    def pytest(
+        self,
+        words: list[str],
+        env: dict[str, str],
+        where: str,
+        command: str,
+        why: list[str],
+        facts: set[str] = frozenset(),
+        ignore_env: bool = False,
+    ) -> None:
         """``pytest ARGS``: one launch per path argument (``"."`` when there is none)."""
         paths: list[str] = []
         pyargs = False
@@ -763,8 +919,17 @@ class _Scanner:
             if runs:
                 self.emit(where, runs, pyargs, env, facts, [command, *why], ignore_env, tests=True)
 
-    def emit(self, where: str, runs: str, module: bool, env: dict[str, str], facts: set[str],
-             why: list[str], ignore_env: bool, tests: bool = False) -> None:
+    def emit(
+        self,
+        where: str,
+        runs: str,
+        module: bool,
+        env: dict[str, str],
+        facts: set[str],
+        why: list[str],
+        ignore_env: bool,
+        tests: bool = False,
+    ) -> None:
         facts, why = set(facts), list(why)
         value = env.get("XLA_USE_SPMD")
         if value is not None and spmd_flag_on(value):
@@ -773,7 +938,9 @@ class _Scanner:
         if env.get("PYTHONUNBUFFERED") and not ignore_env:  # Python: "set to a non-empty string"
             facts.add("unbuffered")
             why.append("PYTHONUNBUFFERED")
-        self.out.append(Launch(where, runs, module, self.folder, frozenset(facts), ", ".join(why), tests))
+        self.out.append(
+            Launch(where, runs, module, self.folder, frozenset(facts), ", ".join(why), tests)
+        )
 
 
 def _declare(shell: _Shell, words: list[str]) -> None:
@@ -846,7 +1013,7 @@ def _env(words: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, st
                 if letter == "i":
                     env = {}
                 elif letter in "uCSP":
-                    option, value = "-" + letter, word[j + 1:]
+                    option, value = "-" + letter, word[j + 1 :]
                     if not value:
                         if not words:
                             return None
@@ -886,7 +1053,6 @@ def _ssh_command(words: list[str]) -> str:
     return " ".join(rest)
 
 
-
 def read_launches(paths: list[str], folders: list[str] = ()) -> list[Launch]:
     """The launches in the files ``paths`` (shell scripts, docs and ``pyproject.toml`` files'
     ``[project.scripts]``, as discovery found them) and the ``[project.scripts]`` of the
@@ -905,7 +1071,11 @@ def read_launches(paths: list[str], folders: list[str] = ()) -> list[Launch]:
         except OSError:
             continue
         out.extend(scan(path, text))
-    seen = {os.path.normpath(os.path.dirname(p)) for p in paths if os.path.basename(p) == "pyproject.toml"}
+    seen = {
+        os.path.normpath(os.path.dirname(p))
+        for p in paths
+        if os.path.basename(p) == "pyproject.toml"
+    }
     for folder in folders:
         if os.path.normpath(folder) not in seen:
             out.extend(project_scripts(folder))
@@ -932,6 +1102,12 @@ def project_scripts(folder: str) -> list[Launch]:
                 continue
             for name, value in table.items():
                 if isinstance(value, str) and value.split(":")[0].strip():
-                    out.append(Launch(f"{os.path.normpath(path)} [project.{key}] {name}",
-                                      value.split(":")[0].strip(), True, folder))
+                    out.append(
+                        Launch(
+                            f"{os.path.normpath(path)} [project.{key}] {name}",
+                            value.split(":")[0].strip(),
+                            True,
+                            folder,
+                        )
+                    )
     return out

@@ -25,7 +25,14 @@ from .names import BindingCollector, Scope
 from .notebooks import NotebookCell, NotPython
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
-from .source import SourceError, call_with_deep_stack, code_blocks, line_starts, python_syntax, split_lines
+from .source import (
+    SourceError,
+    call_with_deep_stack,
+    code_blocks,
+    line_starts,
+    python_syntax,
+    split_lines,
+)
 from .suppress import Suppressions, find_suppressions
 from .walk import silent_types, walk
 
@@ -34,8 +41,11 @@ _WHITESPACE = re.compile(r"\s+")
 
 def _rules_for(settings: Settings, path: str) -> list[type[Rule]]:
     codes = settings.codes_for(path)
-    return [r for r in all_rules() if r.code in codes and r is not SyntaxErrorRule
-            and r.applies_to(settings.target_version)]
+    return [
+        r
+        for r in all_rules()
+        if r.code in codes and r is not SyntaxErrorRule and r.applies_to(settings.target_version)
+    ]
 
 
 def _syntax_error_position(text: str, exc: "cst.ParserSyntaxError") -> tuple[str, int, int]:
@@ -55,17 +65,24 @@ def _syntax_error_position(text: str, exc: "cst.ParserSyntaxError") -> tuple[str
             return (err.msg or "invalid syntax"), err.lineno, max(1, err.offset or 1)
     except (ValueError, RecursionError, MemoryError):
         pass
-    message = str(exc.message).strip().splitlines()[0] if str(exc.message).strip() else "syntax error"
+    message = (
+        str(exc.message).strip().splitlines()[0] if str(exc.message).strip() else "syntax error"
+    )
     return message, exc.raw_line, exc.raw_column + 1
 
 
-def parse_source(text: str, path: str, line_offset: int = 0, column_offset: int = 0
-                 ) -> "tuple[cst.Module, ast.Module | None] | Diagnostic":
+def parse_source(
+    text: str, path: str, line_offset: int = 0, column_offset: int = 0
+) -> "tuple[cst.Module, ast.Module | None] | Diagnostic":
     """The LibCST module of ``text`` with CPython's (None when CPython refuses the text), or
     the XLA000 diagnostic saying why it cannot be parsed."""
-    syntax, deep = python_syntax(text)  # LibCST's native parser would overflow the stack on deep input
+    syntax, deep = python_syntax(
+        text
+    )  # LibCST's native parser would overflow the stack on deep input
     if deep is not None:
-        return syntax_error(path, deep.message, deep.line + line_offset, deep.column + column_offset)
+        return syntax_error(
+            path, deep.message, deep.line + line_offset, deep.column + column_offset
+        )
     try:
         return cst.parse_module(text), syntax
     except cst.ParserSyntaxError as exc:
@@ -78,11 +95,23 @@ def parse_source(text: str, path: str, line_offset: int = 0, column_offset: int 
         return syntax_error(path, first, 1 + line_offset, 1 + column_offset)
 
 
-def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(2, 9),
-              module: str = "", is_package: bool = False, line_offset: int = 0,
-              column_offset: int = 0, with_fixes: bool = True, group: str | None = None,
-              globals_scope=None, tree: cst.Module | None = None, syntax: "ast.Module | None" = None,
-              in_xla_program: bool = False) -> tuple[list[Diagnostic], FileFacts | None]:
+def lint_text(
+    text: str,
+    path: str,
+    rules: list[type[Rule]],
+    *,
+    target_version=(2, 9),
+    module: str = "",
+    is_package: bool = False,
+    line_offset: int = 0,
+    column_offset: int = 0,
+    with_fixes: bool = True,
+    group: str | None = None,
+    globals_scope=None,
+    tree: cst.Module | None = None,
+    syntax: "ast.Module | None" = None,
+    in_xla_program: bool = False,
+) -> tuple[list[Diagnostic], FileFacts | None]:
     """Lint one piece of Python source (``tree``: its parse, when the caller already has it,
     and ``syntax`` CPython's, which places the reported nodes: :mod:`xla_lint.positions`).
 
@@ -97,17 +126,30 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
             return [parsed], None
         tree, syntax = parsed
 
-    ctx = FileContext(tree, module, is_package, target_version, globals_scope,
-                      notebook=path.lower().endswith(NOTEBOOK_SUFFIX), in_xla_program=in_xla_program)
+    ctx = FileContext(
+        tree,
+        module,
+        is_package,
+        target_version,
+        globals_scope,
+        notebook=path.lower().endswith(NOTEBOOK_SUFFIX),
+        in_xla_program=in_xla_program,
+    )
     facts = FactsCollector(ctx, module)
     facts.facts.group = group
     instances = [rule(ctx) for rule in rules]
     try:
         # walk(): LibCST's visit order, without rebuilding every node (5-10x faster than tree.visit)
         dispatcher = Dispatcher(ctx, [facts, *instances])
-        walk(tree, dispatcher, silent_types(frozenset(dispatcher._visit) | frozenset(dispatcher._leave)))
+        walk(
+            tree,
+            dispatcher,
+            silent_types(frozenset(dispatcher._visit) | frozenset(dispatcher._leave)),
+        )
     except RecursionError:
-        return [syntax_error(path, "nesting too deep to analyse", 1 + line_offset, 1 + column_offset)], None
+        return [
+            syntax_error(path, "nesting too deep to analyse", 1 + line_offset, 1 + column_offset)
+        ], None
 
     if not ctx.reports:
         return [], facts.facts
@@ -116,16 +158,24 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
 
     wanted = [(rep.node, rep.ancestors) for rep in ctx.reports]
     if with_fixes:
-        wanted += [(r.node, rep.ancestors) for rep in ctx.reports if rep.fix is not None
-                   for r in rep.fix.replacements]
+        wanted += [
+            (r.node, rep.ancestors)
+            for rep in ctx.reports
+            if rep.fix is not None
+            for r in rep.fix.replacements
+        ]
     if syntax is None:
         syntax = python_syntax(text)[0]
     positions = locate(tree, syntax, wanted)
 
     def place(node: cst.CSTNode) -> tuple[int, int, int, int]:
         r = positions[node]
-        return (r.start.line + line_offset, r.start.column + 1 + column_offset,
-                r.end.line + line_offset, r.end.column + 1 + column_offset)
+        return (
+            r.start.line + line_offset,
+            r.start.column + 1 + column_offset,
+            r.end.line + line_offset,
+            r.end.column + 1 + column_offset,
+        )
 
     starts: list[int] = []
 
@@ -139,14 +189,22 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
         r = positions[node]
         if r.end.line >= len(starts):
             return False
-        here = text[starts[r.start.line - 1] + r.start.column:starts[r.end.line - 1] + r.end.column]
-        return _WHITESPACE.sub("", here) == _WHITESPACE.sub("", tree.code_for_node(_without_parens(node)))
+        here = text[
+            starts[r.start.line - 1] + r.start.column : starts[r.end.line - 1] + r.end.column
+        ]
+        return _WHITESPACE.sub("", here) == _WHITESPACE.sub(
+            "", tree.code_for_node(_without_parens(node))
+        )
 
     out = []
     for rep in ctx.reports:
         line, col, end_line, end_col = place(rep.node)
         fix = None
-        if rep.fix is not None and with_fixes and all(holds(repl.node) for repl in rep.fix.replacements):
+        if (
+            rep.fix is not None
+            and with_fixes
+            and all(holds(repl.node) for repl in rep.fix.replacements)
+        ):
             edits = []
             for repl in rep.fix.replacements:
                 a, b, c, d = place(repl.node)
@@ -158,8 +216,21 @@ def lint_text(text: str, path: str, rules: list[type[Rule]], *, target_version=(
                 content = new if isinstance(new, str) else tree.code_for_node(new)
                 edits.append(Edit(a, b, c, d, content))
             fix = Fix(rep.fix.description, tuple(edits), rep.fix.safe, tuple(rep.fix.add_imports))
-        out.append(Diagnostic(rep.rule.code, rep.rule.name, rep.message, path, line, col, end_line,
-                              end_col, rep.severity or rep.rule.severity, fix, rep.requires))
+        out.append(
+            Diagnostic(
+                rep.rule.code,
+                rep.rule.name,
+                rep.message,
+                path,
+                line,
+                col,
+                end_line,
+                end_col,
+                rep.severity or rep.rule.severity,
+                fix,
+                rep.requires,
+            )
+        )
     return out, facts.facts
 
 
@@ -175,10 +246,18 @@ def lint_decoded(target: Target, settings: Settings, text: str) -> FileResult:
         return call_with_deep_stack(_lint_decoded_here, target, settings, text)
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
-    except BaseException as exc:  # a bug of ours (or a parser panic) must cost one file, not the run
+    except (
+        BaseException
+    ) as exc:  # a bug of ours (or a parser panic) must cost one file, not the run
         result = FileResult(target.path)
-        result.diagnostics.append(syntax_error(
-            target.path, f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}", 1, 1))
+        result.diagnostics.append(
+            syntax_error(
+                target.path,
+                f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}",
+                1,
+                1,
+            )
+        )
         return result
 
 
@@ -191,12 +270,20 @@ def lint_in_xla_program(target: Target, settings: Settings, text: str) -> FileRe
         raise
     except BaseException as exc:  # as in lint_decoded: a bug of ours costs the file
         result = FileResult(target.path)
-        result.diagnostics.append(syntax_error(
-            target.path, f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}", 1, 1))
+        result.diagnostics.append(
+            syntax_error(
+                target.path,
+                f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}",
+                1,
+                1,
+            )
+        )
         return result
 
 
-def _lint_decoded_here(target: Target, settings: Settings, text: str, in_xla_program: bool = False) -> FileResult:
+def _lint_decoded_here(
+    target: Target, settings: Settings, text: str, in_xla_program: bool = False
+) -> FileResult:
     path = target.path
     result = FileResult(path)
     rules = _rules_for(settings, path)
@@ -210,12 +297,25 @@ def _lint_decoded_here(target: Target, settings: Settings, text: str, in_xla_pro
             result.facts.append(facts)
         return result
     module, is_package = module_of(path)
-    diags, facts = lint_text(text, path, rules, target_version=settings.target_version,
-                             module=module, is_package=is_package, in_xla_program=in_xla_program)
+    diags, facts = lint_text(
+        text,
+        path,
+        rules,
+        target_version=settings.target_version,
+        module=module,
+        is_package=is_package,
+        in_xla_program=in_xla_program,
+    )
     result.diagnostics = diags
     if settings.docs and facts is not None:  # `>>>` examples in docstrings (xla_lint/docstrings.py)
-        result.diagnostics = diags + lint_docstrings(text, path, rules, target_version=settings.target_version,
-                                                     module=module, is_package=is_package)
+        result.diagnostics = diags + lint_docstrings(
+            text,
+            path,
+            rules,
+            target_version=settings.target_version,
+            module=module,
+            is_package=is_package,
+        )
     if facts is not None:
         result.facts.append(facts)
         result.parsed = True
@@ -243,12 +343,19 @@ def _in_cell(cell: NotebookCell, d: Diagnostic) -> Diagnostic:
     end_line, end_column = cell.place(d.end_line, d.end_column)
     if (end_line, end_column) < (line, column):
         end_line, end_column = line, column
-    return replace(d, line=line, column=column, end_line=end_line, end_column=end_column,
-                   message=d.message + cell.where(d.line))
+    return replace(
+        d,
+        line=line,
+        column=column,
+        end_line=end_line,
+        end_column=end_column,
+        message=d.message + cell.where(d.line),
+    )
 
 
-def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Settings,
-                   result: FileResult) -> None:
+def _lint_document(
+    path: str, text: str, rules: list[type[Rule]], settings: Settings, result: FileResult
+) -> None:
     """Lint the Python code blocks of a Markdown/reStructuredText document or the code cells of a notebook.
 
     Each block is linted on its own (a page's examples are separate snippets: what one
@@ -301,18 +408,31 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
             page.bindings.setdefault(name, set()).update(values)
         page.star_imports.extend(collected.star_imports)
     for block, tree, syntax in parsed:
-        diags, facts = lint_text(block.code, path, block_rules(text, block, rules),  # no XLA004 in `>>>` sessions
-                                 target_version=settings.target_version,
-                                 line_offset=block.line_offset, column_offset=block.indent,
-                                 with_fixes=False, group=path, globals_scope=page, tree=tree, syntax=syntax)
+        diags, facts = lint_text(
+            block.code,
+            path,
+            block_rules(text, block, rules),  # no XLA004 in `>>>` sessions
+            target_version=settings.target_version,
+            line_offset=block.line_offset,
+            column_offset=block.indent,
+            with_fixes=False,
+            group=path,
+            globals_scope=page,
+            tree=tree,
+            syntax=syntax,
+        )
         if facts is None and not isinstance(block, NotebookCell):  # parsed, but too deep to analyse
             notes.extend(_skipped_block(d) for d in diags if d.code == SyntaxErrorRule.code)
             continue
         suppressions = find_suppressions(block.code)
         if isinstance(block, NotebookCell):
-            if not block.rows:  # placed at its anchor: noqa comments apply here, by the cell's lines
+            if (
+                not block.rows
+            ):  # placed at its anchor: noqa comments apply here, by the cell's lines
                 diags = [d for d in diags if not suppressions.suppresses(d.code, d.line)]
-                suppressions = Suppressions({}, suppressions.disabled_codes, suppressions.disable_all)
+                suppressions = Suppressions(
+                    {}, suppressions.disabled_codes, suppressions.disable_all
+                )
             else:
                 first_line, _, start = block.rows[0]
                 suppressions = suppressions.shift(first_line - 1, start)
@@ -322,7 +442,9 @@ def _lint_document(path: str, text: str, rules: list[type[Rule]], settings: Sett
         once = {r.code for r in rules if r.once_per_file}
         seen = {d.code for d in result.diagnostics if d.code in once}
         for d in diags:  # a cell too deep to analyse keeps its XLA000, as one that does not parse
-            if d.code in once:  # the page is one program: its facts, and so the finding, are the same
+            if (
+                d.code in once
+            ):  # the page is one program: its facts, and so the finding, are the same
                 if d.code in seen:
                     continue
                 seen.add(d.code)

@@ -242,7 +242,9 @@ class BindingCollector:
             self._target(target.value, scope)
 
 
-def top_level_imports(module: cst.Module) -> list[tuple[cst.CSTNode, frozenset[str], frozenset[str]]]:
+def top_level_imports(
+    module: cst.Module,
+) -> list[tuple[cst.CSTNode, frozenset[str], frozenset[str]]]:
     """Every top-level statement of ``module`` in order, with the names its imports bind and
     the modules they name (both empty for other statements)."""
     out = []
@@ -258,8 +260,14 @@ def top_level_imports(module: cst.Module) -> list[tuple[cst.CSTNode, frozenset[s
                             continue
                         modules.add(full)
                         asname = alias.asname.name if alias.asname is not None else None
-                        names.add(asname.value if isinstance(asname, cst.Name) else full.split(".")[0])
-                elif type(small) is cst.ImportFrom and not small.relative and small.module is not None:
+                        names.add(
+                            asname.value if isinstance(asname, cst.Name) else full.split(".")[0]
+                        )
+                elif (
+                    type(small) is cst.ImportFrom
+                    and not small.relative
+                    and small.module is not None
+                ):
                     base = dotted_name(small.module)
                     if base is None:
                         continue
@@ -290,8 +298,13 @@ def names_bound_in_expressions_or_rebound(module: cst.Module) -> frozenset[str]:
             names.update(_target_names(node.target))
         elif kind is cst.Lambda:
             params = node.params
-            for p in (*params.posonly_params, *params.params, *params.kwonly_params,
-                      params.star_arg, params.star_kwarg):
+            for p in (
+                *params.posonly_params,
+                *params.params,
+                *params.kwonly_params,
+                params.star_arg,
+                params.star_kwarg,
+            ):
                 if isinstance(p, cst.Param):
                     names.add(p.name.value)
         elif kind is cst.NamedExpr:
@@ -310,8 +323,9 @@ def _target_names(target: cst.CSTNode) -> set[str]:
 
 
 # Pattern nodes that hold patterns without being patterns themselves.
-_PATTERN_PARTS = frozenset({cst.MatchSequenceElement, cst.MatchMappingElement, cst.MatchKeywordElement,
-                            cst.MatchOrElement})
+_PATTERN_PARTS = frozenset(
+    {cst.MatchSequenceElement, cst.MatchMappingElement, cst.MatchKeywordElement, cst.MatchOrElement}
+)
 
 
 def defining_scope(name: str, scope: Scope) -> Scope | None:

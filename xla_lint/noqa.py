@@ -49,7 +49,7 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> NoqaEdit:
             continue
         line = lines[number - 1]
         body = line.rstrip("\r\n")
-        end = line[len(body):]
+        end = line[len(body) :]
         comment = existing.get(number)
         if comment is not None and comment.codes is None:
             continue  # a bare `# noqa` silences every code already
@@ -60,7 +60,7 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> NoqaEdit:
         if comment is not None and comment.code_spans:
             first, last = comment.code_spans[0][1], comment.code_spans[-1][2]
             codes = [c for c, _, _ in comment.code_spans] + new
-            body = body[:first - 1] + ", ".join(dict.fromkeys(codes)) + body[last - 1:]
+            body = body[: first - 1] + ", ".join(dict.fromkeys(codes)) + body[last - 1 :]
         else:
             body = body.rstrip() + "  # noqa: " + ", ".join(new)
         lines[number - 1] = body + end
@@ -75,7 +75,9 @@ def _lines_a_comment_may_end(text: str) -> set[int]:
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.STRING or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
-                may -= set(range(tok.start[0], tok.end[0]))  # every line the string spans but its last
+                may -= set(
+                    range(tok.start[0], tok.end[0])
+                )  # every line the string spans but its last
     except tokenize.TokenError as exc:
         raise ValueError(f"cannot tokenize: {exc.args[0]}") from None
     for number, line in enumerate(lines, 1):

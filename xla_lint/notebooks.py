@@ -50,7 +50,9 @@ class NotPython(Exception):
 
 
 #: Kernel languages whose cells are Python (IPython's own kernel says ``python``).
-PYTHON_LANGUAGES = frozenset({"", "python", "python2", "python3", "ipython", "ipython2", "ipython3"})
+PYTHON_LANGUAGES = frozenset(
+    {"", "python", "python2", "python3", "ipython", "ipython2", "ipython3"}
+)
 
 
 def _other_language(cell: dict) -> bool:
@@ -63,11 +65,26 @@ def _other_language(cell: dict) -> bool:
 
 
 #: Cell magics whose body is Python code.
-PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "writefile", "file", "prun", "debug",
-                                "python", "python3", "pypy", "tensorflow_version"})
+PYTHON_CELL_MAGICS = frozenset(
+    {
+        "time",
+        "timeit",
+        "capture",
+        "writefile",
+        "file",
+        "prun",
+        "debug",
+        "python",
+        "python3",
+        "pypy",
+        "tensorflow_version",
+    }
+)
 
 _SHELL_OR_MAGIC = re.compile(r"^(?P<indent>[ \t]*)(?:%|!|\?)")
-_ASSIGNED_SHELL = re.compile(r"^(?P<target>[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)[!%]")
+_ASSIGNED_SHELL = re.compile(
+    r"^(?P<target>[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)[!%]"
+)
 _HELP = re.compile(r"^(?P<indent>[ \t]*)[A-Za-z_][\w.]*[ \t]*\?\??[ \t]*$")
 
 
@@ -108,7 +125,9 @@ def notebook_blocks(text: str) -> list[NotebookCell]:
     try:
         notebook = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SourceError(f"not a notebook: invalid JSON ({exc.msg})", exc.lineno, exc.colno) from None
+        raise SourceError(
+            f"not a notebook: invalid JSON ({exc.msg})", exc.lineno, exc.colno
+        ) from None
     except RecursionError:
         raise SourceError("not a notebook: JSON nested too deeply") from None
     if isinstance(notebook, dict):
@@ -143,8 +162,13 @@ def notebook_blocks(text: str) -> list[NotebookCell]:
             anchor = strings[index][0]
             after = index + (len(pieces) if exact else 1)
             if exact:
-                rows = tuple((line, raw, start) for line, start, _, raw in strings[index:index + len(pieces)])
-        blocks.append(NotebookCell(code if code.endswith("\n") else code + "\n", 0, 0, number, rows, anchor))
+                rows = tuple(
+                    (line, raw, start)
+                    for line, start, _, raw in strings[index : index + len(pieces)]
+                )
+        blocks.append(
+            NotebookCell(code if code.endswith("\n") else code + "\n", 0, 0, number, rows, anchor)
+        )
     return blocks
 
 
@@ -157,11 +181,13 @@ def _raw_index(raw: str, start: int, count: int) -> int:
         if at >= len(raw):
             return at + 1
         if raw[at] == "\\":
-            if raw[at + 1:at + 2] == "u":
-                high = raw[at + 2:at + 6]
+            if raw[at + 1 : at + 2] == "u":
+                high = raw[at + 2 : at + 6]
                 at += 6
-                if high[:1].lower() == "d" and high[1:2].lower() in "89ab":  # a high surrogate: a pair
-                    if raw[at:at + 2] == "\\u":
+                if (
+                    high[:1].lower() == "d" and high[1:2].lower() in "89ab"
+                ):  # a high surrogate: a pair
+                    if raw[at : at + 2] == "\\u":
                         at += 6
             else:
                 at += 2
@@ -184,12 +210,16 @@ def _check_version(notebook: dict, text: str) -> None:
         return
     line = column = 1
     for m in _VERSION_KEY.finditer(text):
-        if text[m.end():m.end() + len(str(version)) + 1].rstrip(",} \r\n") == str(version):
+        if text[m.end() : m.end() + len(str(version)) + 1].rstrip(",} \r\n") == str(version):
             line = text.count("\n", 0, m.start()) + 1
             column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
             break
-    raise SourceError(f"nbformat {version} is not read, only nbformat 4 "
-                      f"(`jupyter nbconvert --to notebook --inplace FILE` upgrades it)", line, column)
+    raise SourceError(
+        f"nbformat {version} is not read, only nbformat 4 "
+        f"(`jupyter nbconvert --to notebook --inplace FILE` upgrades it)",
+        line,
+        column,
+    )
 
 
 def _language(notebook: dict) -> str:
@@ -218,7 +248,7 @@ def _mask(code: str) -> str | None:
         if not starts_statement:  # `% x` continuing a bracket, `!` inside a string: Python, kept
             out.append(line)
             continue
-        end = line[len(line.rstrip("\r\n")):]
+        end = line[len(line.rstrip("\r\n")) :]
         m = _SHELL_OR_MAGIC.match(line) or _HELP.match(line)
         if m:
             line = f"{m.group('indent')}pass{end}"
@@ -236,7 +266,9 @@ def _statement_starts(lines: list[str]) -> list[bool]:
     being masked does not tokenize), which is all the masking needs."""
     out = []
     depth = 0
-    quote = ""  # the quote of the string open at the end of the line (only triple quotes span lines)
+    quote = (
+        ""  # the quote of the string open at the end of the line (only triple quotes span lines)
+    )
     continued = False
     for line in lines:
         out.append(depth == 0 and not quote and not continued)
@@ -256,14 +288,14 @@ def _statement_starts(lines: list[str]) -> list[bool]:
             if c == "#":
                 break
             if c in "'\"":
-                quote = line[i:i + 3] if line[i:i + 3] in ('"""', "'''") else c
+                quote = line[i : i + 3] if line[i : i + 3] in ('"""', "'''") else c
                 i += len(quote)
                 continue
             if c in "([{":
                 depth += 1
             elif c in ")]}":
                 depth = max(0, depth - 1)
-            elif c == "\\" and not line[i + 1:].strip("\r\n"):
+            elif c == "\\" and not line[i + 1 :].strip("\r\n"):
                 continued = True
             i += 1
         if len(quote) == 1:  # an unclosed one-line string ends with its line
@@ -288,7 +320,7 @@ def _source_strings(text: str) -> list[tuple[int, int, str, str]]:
                 continue
             start = len(line) - len(line.lstrip())
         elif stripped.startswith('"source":'):
-            rest = stripped[len('"source":'):].lstrip()
+            rest = stripped[len('"source":') :].lstrip()
             if rest == "[":
                 in_source = True
                 continue
@@ -308,14 +340,18 @@ def _source_strings(text: str) -> list[tuple[int, int, str, str]]:
     return out
 
 
-def _find(strings: list[tuple[int, int, str, str]], where: dict[str, list[int]], pieces: list[str],
-          after: int) -> tuple[int, bool] | None:
+def _find(
+    strings: list[tuple[int, int, str, str]],
+    where: dict[str, list[int]],
+    pieces: list[str],
+    after: int,
+) -> tuple[int, bool] | None:
     """Where in ``strings`` (at or after index ``after``) the cell ``pieces`` start: the index,
     and whether they stand there one per line (see :func:`_one_per_line`); the first such
     place, else the first string equal to the first piece; None when there is none.
     ``where`` maps each string value to its indexes in ``strings``."""
     indexes = where.get(pieces[0], [])
-    candidates = indexes[bisect.bisect_left(indexes, after):]
+    candidates = indexes[bisect.bisect_left(indexes, after) :]
     for index in candidates:
         if _one_per_line(strings, index, pieces):
             return index, True
@@ -334,7 +370,13 @@ def _one_per_line(strings: list[tuple[int, int, str, str]], index: int, pieces: 
         at_line, at_column, value, _ = strings[index + k]
         if value != piece or at_line != line + k or at_column != column:
             return False
-        inner = piece[:-2] if piece.endswith("\r\n") else piece[:-1] if piece.endswith(("\n", "\r")) else piece
+        inner = (
+            piece[:-2]
+            if piece.endswith("\r\n")
+            else piece[:-1]
+            if piece.endswith(("\n", "\r"))
+            else piece
+        )
         if "\n" in inner or "\r" in inner or (k < last and inner == piece):
             return False
     return True

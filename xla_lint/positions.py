@@ -52,7 +52,9 @@ def module_positions(tree: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     return provider._computed
 
 
-def statement_positions(tree: cst.Module, statements: Iterable[cst.CSTNode]) -> Mapping[cst.CSTNode, CodeRange]:
+def statement_positions(
+    tree: cst.Module, statements: Iterable[cst.CSTNode]
+) -> Mapping[cst.CSTNode, CodeRange]:
     """Positions of every node inside the given module-level ``statements`` of ``tree``.
 
     Lines are counted by generating the code of every statement before them. Nodes
@@ -67,8 +69,11 @@ def statement_positions(tree: cst.Module, statements: Iterable[cst.CSTNode]) -> 
         if not remaining:
             break
         if id(stmt) in wanted:
-            state = PositionProvidingCodegenState(default_indent=tree.default_indent,
-                                                  default_newline=tree.default_newline, provider=provider)
+            state = PositionProvidingCodegenState(
+                default_indent=tree.default_indent,
+                default_newline=tree.default_newline,
+                provider=provider,
+            )
             state.line, state.column = line, 0
             stmt._codegen(state)
             line = state.line if state.column == 0 else state.line + 1
@@ -83,8 +88,11 @@ def _line_breaks(code: str) -> int:
     return len(_LINE_BREAK.findall(code))
 
 
-def locate(tree: cst.Module, syntax: ast.Module | None,
-           wanted: Sequence[tuple[cst.CSTNode, Sequence[cst.CSTNode]]]) -> Mapping[cst.CSTNode, CodeRange]:
+def locate(
+    tree: cst.Module,
+    syntax: ast.Module | None,
+    wanted: Sequence[tuple[cst.CSTNode, Sequence[cst.CSTNode]]],
+) -> Mapping[cst.CSTNode, CodeRange]:
     """Positions of the ``wanted`` nodes of ``tree`` (and of every node of the statements holding them).
 
     ``wanted`` pairs each node with its ancestors as the rule saw them (the traversal's
@@ -99,8 +107,11 @@ def locate(tree: cst.Module, syntax: ast.Module | None,
         _INDEXES.clear()
 
 
-def _locate(tree: cst.Module, syntax: ast.Module | None,
-            wanted: Sequence[tuple[cst.CSTNode, Sequence[cst.CSTNode]]]) -> Mapping[cst.CSTNode, CodeRange]:
+def _locate(
+    tree: cst.Module,
+    syntax: ast.Module | None,
+    wanted: Sequence[tuple[cst.CSTNode, Sequence[cst.CSTNode]]],
+) -> Mapping[cst.CSTNode, CodeRange]:
     found: dict[cst.CSTNode, CodeRange] = {}
     done: set[int] = set()
     parents: dict[cst.CSTNode, cst.CSTNode] | None = None
@@ -151,8 +162,13 @@ def _path_to(node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> l
     return path
 
 
-def _place(tree: cst.Module, syntax: ast.Module, path: Sequence[cst.CSTNode],
-           found: dict[cst.CSTNode, CodeRange], done: set[int]) -> bool:
+def _place(
+    tree: cst.Module,
+    syntax: ast.Module,
+    path: Sequence[cst.CSTNode],
+    found: dict[cst.CSTNode, CodeRange],
+    done: set[int],
+) -> bool:
     """Generate positions for the innermost statement on ``path``; False when it cannot be placed."""
     for last in range(len(path) - 1, 0, -1):
         if isinstance(path[last], _STATEMENTS):
@@ -168,8 +184,9 @@ def _place(tree: cst.Module, syntax: ast.Module, path: Sequence[cst.CSTNode],
     line, indents, is_elif, expected = start
     provider = PositionProvider()
     provider._computed = {}
-    state = PositionProvidingCodegenState(default_indent=tree.default_indent,
-                                          default_newline=tree.default_newline, provider=provider)
+    state = PositionProvidingCodegenState(
+        default_indent=tree.default_indent, default_newline=tree.default_newline, provider=provider
+    )
     for indent in indents:
         state.increase_indent(indent)
     state.line, state.column = line, 0
@@ -196,13 +213,18 @@ def _shift_line(positions: dict[cst.CSTNode, CodeRange], line: int, shift: int) 
     """Move every position on ``line`` (1-based) ``shift`` columns to the right, in place."""
     for node, r in positions.items():
         if r.start.line == line or r.end.line == line:
-            start = CodePosition(r.start.line, r.start.column + shift) if r.start.line == line else r.start
+            start = (
+                CodePosition(r.start.line, r.start.column + shift)
+                if r.start.line == line
+                else r.start
+            )
             end = CodePosition(r.end.line, r.end.column + shift) if r.end.line == line else r.end
             positions[node] = CodeRange(start, end)
 
 
-def _start(tree: cst.Module, syntax: ast.Module, path: Sequence[cst.CSTNode]
-           ) -> tuple[int, list[str], bool, tuple[int, int]] | None:
+def _start(
+    tree: cst.Module, syntax: ast.Module, path: Sequence[cst.CSTNode]
+) -> tuple[int, list[str], bool, tuple[int, int]] | None:
     """Where code generation of ``path[-1]`` (a statement) starts.
 
     Returns (first line of its leading blank/comment lines, the indentation of each
@@ -260,8 +282,10 @@ def _descend(stmt: cst.CSTNode, node: ast.AST, path: Sequence[cst.CSTNode], at: 
         return inner, getattr(node, "orelse", []), at + 2
     if step is getattr(stmt, "finalbody", None) and type(step) is cst.Finally:
         return inner, getattr(node, "finalbody", []), at + 2
-    for clauses, ast_clauses in ((getattr(stmt, "handlers", ()), getattr(node, "handlers", [])),
-                                 (getattr(stmt, "cases", ()), getattr(node, "cases", []))):
+    for clauses, ast_clauses in (
+        (getattr(stmt, "handlers", ()), getattr(node, "handlers", [])),
+        (getattr(stmt, "cases", ()), getattr(node, "cases", [])),
+    ):
         for index, clause in enumerate(clauses):
             if clause is step:
                 if index >= len(ast_clauses):
@@ -276,12 +300,16 @@ def _match(block: Sequence[cst.CSTNode], ast_block: Sequence[ast.stmt], stmt: cs
     if index is None or index >= len(ast_block):
         return None
     node = ast_block[index]
-    if type(stmt) is not cst.SimpleStatementLine and type(node) not in _AST_TYPES.get(type(stmt), ()):
+    if type(stmt) is not cst.SimpleStatementLine and type(node) not in _AST_TYPES.get(
+        type(stmt), ()
+    ):
         return None
     return stmt, node
 
 
-_INDEXES: dict[int, tuple[Sequence[cst.CSTNode], dict[int, int]]] = {}  # emptied when locate() returns
+_INDEXES: dict[
+    int, tuple[Sequence[cst.CSTNode], dict[int, int]]
+] = {}  # emptied when locate() returns
 
 
 def _block_index(block: Sequence[cst.CSTNode]) -> dict[int, int]:

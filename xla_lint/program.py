@@ -91,7 +91,10 @@ def _is_test_name(path: str) -> bool:
 
 def _conftests(path: str) -> list[str]:
     """The ``conftest.py`` paths pytest loads for a test file: in its folder and each above."""
-    return [os.path.normpath(os.path.join(folder, "conftest.py")) for folder in _folders_up(os.path.dirname(path))]
+    return [
+        os.path.normpath(os.path.join(folder, "conftest.py"))
+        for folder in _folders_up(os.path.dirname(path))
+    ]
 
 
 def is_test_file(path: str) -> bool:
@@ -103,7 +106,9 @@ def is_test_file(path: str) -> bool:
 def _in_test_folder(path: str) -> bool:
     """``conftest.py``, or a file under a test folder (``tests/``, ``test/``, ...)."""
     norm = path.replace("\\", "/")
-    return norm.rsplit("/", 1)[-1] == "conftest.py" or any(part in TEST_FOLDERS for part in norm.split("/")[:-1])
+    return norm.rsplit("/", 1)[-1] == "conftest.py" or any(
+        part in TEST_FOLDERS for part in norm.split("/")[:-1]
+    )
 
 
 def is_test_code(path: str, f: FileFacts | None) -> bool:
@@ -123,11 +128,21 @@ def own_facts(f: FileFacts) -> dict[str, bool]:
     import of ``torchax`` anywhere in it. torchax's and torch_xla's own modules (torch_xla loads
     torchax itself, after starting its runtime: ``torch_xla/_internal/jax_workarounds.py``) never set it.
     """
-    torchax = f.imports_torchax or ("torchax" in f.imports and (not f.imports_torch_xla or f.group is not None))
-    if torchax and (_is_torch_xla(f.module) or f.module == "torchax" or f.module.startswith("torchax.")):
+    torchax = f.imports_torchax or (
+        "torchax" in f.imports and (not f.imports_torch_xla or f.group is not None)
+    )
+    if torchax and (
+        _is_torch_xla(f.module) or f.module == "torchax" or f.module.startswith("torchax.")
+    ):
         torchax = False
-    return {"spmd": f.enables_spmd, "shards": f.shards, "multiprocess": f.multiprocess,
-            "global_mesh": f.sets_global_mesh, "unbuffered": f.unbuffered, "torchax": torchax}
+    return {
+        "spmd": f.enables_spmd,
+        "shards": f.shards,
+        "multiprocess": f.multiprocess,
+        "global_mesh": f.sets_global_mesh,
+        "unbuffered": f.unbuffered,
+        "torchax": torchax,
+    }
 
 
 @dataclass(frozen=True)
@@ -192,9 +207,14 @@ class ProgramModel:
     for the edges and O(entries x reach) for programs.
     """
 
-    def __init__(self, files: Mapping[str, FileFacts], launches: Iterable[Launch] = (),
-                 declared: Mapping[str, Iterable[str]] | None = None, entries: Iterable[str] = (),
-                 references: Callable[[str], set[str] | None] | None = None) -> None:
+    def __init__(
+        self,
+        files: Mapping[str, FileFacts],
+        launches: Iterable[Launch] = (),
+        declared: Mapping[str, Iterable[str]] | None = None,
+        entries: Iterable[str] = (),
+        references: Callable[[str], set[str] | None] | None = None,
+    ) -> None:
         self.files = dict(files)
         self._read_references = references
         self._references: dict[str, set[str]] = {}
@@ -211,7 +231,9 @@ class ProgramModel:
                 for path in tested:
                     facts = extra.setdefault(path, {})
                     for fact in sorted(launch.facts):
-                        facts.setdefault(fact, f"{launch.where} ({launch.why})" if launch.why else launch.where)
+                        facts.setdefault(
+                            fact, f"{launch.where} ({launch.why})" if launch.why else launch.where
+                        )
                 continue
             target = resolve_launch(launch, self.files, index)
             if target is None:
@@ -220,7 +242,9 @@ class ProgramModel:
             entry_paths.add(target)
             facts = extra.setdefault(target, {})
             for fact in sorted(launch.facts):
-                facts.setdefault(fact, f"{launch.where} ({launch.why})" if launch.why else launch.where)
+                facts.setdefault(
+                    fact, f"{launch.where} ({launch.why})" if launch.why else launch.where
+                )
         for path, facts in (declared or {}).items():
             if path in self.files:
                 entry_paths.add(path)
@@ -270,8 +294,12 @@ class ProgramModel:
         for head in heads:
             for fact, member in self._closure.sources(head).items():
                 sources.setdefault(fact, member)
-        pending = sorted(p for head in heads for p in self._closure.pending(head)
-                         if p[0] not in sources and p[1] not in heads)
+        pending = sorted(
+            p
+            for head in heads
+            for p in self._closure.pending(head)
+            if p[0] not in sources and p[1] not in heads
+        )
         maybe = set()
         for fact, member, functions in pending:
             if fact in sources:
@@ -285,16 +313,25 @@ class ProgramModel:
                 maybe.add(fact)
         if kind == "test":
             sources["test"] = entry
-        alternative = kind == "script" and all(fact in sources for fact in MODE_FACTS) \
+        alternative = (
+            kind == "script"
+            and all(fact in sources for fact in MODE_FACTS)
             and self._alternative_modes(entry, members, extra)
-        if alternative:  # SPMD or one process per device, by an option of the entry: either may hold
+        )
+        if (
+            alternative
+        ):  # SPMD or one process per device, by an option of the entry: either may hold
             for fact in MODE_FACTS:
                 del sources[fact]
                 maybe.add(fact)
         xla = any(self.files[m].requires_torch_xla for m in members)
-        return Program(entry, kind, members, sources, frozenset(maybe - set(sources)), xla, alternative)
+        return Program(
+            entry, kind, members, sources, frozenset(maybe - set(sources)), xla, alternative
+        )
 
-    def _alternative_modes(self, entry: str, members: frozenset[str], extra: dict[str, str]) -> bool:
+    def _alternative_modes(
+        self, entry: str, members: frozenset[str], extra: dict[str, str]
+    ) -> bool:
         """True when ``entry`` turns on SPMD and launches one process per device only under
         exclusive conditions (``if config.mode == "spmd": xr.use_spmd()`` and ``elif config.mode ==
         "multi": xmp.spawn(...)``): every way each mode fact holds is a site of the entry, or the
@@ -306,11 +343,19 @@ class ProgramModel:
         spmd, multi = found
         if not spmd or not multi:
             return False
-        return all(any(subject == other and literal != value for subject, literal in a for other, value in b)
-                   for a in spmd for b in multi)
+        return all(
+            any(
+                subject == other and literal != value
+                for subject, literal in a
+                for other, value in b
+            )
+            for a in spmd
+            for b in multi
+        )
 
-    def _mode_conditions(self, entry: str, members: frozenset[str], fact: str,
-                         extra: dict[str, str]) -> list[Condition] | None:
+    def _mode_conditions(
+        self, entry: str, members: frozenset[str], fact: str, extra: dict[str, str]
+    ) -> list[Condition] | None:
         """The conditions of every site through which the entry makes ``fact`` hold (see
         :meth:`_alternative_modes`), or None when it may hold without one."""
         f = self.files[entry]
@@ -381,10 +426,14 @@ class ProgramModel:
         needs one program, as a positive fact does: a print is lost in any buffered program.
         """
         candidates = self._candidates(path)
-        satisfied = [p for p in candidates if all(p.satisfies(fact, value) for fact, value in requires)]
+        satisfied = [
+            p for p in candidates if all(p.satisfies(fact, value) for fact, value in requires)
+        ]
         if not satisfied:
             return None
-        if any(value for _, value in requires) or all(fact in LIBRARY_LACKS for fact, _ in requires):
+        if any(value for _, value in requires) or all(
+            fact in LIBRARY_LACKS for fact, _ in requires
+        ):
             return satisfied[0]
         # A mode or mesh said to be absent: only XLA programs count (a GPU example importing
         # one helper of a library is no witness), and all of them must lack it, or the module
@@ -417,23 +466,39 @@ class ProgramModel:
             elif program.entry != path and program.kind != "library" and fact in MODE_FACTS:
                 notes.append(f"in the program {program.entry}, which {phrases[1]}")
         if any(value and fact in MODE_FACTS for fact, value in requires):
-            others = sorted({p.entry for p in self.programs_of(path)
-                             if not all(p.satisfies(f, v) for f, v in requires)})
+            others = sorted(
+                {
+                    p.entry
+                    for p in self.programs_of(path)
+                    if not all(p.satisfies(f, v) for f, v in requires)
+                }
+            )
             if others:
-                shown = ", ".join(others[:2]) + (f" and {len(others) - 2} more" if len(others) > 2 else "")
-                notes.append(f"{shown} {'runs' if len(others) == 1 else 'run'} this module in another mode")
+                shown = ", ".join(others[:2]) + (
+                    f" and {len(others) - 2} more" if len(others) > 2 else ""
+                )
+                notes.append(
+                    f"{shown} {'runs' if len(others) == 1 else 'run'} this module in another mode"
+                )
         return f" ({'; '.join(notes)})" if notes else ""
-
 
     def to_json(self) -> dict:
         """The programs as JSON data (``--show-programs --output-format json``): each program's
         entry, kind, the facts that hold with their sources, and the modules it reaches; and the
         launcher commands whose file is not among the linted files."""
         return {
-            "programs": [{"entry": p.entry, "kind": p.kind, "facts": dict(sorted(p.sources.items())),
-                          "reaches": sorted(p.members - {p.entry})}
-                         for p in sorted(self.programs, key=lambda p: (p.kind != "script", p.entry))],
-            "unresolved_launches": [{"where": l.where, "runs": l.runs} for l in self.unresolved if not l.module],
+            "programs": [
+                {
+                    "entry": p.entry,
+                    "kind": p.kind,
+                    "facts": dict(sorted(p.sources.items())),
+                    "reaches": sorted(p.members - {p.entry}),
+                }
+                for p in sorted(self.programs, key=lambda p: (p.kind != "script", p.entry))
+            ],
+            "unresolved_launches": [
+                {"where": l.where, "runs": l.runs} for l in self.unresolved if not l.module
+            ],
         }
 
     def describe(self) -> list[str]:
@@ -452,12 +517,18 @@ class ProgramModel:
                 modes.append(f"SPMD or one process per device by an option of {p.entry}")
             if not modes:
                 modes.append("single process")
-            for fact, label in (("unbuffered", "unbuffered"), ("shards", "shards"), ("global_mesh", "global mesh"),
-                                ("torchax", "torchax")):
+            for fact, label in (
+                ("unbuffered", "unbuffered"),
+                ("shards", "shards"),
+                ("global_mesh", "global mesh"),
+                ("torchax", "torchax"),
+            ):
                 if fact in p.sources:
                     modes.append(f"{label} ({p.sources[fact]})")
             count = len(p.members) - 1
-            lines.append(f"{p.entry}: {p.kind}, {', '.join(modes)}, reaches {count} module{'s' * (count != 1)}")
+            lines.append(
+                f"{p.entry}: {p.kind}, {', '.join(modes)}, reaches {count} module{'s' * (count != 1)}"
+            )
         for launch in self.unresolved:
             if launch.module:  # python -m pytest, pip, a module installed from elsewhere
                 continue
@@ -525,7 +596,9 @@ class _Closure:
         number = len(self._reach)
         for m in members:
             self.component[m] = number
-        successors = sorted({self.component[t] for m in members for t in edges.get(m, ())} - {number})
+        successors = sorted(
+            {self.component[t] for m in members for t in edges.get(m, ())} - {number}
+        )
         reach = frozenset(members).union(*(self._reach[c] for c in successors))
         sources: dict[str, str] = {}
         pending: set[tuple[str, str, frozenset[str]]] = set()
@@ -564,6 +637,7 @@ class _Closure:
 
 # ---- resolving imports and launches to files --------------------------------------------
 
+
 @functools.lru_cache(maxsize=4096)
 def _folders_up(folder: str) -> tuple[str, ...]:
     """``a/b`` -> ``["a/b", "a", ""]``: where an import may be found from a file in ``folder``."""
@@ -591,7 +665,9 @@ class _Index:
         self.parts: set[str] = set()
         self.direct: dict[tuple[str, str], str] = {}
         self.src: dict[tuple[str, str], str] = {}
-        self.tops: set[tuple[str, str]] = set()  # (folder, "llama"): folder/llama(.py|/) or folder/src/llama
+        self.tops: set[tuple[str, str]] = (
+            set()
+        )  # (folder, "llama"): folder/llama(.py|/) or folder/src/llama
         self._by_tail: dict[str, list[str]] | None = None
         for p in sorted(self.paths, key=lambda p: not p.endswith("__init__.py")):  # packages first
             folder, file = os.path.split(p)
@@ -658,13 +734,21 @@ class _Index:
         folder = found[0]
         for _ in range(name.count(".") + 1 + (os.path.basename(folder) == "__init__.py")):
             folder = os.path.dirname(folder)
-        if folder and {os.path.join(folder, "__init__.py"),
-                       os.path.join(os.path.dirname(folder), "__init__.py")} <= self.paths:
+        if (
+            folder
+            and {
+                os.path.join(folder, "__init__.py"),
+                os.path.join(os.path.dirname(folder), "__init__.py"),
+            }
+            <= self.paths
+        ):
             return None
         return found[0]
 
 
-def import_edges(files: Mapping[str, FileFacts], index: _Index | None = None) -> dict[str, set[str]]:
+def import_edges(
+    files: Mapping[str, FileFacts], index: _Index | None = None
+) -> dict[str, set[str]]:
     """``path -> paths it imports``: each imported name is looked up as Python's import
     system would find it with the importing file's folder, or a folder above it (or its
     ``src/``), on ``sys.path``; nearest first. Names no folder explains resolve to the one
@@ -700,13 +784,17 @@ def _tests_run_by(launch: Launch, files: Mapping[str, FileFacts], index: _Index)
         if target in files:
             return [target]
         prefix = "" if target == "." else target.rstrip("/") + "/"
-        under = [p for p in files if p.startswith(prefix) and _is_test_name(p) and files[p].group is None]
+        under = [
+            p for p in files if p.startswith(prefix) and _is_test_name(p) and files[p].group is None
+        ]
         if under:
             return sorted(under)
     return []
 
 
-def resolve_launch(launch: Launch, files: Mapping[str, FileFacts], index: _Index | None = None) -> str | None:
+def resolve_launch(
+    launch: Launch, files: Mapping[str, FileFacts], index: _Index | None = None
+) -> str | None:
     """The path of the file ``launch`` runs: relative to the launcher's folder, to the
     current folder, or the one known file whose path ends with what the command names."""
     if launch.module:
@@ -714,7 +802,9 @@ def resolve_launch(launch: Launch, files: Mapping[str, FileFacts], index: _Index
             index = _Index(p for p in files if p.endswith(".py"))
         found = index.find(launch.runs, launch.folder)
         if found is not None and os.path.basename(found) == "__init__.py":
-            main = os.path.join(os.path.dirname(found), "__main__.py")  # python -m pkg runs pkg/__main__.py
+            main = os.path.join(
+                os.path.dirname(found), "__main__.py"
+            )  # python -m pkg runs pkg/__main__.py
             return main if main in files else found
         return found
     written = launch.runs.replace("\\", "/")
@@ -722,9 +812,15 @@ def resolve_launch(launch: Launch, files: Mapping[str, FileFacts], index: _Index
         candidate = os.path.normpath(os.path.join(base, written))
         if candidate in files:
             return candidate
-    parts = [p for p in written.split("/") if p not in ("", ".", "..") and "$" not in p and "{" not in p]
+    parts = [
+        p for p in written.split("/") if p not in ("", ".", "..") and "$" not in p and "{" not in p
+    ]
     if len(parts) < 2:  # a bare `train.py` not beside the launcher: any train.py is a guess
         return None
     tail = "/".join(parts)
-    found = [p for p in files if p.replace("\\", "/") == tail or p.replace("\\", "/").endswith("/" + tail)]
+    found = [
+        p
+        for p in files
+        if p.replace("\\", "/") == tail or p.replace("\\", "/").endswith("/" + tail)
+    ]
     return found[0] if len(found) == 1 else None

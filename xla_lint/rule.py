@@ -73,7 +73,9 @@ class Rule:
     summary: ClassVar[str]  # one line for `xla-lint rule --all`
     message: ClassVar[str]  # default diagnostic message
     severity: ClassVar[Severity] = Severity.ERROR
-    explanation: ClassVar[str]  # Markdown: What it does / Why is this bad / Example / Use instead / References
+    explanation: ClassVar[
+        str
+    ]  # Markdown: What it does / Why is this bad / Example / Use instead / References
     valid: ClassVar[Sequence[Valid]] = ()
     invalid: ClassVar[Sequence[Invalid]] = ()
     default_enabled: ClassVar[bool] = True
@@ -112,7 +114,9 @@ class Rule:
         was dropped: an enclosing ``if xr.is_spmd():`` branch runs in the other mode, or (for
         a ``version_guarded`` rule) the code does not run on the target version.
         """
-        return self.ctx.add_report(self, node, message or self.message, fix, tuple(requires), severity)
+        return self.ctx.add_report(
+            self, node, message or self.message, fix, tuple(requires), severity
+        )
 
     @classmethod
     def applies_to(cls, target_version: tuple[int, int]) -> bool:

@@ -43,7 +43,7 @@ def split_lines(text: str) -> list[str]:
     out: list[str] = []
     start = 0
     for m in LINE_BREAK.finditer(text):
-        out.append(text[start:m.end()])
+        out.append(text[start : m.end()])
         start = m.end()
     if start < len(text):
         out.append(text[start:])
@@ -258,7 +258,9 @@ def markdown_blocks(text: str) -> list[CodeBlock]:
     return blocks
 
 
-_RST_DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)\.\.\s+(code-block|code|sourcecode)::\s*(?P<lang>\S*)\s*$")
+_RST_DIRECTIVE = re.compile(
+    r"^(?P<indent>[ \t]*)\.\.\s+(code-block|code|sourcecode)::\s*(?P<lang>\S*)\s*$"
+)
 
 
 def rst_blocks(text: str) -> list[CodeBlock]:
@@ -274,7 +276,11 @@ def rst_blocks(text: str) -> list[CodeBlock]:
         base = len(m.group("indent"))
         j = i + 1
         # directive options (":linenos:") and the blank line before the body
-        while j < len(lines) and (lines[j].strip() == "" or lines[j].strip().startswith(":")) and not _deeper(lines[j], base, body_started=False):
+        while (
+            j < len(lines)
+            and (lines[j].strip() == "" or lines[j].strip().startswith(":"))
+            and not _deeper(lines[j], base, body_started=False)
+        ):
             j += 1
         start = j
         while j < len(lines) and (lines[j].strip() == "" or _indent(lines[j]) > base):
@@ -322,10 +328,14 @@ def doctest_blocks(text: str, line_offset: int = 0, extra_indent: int = 0) -> li
             current.append(line[indent:] if len(line) >= indent else "")
             continue
         if current:
-            blocks.append(CodeBlock("\n".join(current) + "\n", line_offset + start, indent + extra_indent))
+            blocks.append(
+                CodeBlock("\n".join(current) + "\n", line_offset + start, indent + extra_indent)
+            )
             current = []
     if current:
-        blocks.append(CodeBlock("\n".join(current) + "\n", line_offset + start, indent + extra_indent))
+        blocks.append(
+            CodeBlock("\n".join(current) + "\n", line_offset + start, indent + extra_indent)
+        )
     return blocks
 
 

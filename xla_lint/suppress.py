@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, fields
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 _DISABLE_FILE = re.compile(
-    r"#\s*xla-lint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+    r"#\s*xla-lint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?",
+    re.I,
+)
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")
 
 
@@ -39,9 +41,15 @@ class NoqaComment:
     def moved(self, line_offset: int, column_offset: int) -> "NoqaComment":
         """The same comment at a position moved by a code block's offsets."""
         return NoqaComment(
-            self.line + line_offset, self.column + column_offset, self.end_column + column_offset,
-            self.codes, tuple((c, a + column_offset, b + column_offset) for c, a, b in self.code_spans),
-            self.remove_column + column_offset, self.remove_end_column + column_offset, self.replacement)
+            self.line + line_offset,
+            self.column + column_offset,
+            self.end_column + column_offset,
+            self.codes,
+            tuple((c, a + column_offset, b + column_offset) for c, a, b in self.code_spans),
+            self.remove_column + column_offset,
+            self.remove_end_column + column_offset,
+            self.replacement,
+        )
 
 
 @dataclass
@@ -55,8 +63,13 @@ class Suppressions:
     def shift(self, line_offset: int, column_offset: int) -> "Suppressions":
         """The same comments, with positions moved by a code block's offsets."""
         return Suppressions(
-            {line + line_offset: c.moved(line_offset, column_offset) for line, c in self.noqa.items()},
-            self.disabled_codes, self.disable_all)
+            {
+                line + line_offset: c.moved(line_offset, column_offset)
+                for line, c in self.noqa.items()
+            },
+            self.disabled_codes,
+            self.disable_all,
+        )
 
     def merge(self, other: "Suppressions") -> None:
         self.noqa.update(other.noqa)
@@ -79,8 +92,10 @@ class Suppressions:
         """The comments as JSON data (for the result cache): every field of every
         :class:`NoqaComment`, sets and tuples tagged so :meth:`from_json` restores them."""
         return {
-            "noqa": [{f.name: _encode(getattr(c, f.name)) for f in fields(NoqaComment)}
-                     for c in self.noqa.values()],
+            "noqa": [
+                {f.name: _encode(getattr(c, f.name)) for f in fields(NoqaComment)}
+                for c in self.noqa.values()
+            ],
             "disabled_codes": sorted(self.disabled_codes),
             "disable_all": self.disable_all,
         }
@@ -104,14 +119,32 @@ class Suppressions:
 
 def _well_typed(comment: NoqaComment) -> bool:
     """Every field of ``comment`` holds a value of its declared type."""
-    return (all(type(v) is int for v in (comment.line, comment.column, comment.end_column,
-                                         comment.remove_column, comment.remove_end_column))
-            and isinstance(comment.replacement, str)
-            and (comment.codes is None or (type(comment.codes) is frozenset
-                                           and all(isinstance(c, str) for c in comment.codes)))
-            and type(comment.code_spans) is tuple
-            and all(type(span) is tuple and len(span) == 3 and isinstance(span[0], str)
-                    and type(span[1]) is int and type(span[2]) is int for span in comment.code_spans))
+    return (
+        all(
+            type(v) is int
+            for v in (
+                comment.line,
+                comment.column,
+                comment.end_column,
+                comment.remove_column,
+                comment.remove_end_column,
+            )
+        )
+        and isinstance(comment.replacement, str)
+        and (
+            comment.codes is None
+            or (type(comment.codes) is frozenset and all(isinstance(c, str) for c in comment.codes))
+        )
+        and type(comment.code_spans) is tuple
+        and all(
+            type(span) is tuple
+            and len(span) == 3
+            and isinstance(span[0], str)
+            and type(span[1]) is int
+            and type(span[2]) is int
+            for span in comment.code_spans
+        )
+    )
 
 
 def _encode(value):
@@ -182,16 +215,26 @@ def _noqa_comment(tok: tokenize.TokenInfo, m: re.Match) -> NoqaComment:
     spans: tuple[tuple[str, int, int], ...] = ()
     if m.group("codes"):
         base = col + m.start("codes") + 1
-        spans = tuple((c.group().upper(), base + c.start(), base + c.end())
-                      for c in _CODE.finditer(m.group("codes")))
-    before, after = comment[:m.start()].strip(), comment[m.end():].strip()
+        spans = tuple(
+            (c.group().upper(), base + c.start(), base + c.end())
+            for c in _CODE.finditer(m.group("codes"))
+        )
+    before, after = comment[: m.start()].strip(), comment[m.end() :].strip()
     end = col + len(comment)
     if after:
         # Text follows the directive in the same comment: keep it as a comment.
         start, stop, replacement = col + m.start(), col + m.end(), "" if before else "#"
     elif before:
-        start, stop, replacement = col + len(comment[:m.start()].rstrip()), end, ""
+        start, stop, replacement = col + len(comment[: m.start()].rstrip()), end, ""
     else:
         start, stop, replacement = len(tok.line[:col].rstrip()), end, ""
-    return NoqaComment(line, col + m.start() + 1, col + m.end() + 1, _codes(m.group("codes")),
-                       spans, start + 1, stop + 1, replacement)
+    return NoqaComment(
+        line,
+        col + m.start() + 1,
+        col + m.end() + 1,
+        _codes(m.group("codes")),
+        spans,
+        start + 1,
+        stop + 1,
+        replacement,
+    )

@@ -48,34 +48,68 @@ from .names import Scope, defining_scope, dotted_name
 from .walk import iter_nodes
 
 # Kinds of unknown values (Unknown.kind).
-PARAMETER = "parameter"      # a parameter of the enclosing function
+PARAMETER = "parameter"  # a parameter of the enclosing function
 ENVIRONMENT = "environment"  # os.environ[...], os.getenv(...)
-OPTION = "option"            # a command-line option (argparse) without a known default
-NAMESPACE = "namespace"      # an argparse namespace (parse_args()), or vars() of one
-CALL = "call"                # the result of a call (``node`` is the Call)
-COUNTER = "counter"          # a loop counter (``for i in range(...)``, enumerate's index)
-CONTAINER = "container"      # a list/tuple/set/dict (literal, comprehension, filled in place): ``parts``
-ELEMENT = "element"          # an item of something (``x[i]``, a for-loop or unpacking target): ``parts``
-SEVERAL = "several"          # one of ``parts`` (a conditional expression, several assignments)
-ATTRIBUTE = "attribute"      # an attribute of an object (``self.model``): ``node``
-OTHER = "other"              # anything else: imports, definitions, run-time expressions
+OPTION = "option"  # a command-line option (argparse) without a known default
+NAMESPACE = "namespace"  # an argparse namespace (parse_args()), or vars() of one
+CALL = "call"  # the result of a call (``node`` is the Call)
+COUNTER = "counter"  # a loop counter (``for i in range(...)``, enumerate's index)
+CONTAINER = (
+    "container"  # a list/tuple/set/dict (literal, comprehension, filled in place): ``parts``
+)
+ELEMENT = "element"  # an item of something (``x[i]``, a for-loop or unpacking target): ``parts``
+SEVERAL = "several"  # one of ``parts`` (a conditional expression, several assignments)
+ATTRIBUTE = "attribute"  # an attribute of an object (``self.model``): ``node``
+OTHER = "other"  # anything else: imports, definitions, run-time expressions
 
 # Tests that hold on some replicas only (torch_xla 2.9.0: torch_xla/runtime.py, torch_xla/core/xla_model.py).
-ORDINAL_APIS = frozenset({f"{apis.XR}.global_ordinal", f"{apis.XR}.local_ordinal", f"{apis.XM}.get_ordinal",
-                          f"{apis.XM}.get_local_ordinal", f"{apis.XR}.process_index"})
+ORDINAL_APIS = frozenset(
+    {
+        f"{apis.XR}.global_ordinal",
+        f"{apis.XR}.local_ordinal",
+        f"{apis.XM}.get_ordinal",
+        f"{apis.XM}.get_local_ordinal",
+        f"{apis.XR}.process_index",
+    }
+)
 MASTER_APIS = frozenset({f"{apis.XM}.is_master_ordinal"})
 
 _ENV_CALLS = frozenset({"os.getenv", "os.environ.get", "os.environ.setdefault"})
-_CONVERSIONS = {"builtins.int": int, "builtins.float": float, "builtins.str": str, "builtins.bool": bool}
+_CONVERSIONS = {
+    "builtins.int": int,
+    "builtins.float": float,
+    "builtins.str": str,
+    "builtins.bool": bool,
+}
 _SCALAR_TYPES = frozenset({"int", "float", "str", "bool"})
 _NAMESPACE_PARAMS = frozenset({"args", "opts", "options", "flags"})
 # In-place changes of a container held by a name (method -> positions of the values it stores):
 # the stored values are its parts too, and the name is no constant.
-_MUTATORS = {"append": (0,), "add": (0,), "extend": (0,), "insert": (1,), "update": (0,), "setdefault": (1,),
-             "appendleft": (0,), "extendleft": (0,), "pop": (), "popitem": (), "clear": (), "remove": (),
-             "discard": (), "sort": (), "reverse": ()}
-_BINARY = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
-           cst.FloorDivide: operator.floordiv, cst.Divide: operator.truediv, cst.Modulo: operator.mod}
+_MUTATORS = {
+    "append": (0,),
+    "add": (0,),
+    "extend": (0,),
+    "insert": (1,),
+    "update": (0,),
+    "setdefault": (1,),
+    "appendleft": (0,),
+    "extendleft": (0,),
+    "pop": (),
+    "popitem": (),
+    "clear": (),
+    "remove": (),
+    "discard": (),
+    "sort": (),
+    "reverse": (),
+}
+_BINARY = {
+    cst.Add: operator.add,
+    cst.Subtract: operator.sub,
+    cst.Multiply: operator.mul,
+    cst.FloorDivide: operator.floordiv,
+    cst.Divide: operator.truediv,
+    cst.Modulo: operator.mod,
+}
 _MAX_DEPTH = 24
 
 
@@ -140,7 +174,9 @@ def parts_of(ctx, value: Value) -> list[Value]:
     return [table.value(expr, site, 1) for expr, site in value.parts]
 
 
-def definition(ctx, node: cst.BaseExpression, site: Site | None = None) -> tuple[cst.BaseExpression, Site] | None:
+def definition(
+    ctx, node: cst.BaseExpression, site: Site | None = None
+) -> tuple[cst.BaseExpression, Site] | None:
     """For a Name: the one expression it was assigned (``x = <expr>``) that reaches ``site``,
     with the site of that assignment; None when there is no such single assignment."""
     table = file_values(ctx)
@@ -202,8 +238,12 @@ class FileValues:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.bindings: dict[tuple[int, str], list[_Binding]] = {}
-        self.bound: dict[int, set[str]] = {}  # id(statement) -> names bound in it (nested blocks too)
-        self.slot: dict[int, tuple[Sequence[cst.CSTNode], int]] = {}  # id(statement) -> (its block, index)
+        self.bound: dict[
+            int, set[str]
+        ] = {}  # id(statement) -> names bound in it (nested blocks too)
+        self.slot: dict[
+            int, tuple[Sequence[cst.CSTNode], int]
+        ] = {}  # id(statement) -> (its block, index)
         self.stores: dict[tuple[int, str], list[tuple[cst.BaseExpression, Site]]] = {}
         self.attr_stores: set[str] = set()  # "args.num_cores" assigned somewhere
         self.options: dict[str, list[_Option]] = {}
@@ -220,7 +260,9 @@ class FileValues:
         return bool(self.options) or self.dynamic_options
 
     # -- the walk ---------------------------------------------------------------------------
-    def _body(self, body: Sequence[cst.CSTNode], scope: Scope, path: tuple, in_loop: bool) -> set[str]:
+    def _body(
+        self, body: Sequence[cst.CSTNode], scope: Scope, path: tuple, in_loop: bool
+    ) -> set[str]:
         names: set[str] = set()
         for i, stmt in enumerate(body):
             self.slot[id(stmt)] = (body, i)
@@ -231,7 +273,9 @@ class FileValues:
         if isinstance(block, cst.IndentedBlock):
             return self._body(block.body, scope, path, in_loop)
         names: set[str] = set()
-        if isinstance(block, cst.SimpleStatementSuite):  # `if x: a = 1` binds in the compound statement
+        if isinstance(
+            block, cst.SimpleStatementSuite
+        ):  # `if x: a = 1` binds in the compound statement
             owner = path[-1] if path else scope.node
             for small in block.body:
                 names |= self._small(small, owner, scope, path, in_loop)
@@ -245,20 +289,31 @@ class FileValues:
             for small in stmt.body:
                 names |= self._small(small, stmt, scope, path, in_loop)
         elif kind is cst.FunctionDef or kind is cst.ClassDef:
-            self._bind(scope, stmt.name.value, _Binding(stmt.name.value, "def", None, stmt, site, in_loop))
+            self._bind(
+                scope, stmt.name.value, _Binding(stmt.name.value, "def", None, stmt, site, in_loop)
+            )
             names.add(stmt.name.value)
             inner = self.ctx.scopes.get(stmt)
-            if inner is None:  # pragma: no cover - every definition has a scope (names.BindingCollector)
+            if (
+                inner is None
+            ):  # pragma: no cover - every definition has a scope (names.BindingCollector)
                 self.bound[id(stmt)] = names
                 return names
             if kind is cst.FunctionDef:
                 self.returns.setdefault(id(stmt), [])
                 params = stmt.params
-                for p in (*params.posonly_params, *params.params, *params.kwonly_params,
-                          params.star_arg, params.star_kwarg):
+                for p in (
+                    *params.posonly_params,
+                    *params.params,
+                    *params.kwonly_params,
+                    params.star_arg,
+                    params.star_kwarg,
+                ):
                     if isinstance(p, cst.Param):
                         name = p.name.value
-                        self._bind(inner, name, _Binding(name, "param", None, stmt, Site(inner), param=p))
+                        self._bind(
+                            inner, name, _Binding(name, "param", None, stmt, Site(inner), param=p)
+                        )
             self._block(stmt.body, inner, (), False)
         elif kind is cst.If:
             names |= self._block(stmt.body, scope, path, in_loop)
@@ -269,7 +324,9 @@ class FileValues:
             if isinstance(orelse, cst.Else):
                 names |= self._block(orelse.body, scope, path, in_loop)
         elif kind is cst.For:
-            names |= self._target(stmt.target, "for", stmt.iter, stmt, site, scope, in_loop, header=True)
+            names |= self._target(
+                stmt.target, "for", stmt.iter, stmt, site, scope, in_loop, header=True
+            )
             names |= self._block(stmt.body, scope, path, True)
             if stmt.orelse is not None:
                 names |= self._block(stmt.orelse.body, scope, path, in_loop)
@@ -281,7 +338,9 @@ class FileValues:
             names |= self._block(stmt.body, scope, path, in_loop)
             for handler in stmt.handlers:
                 if handler.name is not None:
-                    names |= self._target(handler.name.name, "other", None, stmt, site, scope, in_loop, header=True)
+                    names |= self._target(
+                        handler.name.name, "other", None, stmt, site, scope, in_loop, header=True
+                    )
                 names |= self._block(handler.body, scope, path, in_loop)
             for extra in (stmt.orelse, stmt.finalbody):
                 if extra is not None:
@@ -289,15 +348,23 @@ class FileValues:
         elif kind is cst.With:
             for item in stmt.items:
                 if item.asname is not None:
-                    names |= self._target(item.asname.name, "other", None, stmt, site, scope, in_loop, header=True)
+                    names |= self._target(
+                        item.asname.name, "other", None, stmt, site, scope, in_loop, header=True
+                    )
             names |= self._block(stmt.body, scope, path, in_loop)
         elif kind is cst.Match:
             for case in stmt.cases:
                 for node in iter_nodes(case.pattern):
-                    if isinstance(node, (cst.MatchAs, cst.MatchStar)) and isinstance(node.name, cst.Name):
-                        names |= self._target(node.name, "other", None, stmt, site, scope, in_loop, header=True)
+                    if isinstance(node, (cst.MatchAs, cst.MatchStar)) and isinstance(
+                        node.name, cst.Name
+                    ):
+                        names |= self._target(
+                            node.name, "other", None, stmt, site, scope, in_loop, header=True
+                        )
                     elif isinstance(node, cst.MatchMapping) and isinstance(node.rest, cst.Name):
-                        names |= self._target(node.rest, "other", None, stmt, site, scope, in_loop, header=True)
+                        names |= self._target(
+                            node.rest, "other", None, stmt, site, scope, in_loop, header=True
+                        )
                 names |= self._block(case.body, scope, path, in_loop)
         self.bound[id(stmt)] = names
         return names
@@ -312,7 +379,9 @@ class FileValues:
             self._calls(small.value, site)
         elif kind is cst.AnnAssign:
             if small.value is not None:
-                names |= self._target(small.target, "assign", small.value, stmt, site, scope, in_loop)
+                names |= self._target(
+                    small.target, "assign", small.value, stmt, site, scope, in_loop
+                )
                 self._calls(small.value, site)
         elif kind is cst.AugAssign:
             names |= self._target(small.target, "other", None, stmt, site, scope, in_loop)
@@ -324,21 +393,40 @@ class FileValues:
         elif kind is cst.Import:
             for alias in small.names:
                 asname = alias.asname.name if alias.asname is not None else None
-                name = asname.value if isinstance(asname, cst.Name) else (dotted_name(alias.name) or "").split(".")[0]
+                name = (
+                    asname.value
+                    if isinstance(asname, cst.Name)
+                    else (dotted_name(alias.name) or "").split(".")[0]
+                )
                 if name:
-                    names |= self._bind_name(name, _Binding(name, "import", None, stmt, site, in_loop), scope)
+                    names |= self._bind_name(
+                        name, _Binding(name, "import", None, stmt, site, in_loop), scope
+                    )
         elif kind is cst.ImportFrom and not isinstance(small.names, cst.ImportStar):
             for alias in small.names:
                 asname = alias.asname.name if alias.asname is not None else alias.name
                 if isinstance(asname, cst.Name):
-                    names |= self._bind_name(asname.value, _Binding(asname.value, "import", None, stmt, site, in_loop),
-                                             scope)
+                    names |= self._bind_name(
+                        asname.value,
+                        _Binding(asname.value, "import", None, stmt, site, in_loop),
+                        scope,
+                    )
         elif kind is cst.Del:
             names |= self._target(small.target, "other", None, stmt, site, scope, in_loop)
         return names
 
-    def _target(self, target, kind: str, value, stmt, site: Site, scope: Scope, in_loop: bool,
-                index: int | None = None, header: bool = False) -> set[str]:
+    def _target(
+        self,
+        target,
+        kind: str,
+        value,
+        stmt,
+        site: Site,
+        scope: Scope,
+        in_loop: bool,
+        index: int | None = None,
+        header: bool = False,
+    ) -> set[str]:
         t = type(target)
         if t is cst.Name:
             b = _Binding(target.value, kind, value, stmt, site, in_loop, index, header=header)
@@ -346,18 +434,30 @@ class FileValues:
         if t is cst.Tuple or t is cst.List:
             names: set[str] = set()
             starred = any(isinstance(e, cst.StarredElement) for e in target.elements)
-            nested = index is not None  # `for i, (a, b) in ...`: positions of an item, not of the value
-            sub = "other" if starred or nested or kind == "other" else ("for" if kind == "for" else "unpack")
+            nested = (
+                index is not None
+            )  # `for i, (a, b) in ...`: positions of an item, not of the value
+            sub = (
+                "other"
+                if starred or nested or kind == "other"
+                else ("for" if kind == "for" else "unpack")
+            )
             for i, element in enumerate(target.elements):
-                names |= self._target(element.value, sub, value, stmt, site, scope, in_loop, i, header)
+                names |= self._target(
+                    element.value, sub, value, stmt, site, scope, in_loop, i, header
+                )
             return names
         if t is cst.StarredElement:
-            return self._target(target.value, "other", None, stmt, site, scope, in_loop, None, header)
+            return self._target(
+                target.value, "other", None, stmt, site, scope, in_loop, None, header
+            )
         if t is cst.Attribute:
             text = dotted_name(target)
             if text:
                 self.attr_stores.add(text)
-        elif t is cst.Subscript and isinstance(target.value, cst.Name):  # d[k] = v, d[k] += v, del d[k]
+        elif t is cst.Subscript and isinstance(
+            target.value, cst.Name
+        ):  # d[k] = v, d[k] += v, del d[k]
             self._store(target.value.value, value if kind == "assign" else None, site, scope)
         return set()
 
@@ -414,7 +514,17 @@ class FileValues:
                 if arg.keyword is not None:
                     dest = arg.keyword.value
                     self.options.setdefault(dest, []).append(
-                        _Option(dest, f"--{dest}", arg.value, _MISSING, None, False, site, from_set_defaults=True))
+                        _Option(
+                            dest,
+                            f"--{dest}",
+                            arg.value,
+                            _MISSING,
+                            None,
+                            False,
+                            site,
+                            from_set_defaults=True,
+                        )
+                    )
                 elif arg.star:
                     self.dynamic_options = True
 
@@ -449,14 +559,20 @@ class FileValues:
         action = _string(keywords.get("action")) if "action" in keywords else None
         implicit = {"store_true": False, "store_false": True}.get(action or "", _MISSING)
         type_node = keywords.get("type")
-        type_name = type_node.value if isinstance(type_node, cst.Name) and type_node.value in _SCALAR_TYPES else None
+        type_name = (
+            type_node.value
+            if isinstance(type_node, cst.Name) and type_node.value in _SCALAR_TYPES
+            else None
+        )
         if action in ("store_true", "store_false"):
             type_name = "bool"
         required = keywords.get("required")
         is_required = (isinstance(required, cst.Name) and required.value == "True") or (
-            not strings[0].startswith("-") and "nargs" not in keywords and "default" not in keywords)
+            not strings[0].startswith("-") and "nargs" not in keywords and "default" not in keywords
+        )
         self.options.setdefault(dest, []).append(
-            _Option(dest, spelling, keywords.get("default"), implicit, type_name, is_required, site))
+            _Option(dest, spelling, keywords.get("default"), implicit, type_name, is_required, site)
+        )
 
     # -- where the traversal is -------------------------------------------------------------
     def current_site(self) -> Site:
@@ -500,13 +616,19 @@ class FileValues:
                     if type(previous) in (cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef):
                         found = [b for b in every if b.stmt is previous and not b.header]
                         return owner, (found[-1] if found else None), every
-                    return owner, self._alone(every), every  # bound inside an if/loop/try before the read
+                    return (
+                        owner,
+                        self._alone(every),
+                        every,
+                    )  # bound inside an if/loop/try before the read
             if level > 0:
                 compound = path[level - 1]
                 header = [b for b in every if b.stmt is compound and b.header]
                 if header:
                     return owner, header[-1], every
-                if type(compound) in (cst.For, cst.While) and name in self.bound.get(id(compound), ()):
+                if type(compound) in (cst.For, cst.While) and name in self.bound.get(
+                    id(compound), ()
+                ):
                     return owner, self._alone(every), every  # rebound later in the loop
         params = [b for b in every if b.kind == "param"]
         if params:
@@ -522,7 +644,9 @@ class FileValues:
         """A binding that stands alone for its scope: not repeated by a loop."""
         return binding.kind in ("param", "import", "def", "for") or not binding.in_loop
 
-    def definition(self, node: cst.BaseExpression, site: Site) -> tuple[cst.BaseExpression, Site] | None:
+    def definition(
+        self, node: cst.BaseExpression, site: Site
+    ) -> tuple[cst.BaseExpression, Site] | None:
         """The single ``name = <expr>`` reaching a read of Name ``node`` at ``site``."""
         if type(node) is not cst.Name:
             return None
@@ -541,16 +665,31 @@ class FileValues:
         if binding is None:
             plain = [b for b in every if b.kind == "assign" and b.value is not None]
             if len(plain) == len(every):
-                return Unknown(SEVERAL, f"`{name}`, assigned in several places", node, site,
-                               tuple((b.value, b.site) for b in plain))
+                return Unknown(
+                    SEVERAL,
+                    f"`{name}`, assigned in several places",
+                    node,
+                    site,
+                    tuple((b.value, b.site) for b in plain),
+                )
             return Unknown(OTHER, f"`{name}`, bound in several ways", node, site)
         kind = binding.kind
         if kind == "param":
             function = binding.stmt.name.value
             if name in _NAMESPACE_PARAMS and self.has_parser:
-                return Unknown(NAMESPACE, f"the argparse namespace `{name}` (a parameter of `{function}`)", node, site)
-            return Unknown(PARAMETER, f"the parameter `{name}` of `{function}`", binding.param, site,
-                           type=_annotation_type(binding.param))
+                return Unknown(
+                    NAMESPACE,
+                    f"the argparse namespace `{name}` (a parameter of `{function}`)",
+                    node,
+                    site,
+                )
+            return Unknown(
+                PARAMETER,
+                f"the parameter `{name}` of `{function}`",
+                binding.param,
+                site,
+                type=_annotation_type(binding.param),
+            )
         if kind == "assign":
             value = self.value(binding.value, binding.site, depth + 1)
             stored = self.stores.get((id(owner.node), name))
@@ -562,7 +701,9 @@ class FileValues:
                     parts = value.parts + parts
                 else:
                     parts = ((binding.value, binding.site),) + parts
-                return Unknown(CONTAINER, f"`{name}`, a container filled in place", node, site, parts)
+                return Unknown(
+                    CONTAINER, f"`{name}`, a container filled in place", node, site, parts
+                )
             if isinstance(value, Known) and value.origin == "a literal":
                 where = "module constant" if owner.kind == "module" else "variable"
                 return Known(value.value, f"the {where} `{name}`")
@@ -579,14 +720,22 @@ class FileValues:
 
     def _unpacked(self, binding: _Binding, node: cst.Name, site: Site, depth: int) -> Value:
         value, index = binding.value, binding.index
-        if isinstance(value, (cst.Tuple, cst.List)) and index is not None \
-                and not any(isinstance(e, cst.StarredElement) for e in value.elements) \
-                and index < len(value.elements):
+        if (
+            isinstance(value, (cst.Tuple, cst.List))
+            and index is not None
+            and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+            and index < len(value.elements)
+        ):
             return self.value(value.elements[index].value, binding.site, depth + 1)
         if index == 0 and _method_call(value, "parse_known_args"):
             return Unknown(NAMESPACE, "the argparse namespace of `parse_known_args()`", node, site)
-        return Unknown(ELEMENT, f"an item unpacked from `{_text(self.ctx, value)}`", node, site,
-                       ((value, binding.site),))
+        return Unknown(
+            ELEMENT,
+            f"an item unpacked from `{_text(self.ctx, value)}`",
+            node,
+            site,
+            ((value, binding.site),),
+        )
 
     def _loop_target(self, binding: _Binding, node: cst.Name, site: Site) -> Value:
         iterable, index = binding.value, binding.index
@@ -598,15 +747,33 @@ class FileValues:
                 return Unknown(COUNTER, f"the loop counter `{node.value}`", node, site, type="int")
             if "builtins.enumerate" in names and plain:
                 if index == 0:
-                    return Unknown(COUNTER, f"the loop counter `{node.value}`", node, site, type="int")
+                    return Unknown(
+                        COUNTER, f"the loop counter `{node.value}`", node, site, type="int"
+                    )
                 if index == 1:
-                    return Unknown(ELEMENT, f"an item of `{_text(ctx, plain[0])}`", node, site,
-                                   ((plain[0], binding.site),))
-            if "builtins.zip" in names and index is not None and index < len(plain) \
-                    and len(plain) == len(iterable.args):
-                return Unknown(ELEMENT, f"an item of `{_text(ctx, plain[index])}`", node, site,
-                               ((plain[index], binding.site),))
-        return Unknown(ELEMENT, f"an item of `{_text(ctx, iterable)}`", node, site, ((iterable, binding.site),))
+                    return Unknown(
+                        ELEMENT,
+                        f"an item of `{_text(ctx, plain[0])}`",
+                        node,
+                        site,
+                        ((plain[0], binding.site),),
+                    )
+            if (
+                "builtins.zip" in names
+                and index is not None
+                and index < len(plain)
+                and len(plain) == len(iterable.args)
+            ):
+                return Unknown(
+                    ELEMENT,
+                    f"an item of `{_text(ctx, plain[index])}`",
+                    node,
+                    site,
+                    ((plain[index], binding.site),),
+                )
+        return Unknown(
+            ELEMENT, f"an item of `{_text(ctx, iterable)}`", node, site, ((iterable, binding.site),)
+        )
 
     # -- expressions --------------------------------------------------------------------------
     def value(self, node: cst.BaseExpression, site: Site, depth: int) -> Value:
@@ -616,7 +783,13 @@ class FileValues:
         kind = type(node)
         if kind is cst.Name:
             return self._name(node, site, depth)
-        if kind in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString):
+        if kind in (
+            cst.Integer,
+            cst.Float,
+            cst.Imaginary,
+            cst.SimpleString,
+            cst.ConcatenatedString,
+        ):
             literal = _literal(node)
             if literal is not _MISSING:
                 return Known(literal, "a literal")
@@ -650,9 +823,19 @@ class FileValues:
         if kind is cst.IfExp:
             body = self.value(node.body, site, depth + 1)
             orelse = self.value(node.orelse, site, depth + 1)
-            if isinstance(body, Known) and isinstance(orelse, Known) and _same(body.value, orelse.value):
+            if (
+                isinstance(body, Known)
+                and isinstance(orelse, Known)
+                and _same(body.value, orelse.value)
+            ):
                 return body
-            return Unknown(SEVERAL, "a conditional expression", node, site, ((node.body, site), (node.orelse, site)))
+            return Unknown(
+                SEVERAL,
+                "a conditional expression",
+                node,
+                site,
+                ((node.body, site), (node.orelse, site)),
+            )
         if kind is cst.Subscript:
             return self._subscript(node, site, depth)
         if kind is cst.Attribute:
@@ -673,7 +856,9 @@ class FileValues:
             strings = type(node.operator) is cst.Add and isinstance(a, str) and isinstance(b, str)
             if numbers or strings:
                 try:
-                    return Known(op(a, b), left.origin if left.origin != "a literal" else right.origin)
+                    return Known(
+                        op(a, b), left.origin if left.origin != "a literal" else right.origin
+                    )
                 except (ArithmeticError, ValueError):
                     pass
         return Unknown(OTHER, "an expression computed at run time", node, site)
@@ -688,11 +873,18 @@ class FileValues:
             values.append(self.value(element.value, site, depth + 1))
         if all(isinstance(v, Known) for v in values):
             items = [v.value for v in values]
-            built = tuple(items) if isinstance(node, cst.Tuple) else list(items) if isinstance(node, cst.List) else \
-                _maybe_set(items)
+            built = (
+                tuple(items)
+                if isinstance(node, cst.Tuple)
+                else list(items)
+                if isinstance(node, cst.List)
+                else _maybe_set(items)
+            )
             if built is not _MISSING:
                 return Known(built, "a literal")
-        return Unknown(CONTAINER, f"a {type(node).__name__.lower()} display", node, site, tuple(parts))
+        return Unknown(
+            CONTAINER, f"a {type(node).__name__.lower()} display", node, site, tuple(parts)
+        )
 
     def _dict(self, node: cst.Dict, site: Site, depth: int) -> Value:
         out: dict = {}
@@ -721,13 +913,20 @@ class FileValues:
         if "os.environ" in ctx.qnames(node.value, site.scope):
             key = _single_index(node)
             label = _string(key) if key is not None else None
-            return Unknown(ENVIRONMENT, f"the environment variable `{label}`" if label
-                           else "an environment variable", node, site, type="str")
+            return Unknown(
+                ENVIRONMENT,
+                f"the environment variable `{label}`" if label else "an environment variable",
+                node,
+                site,
+                type="str",
+            )
         index = _single_index(node)
         if index is not None and _method_call(node.value, "parse_known_args"):
             literal = _literal(index) if isinstance(index, cst.Integer) else _MISSING
             if literal == 0:
-                return Unknown(NAMESPACE, "the argparse namespace of `parse_known_args()`", node, site)
+                return Unknown(
+                    NAMESPACE, "the argparse namespace of `parse_known_args()`", node, site
+                )
         container = self.value(node.value, site, depth + 1)
         if isinstance(container, Known) and index is not None:
             key = self.value(index, site, depth + 1)
@@ -736,14 +935,18 @@ class FileValues:
                     return Known(container.value[key.value], container.origin)  # type: ignore[index]
                 except (LookupError, TypeError):
                     pass
-        return Unknown(ELEMENT, f"an item of `{_text(ctx, node.value)}`", node, site, ((node.value, site),))
+        return Unknown(
+            ELEMENT, f"an item of `{_text(ctx, node.value)}`", node, site, ((node.value, site),)
+        )
 
     def _attribute(self, node: cst.Attribute, site: Site, depth: int) -> Value:
         base = self.value(node.value, site, depth + 1)
         attr = node.attr.value
         if isinstance(base, Unknown) and base.kind == NAMESPACE:
             return self._option(node, attr, site, depth)
-        if isinstance(base, Unknown) and base.kind == CALL:  # FLAGS = args_parse.parse_common_options(...)
+        if (
+            isinstance(base, Unknown) and base.kind == CALL
+        ):  # FLAGS = args_parse.parse_common_options(...)
             return Unknown(ATTRIBUTE, f"the attribute `{attr}` of {base.origin}", node, site)
         return Unknown(ATTRIBUTE, f"the attribute `{_text(self.ctx, node)}`", node, site)
 
@@ -753,8 +956,12 @@ class FileValues:
             return Unknown(OTHER, f"`{text}`, assigned in the code", node, site)
         entries = self.options.get(dest)
         if not entries:
-            return Unknown(OPTION, f"an option the user sets (`{dest}`, not defined in this file)", node, site)
-        spelling = next((e.spelling for e in entries if not e.from_set_defaults), entries[0].spelling)
+            return Unknown(
+                OPTION, f"an option the user sets (`{dest}`, not defined in this file)", node, site
+            )
+        spelling = next(
+            (e.spelling for e in entries if not e.from_set_defaults), entries[0].spelling
+        )
         type_name = next((e.type for e in entries if e.type), None)
         chosen: _Option | None = None
         conflict = False
@@ -764,33 +971,61 @@ class FileValues:
                 continue
             explicit = entry.default is not None or entry.implicit is not _MISSING
             if explicit:
-                if chosen is not None and not chosen.from_set_defaults and not _same_default(self.ctx, chosen, entry):
+                if (
+                    chosen is not None
+                    and not chosen.from_set_defaults
+                    and not _same_default(self.ctx, chosen, entry)
+                ):
                     conflict = True
                 chosen = entry
             elif chosen is None or not chosen.from_set_defaults:
-                if chosen is not None and (chosen.default is not None or chosen.implicit is not _MISSING):
+                if chosen is not None and (
+                    chosen.default is not None or chosen.implicit is not _MISSING
+                ):
                     conflict = True
                 chosen = entry
         if conflict:
-            return Unknown(OPTION, f"an option defined several times ({spelling})", node, site, type=type_name)
+            return Unknown(
+                OPTION, f"an option defined several times ({spelling})", node, site, type=type_name
+            )
         assert chosen is not None
         if chosen.required and not chosen.from_set_defaults:
-            return Unknown(OPTION, f"an option the user sets ({spelling}, required)", node, site, type=type_name)
+            return Unknown(
+                OPTION,
+                f"an option the user sets ({spelling}, required)",
+                node,
+                site,
+                type=type_name,
+            )
         if chosen.implicit is not _MISSING and chosen.default is None:
             return Known(chosen.implicit, f"the argparse default of {spelling}")
         if chosen.default is None:
-            return Unknown(OPTION, f"an option the user sets ({spelling}, no default)", node, site, type=type_name)
+            return Unknown(
+                OPTION,
+                f"an option the user sets ({spelling}, no default)",
+                node,
+                site,
+                type=type_name,
+            )
         default = self.value(chosen.default, chosen.site, depth + 1)
         if isinstance(default, Known):
             value = default.value
             convert = {"int": int, "float": float}.get(chosen.type or "")
-            if convert is not None and isinstance(value, str):  # argparse applies type= to string defaults
+            if convert is not None and isinstance(
+                value, str
+            ):  # argparse applies type= to string defaults
                 try:
                     value = convert(value)
                 except ValueError:
                     pass
             return Known(value, f"the argparse default of {spelling}")
-        return Unknown(OPTION, f"the argparse default of {spelling}, {default.origin}", node, site, type=type_name)
+        return Unknown(
+            OPTION,
+            f"the argparse default of {spelling}, {default.origin}",
+            node,
+            site,
+            type=type_name,
+        )
 
     def _call(self, node: cst.Call, site: Site, depth: int) -> Value:
         ctx = self.ctx
@@ -803,8 +1038,13 @@ class FileValues:
         if names:
             if names & _ENV_CALLS:
                 label = _string(plain[0]) if plain else None
-                return Unknown(ENVIRONMENT, f"the environment variable `{label}`" if label
-                               else "an environment variable", node, site, type="str")
+                return Unknown(
+                    ENVIRONMENT,
+                    f"the environment variable `{label}`" if label else "an environment variable",
+                    node,
+                    site,
+                    type="str",
+                )
             convert = next((_CONVERSIONS[n] for n in names if n in _CONVERSIONS), None)
             if convert is not None and len(plain) == 1 and len(node.args) == 1:
                 inner = self.value(plain[0], site, depth + 1)
@@ -814,7 +1054,9 @@ class FileValues:
                         return Known(convert(inner.value), inner.origin)
                     except (TypeError, ValueError):
                         return Unknown(OTHER, f"`{_text(ctx, node)}`, which raises", node, site)
-                return Unknown(inner.kind, inner.origin, inner.node, inner.site, inner.parts, type_name)
+                return Unknown(
+                    inner.kind, inner.origin, inner.node, inner.site, inner.parts, type_name
+                )
             if "builtins.vars" in names and len(plain) == 1:
                 inner = self.value(plain[0], site, depth + 1)
                 if isinstance(inner, Unknown) and inner.kind == NAMESPACE:
@@ -828,7 +1070,11 @@ class FileValues:
     def _returns_namespace(self, func: cst.Name, site: Site, depth: int) -> bool:
         """``func`` names a function of this file that returns an argparse namespace."""
         _, binding, _ = self._reaching(func.value, site)
-        if binding is None or binding.kind != "def" or not isinstance(binding.stmt, cst.FunctionDef):
+        if (
+            binding is None
+            or binding.kind != "def"
+            or not isinstance(binding.stmt, cst.FunctionDef)
+        ):
             return False
         for expr, where in self.returns.get(id(binding.stmt), ()):
             result = self.value(expr, where, depth + 2)
@@ -908,7 +1154,11 @@ def _single_index(node: cst.Subscript) -> cst.BaseExpression | None:
 
 
 def _method_call(node: cst.CSTNode | None, method: str) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == method
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == method
+    )
 
 
 def _literal_parts(node, site: Site) -> tuple[tuple[cst.BaseExpression, Site], ...]:
@@ -916,11 +1166,14 @@ def _literal_parts(node, site: Site) -> tuple[tuple[cst.BaseExpression, Site], .
 
 
 def _annotation_type(param: cst.Param | None) -> str | None:
-    """"int" for ``n: int`` (also ``Optional[int]``, ``int | None``), else None."""
+    """ "int" for ``n: int`` (also ``Optional[int]``, ``int | None``), else None."""
     if param is None or param.annotation is None:
         return None
     node = param.annotation.annotation
-    if isinstance(node, cst.Subscript) and dotted_name(node.value) in ("Optional", "typing.Optional"):
+    if isinstance(node, cst.Subscript) and dotted_name(node.value) in (
+        "Optional",
+        "typing.Optional",
+    ):
         index = _single_index(node)
         node = index if index is not None else node
     elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
@@ -938,12 +1191,34 @@ def one_line(ctx, node: cst.CSTNode | None, limit: int = 40) -> str:
     if node is None:
         return ""
     text = " ".join(ctx.module.code_for_node(node).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _text = one_line
 
 
-__all__ = ["Known", "Unknown", "Site", "Value", "value_of", "parts_of", "definition", "is_replica_test",
-           "file_values", "FileValues", "ORDINAL_APIS", "MASTER_APIS", "PARAMETER", "ENVIRONMENT", "OPTION",
-           "NAMESPACE", "CALL", "COUNTER", "CONTAINER", "ELEMENT", "SEVERAL", "ATTRIBUTE", "OTHER"]
+__all__ = [
+    "Known",
+    "Unknown",
+    "Site",
+    "Value",
+    "value_of",
+    "parts_of",
+    "definition",
+    "is_replica_test",
+    "file_values",
+    "FileValues",
+    "ORDINAL_APIS",
+    "MASTER_APIS",
+    "PARAMETER",
+    "ENVIRONMENT",
+    "OPTION",
+    "NAMESPACE",
+    "CALL",
+    "COUNTER",
+    "CONTAINER",
+    "ELEMENT",
+    "SEVERAL",
+    "ATTRIBUTE",
+    "OTHER",
+]

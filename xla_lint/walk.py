@@ -58,8 +58,16 @@ def _child_fields_from_source(node_type: type) -> tuple[str, ...]:
     try:
         source = textwrap.dedent(inspect.getsource(node_type._visit_and_replace_children))
         for call in ast.walk(ast.parse(source)):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id.startswith("visit_"):
-                if len(call.args) >= 2 and isinstance(call.args[1], ast.Constant) and call.args[1].value in names:
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id.startswith("visit_")
+            ):
+                if (
+                    len(call.args) >= 2
+                    and isinstance(call.args[1], ast.Constant)
+                    and call.args[1].value in names
+                ):
                     if call.args[1].value not in order:
                         order.append(call.args[1].value)
         ordered = _source_order(source, order)
@@ -83,12 +91,35 @@ def _subclasses(base: type) -> frozenset[type]:
 
 
 def _trivia() -> frozenset[type]:
-    found: set[type] = {cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen,
-                        cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
-                        cst.RightCurlyBrace, cst.ImportStar, cst.Asynchronous, cst.TrailingWhitespace,
-                        cst.EmptyLine, cst.Newline, cst.Comment, cst.SimpleWhitespace, cst.ParenthesizedWhitespace}
-    for base in (cst.BaseParenthesizableWhitespace, cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp,
-                 cst.BaseUnaryOp, cst.BaseAugOp):
+    found: set[type] = {
+        cst.Comma,
+        cst.Dot,
+        cst.Colon,
+        cst.Semicolon,
+        cst.AssignEqual,
+        cst.LeftParen,
+        cst.RightParen,
+        cst.LeftSquareBracket,
+        cst.RightSquareBracket,
+        cst.LeftCurlyBrace,
+        cst.RightCurlyBrace,
+        cst.ImportStar,
+        cst.Asynchronous,
+        cst.TrailingWhitespace,
+        cst.EmptyLine,
+        cst.Newline,
+        cst.Comment,
+        cst.SimpleWhitespace,
+        cst.ParenthesizedWhitespace,
+    }
+    for base in (
+        cst.BaseParenthesizableWhitespace,
+        cst.BaseBinaryOp,
+        cst.BaseBooleanOp,
+        cst.BaseCompOp,
+        cst.BaseUnaryOp,
+        cst.BaseAugOp,
+    ):
         found |= _subclasses(base)
     return frozenset(found)
 
@@ -104,7 +135,7 @@ def _source_order(source: str, names: list[str]) -> list[str]:
     positions = {}
     for name in names:
         for quote in ('"', "'"):
-            at = source.find(f'{quote}{name}{quote}')
+            at = source.find(f"{quote}{name}{quote}")
             if at >= 0:
                 positions[name] = at
                 break
@@ -142,8 +173,10 @@ def _annotated_types(node_type: type) -> dict[str, frozenset[type] | None]:
             hints = typing.get_type_hints(node_type)
         except Exception:  # an annotation that does not resolve: every field may hold anything
             hints = {}
-    return {f.name: (_node_types_in(hints[f.name]) if f.name in hints else None)
-            for f in dataclasses.fields(node_type)}
+    return {
+        f.name: (_node_types_in(hints[f.name]) if f.name in hints else None)
+        for f in dataclasses.fields(node_type)
+    }
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,8 +202,11 @@ class _Plan:
             if node_type not in _NODE_TYPES:  # a node class made after import: learn it
                 _learn(node_type)
                 self.allowed = _NODE_TYPES.difference(self.skip)
-            found = tuple(name for name, types in _field_types(node_type).items()
-                          if types is None or not types <= self.skip)
+            found = tuple(
+                name
+                for name, types in _field_types(node_type).items()
+                if types is None or not types <= self.skip
+            )
             self.fields[node_type] = found
         return found
 
@@ -193,7 +229,9 @@ def _plan(skip: frozenset[type]) -> _Plan:
     return plan
 
 
-_ANY = object()  # stands for "any node type" in the reachability graph (a field whose annotation is unknown)
+_ANY = (
+    object()
+)  # stands for "any node type" in the reachability graph (a field whose annotation is unknown)
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,8 +22,11 @@ torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)).to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.95))  # XLA204
 for p in model.parameters():  # resume at optimizer step 320, as from a checkpoint
-    optimizer.state[p] = {"step": torch.tensor(320.0), "exp_avg": torch.zeros_like(p),
-                          "exp_avg_sq": torch.zeros_like(p)}
+    optimizer.state[p] = {
+        "step": torch.tensor(320.0),
+        "exp_avg": torch.zeros_like(p),
+        "exp_avg_sq": torch.zeros_like(p),
+    }
 x = torch.randn(8, 16).to(device)
 y = torch.randn(8, 1).to(device)
 

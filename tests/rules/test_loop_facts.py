@@ -8,7 +8,7 @@ from xla_lint.context import FileContext
 from xla_lint.rules.recompilation import LoopFacts
 from xla_lint.walk import iter_nodes
 
-SOURCE = '''\
+SOURCE = """\
 import torch_xla
 
 def train_step(model, x):
@@ -28,7 +28,7 @@ class Trainer:
             log(lambda: other.backward())
         while poll().backward():
             torch_xla.sync()
-'''
+"""
 
 
 def _loops(tree: cst.Module) -> dict[str, cst.CSTNode]:
@@ -69,8 +69,10 @@ def test_loop_own_and_full_steps():
 
 
 def test_assignments_in_a_loop_body():
-    tree = cst.parse_module("for x in data:\n    a = f(x)\n    b += a\n    c: int = 1\n    d: int\n"
-                            "    def g():\n        e = 2\nz = 3\n")
+    tree = cst.parse_module(
+        "for x in data:\n    a = f(x)\n    b += a\n    c: int = 1\n    d: int\n"
+        "    def g():\n        e = 2\nz = 3\n"
+    )
     facts = LoopFacts(FileContext(tree))
     (loop,) = _loops(tree).values()
     written = [tree.code_for_node(n).strip() for n in facts.assignments(loop)]

@@ -43,16 +43,20 @@ def test_host_read_after_a_torch_xla_compile_step_is_reported(tmp_path):
 
 
 def test_decorated_step_and_its_result_printed(tmp_path):
-    code = ("import torch_xla\n@torch_xla.compile()\ndef step(x):\n    return model(x).sum()\n"
-            "for x in loader:\n    loss = step(x)\n    print(loss, flush=True)\n"
-            "    print(x.shape, flush=True)\n")  # 8: the loader's own batch, not a device result
+    code = (
+        "import torch_xla\n@torch_xla.compile()\ndef step(x):\n    return model(x).sum()\n"
+        "for x in loader:\n    loss = step(x)\n    print(loss, flush=True)\n"
+        "    print(x.shape, flush=True)\n"
+    )  # 8: the loader's own batch, not a device result
     assert _found(tmp_path, {"train.py": code}, ["XLA201"]) == [("train.py", 7)]
 
 
 def test_a_torch_compile_d_function_is_not_a_torch_xla_step(tmp_path):
     # torch.compile may target inductor on CPU/GPU; only torch_xla.compile is known to run one XLA step.
-    code = ("import torch\nimport torch_xla\nf = torch.compile(g)\n"
-            "for x in loader:\n    y = f(x)\n    print(y.item(), flush=True)\n")
+    code = (
+        "import torch\nimport torch_xla\nf = torch.compile(g)\n"
+        "for x in loader:\n    y = f(x)\n    print(y.item(), flush=True)\n"
+    )
     assert _found(tmp_path, {"train.py": code}, ["XLA201"]) == []
 
 
@@ -87,17 +91,21 @@ def test_child_environments_are_checked_and_os_environ_is_reported_once(tmp_path
 
 
 def test_a_child_environment_is_known_per_function(tmp_path):
-    code = ("import os\nimport subprocess\nimport torch_xla\n"
-            "def a(cmd):\n    env = os.environ.copy()\n    subprocess.run(cmd, env=env)\n"
-            "def b():\n    env = {}\n    env['XLA_USE_BF16'] = '1'\n    return env\n")  # 9: a plain dict here
+    code = (
+        "import os\nimport subprocess\nimport torch_xla\n"
+        "def a(cmd):\n    env = os.environ.copy()\n    subprocess.run(cmd, env=env)\n"
+        "def b():\n    env = {}\n    env['XLA_USE_BF16'] = '1'\n    return env\n"
+    )  # 9: a plain dict here
     assert _found(tmp_path, {"run.py": code}, ["XLA304"]) == []
 
 
 # -- XLA013: torch_xla.distributed.xla_dist ---------------------------------------------------
 
-XLA_DIST = ("import torch_xla\ndef tpu_pod_launcher(args):\n"
-            "    from torch_xla.distributed import xla_dist\n"
-            "    xla_dist.resolve_and_execute(xla_dist.get_args_parser().parse_args(args))\n")
+XLA_DIST = (
+    "import torch_xla\ndef tpu_pod_launcher(args):\n"
+    "    from torch_xla.distributed import xla_dist\n"
+    "    xla_dist.resolve_and_execute(xla_dist.get_args_parser().parse_args(args))\n"
+)
 
 
 def test_xla_dist_is_removed_from_2_1_on(tmp_path):
@@ -111,8 +119,10 @@ def test_xla_dist_is_removed_from_2_1_on(tmp_path):
 
 # -- XLA303: off by default ------------------------------------------------------------------
 
-SPAWN = ("import torch_xla.distributed.xla_multiprocessing as xmp\n"
-         "def _mp_fn(i):\n    pass\nxmp.spawn(_mp_fn, args=())\n")
+SPAWN = (
+    "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+    "def _mp_fn(i):\n    pass\nxmp.spawn(_mp_fn, args=())\n"
+)
 
 
 def test_prefer_launch_is_off_by_default_and_can_be_selected(tmp_path):

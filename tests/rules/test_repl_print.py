@@ -64,4 +64,7 @@ def test_print_in_repl_examples_is_not_reported(tmp_path):
     write_tree(tmp_path, {"lib.py": MODULE, "docs/shapes.md": MARKDOWN, "docs/index.rst": RST})
     result, _, _ = lint_tree(tmp_path, select=["XLA004"], docs=True)
     assert sorted((d.path, d.line) for d in result.diagnostics) == [
-        ("docs/index.rst", 12), ("docs/shapes.md", 19), ("lib.py", 12)]
+        ("docs/index.rst", 12),
+        ("docs/shapes.md", 19),
+        ("lib.py", 12),
+    ]

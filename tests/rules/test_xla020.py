@@ -31,15 +31,20 @@ def test_condition_and_value_are_reported_with_their_own_reason(tmp_path):
 
 
 def test_a_project_function_or_method_called_use_spmd_is_not_torch_xla_s(tmp_path):
-    found = _found(tmp_path, {
-        "config.py": "def use_spmd():\n    return True\n",
-        "train.py": "import torch_xla\nfrom config import use_spmd\nimport config as cfg\n"
-                    "if use_spmd():\n    pass\nok = cfg.use_spmd()\nflag = args.use_spmd()\n",
-    })
+    found = _found(
+        tmp_path,
+        {
+            "config.py": "def use_spmd():\n    return True\n",
+            "train.py": "import torch_xla\nfrom config import use_spmd\nimport config as cfg\n"
+            "if use_spmd():\n    pass\nok = cfg.use_spmd()\nflag = args.use_spmd()\n",
+        },
+    )
     assert found == []
 
 
 def test_the_old_experimental_pjrt_spelling_resolves_too(tmp_path):
     # torch_xla.experimental.pjrt was the runtime module's name before 2.5 (apis.canonical maps it).
-    found = _found(tmp_path, {"train.py": "from torch_xla.experimental import pjrt\nassert pjrt.use_spmd()\n"})
+    found = _found(
+        tmp_path, {"train.py": "from torch_xla.experimental import pjrt\nassert pjrt.use_spmd()\n"}
+    )
     assert [(p, line) for p, line, _ in found] == [("train.py", 2)]

@@ -16,7 +16,10 @@ def _found(tmp_path, files):
 
 
 def test_a_training_loop_over_a_device_loader_runs_graphs(tmp_path):
-    found = _found(tmp_path, {"train.py": """\
+    found = _found(
+        tmp_path,
+        {
+            "train.py": """\
 import torch_xla
 import torch_xla.distributed.parallel_loader as pl
 import torch_xla.runtime as xr
@@ -29,14 +32,19 @@ for epoch in range(2):
         loss.backward()
         optimizer.step()
 xr.initialize_cache("/tmp/xla_cache")
-"""})
+"""
+        },
+    )
     assert [(p, line) for p, line, _ in found] == [("train.py", 12)]
     assert "a device loader, syncs every batch" in found[0][2]
 
 
 def test_a_forward_pass_that_nothing_reads_compiles_nothing(tmp_path):
     # Measured: an SPMD forward without a sync or a host read leaves the cache uninitialised.
-    found = _found(tmp_path, {"train.py": """\
+    found = _found(
+        tmp_path,
+        {
+            "train.py": """\
 import torch
 import torch_xla
 import torch_xla.runtime as xr
@@ -49,13 +57,18 @@ print(out.shape, model.weight.dtype)
 xr.initialize_cache("/tmp/xla_cache")
 print(out)
 xr.initialize_cache("/tmp/xla_cache")
-"""})
+"""
+        },
+    )
     assert [line for _, line, _ in found] == [12]
     assert "`print(out)` read a device computation on the host" in found[0][2]
 
 
 def test_a_compiled_step_and_a_step_in_a_branch_count(tmp_path):
-    found = _found(tmp_path, {"train.py": """\
+    found = _found(
+        tmp_path,
+        {
+            "train.py": """\
 import torch_xla
 import torch_xla.runtime as xr
 
@@ -65,12 +78,17 @@ def main(args):
     if args.warmup:
         step_fn(batch)
     xr.initialize_cache(args.cache_dir)
-"""})
+"""
+        },
+    )
     assert [line for _, line, _ in found] == [9]
 
 
 def test_set_up_in_a_class_after_moving_the_model_is_fine(tmp_path):
-    found = _found(tmp_path, {"trainer.py": """\
+    found = _found(
+        tmp_path,
+        {
+            "trainer.py": """\
 import torch_xla
 import torch_xla.runtime as xr
 
@@ -84,12 +102,17 @@ class Trainer:
         for batch in loader:
             self.model(batch).sum().backward()
             torch_xla.sync()
-"""})
+"""
+        },
+    )
     assert found == []
 
 
 def test_a_test_that_expects_the_error_and_a_guarded_set_up_are_not_reported(tmp_path):
-    found = _found(tmp_path, {"tests/test_cache.py": """\
+    found = _found(
+        tmp_path,
+        {
+            "tests/test_cache.py": """\
 import pytest
 import torch_xla
 import torch_xla.runtime as xr
@@ -103,12 +126,17 @@ def test_late(tmp_path):
     with pytest.raises(AssertionError):
         xr.initialize_cache(str(tmp_path))
     setup_cache(str(tmp_path))
-"""})
+"""
+        },
+    )
     assert found == []
 
 
 def test_a_function_that_runs_a_step_makes_a_later_set_up_call_late(tmp_path):
-    found = _found(tmp_path, {"train.py": """\
+    found = _found(
+        tmp_path,
+        {
+            "train.py": """\
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 
@@ -126,7 +154,8 @@ def main():
 
 if __name__ == "__main__":
     main()
-""", "score.py": """\
+""",
+            "score.py": """\
 import torch_xla.runtime as xr
 
 def score(model, batch):
@@ -135,7 +164,11 @@ def score(model, batch):
 def main():
     score(model, batch)
     xr.initialize_cache("/tmp/c")
-"""})
+""",
+        },
+    )
     assert [(p, line) for p, line, _ in found] == [("train.py", 14)]
-    assert ("`init_cache()`, which calls `xr.initialize_cache(\"/tmp/c\", readonly=True)`, after an XLA graph "
-            "already ran (`evaluate(model, batch)` ran a graph (`xm.mark_step()` ran a step))") in found[0][2]
+    assert (
+        '`init_cache()`, which calls `xr.initialize_cache("/tmp/c", readonly=True)`, after an XLA graph '
+        "already ran (`evaluate(model, batch)` ran a graph (`xm.mark_step()` ran a step))"
+    ) in found[0][2]

@@ -29,14 +29,18 @@ def _found(tmp_path, files):
 
 
 def test_images_and_labels_with_one_rank_4_spec_warn_about_the_labels(tmp_path):
-    code = HEAD + (
-        "images, labels = torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))\n"  # 11: tuple unpacking
-        "ds = TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,)).long())\n"
-        "loader = DataLoader(ds, batch_size=64, drop_last=True)\n"
-        "SPEC = xs.ShardingSpec(mesh, ('data', None, None, None))\n"
-        "def train():\n"
-        "    for x, y in pl.MpDeviceLoader(loader, torch_xla.device(), input_sharding=SPEC):\n"  # 16
-        "        pass\n")
+    code = (
+        HEAD
+        + (
+            "images, labels = torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,))\n"  # 11: tuple unpacking
+            "ds = TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,)).long())\n"
+            "loader = DataLoader(ds, batch_size=64, drop_last=True)\n"
+            "SPEC = xs.ShardingSpec(mesh, ('data', None, None, None))\n"
+            "def train():\n"
+            "    for x, y in pl.MpDeviceLoader(loader, torch_xla.device(), input_sharding=SPEC):\n"  # 16
+            "        pass\n"
+        )
+    )
     found = _found(tmp_path, {"train.py": code})
     assert [(p, line, sev) for p, line, sev, _ in found] == [("train.py", 16, Severity.WARNING)]
     message = found[0][3]
@@ -49,7 +53,8 @@ def test_index_error_spec_is_an_error_and_wins_over_the_rank_warning(tmp_path):
     code = HEAD + (
         "ds = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,)))\n"
         "dl = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), torch_xla.device(),\n"
-        "                       input_sharding=xs.ShardingSpec(mesh, ('data',)))\n")  # 13
+        "                       input_sharding=xs.ShardingSpec(mesh, ('data',)))\n"
+    )  # 13
     found = _found(tmp_path, {"train.py": code})
     assert [(line, sev) for _, line, sev, _ in found] == [(13, Severity.ERROR)]
     assert "IndexError: too many indices for tensor of dimension 1" in found[0][3]
@@ -60,7 +65,8 @@ def test_full_module_path_and_parallel_loader_positional_spec(tmp_path):
     code = HEAD + (
         "import torch_xla.distributed.spmd.xla_sharding as xsh\n"
         "spec = xsh.ShardingSpec(mesh, ('model',))\n"
-        "pl.ParallelLoader(loader, [dev], 0, 1, 16, 8, 1, spec)\n")  # 13
+        "pl.ParallelLoader(loader, [dev], 0, 1, 16, 8, 1, spec)\n"
+    )  # 13
     found = _found(tmp_path, {"train.py": code})
     assert [(line, sev) for _, line, sev, _ in found] == [(13, Severity.ERROR)]
 
@@ -87,20 +93,31 @@ def test_traps_are_not_reported(tmp_path):
         "other = xs.get_1d_mesh('data')\n"
         "e = pl.MpDeviceLoader(loader, torch_xla.device(), input_sharding=xs.ShardingSpec(other, ('data',)))\n"
         # a mesh axis name the mesh lacks: another error (ValueError), not this rule's
-        "f = pl.MpDeviceLoader(loader, torch_xla.device(), input_sharding=xs.ShardingSpec(mesh, ('batch',)))\n")
+        "f = pl.MpDeviceLoader(loader, torch_xla.device(), input_sharding=xs.ShardingSpec(mesh, ('batch',)))\n"
+    )
     found = _found(tmp_path, {"train.py": code, "data.py": "train_set = None\n"})
     assert found == []
 
 
 def test_not_an_spmd_program_and_the_non_spmd_branch_are_silent(tmp_path):
-    body = ("ds = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,)))\n"
-            "spec = xs.ShardingSpec(mesh, ('data', None, None, None))\n")
-    plain = HEAD.replace("xr.use_spmd()\n", "") + body + \
-        "dl = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), dev, input_sharding=spec)\n"
+    body = (
+        "ds = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,)))\n"
+        "spec = xs.ShardingSpec(mesh, ('data', None, None, None))\n"
+    )
+    plain = (
+        HEAD.replace("xr.use_spmd()\n", "")
+        + body
+        + "dl = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), dev, input_sharding=spec)\n"
+    )
     assert _found(tmp_path, {"train.py": plain}) == []
-    branch = HEAD.replace("xr.use_spmd()\n", "if args.spmd:\n    xr.use_spmd()\n") + body + (
-        "if not xr.is_spmd():\n"
-        "    dl = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), dev, input_sharding=spec)\n")
+    branch = (
+        HEAD.replace("xr.use_spmd()\n", "if args.spmd:\n    xr.use_spmd()\n")
+        + body
+        + (
+            "if not xr.is_spmd():\n"
+            "    dl = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), dev, input_sharding=spec)\n"
+        )
+    )
     assert _found(tmp_path, {"train.py": branch}) == []
 
 
@@ -120,24 +137,32 @@ def test_the_mirrored_torch_xla_logic():
     assert raises_index_error(("data",), ("data",), 1) is False
     assert raises_index_error((None,), names, 2) is False
     assert raises_index_error((), names, 2) is False
-    assert raises_index_error(("data",), names, 2, devices=1) is False  # one device: MAXIMAL, no tiles
-    assert raises_index_error(("data", "data"), names, 2) is None  # an axis twice: not this rule's case
+    assert (
+        raises_index_error(("data",), names, 2, devices=1) is False
+    )  # one device: MAXIMAL, no tiles
+    assert (
+        raises_index_error(("data", "data"), names, 2) is None
+    )  # an axis twice: not this rule's case
 
 
 def test_sample_generator_batches_are_read_as_they_are(tmp_path):
     # Shaped like pytorch/xla examples/data_parallel/train_resnet_spmd_data_parallel.py, with a known batch size.
-    code = HEAD + (
-        "import torch_xla.utils.utils as xu\n"
-        "BATCH = 64\n"
-        "train_loader = xu.SampleGenerator(\n"
-        "    data=(torch.zeros(BATCH, 3, 224, 224), torch.zeros(BATCH, dtype=torch.int64)),\n"
-        "    sample_count=100)\n"
-        "dl = pl.MpDeviceLoader(train_loader, torch_xla.device(),\n"
-        "                       input_sharding=xs.ShardingSpec(mesh, ('data', None, None, None)))\n"  # 17
-        "def unknown(bs):\n"  # a lone size argument of unknown kind: not judged
-        "    gen = xu.SampleGenerator(data=(torch.zeros(bs, 3, 8, 8), torch.zeros(bs)), sample_count=1)\n"
-        "    return pl.MpDeviceLoader(gen, torch_xla.device(),\n"
-        "                             input_sharding=xs.ShardingSpec(mesh, ('data', None, None, None)))\n")
+    code = (
+        HEAD
+        + (
+            "import torch_xla.utils.utils as xu\n"
+            "BATCH = 64\n"
+            "train_loader = xu.SampleGenerator(\n"
+            "    data=(torch.zeros(BATCH, 3, 224, 224), torch.zeros(BATCH, dtype=torch.int64)),\n"
+            "    sample_count=100)\n"
+            "dl = pl.MpDeviceLoader(train_loader, torch_xla.device(),\n"
+            "                       input_sharding=xs.ShardingSpec(mesh, ('data', None, None, None)))\n"  # 17
+            "def unknown(bs):\n"  # a lone size argument of unknown kind: not judged
+            "    gen = xu.SampleGenerator(data=(torch.zeros(bs, 3, 8, 8), torch.zeros(bs)), sample_count=1)\n"
+            "    return pl.MpDeviceLoader(gen, torch_xla.device(),\n"
+            "                             input_sharding=xs.ShardingSpec(mesh, ('data', None, None, None)))\n"
+        )
+    )
     found = _found(tmp_path, {"train.py": code})
     assert [(line, sev) for _, line, sev, _ in found] == [(17, Severity.WARNING)]
     assert "tensor 2 (rank 1)" in found[0][3]

@@ -27,17 +27,24 @@ def _found(tmp_path, files):
 
 
 def test_plain_loader_with_minibatch_is_an_error_that_says_on_more_than_one_host(tmp_path):
-    code = HEAD + (
-        "ds = TensorDataset(torch.randn(1024, 64))\n"
-        "loader = DataLoader(ds, batch_size=32, shuffle=True)\n"
-        "def train():\n"
-        "    for (x,) in pl.MpDeviceLoader(loader, torch_xla.device(), input_sharding=SPEC):\n"  # 13
-        "        pass\n")
+    code = (
+        HEAD
+        + (
+            "ds = TensorDataset(torch.randn(1024, 64))\n"
+            "loader = DataLoader(ds, batch_size=32, shuffle=True)\n"
+            "def train():\n"
+            "    for (x,) in pl.MpDeviceLoader(loader, torch_xla.device(), input_sharding=SPEC):\n"  # 13
+            "        pass\n"
+        )
+    )
     found = _found(tmp_path, {"train.py": code})
     assert [(p, line, sev) for p, line, sev, _ in found] == [("train.py", 13, Severity.ERROR)]
     message = found[0][3]
     assert "on more than one host" in message
-    assert "DistributedSampler(dataset, num_replicas=xr.process_count(), rank=xr.process_index())" in message
+    assert (
+        "DistributedSampler(dataset, num_replicas=xr.process_count(), rank=xr.process_index())"
+        in message
+    )
 
 
 def test_torchvision_and_local_iterable_datasets_are_read_whole(tmp_path):
@@ -49,7 +56,8 @@ def test_torchvision_and_local_iterable_datasets_are_read_whole(tmp_path):
         "        yield from range(10)\n"
         "cifar = torchvision.datasets.CIFAR10('/data', download=True)\n"
         "a = pl.MpDeviceLoader(DataLoader(cifar, batch_size=8), dev, input_sharding=SPEC)\n"  # 16
-        "b = pl.MpDeviceLoader(DataLoader(Stream(), batch_size=8), dev, input_sharding=SPEC)\n")  # 17
+        "b = pl.MpDeviceLoader(DataLoader(Stream(), batch_size=8), dev, input_sharding=SPEC)\n"
+    )  # 17
     assert [line for _, line, _, _ in _found(tmp_path, {"train.py": code})] == [16, 17]
 
 
@@ -76,11 +84,14 @@ def test_samplers_batch_samplers_and_unknown_loaders_are_not_judged(tmp_path):
         "def c(loader):\n    return pl.MpDeviceLoader(loader, dev, input_sharding=SPEC)\n"
         "d = pl.MpDeviceLoader(DataLoader(some_dataset, batch_size=8), dev, input_sharding=SPEC)\n"
         "e = pl.MpDeviceLoader(DataLoader(ds, batch_size=8, sampler=SequentialSampler(ds)), dev,\n"
-        "                      input_sharding=SPEC)\n")  # 18: a plain sampler does not split
+        "                      input_sharding=SPEC)\n"
+    )  # 18: a plain sampler does not split
     assert [line for _, line, _, _ in _found(tmp_path, {"train.py": code})] == [18]
 
 
 def test_not_an_spmd_program_is_silent(tmp_path):
-    code = HEAD.replace("xr.use_spmd()\n", "") + \
-        "dl = pl.MpDeviceLoader(DataLoader(TensorDataset(x), batch_size=8), dev, input_sharding=SPEC)\n"
+    code = (
+        HEAD.replace("xr.use_spmd()\n", "")
+        + "dl = pl.MpDeviceLoader(DataLoader(TensorDataset(x), batch_size=8), dev, input_sharding=SPEC)\n"
+    )
     assert _found(tmp_path, {"train.py": code}) == []

@@ -90,30 +90,78 @@ def _run(scenarios: dict) -> dict:
     full_env = {**os.environ, "PJRT_DEVICE": "CPU"}
     for var in ("CPU_NUM_DEVICES", "XLA_FLAGS", "XLA_USE_SPMD", "XLA_NO_SPECIAL_SCALARS"):
         full_env.pop(var, None)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(BETA2), json.dumps(scenarios)], capture_output=True,
-                          text=True, timeout=300, env=full_env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(BETA2), json.dumps(scenarios)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-F32, BF16, F64 = recompile_step(BETA2), recompile_step(BETA2, "bfloat16"), recompile_step(BETA2, "float64")
+F32, BF16, F64 = (
+    recompile_step(BETA2),
+    recompile_step(BETA2, "bfloat16"),
+    recompile_step(BETA2, "float64"),
+)
 
 
 @pytest.fixture(scope="module")
 def measured() -> dict:
-    return _run({
-        "Adam": {"kind": "Adam", "width": 4, "start": F32 - 6, "steps": 12},
-        "AdamW": {"kind": "AdamW", "width": 5, "start": F32 - 6, "steps": 12},
-        # syncfree.AdamW.step() without found_inf is torch.optim.AdamW.step (torch_xla/amp/syncfree/adamw.py)
-        "syncfree.AdamW": {"kind": "syncfree.AdamW", "width": 6, "start": F32 - 6, "steps": 12},
-        "foreach": {"kind": "AdamW", "width": 7, "start": F64 - 6, "steps": 12, "foreach": True},
-        "bfloat16": {"kind": "AdamW", "width": 8, "start": BF16 - 6, "steps": 12, "dtype": "bfloat16"},
-        "float64": {"kind": "Adam", "width": 9, "start": F64 - 6, "steps": 12, "dtype": "float64"},
-        # The step count lives on the device: started at 0 and run past the float32 step.
-        "capturable": {"kind": "AdamW", "width": 10, "start": None, "steps": F32 + 3, "capturable": True},
-        "found_inf": {"kind": "syncfree.AdamW", "width": 11, "start": None, "steps": F32 + 3, "found_inf": True},
-        "no_special_scalars": {"kind": "Adam", "width": 12, "start": F32 - 6, "steps": 12, "special_scalars": False},
-    })
+    return _run(
+        {
+            "Adam": {"kind": "Adam", "width": 4, "start": F32 - 6, "steps": 12},
+            "AdamW": {"kind": "AdamW", "width": 5, "start": F32 - 6, "steps": 12},
+            # syncfree.AdamW.step() without found_inf is torch.optim.AdamW.step (torch_xla/amp/syncfree/adamw.py)
+            "syncfree.AdamW": {"kind": "syncfree.AdamW", "width": 6, "start": F32 - 6, "steps": 12},
+            "foreach": {
+                "kind": "AdamW",
+                "width": 7,
+                "start": F64 - 6,
+                "steps": 12,
+                "foreach": True,
+            },
+            "bfloat16": {
+                "kind": "AdamW",
+                "width": 8,
+                "start": BF16 - 6,
+                "steps": 12,
+                "dtype": "bfloat16",
+            },
+            "float64": {
+                "kind": "Adam",
+                "width": 9,
+                "start": F64 - 6,
+                "steps": 12,
+                "dtype": "float64",
+            },
+            # The step count lives on the device: started at 0 and run past the float32 step.
+            "capturable": {
+                "kind": "AdamW",
+                "width": 10,
+                "start": None,
+                "steps": F32 + 3,
+                "capturable": True,
+            },
+            "found_inf": {
+                "kind": "syncfree.AdamW",
+                "width": 11,
+                "start": None,
+                "steps": F32 + 3,
+                "found_inf": True,
+            },
+            "no_special_scalars": {
+                "kind": "Adam",
+                "width": 12,
+                "start": F32 - 6,
+                "steps": 12,
+                "special_scalars": False,
+            },
+        }
+    )
 
 
 def test_the_predicted_steps_are_the_ones_the_issue_reports():
@@ -146,8 +194,15 @@ def test_turning_special_scalars_off_alone_does_not_remove_it(measured):
 
 
 def test_the_rule_names_the_measured_step(tmp_path, measured):
-    write_tree(tmp_path, {"train.py": "import torch\nimport torch_xla\n"
-                                      f"opt = torch.optim.AdamW(model.parameters(), betas=(0.9, {BETA2}))\n"})
+    write_tree(
+        tmp_path,
+        {
+            "train.py": "import torch\nimport torch_xla\n"
+            f"opt = torch.optim.AdamW(model.parameters(), betas=(0.9, {BETA2}))\n"
+        },
+    )
     result, _, _ = lint_tree(tmp_path, select=["XLA204"], preview=True)
     [d] = result.diagnostics
-    assert f"at optimizer step {measured['AdamW'][0]} (beta2={BETA2}, float32 parameters)" in d.message
+    assert (
+        f"at optimizer step {measured['AdamW'][0]} (beta2={BETA2}, float32 parameters)" in d.message
+    )

@@ -48,22 +48,45 @@ except AssertionError as exc:
 
 SNIPPETS = {
     # name -> (source, initialize_cache raises)
-    "first": (PRELUDE + "xr.initialize_cache(sys.argv[1], readonly=False)\n"
-              "t = torch.arange(4.0).to(dev) * 2 + 1\ntorch_xla.sync()\nprint(t.cpu().tolist(), file=sys.stderr)\n"
-              + REPORT, False),
-    "after_sync": (PRELUDE + "t = torch.zeros(2).to(dev) + 1\ntorch_xla.sync()\n" + CATCH + REPORT, True),
-    "after_item": (PRELUDE + "loss = (torch.ones(3).to(dev) * 2).sum()\nprint(loss.item(), file=sys.stderr)\n"
-                   + CATCH + REPORT, True),
-    "after_transfer": (PRELUDE + "t = torch.zeros(2).to(dev)\nprint(t.cpu(), file=sys.stderr)\n" + CATCH + REPORT,
-                       False),
+    "first": (
+        PRELUDE + "xr.initialize_cache(sys.argv[1], readonly=False)\n"
+        "t = torch.arange(4.0).to(dev) * 2 + 1\ntorch_xla.sync()\nprint(t.cpu().tolist(), file=sys.stderr)\n"
+        + REPORT,
+        False,
+    ),
+    "after_sync": (
+        PRELUDE + "t = torch.zeros(2).to(dev) + 1\ntorch_xla.sync()\n" + CATCH + REPORT,
+        True,
+    ),
+    "after_item": (
+        PRELUDE
+        + "loss = (torch.ones(3).to(dev) * 2).sum()\nprint(loss.item(), file=sys.stderr)\n"
+        + CATCH
+        + REPORT,
+        True,
+    ),
+    "after_transfer": (
+        PRELUDE + "t = torch.zeros(2).to(dev)\nprint(t.cpu(), file=sys.stderr)\n" + CATCH + REPORT,
+        False,
+    ),
 }
 
 
 def _run(path: Path, cache: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "PJRT_", "CPU_NUM", "TPU_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("XLA_", "PJRT_", "CPU_NUM", "TPU_"))
+    }
     env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
-    proc = subprocess.run([sys.executable, str(path), str(cache)], capture_output=True, text=True, timeout=180,
-                          env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, str(path), str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return {"out": json.loads(proc.stdout.strip().splitlines()[-1]), "stderr": proc.stderr}
 
@@ -101,7 +124,9 @@ def test_initialize_cache_raises_exactly_where_xla021_reports(runs, tmp_path, na
     lines = [d.line for d in found.diagnostics if d.code == "XLA021"]
     assert bool(lines) is raises, (name, [d.message for d in found.diagnostics])
     if raises:
-        assert lines == [source.splitlines().index("    xr.initialize_cache(sys.argv[1], readonly=False)") + 1]
+        assert lines == [
+            source.splitlines().index("    xr.initialize_cache(sys.argv[1], readonly=False)") + 1
+        ]
 
 
 def test_cpu_writes_the_cache_but_cannot_load_it(runs):

@@ -17,7 +17,7 @@ pytest.importorskip("torch_xla")
 
 pytestmark = pytest.mark.runtime
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, shutil, sys, tempfile, warnings
 warnings.simplefilter("ignore")
 import numpy as np
@@ -73,7 +73,7 @@ except Exception as e:
     out["manager"] = [type(e).__name__, str(e)]
 shutil.rmtree(root, ignore_errors=True)
 print("RESULT " + json.dumps(out))
-'''
+"""
 
 
 @pytest.fixture(scope="module")

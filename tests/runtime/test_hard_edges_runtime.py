@@ -23,7 +23,22 @@ pytest.importorskip("torch_xla")
 
 pytestmark = pytest.mark.runtime
 
-SMALL = ["--dim", "32", "--layers", "1", "--heads", "4", "--vocab", "128", "--seq-len", "16", "--cpu-devices", "4", "--steps", "3"]
+SMALL = [
+    "--dim",
+    "32",
+    "--layers",
+    "1",
+    "--heads",
+    "4",
+    "--vocab",
+    "128",
+    "--seq-len",
+    "16",
+    "--cpu-devices",
+    "4",
+    "--steps",
+    "3",
+]
 RUN_TIMEOUT = 600  # a hung checker fails the test instead of hanging the suite
 #: seconds from the death to the end of the run that still count as "at once" on a loaded
 #: 2-core machine: the launcher polls every 0.1 s and gives a stopped host 5 s to exit
@@ -33,7 +48,15 @@ NOISE = ("Traceback", "DistNetworkError", "frame #", "c10::Error", "Broken pipe"
 
 def clean_env() -> dict:
     env = dict(os.environ)
-    for var in ("PJRT_DEVICE", "CPU_NUM_DEVICES", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "XLA_FLAGS"):
+    for var in (
+        "PJRT_DEVICE",
+        "CPU_NUM_DEVICES",
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "XLA_FLAGS",
+    ):
         env.pop(var, None)
     env["GLOO_SOCKET_IFNAME"] = "lo"
     return env
@@ -45,10 +68,22 @@ def checker(*args: str) -> list[str]:
 
 def run_simulated(args: list[str], json_path: Path) -> dict:
     t0 = time.monotonic()
-    proc = subprocess.run(checker(*args, "--json", str(json_path)), capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT, env=clean_env(), stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        checker(*args, "--json", str(json_path)),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+    )
     report = json.loads(json_path.read_text()) if json_path.exists() else None
-    return {"code": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "wall": time.monotonic() - t0, "report": report}
+    return {
+        "code": proc.returncode,
+        "stdout": proc.stdout,
+        "stderr": proc.stderr,
+        "wall": time.monotonic() - t0,
+        "report": report,
+    }
 
 
 def free_port() -> int:
@@ -62,14 +97,35 @@ def run_coordinated(per_host: list[list[str]]) -> list[dict]:
     port = free_port()
     t0 = time.monotonic()
     procs = [
-        subprocess.Popen(checker("--coordinator", f"127.0.0.1:{port}", "--num-hosts", str(len(per_host)), "--host-index", str(i), *args),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), stdin=subprocess.DEVNULL)
+        subprocess.Popen(
+            checker(
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--num-hosts",
+                str(len(per_host)),
+                "--host-index",
+                str(i),
+                *args,
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+            stdin=subprocess.DEVNULL,
+        )
         for i, args in enumerate(per_host)
     ]
     out = []
     for proc in procs:
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
-        out.append({"code": proc.returncode, "stdout": stdout, "stderr": stderr, "wall": time.monotonic() - t0})
+        out.append(
+            {
+                "code": proc.returncode,
+                "stdout": stdout,
+                "stderr": stderr,
+                "wall": time.monotonic() - t0,
+            }
+        )
     return out
 
 
@@ -79,11 +135,28 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     pool = ThreadPoolExecutor(max_workers=2)
     futures = {
         # --checkpoint-dir does not exist: the launcher creates it and removes it at the end
-        "kill_host_1": pool.submit(run_simulated, ["--simulate-hosts", "2", *SMALL, "--inject", "sigkill:1@2",
-                                                   "--checkpoint-dir", str(base / "made" / "ckpt")], base / "kill1.json"),
-        "kill_host_0": pool.submit(run_simulated, ["--simulate-hosts", "2", *SMALL, "--inject", "sigkill:0@2"], base / "kill0.json"),
+        "kill_host_1": pool.submit(
+            run_simulated,
+            [
+                "--simulate-hosts",
+                "2",
+                *SMALL,
+                "--inject",
+                "sigkill:1@2",
+                "--checkpoint-dir",
+                str(base / "made" / "ckpt"),
+            ],
+            base / "kill1.json",
+        ),
+        "kill_host_0": pool.submit(
+            run_simulated,
+            ["--simulate-hosts", "2", *SMALL, "--inject", "sigkill:0@2"],
+            base / "kill0.json",
+        ),
         "different_options": pool.submit(run_coordinated, [[*SMALL], [*SMALL, "--steps", "4"]]),
-        "coordinator_killed": pool.submit(run_coordinated, [[*SMALL, "--inject", "sigkill:0@2"]] * 2),
+        "coordinator_killed": pool.submit(
+            run_coordinated, [[*SMALL, "--inject", "sigkill:0@2"]] * 2
+        ),
     }
 
     class Runs:
@@ -151,8 +224,15 @@ def test_when_host_0_dies_another_host_reports_instead_of_training_on(runs):
 
 
 def usage_error(args: list[str], cwd: Path | None = None) -> str:
-    proc = subprocess.run(checker(*args), capture_output=True, text=True, timeout=180, env=clean_env(), cwd=cwd,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        checker(*args),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=clean_env(),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
     assert proc.stdout == ""  # no report: nothing ran
     assert "Traceback" not in proc.stderr
@@ -163,14 +243,29 @@ def usage_error(args: list[str], cwd: Path | None = None) -> str:
 
 def test_bad_options_fail_before_any_device_work(tmp_path):
     """Each of these used to train first and then fail a check (or raise in job.py)."""
-    assert "--mesh-shape 16 covers 16 devices, but there are 8 CPU devices" in usage_error(["--mesh-shape", "16"])
+    assert "--mesh-shape 16 covers 16 devices, but there are 8 CPU devices" in usage_error(
+        ["--mesh-shape", "16"]
+    )
     assert "--mesh-shape 4,2 covers 8 devices, but there are 4 CPU devices per host" in usage_error(
-        ["--simulate-hosts", "2", "--cpu-devices", "4", "--mesh", "fsdp,tensor", "--mesh-shape", "4,2"])
+        [
+            "--simulate-hosts",
+            "2",
+            "--cpu-devices",
+            "4",
+            "--mesh",
+            "fsdp,tensor",
+            "--mesh-shape",
+            "4,2",
+        ]
+    )
     (tmp_path / "a_file").write_text("x")
-    assert "--checkpoint-dir" in usage_error(["--simulate-hosts", "2", "--checkpoint-dir", str(tmp_path / "a_file")])
+    assert "--checkpoint-dir" in usage_error(
+        ["--simulate-hosts", "2", "--checkpoint-dir", str(tmp_path / "a_file")]
+    )
     (tmp_path / "builders.py").write_text("def build():\n    raise ValueError('no weights here')\n")
     assert "--model builders:build: build() raised ValueError: no weights here" in usage_error(
-        ["--model", "builders:build", "--input-shape", "8"], cwd=tmp_path)
+        ["--model", "builders:build", "--input-shape", "8"], cwd=tmp_path
+    )
 
 
 def test_a_coordinator_port_in_use_is_a_usage_error():
@@ -179,19 +274,40 @@ def test_a_coordinator_port_in_use_is_a_usage_error():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        line = usage_error(["--coordinator", f"127.0.0.1:{port}", "--num-hosts", "2", "--host-index", "0", "--timeout", "20"])
+        line = usage_error(
+            [
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--num-hosts",
+                "2",
+                "--host-index",
+                "0",
+                "--timeout",
+                "20",
+            ]
+        )
     assert f"port {port} is already in use" in line and "XLA006" not in line
 
 
 def test_a_mesh_that_does_not_fit_devices_known_only_at_run_time_is_still_a_usage_error():
     """On TPU the device count is known only once PJRT runs; the job checks the mesh right
     then. Stand-in on CPU: skip the up-front check, as if the count had been unknown."""
-    code = ("import sys, xla_lint.runtime.preflight as p; p.check_mesh = lambda *a: None; "
-            "from xla_lint.runtime.cli import main; sys.exit(main(['--mesh-shape', '16', '--cpu-devices', '4']))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=clean_env(),
-                          stdin=subprocess.DEVNULL)
+    code = (
+        "import sys, xla_lint.runtime.preflight as p; p.check_mesh = lambda *a: None; "
+        "from xla_lint.runtime.cli import main; sys.exit(main(['--mesh-shape', '16', '--cpu-devices', '4']))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
-    assert proc.stderr.strip().splitlines()[-1] == ("Error: --mesh-shape 16 covers 16 devices, but there are 4 global devices "
-                                                    "(xr.global_runtime_device_count()); the sizes must multiply to 4, e.g. "
-                                                    "--mesh fsdp --mesh-shape 4")
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "Error: --mesh-shape 16 covers 16 devices, but there are 4 global devices "
+        "(xr.global_runtime_device_count()); the sizes must multiply to 4, e.g. "
+        "--mesh fsdp --mesh-shape 4"
+    )
     assert "Traceback" not in proc.stderr and "job.py" not in proc.stderr

@@ -52,8 +52,13 @@ def test_default_warmup_adapts_to_short_runs_and_only_an_explicit_conflict_is_re
     """--steps 1 was refused because of the default --warmup-steps 2 the user never set."""
     assert [RuntimeOptions(steps=s).warmup for s in (1, 2, 3, 10)] == [1, 2, 2, 2]
     assert RuntimeOptions(steps=1).to_json()["warmup_steps"] == 1
-    assert "--warmup-steps" not in RuntimeOptions(steps=1).to_argv()  # each host computes the default itself
-    assert refused(steps=3, warmup_steps=3) == "--warmup-steps 3 must be in 0..2 (below --steps 3; the default is min(2, --steps))"
+    assert (
+        "--warmup-steps" not in RuntimeOptions(steps=1).to_argv()
+    )  # each host computes the default itself
+    assert (
+        refused(steps=3, warmup_steps=3)
+        == "--warmup-steps 3 must be in 0..2 (below --steps 3; the default is min(2, --steps))"
+    )
 
 
 def test_negative_steps_are_refused_by_themselves():
@@ -61,19 +66,43 @@ def test_negative_steps_are_refused_by_themselves():
     assert refused(steps=-1) == "--steps must be at least 1, got -1"
 
 
-@pytest.mark.parametrize("kwargs,fragment", [
-    ({"inject": (Injection.parse("shape-change-at:1"),)}, "must name a step after the warm-up, in 3..10"),
-    ({"inject": (Injection.parse("shape-change-at:2"),)}, "steps 1..2 may compile"),
-    ({"steps": 2, "inject": (Injection.parse("shape-change-at:2"),)}, "every one of the 2 steps is a warm-up step"),
-    ({"inject": (Injection.parse("diverge-seeds"),), "simulate_hosts": 1}, "needs at least 2 hosts"),
-    ({"inject": (Injection.parse("diverge-seeds"),), "num_hosts": 1}, "needs at least 2 hosts"),
-    ({"inject": (Injection.parse("sigkill:1@3"),)}, "needs at least 2 hosts"),
-    ({"inject": (Injection.parse("sigkill:2@3"),), "simulate_hosts": 2}, "host 2 is not in 0..1"),
-    ({"inject": (Injection.parse("sigkill:1@11"),), "simulate_hosts": 2}, "must name a step in 1..10"),
-    ({"inject": (Injection.parse("sigkill:1@3"), Injection.parse("missing-host:1")), "simulate_hosts": 2}, "never started"),
-    ({"coordinator": "127.0.0.1:99999"}, "the port must be in 1..65535"),
-    ({"coordinator": "127.0.0.1:0"}, "the port must be in 1..65535"),
-])
+@pytest.mark.parametrize(
+    "kwargs,fragment",
+    [
+        (
+            {"inject": (Injection.parse("shape-change-at:1"),)},
+            "must name a step after the warm-up, in 3..10",
+        ),
+        ({"inject": (Injection.parse("shape-change-at:2"),)}, "steps 1..2 may compile"),
+        (
+            {"steps": 2, "inject": (Injection.parse("shape-change-at:2"),)},
+            "every one of the 2 steps is a warm-up step",
+        ),
+        (
+            {"inject": (Injection.parse("diverge-seeds"),), "simulate_hosts": 1},
+            "needs at least 2 hosts",
+        ),
+        ({"inject": (Injection.parse("diverge-seeds"),), "num_hosts": 1}, "needs at least 2 hosts"),
+        ({"inject": (Injection.parse("sigkill:1@3"),)}, "needs at least 2 hosts"),
+        (
+            {"inject": (Injection.parse("sigkill:2@3"),), "simulate_hosts": 2},
+            "host 2 is not in 0..1",
+        ),
+        (
+            {"inject": (Injection.parse("sigkill:1@11"),), "simulate_hosts": 2},
+            "must name a step in 1..10",
+        ),
+        (
+            {
+                "inject": (Injection.parse("sigkill:1@3"), Injection.parse("missing-host:1")),
+                "simulate_hosts": 2,
+            },
+            "never started",
+        ),
+        ({"coordinator": "127.0.0.1:99999"}, "the port must be in 1..65535"),
+        ({"coordinator": "127.0.0.1:0"}, "the port must be in 1..65535"),
+    ],
+)
 def test_injections_and_hosts_that_would_do_nothing_are_refused(kwargs, fragment):
     """diverge-seeds on one host and shape-change-at inside the warm-up exited 0 silently;
     --coordinator 127.0.0.1:99999 failed in pybind's "incompatible constructor arguments"."""
@@ -82,8 +111,15 @@ def test_injections_and_hosts_that_would_do_nothing_are_refused(kwargs, fragment
 
 def test_injections_that_do_something_are_accepted():
     RuntimeOptions(inject=(Injection.parse("shape-change-at:3"),))
-    RuntimeOptions(simulate_hosts=2, inject=(Injection.parse("diverge-seeds"), Injection.parse("sigkill:0@10")))
-    RuntimeOptions(num_hosts=2, host_index=1, coordinator="10.0.0.2:65535", inject=(Injection.parse("sigkill:1@1"),))
+    RuntimeOptions(
+        simulate_hosts=2, inject=(Injection.parse("diverge-seeds"), Injection.parse("sigkill:0@10"))
+    )
+    RuntimeOptions(
+        num_hosts=2,
+        host_index=1,
+        coordinator="10.0.0.2:65535",
+        inject=(Injection.parse("sigkill:1@1"),),
+    )
 
 
 def test_sigkill_injection_parses_host_at_step():
@@ -94,13 +130,19 @@ def test_sigkill_injection_parses_host_at_step():
             Injection.parse(bad)
 
 
-@pytest.mark.parametrize("argv,option", [
-    (["--steps", "-1"], "'--steps': -1 is not in the range x>=1"),
-    (["--cpu-devices", "0"], "'--cpu-devices': 0 is not in the range x>=1"),
-    (["--timeout", "0"], "'--timeout': 0.0 is not in the range x>0"),
-    (["--coordinator", "127.0.0.1:99999"], "--coordinator 127.0.0.1:99999: the port must be in 1..65535"),
-    (["--inject", "sigkill:1"], "sigkill needs a host index and a step"),
-])
+@pytest.mark.parametrize(
+    "argv,option",
+    [
+        (["--steps", "-1"], "'--steps': -1 is not in the range x>=1"),
+        (["--cpu-devices", "0"], "'--cpu-devices': 0 is not in the range x>=1"),
+        (["--timeout", "0"], "'--timeout': 0.0 is not in the range x>0"),
+        (
+            ["--coordinator", "127.0.0.1:99999"],
+            "--coordinator 127.0.0.1:99999: the port must be in 1..65535",
+        ),
+        (["--inject", "sigkill:1"], "sigkill needs a host index and a step"),
+    ],
+)
 def test_bad_values_are_one_line_usage_errors(argv, option, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -117,13 +159,21 @@ def test_usage_errors_name_the_calling_command(capsys):
 # --- item 2: options checked before device work ------------------------------------------------
 
 
-@pytest.mark.parametrize("axes,shape,devices,bad", [
-    (("fsdp", "tensor"), (3, 3), 8, "--mesh-shape 3,3 covers 9 devices, but there are 8 CPU devices (--cpu-devices)"),
-    (("fsdp",), (4,), 8, "--mesh-shape 4 covers 4 devices"),
-    (("fsdp",), (16,), 8, "--mesh-shape 16 covers 16 devices"),
-    (("fsdp", "tensor"), (4, 2), 8, None),
-    (("fsdp",), None, 8, None),
-])
+@pytest.mark.parametrize(
+    "axes,shape,devices,bad",
+    [
+        (
+            ("fsdp", "tensor"),
+            (3, 3),
+            8,
+            "--mesh-shape 3,3 covers 9 devices, but there are 8 CPU devices (--cpu-devices)",
+        ),
+        (("fsdp",), (4,), 8, "--mesh-shape 4 covers 4 devices"),
+        (("fsdp",), (16,), 8, "--mesh-shape 16 covers 16 devices"),
+        (("fsdp", "tensor"), (4, 2), 8, None),
+        (("fsdp",), None, 8, None),
+    ],
+)
 def test_mesh_shape_must_hold_the_devices(axes, shape, devices, bad):
     """These ran a job that raised in our own job.py, with an XLA001 hint."""
     opts = RuntimeOptions(mesh_axes=axes, mesh_shape=shape)
@@ -140,8 +190,12 @@ def test_mesh_shape_must_hold_the_devices(axes, shape, devices, bad):
 
 def test_dcn_mesh_shape_must_divide_or_hold_the_devices():
     assert mesh_device_problem(RuntimeOptions(dcn_mesh_shape=(2,)), 8, "devices") is None
-    assert "do not divide the 8 devices" in mesh_device_problem(RuntimeOptions(dcn_mesh_shape=(3,)), 8, "devices")
-    assert "covers 16 devices" in mesh_device_problem(RuntimeOptions(mesh_shape=(8,), dcn_mesh_shape=(2,)), 8, "devices")
+    assert "do not divide the 8 devices" in mesh_device_problem(
+        RuntimeOptions(dcn_mesh_shape=(3,)), 8, "devices"
+    )
+    assert "covers 16 devices" in mesh_device_problem(
+        RuntimeOptions(mesh_shape=(8,), dcn_mesh_shape=(2,)), 8, "devices"
+    )
 
 
 def test_checkpoint_dir_is_created_and_the_created_folders_removed(tmp_path):
@@ -163,7 +217,9 @@ def test_checkpoint_dir_that_is_a_file_or_unwritable_is_refused(tmp_path):
         check_checkpoint_dir(str(afile))
     with pytest.raises(OptionsError, match="is a file, so the folder cannot be created"):
         check_checkpoint_dir(str(afile / "sub"))
-    if os.geteuid() == 0:  # root writes anywhere a mode allows nothing: use a file system that refuses
+    if (
+        os.geteuid() == 0
+    ):  # root writes anywhere a mode allows nothing: use a file system that refuses
         if not os.path.isdir("/sys/kernel"):
             pytest.skip("no /sys to stand for an unwritable place")
         unwritable = "/sys/kernel/xla-lint-ckpt/sub"
@@ -173,7 +229,9 @@ def test_checkpoint_dir_that_is_a_file_or_unwritable_is_refused(tmp_path):
         unwritable = str(locked / "sub")
     with pytest.raises(OptionsError, match="is not a writable folder"):
         check_checkpoint_dir(unwritable)
-    assert not os.path.exists(os.path.dirname(unwritable)) or os.path.dirname(unwritable).endswith("locked")
+    assert not os.path.exists(os.path.dirname(unwritable)) or os.path.dirname(unwritable).endswith(
+        "locked"
+    )
 
 
 @pytest.fixture
@@ -194,13 +252,16 @@ def user_modules(tmp_path, monkeypatch):
         sys.path.remove(str(tmp_path))
 
 
-@pytest.mark.parametrize("fn,message", [
-    (None, "--model nosuchmod_hard_edges:build: no module named 'nosuchmod_hard_edges'"),
-    ("nosuch", "{mod}.nosuch does not exist"),
-    ("value", "{mod}.value is not callable"),
-    ("raises", "raises() raised ValueError: bad width"),
-    ("not_a_module", "not_a_module() returned dict, not a torch.nn.Module"),
-])
+@pytest.mark.parametrize(
+    "fn,message",
+    [
+        (None, "--model nosuchmod_hard_edges:build: no module named 'nosuchmod_hard_edges'"),
+        ("nosuch", "{mod}.nosuch does not exist"),
+        ("value", "{mod}.value is not callable"),
+        ("raises", "raises() raised ValueError: bad width"),
+        ("not_a_module", "not_a_module() returned dict, not a torch.nn.Module"),
+    ],
+)
 def test_model_builder_problems_are_usage_errors(user_modules, fn, message):
     """They failed after training as "FAIL sharding ... [XLA009, XLA002]: FSDPv2 needs a global mesh"."""
     from xla_lint.runtime.model import load_user_model
@@ -223,12 +284,22 @@ def test_model_builder_is_called_once_seeded(user_modules):
 # --- hints name a rule only when its pitfall is the cause --------------------------------------
 
 
-@pytest.mark.parametrize("stage,check", [("mesh", "mesh"), ("model", "sharding"), ("checkpoint", "checkpoint"), ("train", "training")])
+@pytest.mark.parametrize(
+    "stage,check",
+    [("mesh", "mesh"), ("model", "sharding"), ("checkpoint", "checkpoint"), ("train", "training")],
+)
 def test_stage_errors_name_no_rule(stage, check):
     """A PermissionError in the checkpoint stage was blamed on XLA003 (torch.save), a mesh
     error on XLA001/XLA011, a model error on XLA009/XLA002."""
     rec = make_record()
-    rec["errors"] = [{"stage": stage, "host": 0, "error": "PermissionError: /ckpt", "traceback": "Traceback\n  line\nPermissionError: /ckpt"}]
+    rec["errors"] = [
+        {
+            "stage": stage,
+            "host": 0,
+            "error": "PermissionError: /ckpt",
+            "traceback": "Traceback\n  line\nPermissionError: /ckpt",
+        }
+    ]
     result = {r.name: r for r in run_all(context([rec]))}[check]
     assert result.status == "FAIL" and result.rules == []
     assert "XLA0" not in result.explanation
@@ -238,67 +309,145 @@ def test_a_crash_in_a_step_is_a_training_failure_and_says_where_the_traceback_is
     """crash-at:3 was filed under convergence, and "the traceback is in the JSON report
     (errors)" was printed though no --json was given."""
     rec = make_record()
-    rec["errors"] = [{"stage": "train", "host": 0, "step": 3, "error": "RuntimeError: boom", "traceback": "Traceback\nRuntimeError: boom"}]
+    rec["errors"] = [
+        {
+            "stage": "train",
+            "host": 0,
+            "step": 3,
+            "error": "RuntimeError: boom",
+            "traceback": "Traceback\nRuntimeError: boom",
+        }
+    ]
     results = {r.name: r for r in run_all(context([rec]))}
     assert results["training"].status == "FAIL" and results["convergence"].status == "SKIP"
-    assert results["training"].summary == "host 0 raised in step 3 (train stage): RuntimeError: boom"
+    assert (
+        results["training"].summary == "host 0 raised in step 3 (train stage): RuntimeError: boom"
+    )
     assert "rerun with --json PATH" in results["training"].explanation
     assert "is in the JSON report" not in results["training"].explanation
-    with_json = CheckContext({**RuntimeOptions(steps=6).to_json(), "json_path": "out.json"}, [rec], {"ok": True, "expected": 1, "joined": [0]})
+    with_json = CheckContext(
+        {**RuntimeOptions(steps=6).to_json(), "json_path": "out.json"},
+        [rec],
+        {"ok": True, "expected": 1, "joined": [0]},
+    )
     training = {r.name: r for r in run_all(with_json)}["training"]
     assert 'the full traceback is in the JSON report (out.json, "errors")' in training.explanation
 
 
 def test_a_one_step_run_skips_what_needs_more_steps_and_passes():
     rec = make_record()
-    rec["steps"], rec["losses"], rec["timings"]["step_s_median"] = rec["steps"][:1], rec["losses"][:1], None
-    ctx = CheckContext(RuntimeOptions(steps=1).to_json(), [rec], {"ok": True, "expected": 1, "joined": [0]})
+    rec["steps"], rec["losses"], rec["timings"]["step_s_median"] = (
+        rec["steps"][:1],
+        rec["losses"][:1],
+        None,
+    )
+    ctx = CheckContext(
+        RuntimeOptions(steps=1).to_json(), [rec], {"ok": True, "expected": 1, "joined": [0]}
+    )
     status = {r.name: r.status for r in run_all(ctx)}
-    assert {n for n, s in status.items() if s == "SKIP"} == {"recompilation", "convergence", "throughput"}
+    assert {n for n, s in status.items() if s == "SKIP"} == {
+        "recompilation",
+        "convergence",
+        "throughput",
+    }
     assert "FAIL" not in status.values()
 
 
 def test_a_missing_host_is_not_blamed_on_xm_rendezvous():
-    rv = {"ok": False, "expected": 2, "joined": [0], "missing": [1], "message": "host 1 of 2 did not join within 15 s"}
-    result = {r.name: r for r in run_all(CheckContext(RuntimeOptions().to_json(), [], rv))}["rendezvous"]
-    assert result.status == "FAIL" and result.rules == [] and "xm.rendezvous" not in result.explanation
+    rv = {
+        "ok": False,
+        "expected": 2,
+        "joined": [0],
+        "missing": [1],
+        "message": "host 1 of 2 did not join within 15 s",
+    }
+    result = {r.name: r for r in run_all(CheckContext(RuntimeOptions().to_json(), [], rv))}[
+        "rendezvous"
+    ]
+    assert (
+        result.status == "FAIL" and result.rules == [] and "xm.rendezvous" not in result.explanation
+    )
 
 
 # --- item 1: a dead host is named --------------------------------------------------------------
 
 
 def test_deaths_are_described_with_signal_and_step():
-    assert how_it_ended(-9) == "died (signal 9, SIGKILL)" and how_it_ended(3) == "died (exit status 3)"
+    assert (
+        how_it_ended(-9) == "died (signal 9, SIGKILL)" and how_it_ended(3) == "died (exit status 3)"
+    )
     progress = {"stage": "train", "step": 3, "steps": 10}
-    assert describe_death(death(1, how_it_ended(-9), progress)) == "host 1 died (signal 9, SIGKILL) in step 3 of 10 (train stage)"
-    assert describe_death(death(1, "never reached the gather (it died or hung)", progress, last_seen=True)) == (
-        "host 1 never reached the gather (it died or hung); it was last seen in step 3 of 10 (train stage)")
-    assert describe_death(death(0, how_it_ended(-15), {"stage": "rendezvous"})).endswith("before joining the other hosts")
+    assert (
+        describe_death(death(1, how_it_ended(-9), progress))
+        == "host 1 died (signal 9, SIGKILL) in step 3 of 10 (train stage)"
+    )
+    assert describe_death(
+        death(1, "never reached the gather (it died or hung)", progress, last_seen=True)
+    ) == (
+        "host 1 never reached the gather (it died or hung); it was last seen in step 3 of 10 (train stage)"
+    )
+    assert describe_death(death(0, how_it_ended(-15), {"stage": "rendezvous"})).endswith(
+        "before joining the other hosts"
+    )
 
 
 def test_a_report_naming_a_dead_host_fails_rendezvous_and_skips_the_rest(tmp_path, capsys):
-    rv = {"expected": 2, "joined": [0, 1], "missing": [], "source": "simulated", "coordinator": "127.0.0.1:1"}
-    deaths = [death(1, how_it_ended(-9), {"stage": "train", "step": 2, "steps": 3}, detected_s=20.5)]
-    code = report_lost_hosts(RuntimeOptions(simulate_hosts=2, steps=3).to_json(), rv, deaths, {"cpu_devices": 4},
-                             21.0, str(tmp_path / "r.json"), note="the launcher stopped host 0, which was in step 3 of 3 (train stage)")
+    rv = {
+        "expected": 2,
+        "joined": [0, 1],
+        "missing": [],
+        "source": "simulated",
+        "coordinator": "127.0.0.1:1",
+    }
+    deaths = [
+        death(1, how_it_ended(-9), {"stage": "train", "step": 2, "steps": 3}, detected_s=20.5)
+    ]
+    code = report_lost_hosts(
+        RuntimeOptions(simulate_hosts=2, steps=3).to_json(),
+        rv,
+        deaths,
+        {"cpu_devices": 4},
+        21.0,
+        str(tmp_path / "r.json"),
+        note="the launcher stopped host 0, which was in step 3 of 3 (train stage)",
+    )
     assert code == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("xla-lint runtime check: 4 CPU devices, 2 host(s) simulated")
-    assert any(line.startswith("FAIL  rendezvous     host 1 died (signal 9, SIGKILL) in step 2 of 3 (train stage); "
-                               "the launcher stopped host 0") for line in out)
+    assert any(
+        line.startswith(
+            "FAIL  rendezvous     host 1 died (signal 9, SIGKILL) in step 2 of 3 (train stage); "
+            "the launcher stopped host 0"
+        )
+        for line in out
+    )
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["rendezvous"]["died"][0]["host"] == 1 and report["hosts"]["died"] == report["rendezvous"]["died"]
+    assert (
+        report["rendezvous"]["died"][0]["host"] == 1
+        and report["hosts"]["died"] == report["rendezvous"]["died"]
+    )
     checks = {c["name"]: c for c in report["checks"]}
-    assert checks["rendezvous"]["rules"] == [] and "out-of-memory" in checks["rendezvous"]["explanation"]
+    assert (
+        checks["rendezvous"]["rules"] == []
+        and "out-of-memory" in checks["rendezvous"]["explanation"]
+    )
     assert {c["status"] for n, c in checks.items() if n != "rendezvous"} == {"SKIP"}
-    assert checks["training"]["summary"] == "not run: host 1 did not finish the run (see rendezvous)"
+    assert (
+        checks["training"]["summary"] == "not run: host 1 did not finish the run (see rendezvous)"
+    )
 
 
 def test_progress_file_records_stage_step_and_a_normal_exit(tmp_path):
     path = str(tmp_path / "p.json")
     p = Progress(1, 10, path)
     p.update("train", 4)
-    assert read_progress(path) | {"pid": 0} == {"host": 1, "pid": 0, "stage": "train", "step": 4, "steps": 10}
+    assert read_progress(path) | {"pid": 0} == {
+        "host": 1,
+        "pid": 0,
+        "stage": "train",
+        "step": 4,
+        "steps": 10,
+    }
     p.finish(0)
     assert read_progress(path)["stage"] == "exit" and read_progress(path)["status"] == 0
 
@@ -311,7 +460,9 @@ class FakeStore:
 
     def _ok(self):
         if self.broken:
-            raise RuntimeError("Broken pipe\nException raised from sendBytes ...\nframe #0: c10::Error")
+            raise RuntimeError(
+                "Broken pipe\nException raised from sendBytes ...\nframe #0: c10::Error"
+            )
 
     def set(self, key, value):
         self._ok()
@@ -344,7 +495,11 @@ def test_a_host_that_loses_host_0s_store_stops_naming_host_0_where_it_was_last_s
     with pytest.raises(CoordinatorLost) as info:
         host1.update("train", 4)
     (lost,) = info.value.deaths
-    assert describe_death(lost).startswith("host 0 stopped answering") and lost["step"] == 2 and lost["last_seen"]
+    assert (
+        describe_death(lost).startswith("host 0 stopped answering")
+        and lost["step"] == 2
+        and lost["last_seen"]
+    )
     assert "frame #" not in str(info.value) and info.value.where == "in step 4 of 10 (train stage)"
     simulated = Progress(1, 10)  # simulated hosts leave the death to the launcher
     store.broken = False
@@ -359,9 +514,14 @@ def test_host_0_names_the_hosts_that_never_reached_the_gather_and_does_not_wait_
     store = FakeStore()
     store.set(f"{KEY}done/0", "1")
     store.set(f"{KEY}progress/1", json.dumps({"host": 1, "stage": "train", "step": 3, "steps": 10}))
-    group = HostGroup(HostLayout(0, 2, ("127.0.0.1", 1), "cli"), RendezvousResult(expected=2), store, pg=object())
+    group = HostGroup(
+        HostLayout(0, 2, ("127.0.0.1", 1), "cli"), RendezvousResult(expected=2), store, pg=object()
+    )
     (lost,) = group.lost_hosts()
-    assert describe_death(lost) == "host 1 never reached the gather (it died or hung); it was last seen in step 3 of 10 (train stage)"
+    assert (
+        describe_death(lost)
+        == "host 1 never reached the gather (it died or hung); it was last seen in step 3 of 10 (train stage)"
+    )
     t0 = time.monotonic()
     assert group.share_status(1, timeout=30, lost=[1]) == 1
     assert time.monotonic() - t0 < 5
@@ -372,11 +532,31 @@ def test_hosts_started_with_different_options_are_named_at_the_rendezvous():
     seed identically"."""
     store = FakeStore()
     for i, steps in enumerate((20, 10, 10)):
-        payload = {"hostname": "h", "pid": i, "num_hosts": 3, "claim": 1, "options": RuntimeOptions(steps=steps, host_index=i, num_hosts=3, coordinator="h:1").comparable()}
+        payload = {
+            "hostname": "h",
+            "pid": i,
+            "num_hosts": 3,
+            "claim": 1,
+            "options": RuntimeOptions(
+                steps=steps, host_index=i, num_hosts=3, coordinator="h:1"
+            ).comparable(),
+        }
         store.set(f"{KEY}join/{i}", json.dumps(payload))
         store.add(f"{KEY}claim/{i}", 1)
-    verdict = HostGroup._host0_collect(store, 3, time.monotonic(), 5.0, RendezvousResult(expected=3))
-    assert verdict["message"] == ("the hosts were started with different options: --steps 20 on host 0 but 10 on hosts 1, 2 "
-                                  "(start the same command on every host)")
+    verdict = HostGroup._host0_collect(
+        store, 3, time.monotonic(), 5.0, RendezvousResult(expected=3)
+    )
+    assert verdict["message"] == (
+        "the hosts were started with different options: --steps 20 on host 0 but 10 on hosts 1, 2 "
+        "(start the same command on every host)"
+    )
     assert "options" not in verdict["hosts"]["0"]
-    assert option_differences({0: RuntimeOptions(json_path="a", timeout=5).comparable(), 1: RuntimeOptions().comparable()}) == []
+    assert (
+        option_differences(
+            {
+                0: RuntimeOptions(json_path="a", timeout=5).comparable(),
+                1: RuntimeOptions().comparable(),
+            }
+        )
+        == []
+    )

@@ -18,7 +18,7 @@ from xla_lint.rules.data import raises_index_error, spec_applies  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, sys
 import numpy as np
 import torch
@@ -83,7 +83,7 @@ for shape, axis_names, spec, tshape in cases:
         result = "error: " + type(e).__name__ + ": " + str(e)
     out["cases"].append([list(shape), list(axis_names), spec, list(tshape), result])
 print("RESULT " + json.dumps(out))
-'''
+"""
 
 
 def _spec(entries) -> tuple:

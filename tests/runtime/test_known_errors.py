@@ -4,7 +4,10 @@ from xla_lint.runtime.checks import _hint, _known_error
 
 
 def test_padded_shard_checkpoint_error_is_explained():
-    err = {"stage": "checkpoint", "error": "CheckpointException ... TypeError: 'ellipsis' object is not iterable"}
+    err = {
+        "stage": "checkpoint",
+        "error": "CheckpointException ... TypeError: 'ellipsis' object is not iterable",
+    }
     assert "not a multiple of the fsdp axis size" in _hint(err)
     assert _known_error(err) is not None
 

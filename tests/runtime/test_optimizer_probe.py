@@ -22,13 +22,36 @@ pytest.importorskip("torch_xla")
 
 pytestmark = pytest.mark.runtime
 
-SMALL = ["--device", "cpu", "--cpu-devices", "4", "--dim", "32", "--layers", "1", "--vocab", "128", "--seq-len", "16"]
+SMALL = [
+    "--device",
+    "cpu",
+    "--cpu-devices",
+    "4",
+    "--dim",
+    "32",
+    "--layers",
+    "1",
+    "--vocab",
+    "128",
+    "--seq-len",
+    "16",
+]
 
 
 def _run(args: list[str], json_path) -> tuple[int, dict, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "PJRT_", "CPU_NUM", "TPU_"))}
-    proc = subprocess.run([sys.executable, "-m", "xla_lint.runtime", *SMALL, *args, "--json", str(json_path)],
-                          capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("XLA_", "PJRT_", "CPU_NUM", "TPU_"))
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint.runtime", *SMALL, *args, "--json", str(json_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert os.path.exists(json_path), proc.stderr[-3000:]
     return proc.returncode, json.loads(json_path.read_text()), proc.stdout
 
@@ -37,11 +60,21 @@ def _run(args: list[str], json_path) -> tuple[int, dict, str]:
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("probe")
     scenarios = {
-        "probe": ["--optimizer", "adamw", "--betas", "0.9,0.95", "--steps", "12", "--fast-forward-step"],
+        "probe": [
+            "--optimizer",
+            "adamw",
+            "--betas",
+            "0.9,0.95",
+            "--steps",
+            "12",
+            "--fast-forward-step",
+        ],
         "cache": ["--steps", "3", "--compile-cache", str(base / "cache")],
     }
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(_run, args, base / f"{name}.json") for name, args in scenarios.items()}
+        futures = {
+            name: pool.submit(_run, args, base / f"{name}.json") for name, args in scenarios.items()
+        }
         return {name: f.result() for name, f in futures.items()}
 
 
@@ -54,7 +87,9 @@ def test_the_probe_finds_the_step_325_recompile_and_names_xla204(runs):
     assert code == 1
     record = report["records"][0]
     assert record["probe"]["predicted_step"] == 325 and record["probe"]["beta2"] == 0.95
-    compiled = [(s["step"], s["optimizer_step"]) for s in record["steps"] if s["step"] > 2 and s["compiles"]]
+    compiled = [
+        (s["step"], s["optimizer_step"]) for s in record["steps"] if s["step"] > 2 and s["compiles"]
+    ]
     assert compiled == [(record["probe"]["expected_run_step"], 325)]
     check = _check(report, "recompilation")
     assert check["status"] == "FAIL" and check["rules"] == ["XLA204"]

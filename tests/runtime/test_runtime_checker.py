@@ -24,13 +24,45 @@ pytest.importorskip("torch_xla")
 
 pytestmark = pytest.mark.runtime
 
-SMALL = ["--dim", "32", "--layers", "1", "--heads", "4", "--vocab", "128", "--seq-len", "16", "--cpu-devices", "4"]
-CHECKS = ["environment", "rendezvous", "mesh", "sharding", "training", "recompilation", "consistency", "convergence", "checkpoint", "throughput"]
+SMALL = [
+    "--dim",
+    "32",
+    "--layers",
+    "1",
+    "--heads",
+    "4",
+    "--vocab",
+    "128",
+    "--seq-len",
+    "16",
+    "--cpu-devices",
+    "4",
+]
+CHECKS = [
+    "environment",
+    "rendezvous",
+    "mesh",
+    "sharding",
+    "training",
+    "recompilation",
+    "consistency",
+    "convergence",
+    "checkpoint",
+    "throughput",
+]
 RUN_TIMEOUT = 900  # seconds; a hung checker fails the test instead of hanging the suite
 
 # name -> arguments. Order = start order: long and idle-heavy runs first.
 SCENARIOS = {
-    "missing_host": ["--simulate-hosts", "2", "--inject", "missing-host:1", "--timeout", "15", *SMALL],
+    "missing_host": [
+        "--simulate-hosts",
+        "2",
+        "--inject",
+        "missing-host:1",
+        "--timeout",
+        "15",
+        *SMALL,
+    ],
     "two_hosts": ["--simulate-hosts", "2", *SMALL, "--steps", "6"],
     "default": [],
     "diverge": ["--simulate-hosts", "2", *SMALL, "--steps", "4", "--inject", "diverge-seeds"],
@@ -39,7 +71,16 @@ SCENARIOS = {
     "crash": [*SMALL, "--steps", "4", "--inject", "crash-at:3"],
     "mesh_2d": [*SMALL, "--steps", "3", "--mesh", "fsdp,tensor", "--mesh-shape", "2,2"],
     "dcn_on_cpu": [*SMALL, "--steps", "3", "--mesh", "fsdp", "--dcn-mesh-shape", "2"],
-    "user_model": ["--model", "runtime_user_model:build", "--input-shape", "32", "--cpu-devices", "4", "--steps", "4"],
+    "user_model": [
+        "--model",
+        "runtime_user_model:build",
+        "--input-shape",
+        "32",
+        "--cpu-devices",
+        "4",
+        "--steps",
+        "4",
+    ],
     # ckpt holds a file of the user's; new/deeper does not exist yet
     "own_checkpoint_dir": [*SMALL, "--steps", "3", "--checkpoint-dir", "{base}/ckpt/new/deeper"],
 }
@@ -66,12 +107,24 @@ class Result:
 
 def run_checker(args: list[str], json_path: Path, extra_env: dict | None = None) -> Result:
     env = {**os.environ, **(extra_env or {})}
-    for var in ("PJRT_DEVICE", "CPU_NUM_DEVICES", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "XLA_FLAGS"):
+    for var in (
+        "PJRT_DEVICE",
+        "CPU_NUM_DEVICES",
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "XLA_FLAGS",
+    ):
         env.pop(var, None)
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "xla_lint.runtime", *args, "--json", str(json_path)],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=env,
+        stdin=subprocess.DEVNULL,
     )
     wall = time.monotonic() - t0
     report = json.loads(json_path.read_text()) if json_path.exists() else None
@@ -86,7 +139,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     (base / "ckpt" / "precious.txt").write_text("the user's own file\n")
     pool = ThreadPoolExecutor(max_workers=3)
     futures: dict[str, Future] = {
-        name: pool.submit(run_checker, [a.format(base=base) for a in args], base / f"{name}.json", SCENARIO_ENV.get(name))
+        name: pool.submit(
+            run_checker,
+            [a.format(base=base) for a in args],
+            base / f"{name}.json",
+            SCENARIO_ENV.get(name),
+        )
         for name, args in SCENARIOS.items()
     }
 
@@ -95,7 +153,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
 
         def __getitem__(self, name: str) -> Result:
             res = futures[name].result(timeout=RUN_TIMEOUT * 2)
-            assert res.report is not None, f"{name}: no JSON report; exit {res.code}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
+            assert res.report is not None, (
+                f"{name}: no JSON report; exit {res.code}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
+            )
             return res
 
     yield Runs()
@@ -133,7 +193,9 @@ def test_default_run_reports_shardings_and_batch_sizes(runs):
     embed = sharding["parameter_specs"]["embed_tokens.weight"]
     assert embed["shard_shape"] == [32, 64]  # 256 x 64 split 8 ways on dim 0
     assert sharding["global_batch"] == 16 and sharding["per_device_batch"] == 2
-    assert sharding["input"]["shard_shape"] == [2, 32] and sharding["input"]["axes"] == {"0": "fsdp"}
+    assert sharding["input"]["shard_shape"] == [2, 32] and sharding["input"]["axes"] == {
+        "0": "fsdp"
+    }
 
 
 def test_default_run_compiles_only_in_warmup_and_learns(runs):
@@ -171,7 +233,10 @@ def test_two_simulated_hosts_pass_and_compare_two_real_processes(runs):
     assert set(cons["hosts"]) == {"0", "1"}
     assert cons["hosts"]["0"]["abs_sum"] == pytest.approx(cons["hosts"]["1"]["abs_sum"], rel=1e-6)
     # each simulated host is its own SPMD world of 4 CPU devices
-    assert all(r["environment"]["global_devices"] == 4 and r["environment"]["xla_process_count"] == 1 for r in recs)
+    assert all(
+        r["environment"]["global_devices"] == 4 and r["environment"]["xla_process_count"] == 1
+        for r in recs
+    )
     # only host 0 prints, and only the report (no gloo connection chatter)
     assert res.stdout.count("xla-lint runtime check:") == 1
     assert res.stdout.startswith("xla-lint runtime check:") and "[Gloo]" not in res.stdout
@@ -233,9 +298,16 @@ def test_exception_in_a_step_fails_the_training_check_with_its_host_and_step(run
     assert "host 0 raised in step 3 (train stage)" in check["summary"]
     assert "injected crash at step 3" in check["summary"]
     assert check["rules"] == []
-    assert "the full traceback is in the JSON report" in check["explanation"]  # this run wrote --json
+    assert (
+        "the full traceback is in the JSON report" in check["explanation"]
+    )  # this run wrote --json
     assert {n: s for n, s in res.statuses().items() if s == "SKIP"}.keys() == {
-        "recompilation", "consistency", "convergence", "checkpoint", "throughput"}
+        "recompilation",
+        "consistency",
+        "convergence",
+        "checkpoint",
+        "throughput",
+    }
     assert res.report["errors"][0]["host"] == 0 and res.report["errors"][0]["step"] == 3
 
 
@@ -248,13 +320,25 @@ def test_own_checkpoint_dir_is_left_as_it_was(runs):
     the created ones, used to be left behind)."""
     res = runs["own_checkpoint_dir"]
     assert res.statuses()["checkpoint"] == "PASS", explain(res)
-    assert res.check("checkpoint")["values"]["hosts"]["0"]["dir"].startswith(str(runs.base_dir / "ckpt" / "new" / "deeper"))
+    assert res.check("checkpoint")["values"]["hosts"]["0"]["dir"].startswith(
+        str(runs.base_dir / "ckpt" / "new" / "deeper")
+    )
     assert sorted(p.name for p in (runs.base_dir / "ckpt").iterdir()) == ["precious.txt"]
 
 
 def test_usage_errors_exit_2_without_starting_the_job(tmp_path):
-    for args in (["--mesh-shape", "3,2"], ["--mesh", "model"], ["--inject", "missing-host:1"], ["--warmup-steps", "10"]):
-        proc = subprocess.run([sys.executable, "-m", "xla_lint.runtime", *args], capture_output=True, text=True, timeout=120)
+    for args in (
+        ["--mesh-shape", "3,2"],
+        ["--mesh", "model"],
+        ["--inject", "missing-host:1"],
+        ["--warmup-steps", "10"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "xla_lint.runtime", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2, (args, proc.stderr)
         assert "Error:" in proc.stderr
 
@@ -284,7 +368,11 @@ def test_dcn_mesh_shape_on_cpu_builds_the_logical_shape_and_says_so(runs):
     res = runs["dcn_on_cpu"]
     assert res.code == 0, explain(res)
     mesh = res.check("mesh")["values"]
-    assert mesh["axis_sizes"] == {"fsdp": 4} and mesh["dcn_mesh_shape"] == [2] and mesh["kind"] == "Mesh"
+    assert (
+        mesh["axis_sizes"] == {"fsdp": 4}
+        and mesh["dcn_mesh_shape"] == [2]
+        and mesh["kind"] == "Mesh"
+    )
     assert "HybridMesh needs multi-slice TPU" in mesh["note"]
 
 
@@ -294,5 +382,8 @@ def test_user_model_is_wrapped_sharded_and_trained(runs):
     assert set(res.statuses().values()) == {"PASS"}, res.statuses()
     specs = res.check("sharding")["values"]["parameter_specs"]
     assert set(specs) == {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
-    assert specs["fc1.weight"]["axes"] == {"0": "fsdp"} and specs["fc1.weight"]["shard_shape"] == [32, 32]
+    assert specs["fc1.weight"]["axes"] == {"0": "fsdp"} and specs["fc1.weight"]["shard_shape"] == [
+        32,
+        32,
+    ]
     assert res.check("sharding")["values"]["input"]["shape"] == [8, 32]

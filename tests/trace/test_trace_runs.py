@@ -110,9 +110,25 @@ def line_of(path: Path, text: str) -> int:
 
 def _trace(args: list[str], command: list[str], events: Path, cwd: Path) -> Run:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "trace", "--json", "--events", str(events), *args, "--",
-                           *command], cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xla_lint",
+            "trace",
+            "--json",
+            "--events",
+            str(events),
+            *args,
+            "--",
+            *command,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     wall = time.perf_counter() - t0
     report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
     lines = []
@@ -126,7 +142,12 @@ def runs(tmp_path_factory) -> dict[str, Future]:
     base = tmp_path_factory.mktemp("trace")
     scripts = base / "scripts"
     scripts.mkdir()
-    for name, text in (("raises.py", RAISES), ("catches.py", CATCHES), ("hangs.py", HANGS), ("launch.py", LAUNCH)):
+    for name, text in (
+        ("raises.py", RAISES),
+        ("catches.py", CATCHES),
+        ("hangs.py", HANGS),
+        ("launch.py", LAUNCH),
+    ):
         (scripts / name).write_text(text)
     (scripts / "pkg").mkdir()
     (scripts / "pkg" / "__init__.py").write_text("")
@@ -135,8 +156,11 @@ def runs(tmp_path_factory) -> dict[str, Future]:
         "fsdpv2": ([], ["python", str(EXAMPLES / "fsdpv2.py")], ROOT),
         "hangs": (["--timeout", "25", "--no-static"], ["python", str(scripts / "hangs.py")], ROOT),
         "adam": (["--steps", "6"], ["python", str(EXAMPLES / "adam_step325.py")], ROOT),
-        "adam_explain": (["--steps", "6", "--explain", "--no-static"], ["python", str(EXAMPLES / "adam_step325.py")],
-                         ROOT),
+        "adam_explain": (
+            ["--steps", "6", "--explain", "--no-static"],
+            ["python", str(EXAMPLES / "adam_step325.py")],
+            ROOT,
+        ),
         "partial": (["--steps", "9"], ["python", str(EXAMPLES / "partial_batch.py")], ROOT),
         "tuple": (["--steps", "3"], ["python", str(EXAMPLES / "tuple_batch.py")], ROOT),
         "host_read": (["--steps", "4"], [str(EXAMPLES / "host_read.py")], ROOT),
@@ -148,8 +172,10 @@ def runs(tmp_path_factory) -> dict[str, Future]:
         "missing_module": ([], ["python", "-m", "no_such_module_here"], scripts),
     }
     pool = ThreadPoolExecutor(max_workers=2)
-    futures = {name: pool.submit(_trace, args, command, base / f"{name}.jsonl", cwd)
-               for name, (args, command, cwd) in scenarios.items()}
+    futures = {
+        name: pool.submit(_trace, args, command, base / f"{name}.jsonl", cwd)
+        for name, (args, command, cwd) in scenarios.items()
+    }
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -194,7 +220,9 @@ def test_partial_last_batch_recompiles_at_step_7_and_is_xla202(runs):
 def test_no_boundary_stops_after_the_steps_and_is_xla203(runs):
     run = get(runs, "no_boundary")
     path = EXAMPLES / "no_boundary.py"
-    assert run.code == 1 and run.report["status"] == "no-boundary" and run.report["steps_traced"] == 0
+    assert (
+        run.code == 1 and run.report["status"] == "no-boundary" and run.report["steps_traced"] == 0
+    )
     assert run.report["optimizer_steps"] == 4
     f = run.finding("XLA203")
     assert f["location"]["line"] == line_of(path, "    optimizer.step()")
@@ -209,9 +237,13 @@ def test_adam_compiles_again_at_step_325_and_is_xla204(runs):
     late = [c for c in run.report["compiles"] if c["after_warmup"]]
     assert [(c["step"], c["reason"]) for c in late] == [(5, "same-input-shapes")]
     f = run.finding("XLA204")
-    assert f["location"]["line"] == line_of(path, "optimizer = torch.optim.Adam(") and f["steps"] == [5]
+    assert f["location"]["line"] == line_of(path, "optimizer = torch.optim.Adam(") and f[
+        "steps"
+    ] == [5]
     assert "optimizer step 325" in f["message"]
-    assert [d["status"] for d in run.static("XLA204")] == ["confirmed"]  # the preview rule, confirmed
+    assert [d["status"] for d in run.static("XLA204")] == [
+        "confirmed"
+    ]  # the preview rule, confirmed
 
 
 def test_explain_names_the_adam_line_whose_value_became_a_constant(runs):
@@ -219,8 +251,13 @@ def test_explain_names_the_adam_line_whose_value_became_a_constant(runs):
     [late] = [c for c in run.report["compiles"] if c["after_warmup"]]
     assert late["step"] == 5 and late["explain"]
     change = late["explain"][0]
-    assert change["before"] == "f32[] xla::device_data()" and change["after"] == "f32[] prim::Constant()"
-    assert change["location"].startswith("_single_tensor_adam@adam.py:")  # denom = (... / bias_correction2_sqrt)
+    assert (
+        change["before"] == "f32[] xla::device_data()"
+        and change["after"] == "f32[] prim::Constant()"
+    )
+    assert change["location"].startswith(
+        "_single_tensor_adam@adam.py:"
+    )  # denom = (... / bias_correction2_sqrt)
     assert "the IR changed" in run.finding("XLA204")["message"]
 
 
@@ -229,7 +266,9 @@ def test_tuple_batch_with_one_spec_leaves_the_labels_replicated_xla022(runs):
     path = EXAMPLES / "tuple_batch.py"
     assert run.code == 1 and run.report["device"]["spmd"] is True
     f = run.finding("XLA022")
-    assert f["location"]["line"] == line_of(path, '    input_sharding=xs.ShardingSpec(mesh, ("data", None)),')
+    assert f["location"]["line"] == line_of(
+        path, '    input_sharding=xs.ShardingSpec(mesh, ("data", None)),'
+    )
     assert [r["line"] for r in f["related"]] == [line_of(path, "loader = pl.MpDeviceLoader(")]
     inputs = run.report["sharding"]["inputs"]
     assert [(i["shape"], i["split"]) for i in inputs] == [([32, 32], [8, 1]), ([32], [])]
@@ -239,10 +278,21 @@ def test_tuple_batch_with_one_spec_leaves_the_labels_replicated_xla022(runs):
 def test_the_right_fsdpv2_script_has_no_finding(runs):
     run = get(runs, "fsdpv2")
     r = run.report
-    assert run.code == 0 and r["findings"] == [] and r["status"] == "stopped" and r["steps_traced"] == 20
-    assert [c["step"] for c in r["compiles"]] == [1, 2] and not any(c["after_warmup"] for c in r["compiles"])
+    assert (
+        run.code == 0
+        and r["findings"] == []
+        and r["status"] == "stopped"
+        and r["steps_traced"] == 20
+    )
+    assert [c["step"] for c in r["compiles"]] == [1, 2] and not any(
+        c["after_warmup"] for c in r["compiles"]
+    )
     params = r["sharding"]["parameters"]
-    assert params["count"] == 4 and params["sharded"] == 4 and params["bytes_per_device"] * 8 == params["bytes"]
+    assert (
+        params["count"] == 4
+        and params["sharded"] == 4
+        and params["bytes_per_device"] * 8 == params["bytes"]
+    )
     assert all(i["split"] == [8, 1] for i in r["sharding"]["inputs"])
     assert r["static"] == []
     loader_line = line_of(EXAMPLES / "fsdpv2.py", "for step, (x, y) in enumerate(loader):")
@@ -253,9 +303,16 @@ def test_the_right_fsdpv2_script_has_no_finding(runs):
 def test_a_script_that_raises_shows_its_traceback_and_keeps_the_steps(runs):
     run = get(runs, "raises")
     assert run.code == 1 and run.report["status"] == "error" and run.report["steps_traced"] == 3
-    assert run.report["error"]["type"] == "ValueError" and run.report["error"]["location"]["line"] == 7
-    assert 'raise ValueError("bad batch at step 3")' in run.stderr and "ValueError: bad batch at step 3" in run.stderr
-    assert "runpy" not in run.stderr and "xla_lint" not in run.stderr  # the script's traceback, not ours
+    assert (
+        run.report["error"]["type"] == "ValueError" and run.report["error"]["location"]["line"] == 7
+    )
+    assert (
+        'raise ValueError("bad batch at step 3")' in run.stderr
+        and "ValueError: bad batch at step 3" in run.stderr
+    )
+    assert (
+        "runpy" not in run.stderr and "xla_lint" not in run.stderr
+    )  # the script's traceback, not ours
 
 
 def test_a_script_that_swallows_the_stop_still_ends(runs):
@@ -285,28 +342,55 @@ def test_a_module_runs_as_main_with_its_arguments(runs):
 def test_one_process_per_device_is_refused_in_one_line(runs):
     run = get(runs, "launch")
     assert run.code == 2 and run.report is None
-    assert "torch_xla.launch" in run.stderr and "not traced yet" in run.stderr and "launch.py:9" in run.stderr
+    assert (
+        "torch_xla.launch" in run.stderr
+        and "not traced yet" in run.stderr
+        and "launch.py:9" in run.stderr
+    )
     assert "Traceback" not in run.stderr
 
 
 def test_a_missing_module_is_a_one_line_error(runs):
     run = get(runs, "missing_module")
     assert run.code == 2 and run.report is None
-    assert run.stderr.strip().splitlines()[-1] == "xla-lint: error: no module named 'no_such_module_here'"
+    assert (
+        run.stderr.strip().splitlines()[-1]
+        == "xla-lint: error: no module named 'no_such_module_here'"
+    )
 
 
 def test_text_report_names_the_finding_and_its_line(tmp_path):
     path = EXAMPLES / "no_boundary.py"
     events = tmp_path / "events.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "trace", "--steps", "2", "--no-static", "--events",
-                           str(events), "--", "python", str(path)], capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xla_lint",
+            "trace",
+            "--steps",
+            "2",
+            "--no-static",
+            "--events",
+            str(events),
+            "--",
+            "python",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        cwd=ROOT,
+    )
     assert proc.returncode == 1, proc.stderr
     out = textwrap.dedent(proc.stdout)
     assert "stopped after 2 optimizer steps: no step boundary was reached" in out
     assert f"events: {events}" in out
     line = line_of(path, "    optimizer.step()")
-    assert f"XLA203 missing-step-boundary: no step boundary  examples/trace/no_boundary.py:{line}" in out
+    assert (
+        f"XLA203 missing-step-boundary: no step boundary  examples/trace/no_boundary.py:{line}"
+        in out
+    )
 
 
 def test_events_file_that_would_destroy_data_is_refused_and_left_unchanged(tmp_path):
@@ -315,8 +399,23 @@ def test_events_file_that_would_destroy_data_is_refused_and_left_unchanged(tmp_p
     other = tmp_path / "notes.txt"
     other.write_text("my notes\n")
     for target in (script, other):
-        proc = subprocess.run([sys.executable, "-m", "xla_lint", "trace", "--no-static", "--events", str(target),
-                               "--", "python", str(script)], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "xla_lint",
+                "trace",
+                "--no-static",
+                "--events",
+                str(target),
+                "--",
+                "python",
+                str(script),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
         assert proc.returncode == 2 and proc.stderr.startswith("xla-lint: error: --events ")
     assert script.read_text() == "print('hi')\n" and other.read_text() == "my notes\n"
 
@@ -325,8 +424,22 @@ def test_events_file_that_would_destroy_data_is_refused_and_left_unchanged(tmp_p
 def test_a_timeout_that_is_not_finite_is_refused(tmp_path, value):
     script = tmp_path / "s.py"
     script.write_text("print('hi')\n")
-    proc = subprocess.run([sys.executable, "-m", "xla_lint", "trace", "--timeout", value, "--", "python", str(script)],
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xla_lint",
+            "trace",
+            "--timeout",
+            value,
+            "--",
+            "python",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
     assert proc.returncode == 2 and "--timeout must be a finite number of seconds" in proc.stderr
 
 
@@ -335,8 +448,12 @@ def test_sigterm_ends_the_script_and_prints_the_partial_report(tmp_path):
 
     script = tmp_path / "sleepy.py"
     script.write_text("import time\nwhile True:\n    time.sleep(0.1)\n")
-    proc = subprocess.Popen([sys.executable, "-m", "xla_lint", "trace", "--no-static", "--", "python", str(script)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xla_lint", "trace", "--no-static", "--", "python", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(4)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=RUN_TIMEOUT)
@@ -345,4 +462,9 @@ def test_sigterm_ends_the_script_and_prints_the_partial_report(tmp_path):
     import shutil
 
     if shutil.which("pgrep"):  # the script's process group was ended, not left running
-        assert subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True).stdout.split() == []
+        assert (
+            subprocess.run(
+                ["pgrep", "-f", str(script)], capture_output=True, text=True
+            ).stdout.split()
+            == []
+        )

@@ -18,7 +18,14 @@ from xla_lint.cli import main
 from xla_lint.diagnostics import Diagnostic
 from xla_lint.trace import hook
 from xla_lint.trace.events import EVENT_SCHEMA, REPORT_SCHEMA, Location, Trace
-from xla_lint.trace.report import adam_constant_step, analyse, build_report, confirm_static, render_text, shards
+from xla_lint.trace.report import (
+    adam_constant_step,
+    analyse,
+    build_report,
+    confirm_static,
+    render_text,
+    shards,
+)
 from xla_lint.trace.runner import TraceUsageError, _read_stack, resolve_target
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -71,20 +78,28 @@ def test_parse_debug_blocks_reads_cause_hash_counts_frames_and_sizes():
     assert [b["kind"] for b in blocks] == ["compile", "execution", "compile"]
     first = blocks[0]
     assert first["cause"].startswith("most likely user code")
-    assert (first["graph_hash"], first["inputs"], first["outputs"]) == ("c30b122c409b276f55b1fb8979f4b9c8", 6, 1)
+    assert (first["graph_hash"], first["inputs"], first["outputs"]) == (
+        "c30b122c409b276f55b1fb8979f4b9c8",
+        6,
+        1,
+    )
     assert first["frames"][1] == {"path": "/u/train.py", "line": 29, "function": "<module>"}
     assert first["computation_hash"] == "b5f056a84df9a5e5cc4ae93af29ae828"
     assert first["compiled_program_size_gb"] == pytest.approx(0.000012)
     assert first["complete"] and blocks[1]["complete"]
     assert not blocks[2]["complete"]  # still being written: the child keeps it for the next read
-    assert DEBUG[blocks[2]["start"]:].startswith("Compilation Analysis: ====")
+    assert DEBUG[blocks[2]["start"] :].startswith("Compilation Analysis: ====")
     assert not hook.is_sync_cause(first["cause"]) and hook.is_sync_cause(blocks[1]["cause"])
 
 
 def test_block_location_is_the_first_user_frame(monkeypatch):
     monkeypatch.setattr(hook, "_library_dirs", ("/x/xla_lint/", "/site/torch_xla/"))
     blocks = hook.parse_debug_blocks(DEBUG)
-    assert hook.block_location(blocks[0]) == {"path": "/u/train.py", "line": 29, "function": "<module>"}
+    assert hook.block_location(blocks[0]) == {
+        "path": "/u/train.py",
+        "line": 29,
+        "function": "<module>",
+    }
     event = hook.block_event(blocks[1], 3)
     assert event["event"] == "execution" and event["step"] == 3 and event["location"]["line"] == 30
     assert hook.block_event(blocks[2], 4)["partial"] is True
@@ -93,15 +108,18 @@ def test_block_location_is_the_first_user_frame(monkeypatch):
 def test_ir_lines_are_normalised_for_diffing():
     line = "  %12 = f32[4,1]{1,0} aten::mul(%5, %7), scope=aten::mul.3, location=forward@linear.py:134, xla_shape=f32[4,1]{1,0}"
     assert hook._normalise_ir(line) == ("f32[4,1]{1,0} aten::mul(#, #)", "forward@linear.py:134")
-    assert hook._normalise_ir("  %3 = f32[] prim::Constant(), location=_single_tensor_adam@adam.py:535, "
-                              "xla_shape=f32[]") == ("f32[] prim::Constant()", "_single_tensor_adam@adam.py:535")
+    assert hook._normalise_ir(
+        "  %3 = f32[] prim::Constant(), location=_single_tensor_adam@adam.py:535, xla_shape=f32[]"
+    ) == ("f32[] prim::Constant()", "_single_tensor_adam@adam.py:535")
 
 
 def test_faulthandler_dump_gives_the_script_thread(tmp_path):
     dump = tmp_path / "stacks.txt"
-    dump.write_text('Thread 0x01 (most recent call first):\n  File "/usr/lib/python3.11/threading.py", line 320 in wait\n'
-                    '\nCurrent thread 0x02 (most recent call first):\n  File "/u/train.py", line 7 in <module>\n'
-                    '  File "<frozen runpy>", line 88 in _run_code\n')
+    dump.write_text(
+        'Thread 0x01 (most recent call first):\n  File "/usr/lib/python3.11/threading.py", line 320 in wait\n'
+        '\nCurrent thread 0x02 (most recent call first):\n  File "/u/train.py", line 7 in <module>\n'
+        '  File "<frozen runpy>", line 88 in _run_code\n'
+    )
     assert _read_stack(str(dump))[0] == {"path": "/u/train.py", "line": 7, "function": "<module>"}
 
 
@@ -111,23 +129,31 @@ def test_faulthandler_dump_gives_the_script_thread(tmp_path):
 def test_resolve_target_accepts_python_prefix_module_and_args(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print(1)\n")
-    for words in (["python", "train.py", "--lr", "1"], ["train.py", "--lr", "1"], [sys.executable, "train.py", "--lr", "1"],
-                  ["python3.11", "train.py", "--lr", "1"], ["--", "python", "train.py", "--lr", "1"]):
+    for words in (
+        ["python", "train.py", "--lr", "1"],
+        ["train.py", "--lr", "1"],
+        [sys.executable, "train.py", "--lr", "1"],
+        ["python3.11", "train.py", "--lr", "1"],
+        ["--", "python", "train.py", "--lr", "1"],
+    ):
         t = resolve_target(words, str(tmp_path))
         assert (t.kind, t.target, t.args) == ("path", str(script), ("--lr", "1")), words
     t = resolve_target(["python", "-m", "pkg.train", "-x"], str(tmp_path))
     assert (t.kind, t.target, t.args) == ("module", "pkg.train", ("-x",))
 
 
-@pytest.mark.parametrize("words, message", [
-    ([], "nothing to trace"),
-    (["python"], "needs a script"),
-    (["missing.py"], "no such script: missing.py"),
-    (["python", "-m"], "-m needs a module"),
-    (["python", "-u", "train.py"], "interpreter option '-u'"),
-    (["torchrun", "--nproc-per-node", "4", "train.py"], "one process per device"),
-    (["python", "-m", "torch.distributed.run", "train.py"], "one process per device"),
-])
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        ([], "nothing to trace"),
+        (["python"], "needs a script"),
+        (["missing.py"], "no such script: missing.py"),
+        (["python", "-m"], "-m needs a module"),
+        (["python", "-u", "train.py"], "interpreter option '-u'"),
+        (["torchrun", "--nproc-per-node", "4", "train.py"], "one process per device"),
+        (["python", "-m", "torch.distributed.run", "train.py"], "one process per device"),
+    ],
+)
 def test_resolve_target_refuses_in_one_line(tmp_path, words, message):
     with pytest.raises(TraceUsageError, match=message):
         resolve_target(words, str(tmp_path))
@@ -136,13 +162,17 @@ def test_resolve_target_refuses_in_one_line(tmp_path, words, message):
 def test_cli_usage_errors_are_one_line_exit_2(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
-    for args, text in ((["trace", "--", "python", "nothere.py"], "no such script: nothere.py"),
-                       (["trace"], "nothing to trace"),
-                       (["trace", "--steps", "0", "--", "x.py"], "--steps")):
+    for args, text in (
+        (["trace", "--", "python", "nothere.py"], "no such script: nothere.py"),
+        (["trace"], "nothing to trace"),
+        (["trace", "--steps", "0", "--", "x.py"], "--steps"),
+    ):
         result = runner.invoke(main, args)
         assert result.exit_code == 2, (args, result.output)
         lines = [line for line in result.output.splitlines() if line]
-        assert len(lines) == 1 and text in lines[0] and lines[0].startswith("xla-lint: error:"), result.output
+        assert len(lines) == 1 and text in lines[0] and lines[0].startswith("xla-lint: error:"), (
+            result.output
+        )
 
 
 # --- findings from hand-made events ----------------------------------------------------------
@@ -154,19 +184,52 @@ def loc(line: int) -> dict:
     return {"path": U, "line": line, "function": "<module>"}
 
 
-def step(n: int, compiles: int = 0, shape=(16, 8), times=None, optimizers=(), optimizer_steps=None, sharding=None,
-         extra_inputs=()) -> dict:
-    inputs = [{"shape": list(shape), "dtype": "float32", **({"sharding": sharding} if sharding is not None else {})}]
+def step(
+    n: int,
+    compiles: int = 0,
+    shape=(16, 8),
+    times=None,
+    optimizers=(),
+    optimizer_steps=None,
+    sharding=None,
+    extra_inputs=(),
+) -> dict:
+    inputs = [
+        {
+            "shape": list(shape),
+            "dtype": "float32",
+            **({"sharding": sharding} if sharding is not None else {}),
+        }
+    ]
     inputs += list(extra_inputs)
-    return {"event": "step", "t": float(n), "step": n, "duration_s": 0.01, "compiles": compiles,
-            "compile_s": 0.5 * compiles, "compile_times_s": times or [0.5] * compiles, "executions": 1,
-            "transfers": 0, "transfer_s": 0.0, "optimizer_steps": n if optimizer_steps is None else optimizer_steps,
-            "inputs": inputs, "optimizers": list(optimizers), "boundary": loc(30)}
+    return {
+        "event": "step",
+        "t": float(n),
+        "step": n,
+        "duration_s": 0.01,
+        "compiles": compiles,
+        "compile_s": 0.5 * compiles,
+        "compile_times_s": times or [0.5] * compiles,
+        "executions": 1,
+        "transfers": 0,
+        "transfer_s": 0.0,
+        "optimizer_steps": n if optimizer_steps is None else optimizer_steps,
+        "inputs": inputs,
+        "optimizers": list(optimizers),
+        "boundary": loc(30),
+    }
 
 
 def compile_at(n: int, line: int = 30, cause: str = "user torch_xla.sync") -> dict:
-    return {"event": "compile", "t": float(n), "step": n, "cause": cause, "graph_hash": f"h{n}", "location": loc(line),
-            "frames": [loc(line)]}
+    return {
+        "event": "compile",
+        "t": float(n),
+        "step": n,
+        "cause": cause,
+        "graph_hash": f"h{n}",
+        "location": loc(line),
+        "frames": [loc(line)],
+    }
 
 
 def make(events: list[dict]) -> Trace:
@@ -178,17 +241,34 @@ def make(events: list[dict]) -> Trace:
 
 
 def test_warmup_then_a_new_shape_from_a_partial_batch_is_xla202():
-    events = [{"event": "loader", "t": 0.0, "kind": "DataLoader", "location": loc(21), "batch_size": 16,
-               "drop_last": False, "dataset_size": 100}]
+    events = [
+        {
+            "event": "loader",
+            "t": 0.0,
+            "kind": "DataLoader",
+            "location": loc(21),
+            "batch_size": 16,
+            "drop_last": False,
+            "dataset_size": 100,
+        }
+    ]
     for n in range(1, 9):
         shape = (4, 8) if n == 7 else (16, 8)
         compiles = 1 if n in (1, 7) else 0
         events += [compile_at(n)] * compiles + [step(n, compiles, shape)]
     a = analyse(make(events))
     assert a.warmup == {1}
-    assert [(c["step"], c["reason"]) for c in a.compiles] == [(1, "warm-up"), (7, "new-input-shape")]
+    assert [(c["step"], c["reason"]) for c in a.compiles] == [
+        (1, "warm-up"),
+        (7, "new-input-shape"),
+    ]
     [f] = a.findings
-    assert (f.code, f.location.line, f.steps, [r.line for r in f.related]) == ("XLA202", 21, [7], [30])
+    assert (f.code, f.location.line, f.steps, [r.line for r in f.related]) == (
+        "XLA202",
+        21,
+        [7],
+        [30],
+    )
 
 
 def test_a_new_shape_without_a_partial_loader_has_no_code():
@@ -201,12 +281,23 @@ def test_a_new_shape_without_a_partial_loader_has_no_code():
 
 
 def test_same_shapes_recompile_at_the_adam_step_is_xla204():
-    opt = {"event": "optimizer", "t": 0.0, "id": 1, "class": "Adam", "location": loc(23), "betas": [0.9, 0.95],
-           "capturable": False, "foreach": None, "dtype": "float32"}
+    opt = {
+        "event": "optimizer",
+        "t": 0.0,
+        "id": 1,
+        "class": "Adam",
+        "location": loc(23),
+        "betas": [0.9, 0.95],
+        "capturable": False,
+        "foreach": None,
+        "dtype": "float32",
+    }
     events = [opt]
     for n in range(1, 9):
         compiles = 1 if n in (1, 2, 5) else 0
-        events += [compile_at(n)] * compiles + [step(n, compiles, optimizers=[{"id": 1, "step": 320.0 + n}])]
+        events += [compile_at(n)] * compiles + [
+            step(n, compiles, optimizers=[{"id": 1, "step": 320.0 + n}])
+        ]
     a = analyse(make(events))
     assert a.warmup == {1, 2}
     [f] = a.findings
@@ -215,20 +306,39 @@ def test_same_shapes_recompile_at_the_adam_step_is_xla204():
 
 
 def test_same_shapes_recompile_elsewhere_is_not_called_adam():
-    opt = {"event": "optimizer", "t": 0.0, "id": 1, "class": "Adam", "location": loc(23), "betas": [0.9, 0.95],
-           "capturable": False, "foreach": None, "dtype": "float32"}
+    opt = {
+        "event": "optimizer",
+        "t": 0.0,
+        "id": 1,
+        "class": "Adam",
+        "location": loc(23),
+        "betas": [0.9, 0.95],
+        "capturable": False,
+        "foreach": None,
+        "dtype": "float32",
+    }
     events = [opt]
     for n in range(1, 6):
         compiles = 1 if n in (1, 4) else 0
-        events += [compile_at(n)] * compiles + [step(n, compiles, optimizers=[{"id": 1, "step": float(n)}])]
+        events += [compile_at(n)] * compiles + [
+            step(n, compiles, optimizers=[{"id": 1, "step": float(n)}])
+        ]
     [f] = analyse(make(events)).findings
     assert f.code is None and "same input shapes" in f.title
 
 
-@pytest.mark.parametrize("beta2, dtype, expected", [
-    (0.95, "float32", 325), (0.95, "bfloat16", 109), (0.95, "float64", 709),
-    (0.999, "float32", 16628), (0.9, "float32", 158), (0.98, "float32", 824), (0.99, "float32", 1656),
-])
+@pytest.mark.parametrize(
+    "beta2, dtype, expected",
+    [
+        (0.95, "float32", 325),
+        (0.95, "bfloat16", 109),
+        (0.95, "float64", 709),
+        (0.999, "float32", 16628),
+        (0.9, "float32", 158),
+        (0.98, "float32", 824),
+        (0.99, "float32", 1656),
+    ],
+)
 def test_adam_constant_step_matches_the_measured_steps(beta2, dtype, expected):
     assert adam_constant_step(beta2, dtype) == expected
 
@@ -236,13 +346,36 @@ def test_adam_constant_step_matches_the_measured_steps(beta2, dtype, expected):
 def test_a_read_in_most_steps_is_xla201_and_an_occasional_one_is_not():
     events = []
     for n in range(1, 11):
-        events.append({"event": "host_read", "t": float(n), "step": n, "kind": ".item()", "location": loc(29),
-                       "count": 1})
-        events.append({"event": "execution", "t": float(n), "step": n, "location": loc(29),
-                       "cause": "most likely user code trying to access tensor value before torch_xla.sync"})
+        events.append(
+            {
+                "event": "host_read",
+                "t": float(n),
+                "step": n,
+                "kind": ".item()",
+                "location": loc(29),
+                "count": 1,
+            }
+        )
+        events.append(
+            {
+                "event": "execution",
+                "t": float(n),
+                "step": n,
+                "location": loc(29),
+                "cause": "most likely user code trying to access tensor value before torch_xla.sync",
+            }
+        )
         if n in (1, 6):
-            events.append({"event": "host_read", "t": float(n), "step": n, "kind": "print(tensor)",
-                           "location": loc(40), "count": 1})
+            events.append(
+                {
+                    "event": "host_read",
+                    "t": float(n),
+                    "step": n,
+                    "kind": "print(tensor)",
+                    "location": loc(40),
+                    "count": 1,
+                }
+            )
         events.append(step(n, 1 if n == 1 else 0))
     a = analyse(make(events))
     [f] = a.findings
@@ -254,8 +387,18 @@ def test_a_read_in_most_steps_is_xla201_and_an_occasional_one_is_not():
 
 
 def test_optimizer_steps_without_a_boundary_are_xla203():
-    trace = make([{"event": "stop", "t": 1.0, "reason": "no-boundary", "steps": 0, "optimizer_steps": 5,
-                   "location": loc(27)}])
+    trace = make(
+        [
+            {
+                "event": "stop",
+                "t": 1.0,
+                "reason": "no-boundary",
+                "steps": 0,
+                "optimizer_steps": 5,
+                "location": loc(27),
+            }
+        ]
+    )
     [f] = analyse(trace).findings
     assert (f.code, f.location.line) == ("XLA203", 27) and "5 optimizer steps" in f.message
 
@@ -263,11 +406,19 @@ def test_optimizer_steps_without_a_boundary_are_xla203():
 def test_a_replicated_label_beside_a_split_batch_is_xla022():
     split = "{devices=[8,1]0,1,2,3,4,5,6,7}"
     label = {"shape": [32], "dtype": "int64", "sharding": "{replicated}"}
-    events = [{"event": "spmd", "t": 0.0, "location": loc(24)},
-              {"event": "loader", "t": 0.0, "kind": "MpDeviceLoader", "location": loc(32),
-               "sharding_location": loc(35), "input_sharding": {"partition_spec": ["data", None], "minibatch": False}},
-              step(1, 1, (32, 32), sharding=split, extra_inputs=[label]), step(2, 0, (32, 32), sharding=split,
-                                                                              extra_inputs=[label])]
+    events = [
+        {"event": "spmd", "t": 0.0, "location": loc(24)},
+        {
+            "event": "loader",
+            "t": 0.0,
+            "kind": "MpDeviceLoader",
+            "location": loc(32),
+            "sharding_location": loc(35),
+            "input_sharding": {"partition_spec": ["data", None], "minibatch": False},
+        },
+        step(1, 1, (32, 32), sharding=split, extra_inputs=[label]),
+        step(2, 0, (32, 32), sharding=split, extra_inputs=[label]),
+    ]
     a = analyse(make(events))
     [f] = a.findings
     assert (f.code, f.location.line, [r.line for r in f.related]) == ("XLA022", 35, [32])
@@ -281,70 +432,149 @@ def test_shards_reads_hlo_sharding_text():
 
 
 def test_static_diagnostics_are_confirmed_by_a_finding_within_their_lines():
-    trace = make([{"event": "stop", "t": 1.0, "reason": "no-boundary", "steps": 0, "optimizer_steps": 5,
-                   "location": loc(27)}])
+    trace = make(
+        [
+            {
+                "event": "stop",
+                "t": 1.0,
+                "reason": "no-boundary",
+                "steps": 0,
+                "optimizer_steps": 5,
+                "location": loc(27),
+            }
+        ]
+    )
     findings = analyse(trace).findings
 
     def diag(code, line, end):
         return Diagnostic(code, "name", "message", U, line, 1, end, 1)
 
-    statuses = [d["status"] for d in confirm_static([diag("XLA203", 24, 28), diag("XLA203", 40, 45),
-                                                     diag("XLA004", 27, 27)], findings)]
+    statuses = [
+        d["status"]
+        for d in confirm_static(
+            [diag("XLA203", 24, 28), diag("XLA203", 40, 45), diag("XLA004", 27, 27)], findings
+        )
+    ]
     assert statuses == ["confirmed", "not reached", "not observable"]
 
 
 def test_report_json_matches_the_schema_and_text_renders():
-    events = [{"event": "start", "t": 0.0, "schema": 1, "pid": 1, "kind": "path", "target": U, "steps_limit": 2},
-              {"event": "torch_xla", "t": 1.0, "version": "2.9.0"},
-              compile_at(1), step(1, 1), step(2, 0),
-              {"event": "stop", "t": 3.0, "reason": "steps", "steps": 2, "optimizer_steps": 2, "location": None},
-              {"event": "exit", "t": 3.0, "code": 0, "reason": "stopped"},
-              {"event": "end", "t": 3.0, "steps": 2}, {"event": "child_exit", "t": 4.0, "code": 0}]
-    report = build_report(make(events), command=["python", "train.py"], target=U, steps_requested=2, wall_s=4.0,
-                          events_file="/tmp/e.jsonl", device={"pjrt_device": "CPU", "cpu_devices": 8},
-                          static=[Diagnostic("XLA201", "host-sync-in-step", "m", U, 29, 1, 29, 9)])
+    events = [
+        {
+            "event": "start",
+            "t": 0.0,
+            "schema": 1,
+            "pid": 1,
+            "kind": "path",
+            "target": U,
+            "steps_limit": 2,
+        },
+        {"event": "torch_xla", "t": 1.0, "version": "2.9.0"},
+        compile_at(1),
+        step(1, 1),
+        step(2, 0),
+        {
+            "event": "stop",
+            "t": 3.0,
+            "reason": "steps",
+            "steps": 2,
+            "optimizer_steps": 2,
+            "location": None,
+        },
+        {"event": "exit", "t": 3.0, "code": 0, "reason": "stopped"},
+        {"event": "end", "t": 3.0, "steps": 2},
+        {"event": "child_exit", "t": 4.0, "code": 0},
+    ]
+    report = build_report(
+        make(events),
+        command=["python", "train.py"],
+        target=U,
+        steps_requested=2,
+        wall_s=4.0,
+        events_file="/tmp/e.jsonl",
+        device={"pjrt_device": "CPU", "cpu_devices": 8},
+        static=[Diagnostic("XLA201", "host-sync-in-step", "m", U, 29, 1, 29, 9)],
+    )
     jsonschema.validate(report, REPORT_SCHEMA)
     assert (report["status"], report["exit_code"], report["steps_traced"]) == ("stopped", 0, 2)
     assert report["static"][0]["status"] == "not reached"
     text = render_text(report)
-    assert "stopped after 2 steps as asked" in text and "Findings: none" in text and "not reached" in text
+    assert (
+        "stopped after 2 steps as asked" in text
+        and "Findings: none" in text
+        and "not reached" in text
+    )
 
 
 def test_a_script_error_is_exit_1_with_its_message():
-    events = [{"event": "torch_xla", "t": 1.0, "version": "2.9.0"}, step(1, 1),
-              {"event": "error", "t": 2.0, "type": "ValueError", "message": "bad batch", "traceback": "Traceback...",
-               "location": loc(8)}]
-    report = build_report(make(events), command=["x.py"], target=U, steps_requested=5, wall_s=2.0,
-                          events_file="/tmp/e.jsonl", device={"pjrt_device": "CPU", "cpu_devices": 8})
+    events = [
+        {"event": "torch_xla", "t": 1.0, "version": "2.9.0"},
+        step(1, 1),
+        {
+            "event": "error",
+            "t": 2.0,
+            "type": "ValueError",
+            "message": "bad batch",
+            "traceback": "Traceback...",
+            "location": loc(8),
+        },
+    ]
+    report = build_report(
+        make(events),
+        command=["x.py"],
+        target=U,
+        steps_requested=5,
+        wall_s=2.0,
+        events_file="/tmp/e.jsonl",
+        device={"pjrt_device": "CPU", "cpu_devices": 8},
+    )
     jsonschema.validate(report, REPORT_SCHEMA)
-    assert (report["status"], report["exit_code"], report["error"]["type"]) == ("error", 1, "ValueError")
+    assert (report["status"], report["exit_code"], report["error"]["type"]) == (
+        "error",
+        1,
+        "ValueError",
+    )
     assert "error: ValueError: bad batch at" in render_text(report)
 
 
 # --- import promises -------------------------------------------------------------------------
 
+
 def test_the_hook_imports_only_the_standard_library():
     path = Path(hook.__file__)
-    code = ("import importlib.util as u, sys\n"
-            f"s = u.spec_from_file_location('h', {str(path)!r}); m = u.module_from_spec(s); s.loader.exec_module(m)\n"
-            "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('torch', 'torch_xla', 'xla_lint', 'numpy',"
-            " 'libcst', 'click'))\n"
-            "print(bad)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import importlib.util as u, sys\n"
+        f"s = u.spec_from_file_location('h', {str(path)!r}); m = u.module_from_spec(s); s.loader.exec_module(m)\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('torch', 'torch_xla', 'xla_lint', 'numpy',"
+        " 'libcst', 'click'))\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
 def test_the_linter_never_imports_the_trace_package():
-    code = ("import sys, xla_lint.cli, xla_lint.engine, xla_lint.linter, xla_lint.rules\n"
-            "print([n for n in sys.modules if n.startswith('xla_lint.trace')])\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__)))).stdout
+    code = (
+        "import sys, xla_lint.cli, xla_lint.engine, xla_lint.linter, xla_lint.rules\n"
+        "print([n for n in sys.modules if n.startswith('xla_lint.trace')])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    ).stdout
     assert out.strip() == "[]"
 
 
 def test_location_round_trip():
     assert Location.from_json(loc(3)).to_json() == loc(3)
-    assert Location.from_json(None) is None and Location.from_json({"path": None, "line": 1}) is None
+    assert (
+        Location.from_json(None) is None and Location.from_json({"path": None, "line": 1}) is None
+    )
 
 
 def test_event_schema_rejects_a_step_without_its_fields():

@@ -35,8 +35,11 @@ def render_markdown(text: str, color: bool) -> str:
 
 def render_rule(rule, color: bool = False) -> str:
     """The text ``xla-lint rule CODE`` prints: ``CODE name (severity, fixable, ...)``, summary, explanation."""
-    flags = [rule.severity.value] + (["fixable"] if rule.fixable else []) + \
-        (["preview: on with --preview"] if rule.preview else []) + \
-        ([] if rule.default_enabled else ["off by default"])
+    flags = (
+        [rule.severity.value]
+        + (["fixable"] if rule.fixable else [])
+        + (["preview: on with --preview"] if rule.preview else [])
+        + ([] if rule.default_enabled else ["off by default"])
+    )
     head = f"{style(rule.code, color, bold=True)} {rule.name} ({', '.join(flags)})"
     return f"{head}\n\n{rule.summary}\n\n{render_markdown(rule.explanation, color)}\n"

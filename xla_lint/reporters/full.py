@@ -33,11 +33,21 @@ def apply_one(lines: list[str], fix: Fix) -> tuple[int, list[str], list[str]] | 
     hi = max(e.end_line for e in fix.edits)
     if lo < 1 or hi > len(lines):
         return None
-    segment = lines[lo - 1:hi]
+    segment = lines[lo - 1 : hi]
     starts = line_starts(segment)
     text = "".join(segment)
-    spans = sorted(((starts[e.line - lo] + e.column - 1, starts[e.end_line - lo] + e.end_column - 1, e.content)
-                    for e in fix.edits), key=lambda s: s[0], reverse=True)
+    spans = sorted(
+        (
+            (
+                starts[e.line - lo] + e.column - 1,
+                starts[e.end_line - lo] + e.end_column - 1,
+                e.content,
+            )
+            for e in fix.edits
+        ),
+        key=lambda s: s[0],
+        reverse=True,
+    )
     for a, b, content in spans:
         text = text[:a] + content + text[b:]
     return lo, "".join(segment).splitlines(), text.splitlines()
@@ -54,12 +64,18 @@ def _snippet(d: Diagnostic, lines: list[str], color: bool) -> list[str]:
     end = max(min(end, len(src)), start + 1)
     # Keep tabs in the caret's indentation so it lines up with the source line.
     pad = "".join(ch if ch == "\t" else " " for ch in src[:start])
-    caret = style("^" * (end - start) + " " + d.code, color, fg="red" if d.severity.value == "error" else "yellow",
-                  bold=True)
-    return [style(gutter, color, fg="blue"),
-            f"{style(str(d.line) + ' |', color, fg='blue')} {src}",
-            f"{style(gutter, color, fg='blue')} {pad}{caret}",
-            style(gutter, color, fg="blue")]
+    caret = style(
+        "^" * (end - start) + " " + d.code,
+        color,
+        fg="red" if d.severity.value == "error" else "yellow",
+        bold=True,
+    )
+    return [
+        style(gutter, color, fg="blue"),
+        f"{style(str(d.line) + ' |', color, fg='blue')} {src}",
+        f"{style(gutter, color, fg='blue')} {pad}{caret}",
+        style(gutter, color, fg="blue"),
+    ]
 
 
 def _fix_lines(d: Diagnostic, lines: list[str] | None, color: bool) -> list[str]:

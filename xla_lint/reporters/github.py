@@ -30,8 +30,14 @@ def render(report: Report) -> str:
     lines = []
     for d in report.diagnostics:
         command = "error" if d.severity is Severity.ERROR else "warning"
-        props = {"file": d.path, "line": d.line, "col": d.column, "endLine": d.end_line,
-                 "endColumn": d.end_column, "title": d.code}
+        props = {
+            "file": d.path,
+            "line": d.line,
+            "col": d.column,
+            "endLine": d.end_line,
+            "endColumn": d.end_column,
+            "title": d.code,
+        }
         joined = ",".join(f"{k}={escape_property(str(v))}" for k, v in props.items())
         lines.append(f"::{command} {joined}::{escape_data(d.message)}")
     return "\n".join(lines) + "\n" if lines else ""

@@ -66,17 +66,21 @@ def issues(diagnostics: list[Diagnostic]) -> list[dict]:
     for d in diagnostics:
         path = project_path(d.path)
         key = (d.code, path, d.message)
-        out.append({
-            "check_name": d.code,
-            "description": f"{d.code}: {d.message}",
-            "severity": SEVERITY[d.severity],
-            "fingerprint": fingerprint(*key, seen[key]),
-            "location": {
-                "path": path,
-                "positions": {"begin": {"line": d.line, "column": d.column},
-                              "end": {"line": d.end_line, "column": d.end_column}},
-            },
-        })
+        out.append(
+            {
+                "check_name": d.code,
+                "description": f"{d.code}: {d.message}",
+                "severity": SEVERITY[d.severity],
+                "fingerprint": fingerprint(*key, seen[key]),
+                "location": {
+                    "path": path,
+                    "positions": {
+                        "begin": {"line": d.line, "column": d.column},
+                        "end": {"line": d.end_line, "column": d.end_column},
+                    },
+                },
+            }
+        )
         seen[key] += 1
     return out
 

@@ -15,4 +15,6 @@ from . import Report
 
 
 def render(report: Report) -> str:
-    return "".join(json.dumps(d.to_json(), separators=(",", ":")) + "\n" for d in report.diagnostics)
+    return "".join(
+        json.dumps(d.to_json(), separators=(",", ":")) + "\n" for d in report.diagnostics
+    )

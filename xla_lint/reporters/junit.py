@@ -52,9 +52,16 @@ def xml_text(text: str) -> str:
 
 
 def _case(suite: ET.Element, d: Diagnostic) -> None:
-    case = ET.SubElement(suite, "testcase", {
-        "name": f"{PACKAGE}.{d.code}", "classname": xml_text(os.path.splitext(d.path)[0]),
-        "line": str(d.line), "column": str(d.column)})
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "name": f"{PACKAGE}.{d.code}",
+            "classname": xml_text(os.path.splitext(d.path)[0]),
+            "line": str(d.line),
+            "column": str(d.column),
+        },
+    )
     props = ET.SubElement(case, "properties")
     ET.SubElement(props, "property", {"name": "severity", "value": d.severity.value})
     message = xml_text(d.message)
@@ -65,20 +72,41 @@ def _case(suite: ET.Element, d: Diagnostic) -> None:
 def junit_tree(report: Report) -> ET.Element:
     """The ``<testsuites>`` element of ``report``."""
     n = len(report.diagnostics)
-    root = ET.Element("testsuites", {"name": "xla-lint", "tests": str(max(n, 1)), "failures": str(n),
-                                     "errors": "0"})
+    root = ET.Element(
+        "testsuites",
+        {"name": "xla-lint", "tests": str(max(n, 1)), "failures": str(n), "errors": "0"},
+    )
     if not n:
-        suite = ET.SubElement(root, "testsuite", {"name": "xla-lint", "tests": "1", "disabled": "0", "errors": "0",
-                                                  "failures": "0", "package": PACKAGE})
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            {
+                "name": "xla-lint",
+                "tests": "1",
+                "disabled": "0",
+                "errors": "0",
+                "failures": "0",
+                "package": PACKAGE,
+            },
+        )
         ET.SubElement(suite, "testcase", {"name": "No errors found", "classname": "xla-lint"})
         return root
     by_path: dict[str, list[Diagnostic]] = {}
     for d in report.diagnostics:
         by_path.setdefault(d.path, []).append(d)
     for path, items in by_path.items():
-        suite = ET.SubElement(root, "testsuite", {
-            "name": xml_text(path), "tests": str(len(items)), "disabled": "0", "errors": "0",
-            "failures": str(len(items)), "package": PACKAGE})
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            {
+                "name": xml_text(path),
+                "tests": str(len(items)),
+                "disabled": "0",
+                "errors": "0",
+                "failures": str(len(items)),
+                "package": PACKAGE,
+            },
+        )
         for d in items:
             _case(suite, d)
     return root

@@ -11,5 +11,7 @@ from . import Report
 
 
 def render(report: Report) -> str:
-    return "".join(f"{d.path}:{d.line}: [{d.code}] {' '.join(d.message.splitlines())}\n"
-                   for d in report.diagnostics)
+    return "".join(
+        f"{d.path}:{d.line}: [{d.code}] {' '.join(d.message.splitlines())}\n"
+        for d in report.diagnostics
+    )

@@ -25,7 +25,9 @@ from .. import __version__
 from ..diagnostics import Diagnostic, Fix
 from . import Report, rule_to_json
 
-SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
 INFORMATION_URI = "https://github.com/xla-lint/xla-lint"
 
 
@@ -54,8 +56,11 @@ def rule_descriptor(rule) -> dict:
         "fullDescription": {"text": data["description"]},
         "help": {"text": data["explanation"], "markdown": data["explanation"]},
         "defaultConfiguration": {"level": data["severity"], "enabled": data["default_enabled"]},
-        "properties": {"fixable": data["fixable"], "preview": data["preview"],
-                       "tags": [data["severity"]] + (["preview"] if data["preview"] else [])},
+        "properties": {
+            "fixable": data["fixable"],
+            "preview": data["preview"],
+            "tags": [data["severity"]] + (["preview"] if data["preview"] else []),
+        },
     }
 
 
@@ -68,11 +73,18 @@ def _fix(d: Diagnostic, fix: Fix) -> dict | None:
         return None  # an added import has no fixed position: not expressible as a replacement
     return {
         "description": {"text": fix.description + ("" if fix.safe else " (unsafe)")},
-        "artifactChanges": [{
-            "artifactLocation": artifact_location(d.path),
-            "replacements": [{"deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
-                              "insertedContent": {"text": e.content}} for e in fix.edits],
-        }],
+        "artifactChanges": [
+            {
+                "artifactLocation": artifact_location(d.path),
+                "replacements": [
+                    {
+                        "deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
+                        "insertedContent": {"text": e.content},
+                    }
+                    for e in fix.edits
+                ],
+            }
+        ],
     }
 
 
@@ -88,10 +100,14 @@ def sarif_log(report: Report) -> dict:
             "ruleId": d.code,
             "level": d.severity.value,
             "message": {"text": d.message},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": artifact_location(d.path),
-                "region": _region(d.line, d.column, d.end_line, d.end_column),
-            }}],
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": artifact_location(d.path),
+                        "region": _region(d.line, d.column, d.end_line, d.end_column),
+                    }
+                }
+            ],
         }
         if d.code in index:
             result["ruleIndex"] = index[d.code]
@@ -102,18 +118,22 @@ def sarif_log(report: Report) -> dict:
     return {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "xla-lint",
-                "version": __version__,
-                "semanticVersion": __version__,
-                "informationUri": INFORMATION_URI,
-                "rules": [rule_descriptor(r) for r in rules],
-            }},
-            "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "xla-lint",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "informationUri": INFORMATION_URI,
+                        "rules": [rule_descriptor(r) for r in rules],
+                    }
+                },
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
     }
 
 

@@ -22,9 +22,13 @@ def counts(report: Report) -> list[dict]:
     """One entry per code: code, name, count, fixable (all its diagnostics fixable); most frequent first, then by code."""
     by_code = Counter(d.code for d in report.diagnostics)
     names = {d.code: d.name for d in report.diagnostics}
-    fix_all = {code: all(fixable(d) for d in report.diagnostics if d.code == code) for code in by_code}
-    return [{"code": c, "name": names[c], "count": n, "fixable": fix_all[c]}
-            for c, n in sorted(by_code.items(), key=lambda item: (-item[1], item[0]))]
+    fix_all = {
+        code: all(fixable(d) for d in report.diagnostics if d.code == code) for code in by_code
+    }
+    return [
+        {"code": c, "name": names[c], "count": n, "fixable": fix_all[c]}
+        for c, n in sorted(by_code.items(), key=lambda item: (-item[1], item[0]))
+    ]
 
 
 def render(report: Report, as_json: bool = False) -> str:
@@ -34,6 +38,9 @@ def render(report: Report, as_json: bool = False) -> str:
     if not rows:
         return "" if report.quiet else "No diagnostics.\n"
     width = max(len(str(r["count"])) for r in rows)
-    lines = [f"{r['count']:>{width}}  {style(r['code'], report.color, bold=True)}  "
-             f"{'[*]' if r['fixable'] else '[ ]'} {r['name']}" for r in rows]
+    lines = [
+        f"{r['count']:>{width}}  {style(r['code'], report.color, bold=True)}  "
+        f"{'[*]' if r['fixable'] else '[ ]'} {r['name']}"
+        for r in rows
+    ]
     return "\n".join(lines) + "\n"

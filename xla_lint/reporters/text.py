@@ -40,14 +40,22 @@ def line(d: Diagnostic, color: bool = False) -> str:
 def summary(report: Report) -> str:
     """``Found 3 diagnostics in 2 files (1 fixable with --fix).`` or ``All checks passed (N files).``"""
     n = len(report.diagnostics)
-    fixed = f" Fixed {report.fixed} {'diagnostic' if report.fixed == 1 else 'diagnostics'}." if report.fixed else ""
+    fixed = (
+        f" Fixed {report.fixed} {'diagnostic' if report.fixed == 1 else 'diagnostics'}."
+        if report.fixed
+        else ""
+    )
     if n == 0:
-        return f"All checks passed ({report.files} {'file' if report.files == 1 else 'files'}).{fixed}"
+        return (
+            f"All checks passed ({report.files} {'file' if report.files == 1 else 'files'}).{fixed}"
+        )
     fixable_count = sum(1 for d in report.diagnostics if fixable(d))
     files = len({d.path for d in report.diagnostics})
     tail = f" ({fixable_count} fixable with --fix)" if fixable_count else ""
-    return (f"Found {n} {'diagnostic' if n == 1 else 'diagnostics'} in {files} "
-            f"{'file' if files == 1 else 'files'}{tail}.{fixed}")
+    return (
+        f"Found {n} {'diagnostic' if n == 1 else 'diagnostics'} in {files} "
+        f"{'file' if files == 1 else 'files'}{tail}.{fixed}"
+    )
 
 
 def fixes_section(report: Report) -> list[str]:
@@ -59,7 +67,10 @@ def fixes_section(report: Report) -> list[str]:
     if not items:
         return ["No fixes applied." if report.applied is not None else "No fixes available."]
     out = [style(f"{heading} ({len(items)}):", report.color, bold=True)]
-    out += [f"  {location(d, report.color)} {code_style(d, report.color)} {d.fix.description}" for d in items]
+    out += [
+        f"  {location(d, report.color)} {code_style(d, report.color)} {d.fix.description}"
+        for d in items
+    ]
     return out
 
 

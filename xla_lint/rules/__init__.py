@@ -25,8 +25,12 @@ def all_rules() -> tuple[type[Rule], ...]:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__ \
-                    and getattr(obj, "code", None):
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, Rule)
+                and obj.__module__ == module.__name__
+                and getattr(obj, "code", None)
+            ):
                 if obj.code in found or obj.name in names:
                     raise RuntimeError(f"duplicate rule {obj.code} {obj.name}")
                 found[obj.code] = obj

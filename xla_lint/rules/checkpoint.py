@@ -10,8 +10,22 @@ from .. import apis
 from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
-from ..values import (ATTRIBUTE, CALL, CONTAINER, COUNTER, ELEMENT, ENVIRONMENT, NAMESPACE, OPTION, PARAMETER,
-                      SEVERAL, Known, Site, Unknown, value_of)
+from ..values import (
+    ATTRIBUTE,
+    CALL,
+    CONTAINER,
+    COUNTER,
+    ELEMENT,
+    ENVIRONMENT,
+    NAMESPACE,
+    OPTION,
+    PARAMETER,
+    SEVERAL,
+    Known,
+    Site,
+    Unknown,
+    value_of,
+)
 from ..walk import iter_nodes
 from .multiprocess import _words
 from .spmd import expects_error
@@ -25,28 +39,79 @@ if TYPE_CHECKING:  # pragma: no cover
 # schedulers (torch/optim/lr_scheduler.py `state_dict`: the `__dict__` without the
 # optimizer), GradScalers (torch/amp/grad_scaler.py `state_dict`: `get_scale()`, a float),
 # samplers and data loaders (positions and seeds).
-_PLAIN_WORDS = frozenset({"args", "argv", "opts", "options", "flags", "hparams", "hyperparameters",
-                          "config", "configs", "cfg", "conf", "configuration", "tokenizer", "tokenizers",
-                          "scaler", "scalers", "sampler", "samplers", "loader", "loaders", "dataloader",
-                          "dataloaders"})
+_PLAIN_WORDS = frozenset(
+    {
+        "args",
+        "argv",
+        "opts",
+        "options",
+        "flags",
+        "hparams",
+        "hyperparameters",
+        "config",
+        "configs",
+        "cfg",
+        "conf",
+        "configuration",
+        "tokenizer",
+        "tokenizers",
+        "scaler",
+        "scalers",
+        "sampler",
+        "samplers",
+        "loader",
+        "loaders",
+        "dataloader",
+        "dataloaders",
+    }
+)
 # Calls whose result holds no XLA tensor: conversions to Python values, and the host RNG
 # states checkpoints store (`random.getstate()`, `np.random.get_state()`, `torch.get_rng_state()`
 # and `torch.cuda.get_rng_state_all()`: CPU ByteTensors; `xm.get_rng_state()`: an int,
 # torch_xla 2.9.0 torch_xla/core/xla_model.py).
-_PLAIN_CALLS = frozenset({"builtins.int", "builtins.float", "builtins.str", "builtins.bool", "builtins.len",
-                          "builtins.repr", "builtins.range", "builtins.hash", "builtins.id", "builtins.vars",
-                          "random.getstate", "numpy.random.get_state", "os.getpid", "time.time"})
+_PLAIN_CALLS = frozenset(
+    {
+        "builtins.int",
+        "builtins.float",
+        "builtins.str",
+        "builtins.bool",
+        "builtins.len",
+        "builtins.repr",
+        "builtins.range",
+        "builtins.hash",
+        "builtins.id",
+        "builtins.vars",
+        "random.getstate",
+        "numpy.random.get_state",
+        "os.getpid",
+        "time.time",
+    }
+)
 _RNG_STATE = frozenset({"get_rng_state", "get_rng_state_all"})
 # Calls that hold what their arguments hold.
-_WRAPPERS = frozenset({"builtins.dict", "builtins.list", "builtins.tuple", "builtins.set", "builtins.sorted",
-                       "copy.copy", "copy.deepcopy", "collections.OrderedDict"})
+_WRAPPERS = frozenset(
+    {
+        "builtins.dict",
+        "builtins.list",
+        "builtins.tuple",
+        "builtins.set",
+        "builtins.sorted",
+        "copy.copy",
+        "copy.deepcopy",
+        "collections.OrderedDict",
+    }
+)
 # Methods whose result is plain Python data whatever the receiver.
-_PLAIN_METHODS = frozenset({"item", "tolist", "numpy", "keys", "__len__", "format", "to_dict", "to_json_string"})
+_PLAIN_METHODS = frozenset(
+    {"item", "tolist", "numpy", "keys", "__len__", "format", "to_dict", "to_json_string"}
+)
 
 # A program that shards (for the examples).
-_SHARDED = ("import torch\nimport torch_xla.distributed.spmd as xs\n"
-            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
-            "SpmdFullyShardedDataParallel as FSDPv2\nxs.set_global_mesh(mesh)\n")
+_SHARDED = (
+    "import torch\nimport torch_xla.distributed.spmd as xs\n"
+    "from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
+    "SpmdFullyShardedDataParallel as FSDPv2\nxs.set_global_mesh(mesh)\n"
+)
 
 
 class _StateValues:
@@ -71,9 +136,13 @@ class _StateValues:
         if kind in (NAMESPACE, OPTION, ENVIRONMENT, COUNTER) or value.type is not None:
             return False
         if kind in (CONTAINER, ELEMENT, SEVERAL):
-            return any(self._may_hold_tensors(expr, where, depth + 1) for expr, where in value.parts)
+            return any(
+                self._may_hold_tensors(expr, where, depth + 1) for expr, where in value.parts
+            )
         if kind in (ATTRIBUTE, PARAMETER) and value.node is not None:
-            return not _plain_name(value.node.name if isinstance(value.node, cst.Param) else value.node)
+            return not _plain_name(
+                value.node.name if isinstance(value.node, cst.Param) else value.node
+            )
         if kind == CALL and isinstance(value.node, cst.Call) and value.site is not None:
             return self._call_may_hold(value.node, value.site, depth)
         return True
@@ -85,7 +154,9 @@ class _StateValues:
         if names & _WRAPPERS:
             return any(self._may_hold_tensors(a.value, site, depth + 1) for a in call.args)
         func = call.func
-        if not names and isinstance(func, cst.Attribute):  # a method of a value: `model.state_dict()`
+        if not names and isinstance(
+            func, cst.Attribute
+        ):  # a method of a value: `model.state_dict()`
             if func.attr.value in _PLAIN_METHODS:
                 return False
             if isinstance(func.value, cst.Name) and self._moved_to_cpu(func.value.value):
@@ -110,19 +181,22 @@ class _StateValues:
                 continue
             method = node.func.attr.value
             first = find_arg(node, None, 0)
-            if method == "cpu" or (method == "to" and first is not None and literal_string(first.value) == "cpu"):
+            if method == "cpu" or (
+                method == "to" and first is not None and literal_string(first.value) == "cpu"
+            ):
                 return True
         return False
-
 
 
 class TorchSaveSharded(_StateValues, Rule):
     code = "XLA003"
     name = "torch-save-sharded"
     summary = "torch.save/xm.save in a sharded program loses the sharding; use torch.distributed.checkpoint."
-    message = ("`{api}` in a program that shards tensors gathers them, drops their sharding and has "
-               "every host write the same path; save with `torch.distributed.checkpoint` and "
-               "`SPMDSavePlanner`")
+    message = (
+        "`{api}` in a program that shards tensors gathers them, drops their sharding and has "
+        "every host write the same path; save with `torch.distributed.checkpoint` and "
+        "`SPMDSavePlanner`"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -184,63 +258,88 @@ periodic checkpoints. `python -m xla_lint.runtime` checks a save/load round trip
 """
     valid = (
         Valid("import torch\n\ndef save_table(table, path):\n    torch.save(table, path)\n"),
-        Valid("import torch\nimport torch_xla\nmodel = torch.nn.Linear(2, 2).to('xla')\n"
-              "torch.save(model.state_dict(), 'm.pt')\n"),
+        Valid(
+            "import torch\nimport torch_xla\nmodel = torch.nn.Linear(2, 2).to('xla')\n"
+            "torch.save(model.state_dict(), 'm.pt')\n"
+        ),
         # Objects without tensors, as real training scripts save them next to the model
         # (Hugging Face Trainer: `torch.save(self.args, TRAINING_ARGS_NAME)`,
         # `torch.save(self.lr_scheduler.state_dict(), ...)`; accelerate's checkpointing.py: the
         # scaler's, the data loader's and the RNG states).
-        Valid(_SHARDED + "import argparse, random\nimport numpy as np\nimport torch_xla.core.xla_model as xm\n"
-              "parser = argparse.ArgumentParser()\nparser.add_argument('--lr', type=float, default=1e-3)\n"
-              "args = parser.parse_args()\nfor step in range(10):\n    pass\n"
-              "torch.save({'step': step, 'lr': args.lr, 'name': 'run'}, 'meta.pt')\n"
-              "torch.save(args, 'args.bin')\ntorch.save(vars(args), 'args.pt')\n"
-              "def save(self, scheduler, scaler, dataloader, step: int):\n"
-              "    torch.save(self.args, 'training_args.bin')\n"
-              "    torch.save(self.lr_scheduler.state_dict(), 'scheduler.pt')\n"
-              "    state = scheduler.state_dict()\n    torch.save(state, 'sched.bin')\n"
-              "    state = scaler.state_dict()\n    torch.save(state, 'scaler.pt')\n"
-              "    torch.save(dataloader.state_dict(), 'dl.bin')\n"
-              "    torch.save(self.model.config, 'config.pt')\n    torch.save(self.tokenizer, 'tok.pt')\n"
-              "    states = {}\n    states['step'] = step\n    states['random_state'] = random.getstate()\n"
-              "    states['numpy_random_seed'] = np.random.get_state()\n"
-              "    states['torch_manual_seed'] = torch.get_rng_state()\n"
-              "    states['torch_cuda_manual_seed'] = torch.cuda.get_rng_state_all()\n"
-              "    states['xm_seed'] = xm.get_rng_state()\n    torch.save(states, 'rng.pkl')\n"),
+        Valid(
+            _SHARDED
+            + "import argparse, random\nimport numpy as np\nimport torch_xla.core.xla_model as xm\n"
+            "parser = argparse.ArgumentParser()\nparser.add_argument('--lr', type=float, default=1e-3)\n"
+            "args = parser.parse_args()\nfor step in range(10):\n    pass\n"
+            "torch.save({'step': step, 'lr': args.lr, 'name': 'run'}, 'meta.pt')\n"
+            "torch.save(args, 'args.bin')\ntorch.save(vars(args), 'args.pt')\n"
+            "def save(self, scheduler, scaler, dataloader, step: int):\n"
+            "    torch.save(self.args, 'training_args.bin')\n"
+            "    torch.save(self.lr_scheduler.state_dict(), 'scheduler.pt')\n"
+            "    state = scheduler.state_dict()\n    torch.save(state, 'sched.bin')\n"
+            "    state = scaler.state_dict()\n    torch.save(state, 'scaler.pt')\n"
+            "    torch.save(dataloader.state_dict(), 'dl.bin')\n"
+            "    torch.save(self.model.config, 'config.pt')\n    torch.save(self.tokenizer, 'tok.pt')\n"
+            "    states = {}\n    states['step'] = step\n    states['random_state'] = random.getstate()\n"
+            "    states['numpy_random_seed'] = np.random.get_state()\n"
+            "    states['torch_manual_seed'] = torch.get_rng_state()\n"
+            "    states['torch_cuda_manual_seed'] = torch.cuda.get_rng_state_all()\n"
+            "    states['xm_seed'] = xm.get_rng_state()\n    torch.save(states, 'rng.pkl')\n"
+        ),
         # The model was moved to the host first (a forked Hugging Face Trainer's TPU save).
-        Valid(_SHARDED + "import torch_xla.core.xla_model as xm\n"
-              "def save(self, model, path):\n    xm.mark_step()\n    model.to('cpu')\n"
-              "    state_dict = model.state_dict()\n    xm.save(state_dict, path)\n"),
+        Valid(
+            _SHARDED + "import torch_xla.core.xla_model as xm\n"
+            "def save(self, model, path):\n    xm.mark_step()\n    model.to('cpu')\n"
+            "    state_dict = model.state_dict()\n    xm.save(state_dict, path)\n"
+        ),
     )
     invalid = (
-        Invalid("import torch\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-                "xr.use_spmd()\nxs.mark_sharding(w, mesh, ('fsdp', None))\n"
-                "torch.save(model.state_dict(), 'ckpt.pt')\n", (6,)),
-        Invalid("import torch_xla.core.xla_model as xm\n"
-                "from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
-                "SpmdFullyShardedDataParallel as FSDPv2\n"
-                "model = FSDPv2(net)\nxm.save(model.state_dict(), 'ckpt.pt')\n", (4,)),
+        Invalid(
+            "import torch\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "xr.use_spmd()\nxs.mark_sharding(w, mesh, ('fsdp', None))\n"
+            "torch.save(model.state_dict(), 'ckpt.pt')\n",
+            (6,),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\n"
+            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
+            "SpmdFullyShardedDataParallel as FSDPv2\n"
+            "model = FSDPv2(net)\nxm.save(model.state_dict(), 'ckpt.pt')\n",
+            (4,),
+        ),
         # Moved to the host only after the save (or another module moved): still sharded state.
-        Invalid(_SHARDED + "def save(model, other, path):\n    other.to('cpu')\n"
-                "    torch.save(model.state_dict(), path)\n    model.to('cpu')\n",
-                (_SHARDED.count("\n") + 3,)),
+        Invalid(
+            _SHARDED + "def save(model, other, path):\n    other.to('cpu')\n"
+            "    torch.save(model.state_dict(), path)\n    model.to('cpu')\n",
+            (_SHARDED.count("\n") + 3,),
+        ),
         # Model state reached through names, containers, loops and unknown origins.
-        Invalid(_SHARDED + "model = FSDPv2(net)\noptimizer = torch.optim.AdamW(model.parameters())\n"
-                "ckpt = {'model': model.state_dict(), 'step': 3}\ntorch.save(ckpt, 'a.pt')\n"
-                "state = {'args': args}\nstate['optimizer'] = optimizer.state_dict()\ntorch.save(state, 'b.pt')\n"
-                "def save_all(model_states, scheduler, path):\n"
-                "    for i, state in enumerate(model_states):\n        torch.save(state, path)\n"
-                "    state = scheduler.state_dict()\n    state = model.module.state_dict()\n"
-                "    torch.save(state, path)\n    torch.save([optimizer], path)\n"
-                "    torch.save(get_state(), path)\n", (8, 11, 14, 17, 18, 19)),
+        Invalid(
+            _SHARDED + "model = FSDPv2(net)\noptimizer = torch.optim.AdamW(model.parameters())\n"
+            "ckpt = {'model': model.state_dict(), 'step': 3}\ntorch.save(ckpt, 'a.pt')\n"
+            "state = {'args': args}\nstate['optimizer'] = optimizer.state_dict()\ntorch.save(state, 'b.pt')\n"
+            "def save_all(model_states, scheduler, path):\n"
+            "    for i, state in enumerate(model_states):\n        torch.save(state, path)\n"
+            "    state = scheduler.state_dict()\n    state = model.module.state_dict()\n"
+            "    torch.save(state, path)\n    torch.save([optimizer], path)\n"
+            "    torch.save(get_state(), path)\n",
+            (8, 11, 14, 17, 18, 19),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        if not ctx.imports_torch_xla or ctx.module_name == "torch_xla" or ctx.module_name.startswith("torch_xla."):
+        if (
+            not ctx.imports_torch_xla
+            or ctx.module_name == "torch_xla"
+            or ctx.module_name.startswith("torch_xla.")
+        ):
             return
         names = ctx.qnames(node.func)
-        for api, short, keyword in ((apis.TORCH_SAVE, "torch.save", "obj"), (apis.XM_SAVE, "xm.save", "data")):
+        for api, short, keyword in (
+            (apis.TORCH_SAVE, "torch.save", "obj"),
+            (apis.XM_SAVE, "xm.save", "data"),
+        ):
             if api in names:
                 saved = find_arg(node, keyword, 0)
                 if saved is None or self._may_hold_tensors(saved.value, None, 0):
@@ -266,30 +365,47 @@ def _plain_name(node: cst.CSTNode) -> bool:
 # it as a keyword only).
 _DCP = "torch.distributed.checkpoint"
 _DCP_ENTRIES: dict[str, dict[str, tuple[str, int | None]]] = {
-    "state_dict_saver": {"save": ("save", None), "save_state_dict": ("save", 5), "async_save": ("async", None)},
+    "state_dict_saver": {
+        "save": ("save", None),
+        "save_state_dict": ("save", 5),
+        "async_save": ("async", None),
+    },
     "state_dict_loader": {"load": ("load", None), "load_state_dict": ("load", 5)},
 }
-_DCP_CALLS = {f"{_DCP}{module}.{name}": entry for source, entries in _DCP_ENTRIES.items()
-              for name, entry in entries.items() for module in ("", f".{source}")}
+_DCP_CALLS = {
+    f"{_DCP}{module}.{name}": entry
+    for source, entries in _DCP_ENTRIES.items()
+    for name, entry in entries.items()
+    for module in ("", f".{source}")
+}
 # torch's own planners, which treat a sharded XLA tensor as a plain tensor (default_planner.py).
-_DEFAULT_PLANNERS = frozenset(f"{_DCP}.{module}{cls}" for module in ("", "default_planner.")
-                              for cls in ("DefaultSavePlanner", "DefaultLoadPlanner"))
+_DEFAULT_PLANNERS = frozenset(
+    f"{_DCP}.{module}{cls}"
+    for module in ("", "default_planner.")
+    for cls in ("DefaultSavePlanner", "DefaultLoadPlanner")
+)
 _SPMD_PLANNER = {"save": "SPMDSavePlanner", "load": "SPMDLoadPlanner", "async": "SPMDSavePlanner"}
 
 # An SPMD program that shards a model (for the examples).
-_SPMD_SHARDED = ("import numpy as np\nimport torch\nimport torch_xla.runtime as xr\n"
-                 "import torch_xla.distributed.spmd as xs\nimport torch.distributed.checkpoint as dist_cp\n"
-                 "xr.use_spmd()\nmesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
-                 "model = torch.nn.Linear(16, 8).to('xla')\nxs.mark_sharding(model.weight, mesh, ('fsdp', None))\n")
+_SPMD_SHARDED = (
+    "import numpy as np\nimport torch\nimport torch_xla.runtime as xr\n"
+    "import torch_xla.distributed.spmd as xs\nimport torch.distributed.checkpoint as dist_cp\n"
+    "xr.use_spmd()\nmesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
+    "model = torch.nn.Linear(16, 8).to('xla')\nxs.mark_sharding(model.weight, mesh, ('fsdp', None))\n"
+)
 _SPMD_LINES = _SPMD_SHARDED.count("\n")
-_PLANNERS = "from torch_xla.experimental.distributed_checkpoint import SPMDLoadPlanner, SPMDSavePlanner\n"
+_PLANNERS = (
+    "from torch_xla.experimental.distributed_checkpoint import SPMDLoadPlanner, SPMDSavePlanner\n"
+)
 
 
 class SpmdCheckpointPlanner(_StateValues, Rule):
     code = "XLA024"
     name = "spmd-checkpoint-planner"
-    summary = ("torch.distributed.checkpoint save/load of sharded state without SPMDSavePlanner/SPMDLoadPlanner; "
-               "async_save of XLA tensors.")
+    summary = (
+        "torch.distributed.checkpoint save/load of sharded state without SPMDSavePlanner/SPMDLoadPlanner; "
+        "async_save of XLA tensors."
+    )
     message = "{detail}"
     severity = Severity.WARNING
     preview = True
@@ -374,63 +490,86 @@ can write (pytorch/xla#7919).
 - https://github.com/pytorch/xla/issues/7919, https://github.com/pytorch/xla/issues/7215
 """
     valid = (
-        Valid(_SPMD_SHARDED + _PLANNERS +
-              "dist_cp.save({'model': model.state_dict()}, storage_writer=dist_cp.FileSystemWriter('ckpt'),\n"
-              "             planner=SPMDSavePlanner())\nstate = {'model': model.state_dict()}\n"
-              "dist_cp.load(state, storage_reader=dist_cp.FileSystemReader('ckpt'), planner=SPMDLoadPlanner())\n"
-              "dist_cp.save_state_dict(state, dist_cp.FileSystemWriter('c2'), None, 0, False, SPMDSavePlanner())\n"),
+        Valid(
+            _SPMD_SHARDED
+            + _PLANNERS
+            + "dist_cp.save({'model': model.state_dict()}, storage_writer=dist_cp.FileSystemWriter('ckpt'),\n"
+            "             planner=SPMDSavePlanner())\nstate = {'model': model.state_dict()}\n"
+            "dist_cp.load(state, storage_reader=dist_cp.FileSystemReader('ckpt'), planner=SPMDLoadPlanner())\n"
+            "dist_cp.save_state_dict(state, dist_cp.FileSystemWriter('c2'), None, 0, False, SPMDSavePlanner())\n"
+        ),
         # The planner through a name, an attribute or **kwargs; state without tensors; a writer alone.
-        Valid(_SPMD_SHARDED + _PLANNERS +
-              "def save(state, path, planner, **kwargs):\n"
-              "    dist_cp.save(state, storage_writer=dist_cp.FileSystemWriter(path), planner=planner)\n"
-              "    dist_cp.save(state, checkpoint_id=path, planner=self.save_planner)\n"
-              "    dist_cp.load(state, checkpoint_id=path, **kwargs)\n"
-              "def save_meta(args, step: int):\n"
-              "    dist_cp.save({'step': step, 'args': vars(args)}, checkpoint_id='meta')\n"
-              "    writer = dist_cp.FileSystemWriter('ckpt')\n"),
+        Valid(
+            _SPMD_SHARDED + _PLANNERS + "def save(state, path, planner, **kwargs):\n"
+            "    dist_cp.save(state, storage_writer=dist_cp.FileSystemWriter(path), planner=planner)\n"
+            "    dist_cp.save(state, checkpoint_id=path, planner=self.save_planner)\n"
+            "    dist_cp.load(state, checkpoint_id=path, **kwargs)\n"
+            "def save_meta(args, step: int):\n"
+            "    dist_cp.save({'step': step, 'args': vars(args)}, checkpoint_id='meta')\n"
+            "    writer = dist_cp.FileSystemWriter('ckpt')\n"
+        ),
         # Only the branch that runs without SPMD saves without a planner.
-        Valid(_SPMD_SHARDED + _PLANNERS +
-              "if not xr.is_spmd():\n    dist_cp.save({'model': model.state_dict()}, checkpoint_id='c')\n"
-              "else:\n    dist_cp.save({'model': model.state_dict()}, checkpoint_id='c', planner=SPMDSavePlanner())\n"),
+        Valid(
+            _SPMD_SHARDED
+            + _PLANNERS
+            + "if not xr.is_spmd():\n    dist_cp.save({'model': model.state_dict()}, checkpoint_id='c')\n"
+            "else:\n    dist_cp.save({'model': model.state_dict()}, checkpoint_id='c', planner=SPMDSavePlanner())\n"
+        ),
         # One process per device (no SPMD): every process saves its own unsharded copy.
-        Valid("import torch\nimport torch_xla\nimport torch.distributed as dist\n"
-              "import torch.distributed.checkpoint as dcp\nimport torch_xla.distributed.xla_backend\n"
-              "def _mp_fn(index):\n    dist.init_process_group('xla', init_method='xla://')\n"
-              "    model = torch.nn.Linear(4, 4).to('xla')\n"
-              "    dcp.save({'model': model.state_dict()}, checkpoint_id='ckpt')\n"
-              "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n"),
+        Valid(
+            "import torch\nimport torch_xla\nimport torch.distributed as dist\n"
+            "import torch.distributed.checkpoint as dcp\nimport torch_xla.distributed.xla_backend\n"
+            "def _mp_fn(index):\n    dist.init_process_group('xla', init_method='xla://')\n"
+            "    model = torch.nn.Linear(4, 4).to('xla')\n"
+            "    dcp.save({'model': model.state_dict()}, checkpoint_id='ckpt')\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n"
+        ),
         # A project function called save.
-        Valid(_SPMD_SHARDED + "from checkpointing import save\nsave({'model': model.state_dict()}, 'ckpt')\n",
-              files=(("checkpointing.py", "def save(state, path):\n    pass\n"),)),
+        Valid(
+            _SPMD_SHARDED
+            + "from checkpointing import save\nsave({'model': model.state_dict()}, 'ckpt')\n",
+            files=(("checkpointing.py", "def save(state, path):\n    pass\n"),),
+        ),
     )
     invalid = (
-        Invalid(_SPMD_SHARDED +
-                "dist_cp.save(state_dict={'model': model.state_dict()},\n"
-                "             storage_writer=dist_cp.FileSystemWriter('ckpt'))\n"
-                "state = {'model': model.state_dict()}\n"
-                "dist_cp.load(state_dict=state, storage_reader=dist_cp.FileSystemReader('ckpt'))\n",
-                (_SPMD_LINES + 1, _SPMD_LINES + 4)),
-        Invalid(_SPMD_SHARDED +
-                "from torch.distributed.checkpoint import DefaultSavePlanner, load_state_dict, save_state_dict\n"
-                "from torch.distributed.checkpoint.state_dict_saver import save as dcp_save\n"
-                "def checkpoint(model, optimizer, path):\n"
-                "    state = {'model': model.state_dict(), 'optim': optimizer.state_dict()}\n"
-                "    save_state_dict(state, dist_cp.FileSystemWriter(path))\n"
-                "    dcp_save(state, checkpoint_id=path, planner=DefaultSavePlanner())\n"
-                "    dcp_save({'model': model}, checkpoint_id=path, planner=None)\n"
-                "    load_state_dict(state, dist_cp.FileSystemReader(path))\n",
-                tuple(_SPMD_LINES + n for n in (5, 6, 7, 8))),
+        Invalid(
+            _SPMD_SHARDED + "dist_cp.save(state_dict={'model': model.state_dict()},\n"
+            "             storage_writer=dist_cp.FileSystemWriter('ckpt'))\n"
+            "state = {'model': model.state_dict()}\n"
+            "dist_cp.load(state_dict=state, storage_reader=dist_cp.FileSystemReader('ckpt'))\n",
+            (_SPMD_LINES + 1, _SPMD_LINES + 4),
+        ),
+        Invalid(
+            _SPMD_SHARDED
+            + "from torch.distributed.checkpoint import DefaultSavePlanner, load_state_dict, save_state_dict\n"
+            "from torch.distributed.checkpoint.state_dict_saver import save as dcp_save\n"
+            "def checkpoint(model, optimizer, path):\n"
+            "    state = {'model': model.state_dict(), 'optim': optimizer.state_dict()}\n"
+            "    save_state_dict(state, dist_cp.FileSystemWriter(path))\n"
+            "    dcp_save(state, checkpoint_id=path, planner=DefaultSavePlanner())\n"
+            "    dcp_save({'model': model}, checkpoint_id=path, planner=None)\n"
+            "    load_state_dict(state, dist_cp.FileSystemReader(path))\n",
+            tuple(_SPMD_LINES + n for n in (5, 6, 7, 8)),
+        ),
         # async_save raises on XLA tensors, planner or not.
-        Invalid(_SPMD_SHARDED + _PLANNERS +
-                "future = dist_cp.async_save({'model': model.state_dict()}, checkpoint_id='ckpt',\n"
-                "                            planner=SPMDSavePlanner())\n", (_SPMD_LINES + 2,)),
+        Invalid(
+            _SPMD_SHARDED
+            + _PLANNERS
+            + "future = dist_cp.async_save({'model': model.state_dict()}, checkpoint_id='ckpt',\n"
+            "                            planner=SPMDSavePlanner())\n",
+            (_SPMD_LINES + 2,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         names = ctx.qnames(node.func)
         entry = next((_DCP_CALLS[n] for n in names if n in _DCP_CALLS), None)
-        if entry is None or ctx.module_name.startswith(("torch_xla.", "torch.")) or expects_error(ctx):
+        if (
+            entry is None
+            or ctx.module_name.startswith(("torch_xla.", "torch."))
+            or expects_error(ctx)
+        ):
             return
         kind, position = entry
         if any(a.star == "**" or (a.star and position is not None) for a in node.args):
@@ -441,23 +580,40 @@ can write (pytorch/xla#7919).
         api = " ".join(ctx.module.code_for_node(node.func).split())
         if kind == "async":
             if find_arg(node, "async_stager") is None:
-                self.report(node, self.message.format(
-                    detail=f"`{api}` copies the state to the host with torch's default stager, which cannot copy "
-                           "XLA tensors: it raises CheckpointException ('invalid python storage') with or without "
-                           "a planner; use torch_xla's `CheckpointManager.save_async`, or `dist_cp.save` with "
-                           "`planner=SPMDSavePlanner()`"), requires=[("spmd", True)], severity=Severity.ERROR)
+                self.report(
+                    node,
+                    self.message.format(
+                        detail=f"`{api}` copies the state to the host with torch's default stager, which cannot copy "
+                        "XLA tensors: it raises CheckpointException ('invalid python storage') with or without "
+                        "a planner; use torch_xla's `CheckpointManager.save_async`, or `dist_cp.save` with "
+                        "`planner=SPMDSavePlanner()`"
+                    ),
+                    requires=[("spmd", True)],
+                    severity=Severity.ERROR,
+                )
             return
         planner = find_arg(node, "planner", position)
         if planner is not None and not self._default_planner(planner.value):
             return
-        what = (f"`{api}` without `planner=`" if planner is None else f"`{api}` with torch's default planner")
-        effect = ("gathers each sharded XLA tensor whole to the host (an extra XLA program per tensor) instead of "
-                  "having each host write its own shards" if kind == "save" else
-                  "reads each tensor whole on every host and uploads it whole instead of reading each host's shards")
-        self.report(node, self.message.format(
-            detail=f"{what} {effect}; pass `planner={_SPMD_PLANNER[kind]}()` "
-                   "(torch_xla.experimental.distributed_checkpoint)"),
-            requires=[("spmd", True), ("shards", True)])
+        what = (
+            f"`{api}` without `planner=`"
+            if planner is None
+            else f"`{api}` with torch's default planner"
+        )
+        effect = (
+            "gathers each sharded XLA tensor whole to the host (an extra XLA program per tensor) instead of "
+            "having each host write its own shards"
+            if kind == "save"
+            else "reads each tensor whole on every host and uploads it whole instead of reading each host's shards"
+        )
+        self.report(
+            node,
+            self.message.format(
+                detail=f"{what} {effect}; pass `planner={_SPMD_PLANNER[kind]}()` "
+                "(torch_xla.experimental.distributed_checkpoint)"
+            ),
+            requires=[("spmd", True), ("shards", True)],
+        )
 
     def _default_planner(self, expr: cst.BaseExpression) -> bool:
         """True for ``None``, ``DefaultSavePlanner()``/``DefaultLoadPlanner()``, or a name assigned one."""

@@ -36,19 +36,43 @@ from .mesh import literal_elements, literal_int, mesh_of, spec_call
 SPMD = (("spmd", True),)
 DATA_LOADER = "torch.utils.data.DataLoader"
 SAMPLE_GENERATOR = "torch_xla.utils.utils.SampleGenerator"
-TENSOR_DATASET = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+TENSOR_DATASET = frozenset(
+    {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+)
 # Samplers that do not split the data between hosts (torch/utils/data/sampler.py).
-PLAIN_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.SequentialSampler",
-                            "torch.utils.data.sampler.RandomSampler", "torch.utils.data.sampler.SequentialSampler"})
+PLAIN_SAMPLERS = frozenset(
+    {
+        "torch.utils.data.RandomSampler",
+        "torch.utils.data.SequentialSampler",
+        "torch.utils.data.sampler.RandomSampler",
+        "torch.utils.data.sampler.SequentialSampler",
+    }
+)
 # Tensor factories whose size is given as `*size` or as one sequence (torch 2.9 signatures).
-SIZE_FACTORIES = frozenset({"torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty"})
+SIZE_FACTORIES = frozenset(
+    {"torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty"}
+)
 # Tensor methods that keep the rank: `torch.randint(0, 10, (n,)).long()`.
-RANK_KEEPING_METHODS = frozenset({"float", "long", "int", "half", "bfloat16", "double", "bool", "to",
-                                  "contiguous", "clone", "detach"})
+RANK_KEEPING_METHODS = frozenset(
+    {
+        "float",
+        "long",
+        "int",
+        "half",
+        "bfloat16",
+        "double",
+        "bool",
+        "to",
+        "contiguous",
+        "clone",
+        "detach",
+    }
+)
 _MAX_HOPS = 8
 
 
 # ---- what torch_xla does with one ShardingSpec (the runtime test checks these) ---------------
+
 
 def spec_applies(spec_length: int, rank: int) -> bool:
     """Whether a ``ShardingSpec`` with ``spec_length`` entries shards a tensor of ``rank``:
@@ -62,7 +86,7 @@ def spec_axes(spec: Sequence[object], axis_names: Sequence[str] | None) -> list[
     entry is not an int, an axis name of ``axis_names``, a tuple of those or None."""
     axes: list[int] = []
     for entry in spec:
-        for item in (entry if isinstance(entry, tuple) else (entry,)):
+        for item in entry if isinstance(entry, tuple) else (entry,):
             if item is None:
                 continue
             if isinstance(item, bool) or not isinstance(item, (int, str)):
@@ -75,8 +99,12 @@ def spec_axes(spec: Sequence[object], axis_names: Sequence[str] | None) -> list[
     return axes
 
 
-def raises_index_error(spec: Sequence[object], axis_names: Sequence[str] | None, mesh_rank: int,
-                       devices: int | None = None) -> bool | None:
+def raises_index_error(
+    spec: Sequence[object],
+    axis_names: Sequence[str] | None,
+    mesh_rank: int,
+    devices: int | None = None,
+) -> bool | None:
     """Whether ``ShardingSpec(mesh, spec)`` makes the loader raise ``IndexError`` for a tensor of
     rank ``len(spec)``: no ``None`` entry (torch_xla 2.9.0 ``_get_sharding_type`` says TILED, with
     more than one device) and fewer mesh axes named than the mesh has, so the tile assignment
@@ -91,8 +119,10 @@ def raises_index_error(spec: Sequence[object], axis_names: Sequence[str] | None,
 
 # ---- reading the program -------------------------------------------------------------------
 
-def resolve(ctx, node: cst.BaseExpression | None, site: Site | None = None
-            ) -> tuple[cst.BaseExpression, Site] | None:
+
+def resolve(
+    ctx, node: cst.BaseExpression | None, site: Site | None = None
+) -> tuple[cst.BaseExpression, Site] | None:
     """``node`` itself, or for a name the single expression assigned to it that reaches the read
     (followed through ``a = b`` chains), with where that expression is read; None when unknown."""
     if node is None:
@@ -114,7 +144,9 @@ def value_site(ctx) -> Site:
     return file_values(ctx).current_site()
 
 
-def call_to(ctx, found: tuple[cst.BaseExpression, Site] | None, names: frozenset[str] | str) -> cst.Call | None:
+def call_to(
+    ctx, found: tuple[cst.BaseExpression, Site] | None, names: frozenset[str] | str
+) -> cst.Call | None:
     """The resolved expression when it is a call of one of ``names``, in its own scope."""
     if found is None or not isinstance(found[0], cst.Call):
         return None
@@ -167,7 +199,9 @@ def sharding_specs(ctx, value: cst.BaseExpression) -> list[Spec] | None:
     return [one] if one is not None else None
 
 
-def _spec(ctx, found: tuple[cst.BaseExpression, Site] | None, at: cst.BaseExpression) -> Spec | None:
+def _spec(
+    ctx, found: tuple[cst.BaseExpression, Site] | None, at: cst.BaseExpression
+) -> Spec | None:
     call = call_to(ctx, found, apis.SHARDING_SPEC)
     if call is None or found is None or any(a.star for a in call.args):
         return None
@@ -189,7 +223,11 @@ def _spec(ctx, found: tuple[cst.BaseExpression, Site] | None, at: cst.BaseExpres
 def wrapped_loader(ctx, loader_call: cst.Call) -> tuple[cst.Call, Site] | None:
     """The call that builds what an ``MpDeviceLoader``/``ParallelLoader`` wraps (its first
     argument, directly or through names), when the file shows one."""
-    arg = find_arg(loader_call, "loader" if ctx.is_call_to(loader_call, apis.MP_DEVICE_LOADER) else "cpu_loader", 0)
+    arg = find_arg(
+        loader_call,
+        "loader" if ctx.is_call_to(loader_call, apis.MP_DEVICE_LOADER) else "cpu_loader",
+        0,
+    )
     found = resolve(ctx, arg.value) if arg is not None else None
     if found is None or not isinstance(found[0], cst.Call) or any(a.star for a in found[0].args):
         return None
@@ -213,8 +251,11 @@ def tensor_rank(ctx, node: cst.BaseExpression, site: Site) -> int | None:
     if any(a.star for a in call.args):
         return None
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in RANK_KEEPING_METHODS \
-            and not ctx.qnames(func, site.scope):
+    if (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in RANK_KEEPING_METHODS
+        and not ctx.qnames(func, site.scope)
+    ):
         return tensor_rank(ctx, func.value, site)
     names = ctx.qnames(func, site.scope)
     positional = [a.value for a in call.args if a.keyword is None]
@@ -258,7 +299,11 @@ def _size_rank(ctx, node: cst.BaseExpression, site: Site) -> int | None:
     if literal_int(node) is not None:
         return 1
     known = value_of(ctx, node, site)
-    if isinstance(known, Known) and isinstance(known.value, int) and not isinstance(known.value, bool):
+    if (
+        isinstance(known, Known)
+        and isinstance(known.value, int)
+        and not isinstance(known.value, bool)
+    ):
         return 1
     return None
 
@@ -285,8 +330,11 @@ def tensor_batch(ctx, loader_call: cst.Call) -> Batch | None:
         if data_found is None:
             return None
         tensors = literal_elements(data_found[0])
-        ranks = [tensor_rank(ctx, t, data_found[1]) for t in tensors] if tensors \
+        ranks = (
+            [tensor_rank(ctx, t, data_found[1]) for t in tensors]
+            if tensors
             else [tensor_rank(ctx, data_found[0], data_found[1])]
+        )
         return Batch(tuple(ranks), data_found[0]) if None not in ranks else None  # type: ignore[arg-type]
     if call_to(ctx, found, DATA_LOADER) is None or found is None:
         return None
@@ -301,7 +349,12 @@ def tensor_batch(ctx, loader_call: cst.Call) -> Batch | None:
     dataset = find_arg(loader, "dataset", 0)
     found = resolve(ctx, dataset.value, site) if dataset is not None else None
     call = call_to(ctx, found, TENSOR_DATASET)
-    if call is None or found is None or not call.args or any(a.star or a.keyword for a in call.args):
+    if (
+        call is None
+        or found is None
+        or not call.args
+        or any(a.star or a.keyword for a in call.args)
+    ):
         return None
     ranks = [tensor_rank(ctx, a.value, found[1]) for a in call.args]
     return Batch(tuple(ranks), call) if None not in ranks else None  # type: ignore[arg-type]
@@ -315,23 +368,31 @@ def _listing(items: list[tuple[int, int]]) -> str:
     """``[(2, 1)]`` -> "tensor 2 (rank 1)"; several -> "tensors 1, 2 (ranks 4, 1)"."""
     if len(items) == 1:
         return f"tensor {items[0][0]} (rank {items[0][1]})"
-    return (f"tensors {', '.join(str(i) for i, _ in items)} "
-            f"(ranks {', '.join(str(r) for _, r in items)})")
+    return (
+        f"tensors {', '.join(str(i) for i, _ in items)} "
+        f"(ranks {', '.join(str(r) for _, r in items)})"
+    )
 
 
 class SpmdInputSharding(Rule):
     code = "XLA022"
     name = "spmd-input-sharding"
-    summary = ("One input_sharding ShardingSpec for batch tensors of other ranks: they are silently "
-               "replicated, or the loader raises IndexError.")
-    message = ("`input_sharding` {spec} has {n} entries and torch_xla applies it only to batch tensors of rank "
-               "{n}: {which} of the batches from `{source}` get no sharding and are copied whole "
-               "to every device, without a warning; give each tensor its own spec (a dict batch and "
-               "`input_sharding={{key: ShardingSpec(...)}}`)")
-    index_error = ("`ShardingSpec` {spec} has no `None` and names {k} of the mesh's {m} axes: the loader raises "
-                   "`IndexError: too many indices for tensor of dimension {n}` on the first batch tensor of rank "
-                   "{n} (tensors of other ranks are replicated); name every mesh axis (group them: "
-                   "`(('data', 'model'),)`), or `xs.mark_sharding` the tensor after loading")
+    summary = (
+        "One input_sharding ShardingSpec for batch tensors of other ranks: they are silently "
+        "replicated, or the loader raises IndexError."
+    )
+    message = (
+        "`input_sharding` {spec} has {n} entries and torch_xla applies it only to batch tensors of rank "
+        "{n}: {which} of the batches from `{source}` get no sharding and are copied whole "
+        "to every device, without a warning; give each tensor its own spec (a dict batch and "
+        "`input_sharding={{key: ShardingSpec(...)}}`)"
+    )
+    index_error = (
+        "`ShardingSpec` {spec} has no `None` and names {k} of the mesh's {m} axes: the loader raises "
+        "`IndexError: too many indices for tensor of dimension {n}` on the first batch tensor of rank "
+        "{n} (tensors of other ranks are replicated); name every mesh axis (group them: "
+        "`(('data', 'model'),)`), or `xs.mark_sharding` the tensor after loading"
+    )
     severity = Severity.WARNING
     preview = True
     explanation = """\
@@ -407,67 +468,83 @@ keep the tuple batch and shard the odd tensors after loading:
 """
     valid = (
         # One rank for every tensor.
-        Valid("import numpy as np\nimport torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
-              "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
-              "from torch.utils.data import DataLoader, TensorDataset\nxr.use_spmd()\n"
-              "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
-              "ds = TensorDataset(torch.randn(64, 16), torch.randint(0, 10, (64, 1)))\n"
-              "loader = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), torch_xla.device(),\n"
-              "                           input_sharding=xs.ShardingSpec(mesh, ('data', None)))\n"),
+        Valid(
+            "import numpy as np\nimport torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+            "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "from torch.utils.data import DataLoader, TensorDataset\nxr.use_spmd()\n"
+            "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
+            "ds = TensorDataset(torch.randn(64, 16), torch.randint(0, 10, (64, 1)))\n"
+            "loader = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), torch_xla.device(),\n"
+            "                           input_sharding=xs.ShardingSpec(mesh, ('data', None)))\n"
+        ),
         # The dict form, with a spec per key; an all-axes entry for the rank-1 labels.
-        Valid("import numpy as np\nimport torch_xla\nimport torch_xla.runtime as xr\n"
-              "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
-              "xr.use_spmd()\nmesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
-              "loader = pl.MpDeviceLoader(train_loader, torch_xla.device(), input_sharding={\n"
-              "    'images': xs.ShardingSpec(mesh, ('data', None, None, None)),\n"
-              "    'labels': xs.ShardingSpec(mesh, (('data', 'model'),))})\n"),
+        Valid(
+            "import numpy as np\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+            "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "xr.use_spmd()\nmesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
+            "loader = pl.MpDeviceLoader(train_loader, torch_xla.device(), input_sharding={\n"
+            "    'images': xs.ShardingSpec(mesh, ('data', None, None, None)),\n"
+            "    'labels': xs.ShardingSpec(mesh, (('data', 'model'),))})\n"
+        ),
         # A custom dataset, a collate_fn, a dataset of dicts: the batch's ranks are not in the file.
-        Valid("import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
-              "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
-              "from torch.utils.data import DataLoader, Dataset, TensorDataset\nxr.use_spmd()\n"
-              "class Images(Dataset):\n    def __getitem__(self, i):\n"
-              "        return torch.randn(3, 8, 8), torch.tensor(1)\n"
-              "spec = xs.ShardingSpec(mesh, ('data', None, None, None))\n"
-              "a = pl.MpDeviceLoader(DataLoader(Images(), batch_size=8), dev, input_sharding=spec)\n"
-              "ds = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,)))\n"
-              "b = pl.MpDeviceLoader(DataLoader(ds, batch_size=8, collate_fn=to_dict), dev, input_sharding=spec)\n"
-              "c = pl.MpDeviceLoader(DataLoader(records, batch_size=8), dev, input_sharding=spec)\n"),
+        Valid(
+            "import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+            "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "from torch.utils.data import DataLoader, Dataset, TensorDataset\nxr.use_spmd()\n"
+            "class Images(Dataset):\n    def __getitem__(self, i):\n"
+            "        return torch.randn(3, 8, 8), torch.tensor(1)\n"
+            "spec = xs.ShardingSpec(mesh, ('data', None, None, None))\n"
+            "a = pl.MpDeviceLoader(DataLoader(Images(), batch_size=8), dev, input_sharding=spec)\n"
+            "ds = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,)))\n"
+            "b = pl.MpDeviceLoader(DataLoader(ds, batch_size=8, collate_fn=to_dict), dev, input_sharding=spec)\n"
+            "c = pl.MpDeviceLoader(DataLoader(records, batch_size=8), dev, input_sharding=spec)\n"
+        ),
         # A one-axis mesh, a spec with None, and a spec naming every axis: no IndexError.
-        Valid("import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-              "import torch_xla.distributed.parallel_loader as pl\nxr.use_spmd()\n"
-              "m1 = xs.Mesh(np.arange(8), (8,), ('data',))\nm2 = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
-              "a = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(m1, ('data',)))\n"
-              "b = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(m2, ('data', None)))\n"
-              "c = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(m2, (('data', 'model'),)))\n"
-              "d = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(m2, ('model', 'data')))\n"),
+        Valid(
+            "import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "import torch_xla.distributed.parallel_loader as pl\nxr.use_spmd()\n"
+            "m1 = xs.Mesh(np.arange(8), (8,), ('data',))\nm2 = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
+            "a = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(m1, ('data',)))\n"
+            "b = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(m2, ('data', None)))\n"
+            "c = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(m2, (('data', 'model'),)))\n"
+            "d = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(m2, ('model', 'data')))\n"
+        ),
     )
     invalid = (
-        Invalid("import numpy as np\nimport torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
-                "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
-                "from torch.utils.data import DataLoader, TensorDataset\nxr.use_spmd()\n"
-                "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\nN = 1024\n"
-                "dataset = TensorDataset(torch.randn(N, 3, 224, 224), torch.randint(0, 10, (N,)))\n"
-                "loader = DataLoader(dataset, batch_size=64, shuffle=True)\n"
-                "train_loader = pl.MpDeviceLoader(loader, torch_xla.device(),\n"
-                "    input_sharding=xs.ShardingSpec(mesh, ('data', None, None, None)))\n", (14,)),
+        Invalid(
+            "import numpy as np\nimport torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+            "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "from torch.utils.data import DataLoader, TensorDataset\nxr.use_spmd()\n"
+            "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\nN = 1024\n"
+            "dataset = TensorDataset(torch.randn(N, 3, 224, 224), torch.randint(0, 10, (N,)))\n"
+            "loader = DataLoader(dataset, batch_size=64, shuffle=True)\n"
+            "train_loader = pl.MpDeviceLoader(loader, torch_xla.device(),\n"
+            "    input_sharding=xs.ShardingSpec(mesh, ('data', None, None, None)))\n",
+            (14,),
+        ),
         # Through names, a ParallelLoader, rank-keeping methods: both tensors are replicated.
-        Invalid("import torch\nimport torch_xla.runtime as xr\n"
-                "from torch_xla.distributed.spmd import ShardingSpec\n"
-                "from torch_xla.distributed.parallel_loader import ParallelLoader\n"
-                "import torch.utils.data as data\nxr.use_spmd()\n"
-                "def main(mesh, device):\n    x = torch.zeros((256, 32, 32)).float()\n"
-                "    y = torch.randint(10, size=(256,)).long()\n"
-                "    loader = data.DataLoader(data.TensorDataset(x, y), batch_size=32)\n"
-                "    spec = ShardingSpec(mesh, ('data', None))\n"
-                "    return ParallelLoader(loader, [device], input_sharding=spec)\n", (12,)),
+        Invalid(
+            "import torch\nimport torch_xla.runtime as xr\n"
+            "from torch_xla.distributed.spmd import ShardingSpec\n"
+            "from torch_xla.distributed.parallel_loader import ParallelLoader\n"
+            "import torch.utils.data as data\nxr.use_spmd()\n"
+            "def main(mesh, device):\n    x = torch.zeros((256, 32, 32)).float()\n"
+            "    y = torch.randint(10, size=(256,)).long()\n"
+            "    loader = data.DataLoader(data.TensorDataset(x, y), batch_size=32)\n"
+            "    spec = ShardingSpec(mesh, ('data', None))\n"
+            "    return ParallelLoader(loader, [device], input_sharding=spec)\n",
+            (12,),
+        ),
         # Fewer named axes than the mesh has and no None: IndexError (also in the dict form).
-        Invalid("import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-                "import torch_xla.distributed.parallel_loader as pl\nxr.use_spmd()\n"
-                "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
-                "a = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',)))\n"
-                "b = pl.MpDeviceLoader(loader, dev, input_sharding={'x': xs.ShardingSpec(mesh, ('data', None)),\n"
-                "                                                   'y': xs.ShardingSpec(mesh, (0,))})\n",
-                (7, 9)),
+        Invalid(
+            "import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "import torch_xla.distributed.parallel_loader as pl\nxr.use_spmd()\n"
+            "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
+            "a = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',)))\n"
+            "b = pl.MpDeviceLoader(loader, dev, input_sharding={'x': xs.ShardingSpec(mesh, ('data', None)),\n"
+            "                                                   'y': xs.ShardingSpec(mesh, (0,))})\n",
+            (7, 9),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -489,25 +566,42 @@ keep the tuple batch and shard the odd tensors after loading:
         odd = [(i + 1, r) for i, r in enumerate(batch.ranks) if not spec_applies(len(partition), r)]
         if not odd:
             return
-        self.report(arg.value, self.message.format(
-            spec=_spec_text(partition), n=len(partition), which=_listing(odd),
-            source=one_line(self.ctx, batch.source, 60)), requires=SPMD)
+        self.report(
+            arg.value,
+            self.message.format(
+                spec=_spec_text(partition),
+                n=len(partition),
+                which=_listing(odd),
+                source=one_line(self.ctx, batch.source, 60),
+            ),
+            requires=SPMD,
+        )
 
     def _index_error(self, spec: Spec) -> bool:
         """Report ``spec`` when it raises IndexError in the loader; True when reported."""
         if spec.partition is None:
             return False
         args = spec_call(self.ctx, spec.call)
-        mesh = mesh_of(self.ctx, args[1].value) if args is not None and args[1] is not None else None
+        mesh = (
+            mesh_of(self.ctx, args[1].value) if args is not None and args[1] is not None else None
+        )
         if mesh is None or mesh.shape_length is None:
             return False
         devices = math.prod(mesh.shape) if mesh.shape is not None else None
         if not raises_index_error(spec.partition, mesh.axis_names, mesh.shape_length, devices):
             return False
         axes = spec_axes(spec.partition, mesh.axis_names) or []
-        self.report(spec.at, self.index_error.format(
-            spec=_spec_text(spec.partition), k=len(axes), m=mesh.shape_length, n=len(spec.partition)),
-            requires=SPMD, severity=Severity.ERROR)
+        self.report(
+            spec.at,
+            self.index_error.format(
+                spec=_spec_text(spec.partition),
+                k=len(axes),
+                m=mesh.shape_length,
+                n=len(spec.partition),
+            ),
+            requires=SPMD,
+            severity=Severity.ERROR,
+        )
         return True
 
 
@@ -516,22 +610,37 @@ keep the tuple batch and shard the odd tensors after loading:
 # Identifiers that show the file splits its data between hosts or processes somewhere (a
 # sampler built in another function, a dataset sharded by process index, HF datasets'
 # `split_dataset_by_node`): with any of them, XLA023 stays silent.
-SPLIT_WORDS = ("rank", "process_index", "process_count", "ordinal", "world_size", "host_index", "host_id",
-               "num_replicas", "num_processes", "split_dataset_by_node")
-SPLIT_NAMES = frozenset({"DistributedSampler", "shard", "shards", "num_shards", "shard_id", "shard_index"})
+SPLIT_WORDS = (
+    "rank",
+    "process_index",
+    "process_count",
+    "ordinal",
+    "world_size",
+    "host_index",
+    "host_id",
+    "num_replicas",
+    "num_processes",
+    "split_dataset_by_node",
+)
+SPLIT_NAMES = frozenset(
+    {"DistributedSampler", "shard", "shards", "num_shards", "shard_id", "shard_index"}
+)
 SPLIT_ENVIRONMENT = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK"})
 
 
 def splits_data(ctx) -> bool:
     """Whether the file mentions anything that splits data between hosts (:data:`SPLIT_WORDS`,
     :data:`SPLIT_NAMES`, a ``"RANK"``-like environment variable), anywhere."""
+
     def scan() -> bool:
         for node in iter_nodes(ctx.module):
             if isinstance(node, cst.Name):
                 word = node.value
                 if word in SPLIT_NAMES or any(w in word.lower() for w in SPLIT_WORDS):
                     return True
-            elif isinstance(node, cst.SimpleString) and node.value.strip("'\"") in SPLIT_ENVIRONMENT:
+            elif (
+                isinstance(node, cst.SimpleString) and node.value.strip("'\"") in SPLIT_ENVIRONMENT
+            ):
                 return True
         return False
 
@@ -548,8 +657,11 @@ def local_dataset(ctx, loader: cst.Call, site: Site) -> cst.Call | None:
         return None
     call = found[0]
     names = ctx.qnames(call.func, found[1].scope)
-    if names & TENSOR_DATASET or "datasets.load_dataset" in names \
-            or any(n.startswith("torchvision.datasets.") for n in names):
+    if (
+        names & TENSOR_DATASET
+        or "datasets.load_dataset" in names
+        or any(n.startswith("torchvision.datasets.") for n in names)
+    ):
         return call
     if isinstance(call.func, cst.Name) and call.func.value in local_classes(ctx):
         return call
@@ -558,19 +670,27 @@ def local_dataset(ctx, loader: cst.Call, site: Site) -> cst.Call | None:
 
 def local_classes(ctx) -> frozenset[str]:
     """Names of the classes this file defines."""
-    return ctx.memo(("data.local_classes",), lambda: frozenset(
-        n.name.value for n in iter_nodes(ctx.module) if isinstance(n, cst.ClassDef)))
+    return ctx.memo(
+        ("data.local_classes",),
+        lambda: frozenset(
+            n.name.value for n in iter_nodes(ctx.module) if isinstance(n, cst.ClassDef)
+        ),
+    )
 
 
 class SpmdPerHostData(Rule):
     code = "XLA023"
     name = "spmd-per-host-data"
-    summary = ("ShardingSpec(..., minibatch=True) over a DataLoader that is not split by host: on several hosts "
-               "every host feeds the same data.")
-    message = ("`minibatch=True` says each host loads its own part of the global batch, but the `DataLoader` it wraps "
-               "reads the whole dataset with no split by host: on more than one host every host feeds the same "
-               "data, so each sample is trained on once per host per epoch; give the loader "
-               "`sampler=DistributedSampler(dataset, num_replicas=xr.process_count(), rank=xr.process_index())`")
+    summary = (
+        "ShardingSpec(..., minibatch=True) over a DataLoader that is not split by host: on several hosts "
+        "every host feeds the same data."
+    )
+    message = (
+        "`minibatch=True` says each host loads its own part of the global batch, but the `DataLoader` it wraps "
+        "reads the whole dataset with no split by host: on more than one host every host feeds the same "
+        "data, so each sample is trained on once per host per epoch; give the loader "
+        "`sampler=DistributedSampler(dataset, num_replicas=xr.process_count(), rank=xr.process_index())`"
+    )
     severity = Severity.ERROR
     preview = True
     explanation = """\
@@ -631,65 +751,86 @@ on every host and drop `minibatch=True`.
   `torch_xla/core/xla_model.py` (`send_cpu_data_to_device`)
 """
     valid = (
-        Valid("import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-              "import torch_xla.distributed.parallel_loader as pl\n"
-              "from torch.utils.data import DataLoader, DistributedSampler, TensorDataset\nxr.use_spmd()\n"
-              "ds = TensorDataset(x, y)\n"
-              "sampler = DistributedSampler(ds, num_replicas=xr.process_count(), rank=xr.process_index())\n"
-              "loader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
-              "dl = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',), minibatch=True))\n"),
+        Valid(
+            "import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "import torch_xla.distributed.parallel_loader as pl\n"
+            "from torch.utils.data import DataLoader, DistributedSampler, TensorDataset\nxr.use_spmd()\n"
+            "ds = TensorDataset(x, y)\n"
+            "sampler = DistributedSampler(ds, num_replicas=xr.process_count(), rank=xr.process_index())\n"
+            "loader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
+            "dl = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',), minibatch=True))\n"
+        ),
         # The split is made in another function of the file; minibatch off.
-        Valid("import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-              "import torch_xla.distributed.parallel_loader as pl\n"
-              "from torch.utils.data import DataLoader, Subset, TensorDataset\nxr.use_spmd()\n"
-              "def my_part(ds):\n    i, n = xr.process_index(), xr.process_count()\n"
-              "    return Subset(ds, range(i, len(ds), n))\n"
-              "loader = DataLoader(TensorDataset(x, y), batch_size=8)\n"
-              "dl = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',), minibatch=True))\n"),
-        Valid("import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-              "import torch_xla.distributed.parallel_loader as pl\n"
-              "from torch.utils.data import DataLoader, TensorDataset\nxr.use_spmd()\n"
-              "loader = DataLoader(TensorDataset(x, y), batch_size=8)\n"
-              "a = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',), minibatch=False))\n"
-              "b = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',)))\n"
-              "c = pl.MpDeviceLoader(loader, dev,\n"
-              "                      input_sharding=xs.ShardingSpec(mesh, ('data',), minibatch=args.mb))\n"),
+        Valid(
+            "import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "import torch_xla.distributed.parallel_loader as pl\n"
+            "from torch.utils.data import DataLoader, Subset, TensorDataset\nxr.use_spmd()\n"
+            "def my_part(ds):\n    i, n = xr.process_index(), xr.process_count()\n"
+            "    return Subset(ds, range(i, len(ds), n))\n"
+            "loader = DataLoader(TensorDataset(x, y), batch_size=8)\n"
+            "dl = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',), minibatch=True))\n"
+        ),
+        Valid(
+            "import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "import torch_xla.distributed.parallel_loader as pl\n"
+            "from torch.utils.data import DataLoader, TensorDataset\nxr.use_spmd()\n"
+            "loader = DataLoader(TensorDataset(x, y), batch_size=8)\n"
+            "a = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',), minibatch=False))\n"
+            "b = pl.MpDeviceLoader(loader, dev, input_sharding=xs.ShardingSpec(mesh, ('data',)))\n"
+            "c = pl.MpDeviceLoader(loader, dev,\n"
+            "                      input_sharding=xs.ShardingSpec(mesh, ('data',), minibatch=args.mb))\n"
+        ),
         # Hugging Face datasets split per node; a loader or dataset from another module.
-        Valid("import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-              "import torch_xla.distributed.parallel_loader as pl\nfrom datasets import load_dataset\n"
-              "from datasets.distributed import split_dataset_by_node\n"
-              "from torch.utils.data import DataLoader\nxr.use_spmd()\n"
-              "ds = split_dataset_by_node(load_dataset('c4', streaming=True), node, nodes)\n"
-              "dl = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), dev,\n"
-              "                       input_sharding=xs.ShardingSpec(mesh, ('data', None), minibatch=True))\n"),
-        Valid("import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-              "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n"
-              "from mydata import make_loader, TokenDataset\nxr.use_spmd()\n"
-              "spec = xs.ShardingSpec(mesh, ('data', None), minibatch=True)\n"
-              "a = pl.MpDeviceLoader(make_loader(), dev, input_sharding=spec)\n"
-              "b = pl.MpDeviceLoader(DataLoader(TokenDataset(), batch_size=8), dev, input_sharding=spec)\n",
-              files=(("mydata.py", "import torch_xla.runtime as xr\nclass TokenDataset:\n"
-                                   "    def __init__(self):\n        self.part = xr.process_index()\n"
-                                   "def make_loader():\n    return None\n"),)),
+        Valid(
+            "import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "import torch_xla.distributed.parallel_loader as pl\nfrom datasets import load_dataset\n"
+            "from datasets.distributed import split_dataset_by_node\n"
+            "from torch.utils.data import DataLoader\nxr.use_spmd()\n"
+            "ds = split_dataset_by_node(load_dataset('c4', streaming=True), node, nodes)\n"
+            "dl = pl.MpDeviceLoader(DataLoader(ds, batch_size=8), dev,\n"
+            "                       input_sharding=xs.ShardingSpec(mesh, ('data', None), minibatch=True))\n"
+        ),
+        Valid(
+            "import torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n"
+            "from mydata import make_loader, TokenDataset\nxr.use_spmd()\n"
+            "spec = xs.ShardingSpec(mesh, ('data', None), minibatch=True)\n"
+            "a = pl.MpDeviceLoader(make_loader(), dev, input_sharding=spec)\n"
+            "b = pl.MpDeviceLoader(DataLoader(TokenDataset(), batch_size=8), dev, input_sharding=spec)\n",
+            files=(
+                (
+                    "mydata.py",
+                    "import torch_xla.runtime as xr\nclass TokenDataset:\n"
+                    "    def __init__(self):\n        self.part = xr.process_index()\n"
+                    "def make_loader():\n    return None\n",
+                ),
+            ),
+        ),
     )
     invalid = (
-        Invalid("import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
-                "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
-                "from torch.utils.data import DataLoader, TensorDataset\nxr.use_spmd()\n"
-                "ds = TensorDataset(torch.randn(4096, 128), torch.randint(0, 10, (4096,)))\n"
-                "loader = DataLoader(ds, batch_size=64, shuffle=True, drop_last=True)\n"
-                "train_loader = pl.MpDeviceLoader(loader, torch_xla.device(),\n"
-                "    input_sharding=xs.ShardingSpec(mesh, ('data', None), minibatch=True))\n", (11,)),
+        Invalid(
+            "import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+            "import torch_xla.distributed.spmd as xs\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "from torch.utils.data import DataLoader, TensorDataset\nxr.use_spmd()\n"
+            "ds = TensorDataset(torch.randn(4096, 128), torch.randint(0, 10, (4096,)))\n"
+            "loader = DataLoader(ds, batch_size=64, shuffle=True, drop_last=True)\n"
+            "train_loader = pl.MpDeviceLoader(loader, torch_xla.device(),\n"
+            "    input_sharding=xs.ShardingSpec(mesh, ('data', None), minibatch=True))\n",
+            (11,),
+        ),
         # A dataset class of the file, a plain sampler, the spec through a name, the dict form.
-        Invalid("import torch_xla.runtime as xr\nfrom torch_xla.distributed.spmd import ShardingSpec\n"
-                "from torch_xla.distributed.parallel_loader import MpDeviceLoader\n"
-                "from torch.utils.data import DataLoader, Dataset, RandomSampler\nxr.use_spmd()\n"
-                "class Tokens(Dataset):\n    def __len__(self):\n        return 1000\n"
-                "def main(mesh, device):\n    ds = Tokens()\n"
-                "    loader = DataLoader(ds, batch_size=16, sampler=RandomSampler(ds))\n"
-                "    spec = ShardingSpec(mesh, ('data', None), True)\n"
-                "    a = MpDeviceLoader(loader, device, input_sharding=spec)\n"
-                "    b = MpDeviceLoader(loader, device, input_sharding={'ids': spec})\n", (13, 14)),
+        Invalid(
+            "import torch_xla.runtime as xr\nfrom torch_xla.distributed.spmd import ShardingSpec\n"
+            "from torch_xla.distributed.parallel_loader import MpDeviceLoader\n"
+            "from torch.utils.data import DataLoader, Dataset, RandomSampler\nxr.use_spmd()\n"
+            "class Tokens(Dataset):\n    def __len__(self):\n        return 1000\n"
+            "def main(mesh, device):\n    ds = Tokens()\n"
+            "    loader = DataLoader(ds, batch_size=16, sampler=RandomSampler(ds))\n"
+            "    spec = ShardingSpec(mesh, ('data', None), True)\n"
+            "    a = MpDeviceLoader(loader, device, input_sharding=spec)\n"
+            "    b = MpDeviceLoader(loader, device, input_sharding={'ids': spec})\n",
+            (13, 14),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

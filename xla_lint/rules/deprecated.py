@@ -15,7 +15,13 @@ from .. import apis
 from ..apis import REMOVED_ATTRS, REMOVED_MODULES
 from ..context import FileContext, find_arg, literal_string, parse_expression
 from ..diagnostics import Severity
-from ..names import Scope, dotted_name, lookup, names_bound_in_expressions_or_rebound, top_level_imports
+from ..names import (
+    Scope,
+    dotted_name,
+    lookup,
+    names_bound_in_expressions_or_rebound,
+    top_level_imports,
+)
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 from ..walk import TRIVIA, calls_in, walk
 
@@ -34,7 +40,11 @@ def env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple[str, 
     if isinstance(node, cst.Assign):
         for target in node.targets:
             t = target.target
-            if isinstance(t, cst.Subscript) and len(t.slice) == 1 and "os.environ" in ctx.qnames(t.value):
+            if (
+                isinstance(t, cst.Subscript)
+                and len(t.slice) == 1
+                and "os.environ" in ctx.qnames(t.value)
+            ):
                 index = t.slice[0].slice
                 if isinstance(index, cst.Index):
                     key = literal_string(index.value)
@@ -77,10 +87,17 @@ def _update_keys(call: cst.Call) -> Iterator[tuple[str, cst.CSTNode]]:
 # Calls that start a child process with the environment passed as `env=` (or, for `os.exec*e`,
 # the positional argument at this index).
 _CHILD_PROCESS_CALLS = {
-    "subprocess.run": None, "subprocess.Popen": None, "subprocess.call": None, "subprocess.check_call": None,
-    "subprocess.check_output": None, "asyncio.create_subprocess_exec": None,
-    "asyncio.create_subprocess_shell": None, "os.posix_spawn": 2, "os.posix_spawnp": 2,
-    "os.execve": 2, "os.execvpe": 2,
+    "subprocess.run": None,
+    "subprocess.Popen": None,
+    "subprocess.call": None,
+    "subprocess.check_call": None,
+    "subprocess.check_output": None,
+    "asyncio.create_subprocess_exec": None,
+    "asyncio.create_subprocess_shell": None,
+    "os.posix_spawn": 2,
+    "os.posix_spawnp": 2,
+    "os.execve": 2,
+    "os.execvpe": 2,
 }
 
 
@@ -89,8 +106,10 @@ def _environ_copy(ctx: FileContext, node: cst.CSTNode | None, scope: Scope | Non
     ``{**os.environ, ...}``: a new dict holding the current environment (names read in ``scope``,
     default the node being visited's)."""
     if isinstance(node, cst.Dict):
-        return any(isinstance(e, cst.StarredDictElement) and "os.environ" in ctx.qnames(e.value, scope)
-                   for e in node.elements)
+        return any(
+            isinstance(e, cst.StarredDictElement) and "os.environ" in ctx.qnames(e.value, scope)
+            for e in node.elements
+        )
     if not isinstance(node, cst.Call):
         return False
     names = ctx.qnames(node, scope)
@@ -102,7 +121,9 @@ def _environ_copy(ctx: FileContext, node: cst.CSTNode | None, scope: Scope | Non
     return False
 
 
-def _child_env_arg(ctx: FileContext, call: cst.Call, scope: Scope | None = None) -> cst.BaseExpression | None:
+def _child_env_arg(
+    ctx: FileContext, call: cst.Call, scope: Scope | None = None
+) -> cst.BaseExpression | None:
     """The environment ``call`` gives a child process (``subprocess.run(..., env=env)``), else None."""
     names = ctx.qnames(call, scope)
     if not names:
@@ -169,16 +190,23 @@ def child_env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple
     if isinstance(node, cst.Assign):
         for target in node.targets:
             t = target.target
-            if isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index) \
-                    and _is_child_env(ctx, t.value):
+            if (
+                isinstance(t, cst.Subscript)
+                and len(t.slice) == 1
+                and isinstance(t.slice[0].slice, cst.Index)
+                and _is_child_env(ctx, t.value)
+            ):
                 key = literal_string(t.slice[0].slice.value)
                 if key is not None:
                     yield key, t
         return
     if isinstance(node, cst.Dict):
         parent = ctx.parent()
-        passed = isinstance(parent, cst.Arg) and isinstance(ctx.parent(2), cst.Call) \
+        passed = (
+            isinstance(parent, cst.Arg)
+            and isinstance(ctx.parent(2), cst.Call)
             and _child_env_arg(ctx, ctx.parent(2)) is node
+        )
         if passed or _environ_copy(ctx, node):
             yield from _dict_keys(node)
         return
@@ -190,8 +218,11 @@ def child_env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple
                 yield arg.keyword.value, arg
         return
     func = node.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ("update", "setdefault") \
-            and _is_child_env(ctx, func.value):
+    if (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in ("update", "setdefault")
+        and _is_child_env(ctx, func.value)
+    ):
         first = find_arg(node, None, 0)
         if func.attr.value == "setdefault":
             key = literal_string(first.value) if first is not None else None
@@ -217,7 +248,11 @@ _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseExcept
 def _handler_catches(handler: cst.ExceptHandler, wanted: set[str]) -> bool:
     if handler.type is None:
         return True  # bare except
-    types = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
+    types = (
+        handler.type.elements
+        if isinstance(handler.type, cst.Tuple)
+        else [cst.Element(handler.type)]
+    )
     for el in types:
         name = dotted_name(el.value)
         if name is not None and name.split(".")[-1] in wanted:
@@ -245,12 +280,14 @@ def in_compat_shim(ctx: FileContext, errors: set[str], attribute: str | None = N
             return True  # the fallback of `try: <new path> except ImportError: <old path>`
         if attribute is not None and isinstance(node, (cst.If, cst.IfExp)) and child is node.body:
             for sub in calls_in(node.test):
-                if isinstance(sub.func, cst.Name) and sub.func.value == "hasattr" and len(sub.args) >= 2 \
-                        and literal_string(sub.args[1].value) == attribute:
+                if (
+                    isinstance(sub.func, cst.Name)
+                    and sub.func.value == "hasattr"
+                    and len(sub.args) >= 2
+                    and literal_string(sub.args[1].value) == attribute
+                ):
                     return True
     return False
-
-
 
 
 def _version(v: tuple[int, int]) -> str:
@@ -298,8 +335,11 @@ def _module_alias(ctx: FileContext, module: str) -> str | None:
     unsafe = _unsafe_names(ctx)
     for names, _ in _imports_above(ctx):
         for name in names:
-            if name not in unsafe and ctx.root_scope.bindings.get(name) == {module} \
-                    and lookup(name, ctx.scope) == {module}:
+            if (
+                name not in unsafe
+                and ctx.root_scope.bindings.get(name) == {module}
+                and lookup(name, ctx.scope) == {module}
+            ):
                 return name
     return None
 
@@ -309,10 +349,12 @@ def _imports_above(ctx: FileContext) -> list[tuple[frozenset[str], frozenset[str
     (not under ``if``/``try``/``def``) before the top-level statement being visited."""
     imports, before = ctx.memo("top-level-imports", lambda: _import_prefixes(ctx.module))
     current = ctx.stack[1] if len(ctx.stack) > 1 else None
-    return imports[:before.get(id(current), len(imports))]
+    return imports[: before.get(id(current), len(imports))]
 
 
-def _import_prefixes(module: cst.Module) -> tuple[list[tuple[frozenset[str], frozenset[str]]], dict[int, int]]:
+def _import_prefixes(
+    module: cst.Module,
+) -> tuple[list[tuple[frozenset[str], frozenset[str]]], dict[int, int]]:
     """The module's top-level imports in order, and for each top-level statement (by ``id``) how
     many of them come before it: one pass, so a file with thousands of findings that each ask
     what is imported above them stays linear (it took 7 s of 13 on a 400 KB file)."""
@@ -334,7 +376,12 @@ def _unsafe_names(ctx: FileContext) -> frozenset[str]:
 def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
     """``node`` calling ``func`` (dotted text) with ``args``; the last argument loses a dangling comma
     only when arguments were dropped."""
-    if args and len(args) < len(node.args) and node.args and not isinstance(node.args[-1].comma, cst.Comma):
+    if (
+        args
+        and len(args) < len(node.args)
+        and node.args
+        and not isinstance(node.args[-1].comma, cst.Comma)
+    ):
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return node.with_changes(func=parse_expression(func), args=args)
 
@@ -443,75 +490,132 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
 - torch_xla 2.9.0 `torch_xla/core/xla_model.py`, `torch_xla/__init__.py`, `torch_xla/runtime.py`
 """
     valid = (
-        Valid("import torch_xla.distributed.spmd as xs\nimport torch_xla.runtime as xr\nn = xr.world_size()\n"),
-        Valid("try:\n    import torch_xla.distributed.spmd as xs\nexcept ImportError:\n"
-              "    import torch_xla.experimental.xla_sharding as xs\n"),
-        Valid("try:\n    from torch_xla.experimental.xla_sharding import Mesh\nexcept ImportError:\n"
-              "    from torch_xla.distributed.spmd import Mesh\n"),
-        Valid("import torch_xla.core.xla_model as xm\n"
-              "try:\n    n = xm.xrt_world_size()\nexcept AttributeError:\n    n = 1\n"),
-        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-              "n = xm.xrt_world_size() if hasattr(xm, 'xrt_world_size') else xr.world_size()\n"),
-        Valid("import torch_xla\nclass Trainer:\n    def get_ordinal(self):\n        return 0\n"
-              "Trainer().get_ordinal()\n"),
+        Valid(
+            "import torch_xla.distributed.spmd as xs\nimport torch_xla.runtime as xr\nn = xr.world_size()\n"
+        ),
+        Valid(
+            "try:\n    import torch_xla.distributed.spmd as xs\nexcept ImportError:\n"
+            "    import torch_xla.experimental.xla_sharding as xs\n"
+        ),
+        Valid(
+            "try:\n    from torch_xla.experimental.xla_sharding import Mesh\nexcept ImportError:\n"
+            "    from torch_xla.distributed.spmd import Mesh\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\n"
+            "try:\n    n = xm.xrt_world_size()\nexcept AttributeError:\n    n = 1\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "n = xm.xrt_world_size() if hasattr(xm, 'xrt_world_size') else xr.world_size()\n"
+        ),
+        Valid(
+            "import torch_xla\nclass Trainer:\n    def get_ordinal(self):\n        return 0\n"
+            "Trainer().get_ordinal()\n"
+        ),
         Valid("import os\nimport torch_xla\nos.environ['PJRT_DEVICE'] = 'TPU'\n"),
         Valid("import torch_xla.experimental.pjrt_backend\n"),
         Valid("import torch_xla\nn = torch_xla.experimental.eager_mode(True)\n"),
         # Version guards (xla_lint/guards.py): the old-version branch never runs on the target.
-        Valid("from lightning_utilities.core.imports import RequirementCache\nimport torch_xla.core.xla_model as xm\n"
-              "_XLA_GREATER_EQUAL_2_1 = RequirementCache('torch_xla>=2.1')\ndef world_size():\n"
-              "    if _XLA_GREATER_EQUAL_2_1:\n        import torch_xla.runtime as xr\n        return xr.world_size()\n"
-              "    return xm.xrt_world_size()\n"),
-        Valid("import torch\nfrom packaging import version\n"
-              "if version.parse(torch.__version__) < version.parse('2.1'):\n"
-              "    import torch_xla.experimental.pjrt as xr\nelse:\n    import torch_xla.runtime as xr\n"),
-        Valid("from mylib.imports import _XLA_GREATER_EQUAL_2_1\nimport torch_xla.core.xla_model as xm\n"
-              "import torch_xla.runtime as xr\nn = xr.world_size() if _XLA_GREATER_EQUAL_2_1 else xm.xrt_world_size()\n"),
-        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-              "if hasattr(xr, 'global_ordinal'):\n    r = xr.global_ordinal()\nelse:\n    r = xm.get_ordinal()\n"),
+        Valid(
+            "from lightning_utilities.core.imports import RequirementCache\nimport torch_xla.core.xla_model as xm\n"
+            "_XLA_GREATER_EQUAL_2_1 = RequirementCache('torch_xla>=2.1')\ndef world_size():\n"
+            "    if _XLA_GREATER_EQUAL_2_1:\n        import torch_xla.runtime as xr\n        return xr.world_size()\n"
+            "    return xm.xrt_world_size()\n"
+        ),
+        Valid(
+            "import torch\nfrom packaging import version\n"
+            "if version.parse(torch.__version__) < version.parse('2.1'):\n"
+            "    import torch_xla.experimental.pjrt as xr\nelse:\n    import torch_xla.runtime as xr\n"
+        ),
+        Valid(
+            "from mylib.imports import _XLA_GREATER_EQUAL_2_1\nimport torch_xla.core.xla_model as xm\n"
+            "import torch_xla.runtime as xr\nn = xr.world_size() if _XLA_GREATER_EQUAL_2_1 else xm.xrt_world_size()\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "if hasattr(xr, 'global_ordinal'):\n    r = xr.global_ordinal()\nelse:\n    r = xm.get_ordinal()\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla.experimental.xla_sharding as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
-                "xs.mark_sharding(t, mesh, (0, 1))\n", (1,),
-                fixed="import torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
-                      "xs.mark_sharding(t, mesh, (0, 1))\n"),
-        Invalid("from torch_xla.experimental.xla_sharding import Mesh, mark_sharding\n", (1,),
-                fixed="from torch_xla.distributed.spmd import Mesh, mark_sharding\n"),
-        Invalid("from torch_xla.experimental.xla_sharding import MarkShardingFunction\n", (1,),
-                fixed="from torch_xla.distributed.spmd.xla_sharding import MarkShardingFunction\n"),
-        Invalid("from torch_xla.experimental import xla_sharding as xs\nxs.get_1d_mesh('data')\n", (1,),
-                fixed="from torch_xla.distributed import spmd as xs\nxs.get_1d_mesh('data')\n"),
-        Invalid("import torch_xla.experimental.pjrt as pjrt\nn = pjrt.global_device_count()\n", (1,),
-                fixed="import torch_xla.runtime as pjrt\nn = pjrt.global_device_count()\n"),
+        Invalid(
+            "import torch_xla.experimental.xla_sharding as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
+            "xs.mark_sharding(t, mesh, (0, 1))\n",
+            (1,),
+            fixed="import torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
+            "xs.mark_sharding(t, mesh, (0, 1))\n",
+        ),
+        Invalid(
+            "from torch_xla.experimental.xla_sharding import Mesh, mark_sharding\n",
+            (1,),
+            fixed="from torch_xla.distributed.spmd import Mesh, mark_sharding\n",
+        ),
+        Invalid(
+            "from torch_xla.experimental.xla_sharding import MarkShardingFunction\n",
+            (1,),
+            fixed="from torch_xla.distributed.spmd.xla_sharding import MarkShardingFunction\n",
+        ),
+        Invalid(
+            "from torch_xla.experimental import xla_sharding as xs\nxs.get_1d_mesh('data')\n",
+            (1,),
+            fixed="from torch_xla.distributed import spmd as xs\nxs.get_1d_mesh('data')\n",
+        ),
+        Invalid(
+            "import torch_xla.experimental.pjrt as pjrt\nn = pjrt.global_device_count()\n",
+            (1,),
+            fixed="import torch_xla.runtime as pjrt\nn = pjrt.global_device_count()\n",
+        ),
         Invalid("import torch_xla.experimental.xla_sharded_tensor\n", (1,)),
-        Invalid("import torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()\nr = xm.get_ordinal()\n",
-                (2, 3),
-                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime\n\n"
-                      "n = torch_xla.runtime.world_size()\nr = torch_xla.runtime.global_ordinal()\n"),
-        Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-                "if xm.get_ordinal() == 0:\n    pass\n", (3,),
-                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-                      "if xr.global_ordinal() == 0:\n    pass\n"),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()\nr = xm.get_ordinal()\n",
+            (2, 3),
+            fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime\n\n"
+            "n = torch_xla.runtime.world_size()\nr = torch_xla.runtime.global_ordinal()\n",
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "if xm.get_ordinal() == 0:\n    pass\n",
+            (3,),
+            fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "if xr.global_ordinal() == 0:\n    pass\n",
+        ),
         Invalid("from torch_xla.core.xla_model import xrt_world_size as ws\nn = ws()\n", (1,)),
-        Invalid("import torch_xla.core.xla_model as xm\nx = xm.get_ordinal()\nimport torch_xla.runtime as xr\n",
-                (2,),  # `xr` is bound only below the call: the fix spells the module out
-                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime\n\n"
-                      "x = torch_xla.runtime.global_ordinal()\nimport torch_xla.runtime as xr\n"),
-        Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-                "r = [xm.get_ordinal() for xr in range(2)]\n", (3,),  # `xr` is the loop's here
-                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nimport torch_xla.runtime\n\n"
-                      "r = [torch_xla.runtime.global_ordinal() for xr in range(2)]\n"),
-        Invalid("import torch_xla.experimental\nstep_fn = torch_xla.experimental.compile(step_fn)\n", (2,),
-                # `import torch_xla.experimental` binds `torch_xla` itself: nothing to add.
-                fixed="import torch_xla.experimental\nstep_fn = torch_xla.compile(step_fn)\n"),
-        Invalid("import os\nimport torch_xla\nos.environ['XRT_TPU_CONFIG'] = 'localservice;0;localhost:51011'\n"
-                "os.environ.update(XLA_USE_FP16='1')\n", (3, 4)),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nx = xm.get_ordinal()\nimport torch_xla.runtime as xr\n",
+            (2,),  # `xr` is bound only below the call: the fix spells the module out
+            fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime\n\n"
+            "x = torch_xla.runtime.global_ordinal()\nimport torch_xla.runtime as xr\n",
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "r = [xm.get_ordinal() for xr in range(2)]\n",
+            (3,),  # `xr` is the loop's here
+            fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nimport torch_xla.runtime\n\n"
+            "r = [torch_xla.runtime.global_ordinal() for xr in range(2)]\n",
+        ),
+        Invalid(
+            "import torch_xla.experimental\nstep_fn = torch_xla.experimental.compile(step_fn)\n",
+            (2,),
+            # `import torch_xla.experimental` binds `torch_xla` itself: nothing to add.
+            fixed="import torch_xla.experimental\nstep_fn = torch_xla.compile(step_fn)\n",
+        ),
+        Invalid(
+            "import os\nimport torch_xla\nos.environ['XRT_TPU_CONFIG'] = 'localservice;0;localhost:51011'\n"
+            "os.environ.update(XLA_USE_FP16='1')\n",
+            (3, 4),
+        ),
         # huggingface/accelerate src/accelerate/commands/launch.py, tpu_pod_launcher
-        Invalid("import torch_xla\ndef tpu_pod_launcher(args):\n    from torch_xla.distributed import xla_dist\n"
-                "    new_args = xla_dist.get_args_parser().parse_args(argv)\n"
-                "    xla_dist.resolve_and_execute(new_args)\n", (3,)),
-        Invalid("import torch_xla.distributed.xla_dist as xla_dist\n"
-                "from torch_xla.distributed.xla_dist import resolve_and_execute\n", (1, 2)),
+        Invalid(
+            "import torch_xla\ndef tpu_pod_launcher(args):\n    from torch_xla.distributed import xla_dist\n"
+            "    new_args = xla_dist.get_args_parser().parse_args(argv)\n"
+            "    xla_dist.resolve_and_execute(new_args)\n",
+            (3,),
+        ),
+        Invalid(
+            "import torch_xla.distributed.xla_dist as xla_dist\n"
+            "from torch_xla.distributed.xla_dist import resolve_and_execute\n",
+            (1, 2),
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -570,13 +674,19 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
             if in_compat_shim(self.ctx, _IMPORT_ERRORS):
                 return
             fix = None
-            if full in REMOVED_MODULES and len(node.names) == 1 and alias.asname is not None \
-                    and isinstance(alias.asname.name, cst.Name):
+            if (
+                full in REMOVED_MODULES
+                and len(node.names) == 1
+                and alias.asname is not None
+                and isinstance(alias.asname.name, cst.Name)
+            ):
                 new = self._module_rewrite(info, alias.asname.name.value)
                 if new is not None:
                     parent, _, last = new.rpartition(".")
-                    fix = PendingFix(f"import `{new}`", [Replacement(node.module, parent),
-                                                         Replacement(alias.name, last)])
+                    fix = PendingFix(
+                        f"import `{new}`",
+                        [Replacement(node.module, parent), Replacement(alias.name, last)],
+                    )
             self.report(alias, self._msg(full, info), fix=fix)
 
     def _removed_module(self, full: str) -> tuple[str, apis.Removed] | None:
@@ -625,12 +735,18 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
             info = REMOVED_ATTRS.get(name)
             if info is None or not self._applies(info.removed_in):
                 continue
-            if in_compat_shim(self.ctx, {"AttributeError", "Exception", "BaseException"}, node.attr.value):
+            if in_compat_shim(
+                self.ctx, {"AttributeError", "Exception", "BaseException"}, node.attr.value
+            ):
                 return
             short = name.replace(apis.XM + ".", "xm.")
             call = parent if isinstance(parent, cst.Call) and parent.func is node else None
             fix = self._call_fix(call, info)
-            api = _torch_xla_api(self.ctx, "compile") if fix is None and info.use == XLA_COMPILE_API else None
+            api = (
+                _torch_xla_api(self.ctx, "compile")
+                if fix is None and info.use == XLA_COMPILE_API
+                else None
+            )
             if api is not None:
                 fix = PendingFix(f"use `{api[0]}`", [Replacement(node, api[0])], add_imports=api[1])
             self.report(call or node, self._msg(short, info), fix=fix)
@@ -645,8 +761,11 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
             return PendingFix(f"call `{alias}.{func}()`", [Replacement(call, f"{alias}.{func}()")])
         if not _fix_name_ok(self.ctx, "torch_xla"):
             return None
-        return PendingFix(f"call `{info.use}()`", [Replacement(call, f"{info.use}()")],
-                          add_imports=((apis.XR, None),))
+        return PendingFix(
+            f"call `{info.use}()`",
+            [Replacement(call, f"{info.use}()")],
+            add_imports=((apis.XR, None),),
+        )
 
     # -- environment -----------------------------------------------------------
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -658,13 +777,19 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
     def _env(self, node: cst.CSTNode) -> None:
         for key, where in env_assignments(self.ctx, node):
             if key.startswith("XRT_") and self._applies(XRT_REMOVED_IN):
-                self.report(where, f"`{key}` configured the XRT runtime, removed in torch_xla "
-                                   f"{_version(XRT_REMOVED_IN)}; nothing reads it. Select the PJRT device "
-                                   "with `PJRT_DEVICE=TPU` (or CPU/CUDA)")
+                self.report(
+                    where,
+                    f"`{key}` configured the XRT runtime, removed in torch_xla "
+                    f"{_version(XRT_REMOVED_IN)}; nothing reads it. Select the PJRT device "
+                    "with `PJRT_DEVICE=TPU` (or CPU/CUDA)",
+                )
             elif key in REMOVED_ENV and self._applies(REMOVED_ENV[key]):
-                self.report(where, f"`{key}` has had no effect since torch_xla {_version(REMOVED_ENV[key])} "
-                                   "(only a deprecation warning): the model stays float32; convert it "
-                                   "with `model.half()` or use autocast")
+                self.report(
+                    where,
+                    f"`{key}` has had no effect since torch_xla {_version(REMOVED_ENV[key])} "
+                    "(only a deprecation warning): the model stays float32; convert it "
+                    "with `model.half()` or use autocast",
+                )
 
 
 # -- XLA301 / XLA302 ----------------------------------------------------------------
@@ -721,16 +846,30 @@ ignores; it adds `import torch_xla` when the file lacks it. Calls passing `*args
         Valid("import torch_xla\nfrom mylib.devices import xla_device\nd = xla_device()\n"),
     )
     invalid = (
-        Invalid("import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n", (2,),
-                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla\n\ndevice = torch_xla.device()\n"),
-        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\nd = xm.xla_device(n=1, devkind='TPU')\n",
-                (3,),
-                fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\nd = torch_xla.device(index=1)\n"),
-        Invalid("from torch_xla.core.xla_model import xla_device\nd = xla_device(0)\n", (2,),
-                fixed="from torch_xla.core.xla_model import xla_device\nimport torch_xla\n\nd = torch_xla.device(0)\n"),
-        Invalid("import torch_xla.core.xla_model as xm\ndef f(torch_xla):\n    return xm.xla_device()\n", (3,)),
-        Invalid("import torch_xla.core.xla_model as xm\nf = lambda torch_xla: xm.xla_device()\n", (2,),
-                fixed="import torch_xla.core.xla_model as xm\nf = lambda torch_xla: xm.xla_device()\n"),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n",
+            (2,),
+            fixed="import torch_xla.core.xla_model as xm\nimport torch_xla\n\ndevice = torch_xla.device()\n",
+        ),
+        Invalid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nd = xm.xla_device(n=1, devkind='TPU')\n",
+            (3,),
+            fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\nd = torch_xla.device(index=1)\n",
+        ),
+        Invalid(
+            "from torch_xla.core.xla_model import xla_device\nd = xla_device(0)\n",
+            (2,),
+            fixed="from torch_xla.core.xla_model import xla_device\nimport torch_xla\n\nd = torch_xla.device(0)\n",
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\ndef f(torch_xla):\n    return xm.xla_device()\n",
+            (3,),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nf = lambda torch_xla: xm.xla_device()\n",
+            (2,),
+            fixed="import torch_xla.core.xla_model as xm\nf = lambda torch_xla: xm.xla_device()\n",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -752,8 +891,11 @@ ignores; it adds `import torch_xla` when the file lacks it. Calls passing `*args
                 args.append(arg.with_changes(keyword=cst.Name("index")))
             elif arg.keyword.value != "devkind":
                 return None
-        return PendingFix(f"call `{api[0]}()`", [Replacement(node, _call_with(node, api[0], args))],
-                          add_imports=api[1])
+        return PendingFix(
+            f"call `{api[0]}()`",
+            [Replacement(node, _call_with(node, api[0], args))],
+            add_imports=api[1],
+        )
 
 
 class DeprecatedMarkStep(Rule):
@@ -804,38 +946,73 @@ the name `torch_xla` is rebound (a comprehension, `:=`, `global`, `del`, ...).
 """
     valid = (
         Valid("import torch_xla\ntorch_xla.sync()\n"),
-        Valid("import torch_xla\nclass Loop:\n    def mark_step(self):\n        pass\nLoop().mark_step()\n"),
+        Valid(
+            "import torch_xla\nclass Loop:\n    def mark_step(self):\n        pass\nLoop().mark_step()\n"
+        ),
         Valid("import torch_xla\ndef mark_step():\n    pass\nmark_step()\n"),
     )
     invalid = (
-        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\nxm.mark_step()\n", (3,),
-                fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\ntorch_xla.sync()\n"),
-        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\n(  xm.mark_step()  )\n", (3,),
-                fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\n(  torch_xla.sync()  )\n"),
-        Invalid("import torch_xla.core.xla_model as xm\nxm.mark_step(wait=True)\n", (2,),
-                fixed="import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync(wait=True)\n"),
-        Invalid("from torch_xla.core import xla_model\nfor b in data:\n    xla_model.mark_step()\n", (3,),
-                fixed="from torch_xla.core import xla_model\nimport torch_xla\n\nfor b in data:\n"
-                      "    torch_xla.sync()\n"),
+        Invalid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nxm.mark_step()\n",
+            (3,),
+            fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\ntorch_xla.sync()\n",
+        ),
+        Invalid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\n(  xm.mark_step()  )\n",
+            (3,),
+            fixed="import torch_xla\nimport torch_xla.core.xla_model as xm\n(  torch_xla.sync()  )\n",
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nxm.mark_step(wait=True)\n",
+            (2,),
+            fixed="import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync(wait=True)\n",
+        ),
+        Invalid(
+            "from torch_xla.core import xla_model\nfor b in data:\n    xla_model.mark_step()\n",
+            (3,),
+            fixed="from torch_xla.core import xla_model\nimport torch_xla\n\nfor b in data:\n"
+            "    torch_xla.sync()\n",
+        ),
         # `torch_xla` bound by a comprehension, `:=` or a `case` pattern: `torch_xla.sync()` would
         # call that value's method, so there is no fix (fixed == the source).
-        *(Invalid(src, (line,), fixed=src) for src, line in (
-            ("import torch_xla.core.xla_model as xm\n[xm.mark_step() for torch_xla in range(2)]\n", 2),
-            ("import torch_xla.core.xla_model as xm\n{k: xm.mark_step() for k, torch_xla in d}\n", 2),
-            ("import torch_xla.core.xla_model as xm\n(torch_xla := 3)\nxm.mark_step()\n", 3),
-            ("import torch_xla.core.xla_model as xm\nmatch v:\n    case [1, {'k': torch_xla}]:\n"
-             "        xm.mark_step()\n", 4),
-            ("import torch_xla.core.xla_model as xm\ndef g():\n    global torch_xla\n    torch_xla = 5\n"
-             "xm.mark_step()\n", 5),
-            ("import torch_xla\nimport torch_xla.core.xla_model as xm\ndel torch_xla\nxm.mark_step()\n", 4),
-            # torch_xla is an optional or lazy import here: an `import torch_xla` added at the top
-            # would make the module fail to import without it.
-            ("try:\n    import torch_xla.core.xla_model as xm\nexcept ImportError:\n    xm = None\n"
-             "if xm is not None:\n    xm.mark_step()\n", 6),
-            ("def f():\n    import torch_xla.core.xla_model as xm\n    xm.mark_step()\n", 3),
-            # `import torch_xla` exists, but only below the call.
-            ("import torch_xla.core.xla_model as xm\nxm.mark_step()\nimport torch_xla\n", 2),
-        )),
+        *(
+            Invalid(src, (line,), fixed=src)
+            for src, line in (
+                (
+                    "import torch_xla.core.xla_model as xm\n[xm.mark_step() for torch_xla in range(2)]\n",
+                    2,
+                ),
+                (
+                    "import torch_xla.core.xla_model as xm\n{k: xm.mark_step() for k, torch_xla in d}\n",
+                    2,
+                ),
+                ("import torch_xla.core.xla_model as xm\n(torch_xla := 3)\nxm.mark_step()\n", 3),
+                (
+                    "import torch_xla.core.xla_model as xm\nmatch v:\n    case [1, {'k': torch_xla}]:\n"
+                    "        xm.mark_step()\n",
+                    4,
+                ),
+                (
+                    "import torch_xla.core.xla_model as xm\ndef g():\n    global torch_xla\n    torch_xla = 5\n"
+                    "xm.mark_step()\n",
+                    5,
+                ),
+                (
+                    "import torch_xla\nimport torch_xla.core.xla_model as xm\ndel torch_xla\nxm.mark_step()\n",
+                    4,
+                ),
+                # torch_xla is an optional or lazy import here: an `import torch_xla` added at the top
+                # would make the module fail to import without it.
+                (
+                    "try:\n    import torch_xla.core.xla_model as xm\nexcept ImportError:\n    xm = None\n"
+                    "if xm is not None:\n    xm.mark_step()\n",
+                    6,
+                ),
+                ("def f():\n    import torch_xla.core.xla_model as xm\n    xm.mark_step()\n", 3),
+                # `import torch_xla` exists, but only below the call.
+                ("import torch_xla.core.xla_model as xm\nxm.mark_step()\nimport torch_xla\n", 2),
+            )
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -844,8 +1021,11 @@ the name `torch_xla` is rebound (a comprehension, `:=`, `global`, `del`, ...).
         fix = None
         api = _torch_xla_api(self.ctx, "sync")
         if api is not None:
-            fix = PendingFix(f"call `{api[0]}()`",
-                             [Replacement(node, _call_with(node, api[0], list(node.args)))], add_imports=api[1])
+            fix = PendingFix(
+                f"call `{api[0]}()`",
+                [Replacement(node, _call_with(node, api[0], list(node.args)))],
+                add_imports=api[1],
+            )
         self.report(node, fix=fix)
 
 
@@ -913,21 +1093,35 @@ if __name__ == "__main__":
     valid = (
         Valid("import torch_xla\ntorch_xla.launch(_mp_fn, args=())\n"),
         Valid("import torch_xla\nimport torch.multiprocessing as mp\nmp.spawn(fn, nprocs=4)\n"),
-        Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla.runtime as xr\n"
-              "xr.use_spmd()\nxmp.spawn(_mp_fn)\n"),
+        Valid(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla.runtime as xr\n"
+            "xr.use_spmd()\nxmp.spawn(_mp_fn)\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
-                "if __name__ == '__main__':\n    xmp.spawn(_mp_fn, args=(flags,))\n", (3,),
-                fixed="import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla\n\n"
-                      "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=(flags,))\n"),
-        Invalid("import torch_xla\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
-                "xmp.spawn(_mp_fn, (flags,), start_method='fork')\n", (3,),
-                fixed="import torch_xla\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
-                      "torch_xla.launch(_mp_fn, (flags,), start_method='fork')\n"),
-        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
-                "xmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n", (2,)),
-        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\nresult = xmp.spawn(_mp_fn)\n", (2,)),
+        Invalid(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "if __name__ == '__main__':\n    xmp.spawn(_mp_fn, args=(flags,))\n",
+            (3,),
+            fixed="import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla\n\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=(flags,))\n",
+        ),
+        Invalid(
+            "import torch_xla\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
+            "xmp.spawn(_mp_fn, (flags,), start_method='fork')\n",
+            (3,),
+            fixed="import torch_xla\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
+            "torch_xla.launch(_mp_fn, (flags,), start_method='fork')\n",
+        ),
+        Invalid(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "xmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n",
+            (2,),
+        ),
+        Invalid(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\nresult = xmp.spawn(_mp_fn)\n",
+            (2,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -949,23 +1143,34 @@ if __name__ == "__main__":
                     return None  # spawn's third parameter is nprocs, launch's start_method
             elif arg.keyword.value not in LAUNCH_KEYWORDS:
                 return None
-        return PendingFix(f"call `{api[0]}`", [Replacement(node, _call_with(node, api[0], list(node.args)))],
-                          add_imports=api[1])
+        return PendingFix(
+            f"call `{api[0]}`",
+            [Replacement(node, _call_with(node, api[0], list(node.args)))],
+            add_imports=api[1],
+        )
 
 
 # -- XLA304 -------------------------------------------------------------------------
 
 DEPRECATED_ENV = {
-    "XLA_USE_SPMD": ("call `torch_xla.runtime.use_spmd()` instead",
-                     "torch_xla/runtime.py `use_spmd` warns \"XLA_USE_SPMD is being deprecated\""),
-    "XLA_USE_BF16": ("convert the model with `model.to(torch.bfloat16)` or use "
-                     "`torch.autocast('xla', dtype=torch.bfloat16)`",
-                     "torch_xla/csrc/dtype.cpp prints \"will be deprecated after the 2.6 release\""),
-    "XLA_DOWNCAST_BF16": ("convert the model with `model.to(torch.bfloat16)` or use "
-                          "`torch.autocast('xla', dtype=torch.bfloat16)`",
-                          "torch_xla/csrc/dtype.cpp prints \"will be deprecated after the 2.6 release\""),
-    "XLA_USE_32BIT_LONG": ("use int32 tensors explicitly",
-                           "torch_xla/csrc/dtype.cpp prints \"will be deprecated after the 2.6 release\""),
+    "XLA_USE_SPMD": (
+        "call `torch_xla.runtime.use_spmd()` instead",
+        'torch_xla/runtime.py `use_spmd` warns "XLA_USE_SPMD is being deprecated"',
+    ),
+    "XLA_USE_BF16": (
+        "convert the model with `model.to(torch.bfloat16)` or use "
+        "`torch.autocast('xla', dtype=torch.bfloat16)`",
+        'torch_xla/csrc/dtype.cpp prints "will be deprecated after the 2.6 release"',
+    ),
+    "XLA_DOWNCAST_BF16": (
+        "convert the model with `model.to(torch.bfloat16)` or use "
+        "`torch.autocast('xla', dtype=torch.bfloat16)`",
+        'torch_xla/csrc/dtype.cpp prints "will be deprecated after the 2.6 release"',
+    ),
+    "XLA_USE_32BIT_LONG": (
+        "use int32 tensors explicitly",
+        'torch_xla/csrc/dtype.cpp prints "will be deprecated after the 2.6 release"',
+    ),
 }
 
 
@@ -1035,24 +1240,38 @@ value (`"0"` disables) and on where tensors are created.
         Valid("import os\nimport torch_xla\nif os.environ.get('XLA_USE_BF16') == '1':\n    pass\n"),
         Valid("import os\nimport torch_xla\nos.environ['XLA_FLAGS'] = '--xla_dump_to=/tmp/dump'\n"),
         # Dicts that are not an environment, and a child environment without the deprecated names.
-        Valid("import os\nimport subprocess\nimport torch_xla\ndef run(cfg):\n    cfg['XLA_USE_BF16'] = '1'\n"
-              "    flags = {'XLA_USE_BF16': '1'}\n    env = os.environ.copy()\n    env['PJRT_DEVICE'] = 'TPU'\n"
-              "    if env.get('XLA_USE_BF16') == '1':\n        pass\n    subprocess.run(cmd, env=env)\n"),
+        Valid(
+            "import os\nimport subprocess\nimport torch_xla\ndef run(cfg):\n    cfg['XLA_USE_BF16'] = '1'\n"
+            "    flags = {'XLA_USE_BF16': '1'}\n    env = os.environ.copy()\n    env['PJRT_DEVICE'] = 'TPU'\n"
+            "    if env.get('XLA_USE_BF16') == '1':\n        pass\n    subprocess.run(cmd, env=env)\n"
+        ),
     )
     invalid = (
         Invalid("import os\nos.environ['XLA_USE_SPMD'] = '1'\nimport torch_xla\n", (2,)),
         # Written into the environment given to a child process.
-        Invalid("import os\nimport subprocess\nimport torch_xla\ndef run():\n    env = os.environ.copy()\n"
-                "    env['XLA_USE_BF16'] = '1'\n    env.update(XLA_DOWNCAST_BF16='1')\n"
-                "    subprocess.run(['python', 'train.py'], env=env)\n", (6, 7)),
-        Invalid("import os\nimport subprocess as sp\nimport torch_xla\nenv = dict(os.environ, XLA_USE_BF16='1')\n"
-                "child = {**os.environ, 'XLA_USE_SPMD': '1'}\n"
-                "sp.Popen(cmd, env={'XLA_DOWNCAST_BF16': '1', 'PATH': '/usr/bin'})\n"
-                "extra = {}\nextra['XLA_USE_32BIT_LONG'] = '1'\nsp.check_call(cmd, env=extra)\n", (4, 5, 6, 8)),
-        Invalid("import os\nimport torch_xla\nos.environ.setdefault('XLA_USE_BF16', '1')\n"
-                "os.putenv('XLA_DOWNCAST_BF16', '1')\n", (3, 4)),
-        Invalid("from os import environ\nimport torch_xla\nenviron.update({'XLA_USE_BF16': '1',\n"
-                "                'PJRT_DEVICE': 'TPU'})\n", (3,)),
+        Invalid(
+            "import os\nimport subprocess\nimport torch_xla\ndef run():\n    env = os.environ.copy()\n"
+            "    env['XLA_USE_BF16'] = '1'\n    env.update(XLA_DOWNCAST_BF16='1')\n"
+            "    subprocess.run(['python', 'train.py'], env=env)\n",
+            (6, 7),
+        ),
+        Invalid(
+            "import os\nimport subprocess as sp\nimport torch_xla\nenv = dict(os.environ, XLA_USE_BF16='1')\n"
+            "child = {**os.environ, 'XLA_USE_SPMD': '1'}\n"
+            "sp.Popen(cmd, env={'XLA_DOWNCAST_BF16': '1', 'PATH': '/usr/bin'})\n"
+            "extra = {}\nextra['XLA_USE_32BIT_LONG'] = '1'\nsp.check_call(cmd, env=extra)\n",
+            (4, 5, 6, 8),
+        ),
+        Invalid(
+            "import os\nimport torch_xla\nos.environ.setdefault('XLA_USE_BF16', '1')\n"
+            "os.putenv('XLA_DOWNCAST_BF16', '1')\n",
+            (3, 4),
+        ),
+        Invalid(
+            "from os import environ\nimport torch_xla\nenviron.update({'XLA_USE_BF16': '1',\n"
+            "                'PJRT_DEVICE': 'TPU'})\n",
+            (3,),
+        ),
     )
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -1072,4 +1291,7 @@ value (`"0"` disables) and on where tensors are created.
                 self.report(where, self.message.format(key=key, use=DEPRECATED_ENV[key][0]))
         for key, where in child_env_assignments(self.ctx, node):
             if key in DEPRECATED_ENV:
-                self.report(where, f"`{key}`, set for a child process, is deprecated; {DEPRECATED_ENV[key][0]}")
+                self.report(
+                    where,
+                    f"`{key}`, set for a child process, is deprecated; {DEPRECATED_ENV[key][0]}",
+                )

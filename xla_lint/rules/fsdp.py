@@ -14,17 +14,27 @@ from .spmd import expects_error, function_key
 
 FSDPV2_POSITIONAL = ("mesh", "shard_output")  # keyword-only since torch_xla 2.4 (pytorch/xla#7044)
 KEYWORD_ONLY_SINCE = (2, 4)
-CHECKPOINT_MODULE = frozenset({"torch_xla.distributed.fsdp.checkpoint_module",
-                               "torch_xla.distributed.fsdp.utils.checkpoint_module"})
+CHECKPOINT_MODULE = frozenset(
+    {
+        "torch_xla.distributed.fsdp.checkpoint_module",
+        "torch_xla.distributed.fsdp.utils.checkpoint_module",
+    }
+)
 
-_IMPORT = ("from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
-           "SpmdFullyShardedDataParallel as FSDPv2\n")
+_IMPORT = (
+    "from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
+    "SpmdFullyShardedDataParallel as FSDPv2\n"
+)
 _MESH = "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
 
 
 def _keyword(arg: cst.Arg, name: str) -> cst.Arg:
-    return arg.with_changes(keyword=cst.Name(name), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    return arg.with_changes(
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
 
 
 class Fsdpv2Mesh(Rule):
@@ -83,37 +93,73 @@ The fix names positional `mesh` and `shard_output` arguments.
 - https://github.com/pytorch/xla/pull/7044
 """
     valid = (
-        Valid(_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
-              "model = FSDPv2(model, mesh=mesh)\n"),
-        Valid(_MESH + _IMPORT + "xs.set_global_mesh(xs.Mesh(np.arange(8), (8,), ('fsdp',)))\nmodel = FSDPv2(model)\n"),
+        Valid(
+            _MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
+            "model = FSDPv2(model, mesh=mesh)\n"
+        ),
+        Valid(
+            _MESH
+            + _IMPORT
+            + "xs.set_global_mesh(xs.Mesh(np.arange(8), (8,), ('fsdp',)))\nmodel = FSDPv2(model)\n"
+        ),
         # A module of a program whose entry sets the global mesh before calling it.
-        Valid(_IMPORT + "def wrap(model):\n    return FSDPv2(model)\n",
-              files=(("setup_mesh.py", _MESH + "import example\nxs.set_global_mesh(xs.get_1d_mesh('fsdp'))\n"
-                                       "model = example.wrap(model)\n"),)),
-        Valid(_IMPORT + "wrap = lambda m, *args, **kwargs: FSDPv2(m, *args, **kwargs)\n"
-              "model = FSDPv2(model, mesh=get_mesh(), auto_wrapper_callable=wrap)\n"),
-        Valid(_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (2, 4), ('data', 'fsdp'))\n"
-              "model = FSDPv2(model, mesh=mesh, extra_data_axis='data')\n"),
-        Valid("import torch_xla\nclass SpmdFullyShardedDataParallel:\n    pass\n"
-              "m = SpmdFullyShardedDataParallel(model, mesh)\n"),
-        Valid("import pytest\n" + _IMPORT + "def test_no_mesh():\n    with pytest.raises(ValueError):\n"
-              "        FSDPv2(model)\n"),
+        Valid(
+            _IMPORT + "def wrap(model):\n    return FSDPv2(model)\n",
+            files=(
+                (
+                    "setup_mesh.py",
+                    _MESH + "import example\nxs.set_global_mesh(xs.get_1d_mesh('fsdp'))\n"
+                    "model = example.wrap(model)\n",
+                ),
+            ),
+        ),
+        Valid(
+            _IMPORT + "wrap = lambda m, *args, **kwargs: FSDPv2(m, *args, **kwargs)\n"
+            "model = FSDPv2(model, mesh=get_mesh(), auto_wrapper_callable=wrap)\n"
+        ),
+        Valid(
+            _MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (2, 4), ('data', 'fsdp'))\n"
+            "model = FSDPv2(model, mesh=mesh, extra_data_axis='data')\n"
+        ),
+        Valid(
+            "import torch_xla\nclass SpmdFullyShardedDataParallel:\n    pass\n"
+            "m = SpmdFullyShardedDataParallel(model, mesh)\n"
+        ),
+        Valid(
+            "import pytest\n"
+            + _IMPORT
+            + "def test_no_mesh():\n    with pytest.raises(ValueError):\n"
+            "        FSDPv2(model)\n"
+        ),
     )
     invalid = (
-        Invalid(_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
-                "model = FSDPv2(model, mesh)\n", (5,),
-                fixed=_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
-                "model = FSDPv2(model, mesh=mesh)\n"),
-        Invalid("import torch_xla.experimental.spmd_fully_sharded_data_parallel as spmd_fsdp\n"
-                "model = spmd_fsdp.SpmdFullyShardedDataParallel(model, mesh, shard_output)\n", (2,),
-                fixed="import torch_xla.experimental.spmd_fully_sharded_data_parallel as spmd_fsdp\n"
-                      "model = spmd_fsdp.SpmdFullyShardedDataParallel(model, mesh=mesh, shard_output=shard_output)\n"),
+        Invalid(
+            _MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
+            "model = FSDPv2(model, mesh)\n",
+            (5,),
+            fixed=_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('fsdp', 'model'))\n"
+            "model = FSDPv2(model, mesh=mesh)\n",
+        ),
+        Invalid(
+            "import torch_xla.experimental.spmd_fully_sharded_data_parallel as spmd_fsdp\n"
+            "model = spmd_fsdp.SpmdFullyShardedDataParallel(model, mesh, shard_output)\n",
+            (2,),
+            fixed="import torch_xla.experimental.spmd_fully_sharded_data_parallel as spmd_fsdp\n"
+            "model = spmd_fsdp.SpmdFullyShardedDataParallel(model, mesh=mesh, shard_output=shard_output)\n",
+        ),
         Invalid(_IMPORT + "model = FSDPv2(model)\n", (2,)),
-        Invalid(_MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('data', 'model'))\n"
-                "def wrap(m):\n    return FSDPv2(m, mesh=mesh)\n", (6,)),
-        Invalid(_MESH + "import torch_xla\nmodel = torch_xla.experimental.spmd_fully_sharded_data_parallel."
-                "SpmdFullyShardedDataParallel(\n    model, mesh=xs.Mesh(np.arange(4), (4,), ('fsdp',)), "
-                "extra_data_axis='dp')\n", (4,)),
+        Invalid(
+            _MESH + _IMPORT + "mesh = xs.Mesh(np.arange(8), (8, 1), ('data', 'model'))\n"
+            "def wrap(m):\n    return FSDPv2(m, mesh=mesh)\n",
+            (6,),
+        ),
+        Invalid(
+            _MESH
+            + "import torch_xla\nmodel = torch_xla.experimental.spmd_fully_sharded_data_parallel."
+            "SpmdFullyShardedDataParallel(\n    model, mesh=xs.Mesh(np.arange(4), (4,), ('fsdp',)), "
+            "extra_data_axis='dp')\n",
+            (4,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -124,33 +170,55 @@ The fix names positional `mesh` and `shard_output` arguments.
         if len(positional) > 1 and self.ctx.target_version >= KEYWORD_ONLY_SINCE:
             extra = positional[1:]
             names = ", ".join(f"`{n}`" for n in FSDPV2_POSITIONAL[: len(extra)]) or "arguments"
-            self.report(node, self.message.format(
-                detail=f"`SpmdFullyShardedDataParallel` takes {names} as keywords only (since torch_xla 2.4): "
-                       "a positional argument after the module raises TypeError"), fix=self._fix(node))
+            self.report(
+                node,
+                self.message.format(
+                    detail=f"`SpmdFullyShardedDataParallel` takes {names} as keywords only (since torch_xla 2.4): "
+                    "a positional argument after the module raises TypeError"
+                ),
+                fix=self._fix(node),
+            )
             return
         mesh_arg = find_arg(node, "mesh", 1)
         if mesh_arg is None:
             if not starred:
-                self.report(node, self.message.format(
-                    detail="`SpmdFullyShardedDataParallel` without `mesh=` uses the global mesh, and this "
-                           "program never calls `xs.set_global_mesh(...)`: ValueError 'No mesh is provided'"),
-                    requires=[("global_mesh", False)])
+                self.report(
+                    node,
+                    self.message.format(
+                        detail="`SpmdFullyShardedDataParallel` without `mesh=` uses the global mesh, and this "
+                        "program never calls `xs.set_global_mesh(...)`: ValueError 'No mesh is provided'"
+                    ),
+                    requires=[("global_mesh", False)],
+                )
             return
         mesh = mesh_of(self.ctx, mesh_arg.value)
         if mesh is None or mesh.axis_names is None:
             return
         if "fsdp" not in mesh.axis_names:
-            have = repr(tuple(mesh.axis_names)) if mesh.axis_names else ""  # ('data',), never ('data')
-            self.report(node, self.message.format(
-                detail=(f"FSDPv2 shards parameters on the mesh axis 'fsdp', but the mesh's axis names are {have}"
-                        if have else "FSDPv2 needs a mesh with an axis named 'fsdp', but this mesh has no axis names")
-                       + ": ValueError at construction"))
+            have = (
+                repr(tuple(mesh.axis_names)) if mesh.axis_names else ""
+            )  # ('data',), never ('data')
+            self.report(
+                node,
+                self.message.format(
+                    detail=(
+                        f"FSDPv2 shards parameters on the mesh axis 'fsdp', but the mesh's axis names are {have}"
+                        if have
+                        else "FSDPv2 needs a mesh with an axis named 'fsdp', but this mesh has no axis names"
+                    )
+                    + ": ValueError at construction"
+                ),
+            )
             return
         extra = find_arg(node, "extra_data_axis")
         axis = literal_string(extra.value) if extra is not None else None
         if axis is not None and axis not in mesh.axis_names:
-            self.report(node, self.message.format(
-                detail=f"`extra_data_axis={axis!r}` is not an axis of the mesh: ValueError at construction"))
+            self.report(
+                node,
+                self.message.format(
+                    detail=f"`extra_data_axis={axis!r}` is not an axis of the mesh: ValueError at construction"
+                ),
+            )
 
     @staticmethod
     def _fix(node: cst.Call) -> PendingFix | None:
@@ -168,16 +236,22 @@ The fix names positional `mesh` and `shard_output` arguments.
                     arg = _keyword(arg, names[index - 1])
                 index += 1
             new_args.append(arg)
-        return PendingFix("name the arguments " + ", ".join(names),
-                          [Replacement(node, node.with_changes(args=new_args))])
+        return PendingFix(
+            "name the arguments " + ", ".join(names),
+            [Replacement(node, node.with_changes(args=new_args))],
+        )
 
 
 class CheckpointAfterFsdpv2(Rule):
     code = "XLA010"
     name = "checkpoint-after-fsdpv2"
-    summary = "checkpoint_module applied to an FSDPv2-wrapped module; wrap the inner module instead."
-    message = ("`checkpoint_module` applied to a module already wrapped in FSDPv2; apply it to the inner "
-               "module: `FSDPv2(checkpoint_module(module), mesh=mesh)`")
+    summary = (
+        "checkpoint_module applied to an FSDPv2-wrapped module; wrap the inner module instead."
+    )
+    message = (
+        "`checkpoint_module` applied to a module already wrapped in FSDPv2; apply it to the inner "
+        "module: `FSDPv2(checkpoint_module(module), mesh=mesh)`"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -214,22 +288,37 @@ With `auto_wrap_policy`, checkpoint each wrapped layer through
 - torch_xla 2.9.0 `torch_xla/distributed/fsdp/utils.py` (`checkpoint_module`)
 """
     valid = (
-        Valid(_IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
-              "model = FSDPv2(checkpoint_module(model), mesh=mesh)\n"),
-        Valid(_IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
-              "wrapped = FSDPv2(model, mesh=mesh)\nmodel = checkpoint_module(layer)\n"),
-        Valid(_IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
-              "model = FSDPv2(model, mesh=mesh)\nmodel = Other(model)\nmodel = checkpoint_module(model)\n"),
+        Valid(
+            _IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
+            "model = FSDPv2(checkpoint_module(model), mesh=mesh)\n"
+        ),
+        Valid(
+            _IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
+            "wrapped = FSDPv2(model, mesh=mesh)\nmodel = checkpoint_module(layer)\n"
+        ),
+        Valid(
+            _IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
+            "model = FSDPv2(model, mesh=mesh)\nmodel = Other(model)\nmodel = checkpoint_module(model)\n"
+        ),
     )
     invalid = (
-        Invalid(_IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
-                "model = checkpoint_module(FSDPv2(model, mesh=mesh))\n", (3,)),
-        Invalid(_IMPORT + "from torch_xla.distributed.fsdp.utils import checkpoint_module as ckpt\n"
-                "def build(model, mesh):\n    model = FSDPv2(model, mesh=mesh)\n"
-                "    model = ckpt(model)\n    return model\n", (5,)),
-        Invalid("import torch_xla.distributed.fsdp as fsdp\n"
-                "import torch_xla.experimental.spmd_fully_sharded_data_parallel as s\n"
-                "m = fsdp.checkpoint_module(s.SpmdFullyShardedDataParallel(net))\n", (3,)),
+        Invalid(
+            _IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
+            "model = checkpoint_module(FSDPv2(model, mesh=mesh))\n",
+            (3,),
+        ),
+        Invalid(
+            _IMPORT + "from torch_xla.distributed.fsdp.utils import checkpoint_module as ckpt\n"
+            "def build(model, mesh):\n    model = FSDPv2(model, mesh=mesh)\n"
+            "    model = ckpt(model)\n    return model\n",
+            (5,),
+        ),
+        Invalid(
+            "import torch_xla.distributed.fsdp as fsdp\n"
+            "import torch_xla.experimental.spmd_fully_sharded_data_parallel as s\n"
+            "m = fsdp.checkpoint_module(s.SpmdFullyShardedDataParallel(net))\n",
+            (3,),
+        ),
     )
 
     def __init__(self, ctx) -> None:
@@ -251,7 +340,9 @@ With `auto_wrap_policy`, checkpoint each wrapped layer through
             return
         value = arg.value
         if self.ctx.is_call_to(value, apis.FSDPV2) or (
-                isinstance(value, cst.Name) and value.value in self.wrapped.get(function_key(self.ctx), ())):
+            isinstance(value, cst.Name)
+            and value.value in self.wrapped.get(function_key(self.ctx), ())
+        ):
             self.report(node)
 
 
@@ -260,8 +351,23 @@ With `auto_wrap_policy`, checkpoint each wrapped layer through
 # directly or through the class methods that build one.
 _HF_BUILDERS = frozenset({"from_pretrained", "from_config", "_from_config"})
 # nn.Module methods that return the module itself (torch/nn/modules/module.py).
-_SELF_METHODS = frozenset({"to", "cuda", "cpu", "xpu", "train", "eval", "float", "half", "bfloat16", "double",
-                           "type", "requires_grad_", "to_empty"})
+_SELF_METHODS = frozenset(
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "xpu",
+        "train",
+        "eval",
+        "float",
+        "half",
+        "bfloat16",
+        "double",
+        "type",
+        "requires_grad_",
+        "to_empty",
+    }
+)
 _HF_IMPORT = "from transformers import AutoModelForCausalLM\n"
 
 
@@ -282,7 +388,9 @@ def transformers_model_class(names: frozenset[str]) -> str | None:
 class Fsdpv2TupleOutput(Rule):
     code = "XLA025"
     name = "fsdpv2-tuple-output"
-    summary = "FSDPv2 wraps a Hugging Face model (forward returns a ModelOutput) without shard_output=."
+    summary = (
+        "FSDPv2 wraps a Hugging Face model (forward returns a ModelOutput) without shard_output=."
+    )
     message = "{detail}"
     severity = Severity.ERROR
     preview = True
@@ -341,49 +449,73 @@ make it accept their outputs (a tensor or a tuple) as well as the model's `Model
 - https://github.com/pytorch/xla/issues/8775
 """
     valid = (
-        Valid(_IMPORT + _HF_IMPORT + "import torch_xla.distributed.spmd as xs\n"
-              "def shard_output(output, mesh):\n    xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))\n"
-              "model = AutoModelForCausalLM.from_pretrained('gpt2')\n"
-              "model = FSDPv2(model, mesh=mesh, shard_output=shard_output)\n"),
+        Valid(
+            _IMPORT + _HF_IMPORT + "import torch_xla.distributed.spmd as xs\n"
+            "def shard_output(output, mesh):\n    xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))\n"
+            "model = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+            "model = FSDPv2(model, mesh=mesh, shard_output=shard_output)\n"
+        ),
         # A model of your own returning a tensor; a sub-module of a Hugging Face model.
-        Valid(_IMPORT + _HF_IMPORT + "import torch\nclass Net(torch.nn.Module):\n"
-              "    def forward(self, x):\n        return x\n"
-              "model = FSDPv2(Net(), mesh=mesh)\nhf = AutoModelForCausalLM.from_pretrained('gpt2')\n"
-              "hf.model.layers[0] = FSDPv2(hf.model.layers[0], mesh=mesh)\n"),
+        Valid(
+            _IMPORT + _HF_IMPORT + "import torch\nclass Net(torch.nn.Module):\n"
+            "    def forward(self, x):\n        return x\n"
+            "model = FSDPv2(Net(), mesh=mesh)\nhf = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+            "hf.model.layers[0] = FSDPv2(hf.model.layers[0], mesh=mesh)\n"
+        ),
         # Arguments forwarded as **kwargs, and the output function given positionally (XLA009's TypeError).
-        Valid(_IMPORT + _HF_IMPORT + "def wrap(model, **kwargs):\n    return FSDPv2(model, **kwargs)\n"
-              "model = wrap(AutoModelForCausalLM.from_pretrained('gpt2'), mesh=mesh, shard_output=fn)\n"
-              "m = FSDPv2(AutoModelForCausalLM.from_pretrained('gpt2'), mesh, fn)\n"),
+        Valid(
+            _IMPORT
+            + _HF_IMPORT
+            + "def wrap(model, **kwargs):\n    return FSDPv2(model, **kwargs)\n"
+            "model = wrap(AutoModelForCausalLM.from_pretrained('gpt2'), mesh=mesh, shard_output=fn)\n"
+            "m = FSDPv2(AutoModelForCausalLM.from_pretrained('gpt2'), mesh, fn)\n"
+        ),
         # The Hugging Face Trainer wraps the model itself, with its own shard_output.
-        Valid("import torch_xla.runtime as xr\nfrom transformers import AutoModelForCausalLM, Trainer, "
-              "TrainingArguments\nxr.use_spmd()\nmodel = AutoModelForCausalLM.from_pretrained('gpt2')\n"
-              "args = TrainingArguments('out', fsdp='full_shard', fsdp_config={'xla': True, 'xla_fsdp_v2': True})\n"
-              "Trainer(model=model, args=args).train()\n"),
+        Valid(
+            "import torch_xla.runtime as xr\nfrom transformers import AutoModelForCausalLM, Trainer, "
+            "TrainingArguments\nxr.use_spmd()\nmodel = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+            "args = TrainingArguments('out', fsdp='full_shard', fsdp_config={'xla': True, 'xla_fsdp_v2': True})\n"
+            "Trainer(model=model, args=args).train()\n"
+        ),
         # A class of the project that happens to share a transformers name.
-        Valid(_IMPORT + "from modeling import AutoModelForCausalLM\n"
-              "model = FSDPv2(AutoModelForCausalLM.from_pretrained('x'), mesh=mesh)\n",
-              files=(("modeling.py", "class AutoModelForCausalLM:\n    @classmethod\n"
-                                     "    def from_pretrained(cls, name):\n        return cls()\n"),)),
+        Valid(
+            _IMPORT + "from modeling import AutoModelForCausalLM\n"
+            "model = FSDPv2(AutoModelForCausalLM.from_pretrained('x'), mesh=mesh)\n",
+            files=(
+                (
+                    "modeling.py",
+                    "class AutoModelForCausalLM:\n    @classmethod\n"
+                    "    def from_pretrained(cls, name):\n        return cls()\n",
+                ),
+            ),
+        ),
     )
     invalid = (
-        Invalid(_IMPORT + _HF_IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
-                "model = AutoModelForCausalLM.from_pretrained('gpt2')\nmodel = FSDPv2(model, mesh=mesh)\n"
-                "other = FSDPv2(checkpoint_module(AutoModelForCausalLM.from_pretrained('gpt2')), mesh=mesh)\n",
-                (5, 6)),
-        Invalid(_IMPORT + "import functools\nimport transformers\n"
-                "from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy\n"
-                "from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaForCausalLM\n"
-                "def build(config, mesh):\n    model = LlamaForCausalLM(config).to('xla')\n"
-                "    policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer})\n"
-                "    return FSDPv2(model, mesh=mesh, auto_wrap_policy=policy)\n"
-                "def build_auto(name, mesh):\n"
-                "    return FSDPv2(transformers.AutoModel.from_pretrained(name).train(), mesh=mesh)\n",
-                (9, 11)),
+        Invalid(
+            _IMPORT + _HF_IMPORT + "from torch_xla.distributed.fsdp import checkpoint_module\n"
+            "model = AutoModelForCausalLM.from_pretrained('gpt2')\nmodel = FSDPv2(model, mesh=mesh)\n"
+            "other = FSDPv2(checkpoint_module(AutoModelForCausalLM.from_pretrained('gpt2')), mesh=mesh)\n",
+            (5, 6),
+        ),
+        Invalid(
+            _IMPORT + "import functools\nimport transformers\n"
+            "from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy\n"
+            "from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaForCausalLM\n"
+            "def build(config, mesh):\n    model = LlamaForCausalLM(config).to('xla')\n"
+            "    policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer})\n"
+            "    return FSDPv2(model, mesh=mesh, auto_wrap_policy=policy)\n"
+            "def build_auto(name, mesh):\n"
+            "    return FSDPv2(transformers.AutoModel.from_pretrained(name).train(), mesh=mesh)\n",
+            (9, 11),
+        ),
         # A parameter annotated as a Hugging Face model; a model built with return_dict=False (a warning).
-        Invalid(_IMPORT + "from transformers import PreTrainedModel, T5ForConditionalGeneration\n"
-                "def shard(model: PreTrainedModel, mesh):\n    return FSDPv2(model, mesh=mesh)\n"
-                "t5 = T5ForConditionalGeneration.from_pretrained('t5-small', return_dict=False)\n"
-                "t5 = FSDPv2(t5, mesh=mesh)\n", (4, 6)),
+        Invalid(
+            _IMPORT + "from transformers import PreTrainedModel, T5ForConditionalGeneration\n"
+            "def shard(model: PreTrainedModel, mesh):\n    return FSDPv2(model, mesh=mesh)\n"
+            "t5 = T5ForConditionalGeneration.from_pretrained('t5-small', return_dict=False)\n"
+            "t5 = FSDPv2(t5, mesh=mesh)\n",
+            (4, 6),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -398,21 +530,31 @@ make it accept their outputs (a tensor or a tuple) as well as the model's `Model
         cls, built = found
         wrapped = f"`{cls}`"
         if built is not None and _returns_tuples(built):
-            self.report(node, self.message.format(
-                detail=f"FSDPv2 without `shard_output=` wraps a Hugging Face model ({wrapped}) built with "
-                       "`return_dict=False`: "
-                       "its forward returns a tuple, so FSDPv2 warns at every call and shards the first element "
-                       "only (the scalar loss when `labels=` are passed, not the logits); pass "
-                       "`shard_output=` a function that shards the logits"), severity=Severity.WARNING)
+            self.report(
+                node,
+                self.message.format(
+                    detail=f"FSDPv2 without `shard_output=` wraps a Hugging Face model ({wrapped}) built with "
+                    "`return_dict=False`: "
+                    "its forward returns a tuple, so FSDPv2 warns at every call and shards the first element "
+                    "only (the scalar loss when `labels=` are passed, not the logits); pass "
+                    "`shard_output=` a function that shards the logits"
+                ),
+                severity=Severity.WARNING,
+            )
             return
-        self.report(node, self.message.format(
-            detail=f"FSDPv2 without `shard_output=` wraps a Hugging Face model ({wrapped}), whose forward returns "
-                   "a `ModelOutput`: FSDPv2's default output sharding takes only a tensor or a tuple and raises "
-                   "RuntimeError 'The output type is not supported' at the first forward; pass `shard_output=` a "
-                   "function that shards the tensor in it (`output.logits`)"))
+        self.report(
+            node,
+            self.message.format(
+                detail=f"FSDPv2 without `shard_output=` wraps a Hugging Face model ({wrapped}), whose forward returns "
+                "a `ModelOutput`: FSDPv2's default output sharding takes only a tensor or a tuple and raises "
+                "RuntimeError 'The output type is not supported' at the first forward; pass `shard_output=` a "
+                "function that shards the tensor in it (`output.logits`)"
+            ),
+        )
 
-    def _transformers_model(self, expr: cst.BaseExpression, site: Site | None,
-                            depth: int) -> tuple[str, cst.Call | None] | None:
+    def _transformers_model(
+        self, expr: cst.BaseExpression, site: Site | None, depth: int
+    ) -> tuple[str, cst.Call | None] | None:
         """``(model class, the call that built it or None)`` when ``expr`` (read at ``site``) is a
         ``transformers`` model; None when the file does not show one."""
         if depth > 6:
@@ -424,10 +566,17 @@ make it accept their outputs (a tensor or a tuple) as well as the model's `Model
                 return cls, expr
             if self.ctx.is_call_to(expr, CHECKPOINT_MODULE):  # returns the module it was given
                 inner = find_arg(expr, "module", 0)
-                return self._transformers_model(inner.value, site, depth + 1) if inner is not None else None
+                return (
+                    self._transformers_model(inner.value, site, depth + 1)
+                    if inner is not None
+                    else None
+                )
             func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _SELF_METHODS \
-                    and not self.ctx.qnames(func, scope):
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in _SELF_METHODS
+                and not self.ctx.qnames(func, scope)
+            ):
                 return self._transformers_model(func.value, site, depth + 1)
             return None
         if not isinstance(expr, cst.Name):
@@ -437,9 +586,15 @@ make it accept their outputs (a tensor or a tuple) as well as the model's `Model
             return None
         if value.kind == CALL and isinstance(value.node, cst.Call):
             return self._transformers_model(value.node, value.site, depth + 1)
-        if value.kind == PARAMETER and isinstance(value.node, cst.Param) and value.node.annotation is not None:
+        if (
+            value.kind == PARAMETER
+            and isinstance(value.node, cst.Param)
+            and value.node.annotation is not None
+        ):
             annotation = value.node.annotation.annotation
-            cls = transformers_model_class(self.ctx.qnames(annotation, value.site.scope if value.site else None))
+            cls = transformers_model_class(
+                self.ctx.qnames(annotation, value.site.scope if value.site else None)
+            )
             return (cls, None) if cls is not None else None
         return None
 

@@ -34,10 +34,24 @@ CACHE_IS_INITIALIZED = "_xla_computation_cache_is_initialized"
 HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 HOST_READ_CALLS = frozenset({"builtins.print", "builtins.float", "builtins.int", "builtins.bool"})
 # Attributes that describe a tensor without reading it.
-_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_leaf", "requires_grad", "grad_fn", "names", "layout"})
+_METADATA = frozenset(
+    {"shape", "dtype", "device", "ndim", "is_leaf", "requires_grad", "grad_fn", "names", "layout"}
+)
 # Methods whose result holds the same device data as their receiver (no computation).
-_SAME_DATA = frozenset({"to", "detach", "parameters", "named_parameters", "buffers", "named_buffers",
-                        "state_dict", "train", "eval", "requires_grad_"})
+_SAME_DATA = frozenset(
+    {
+        "to",
+        "detach",
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "state_dict",
+        "train",
+        "eval",
+        "requires_grad_",
+    }
+)
 # Factories that copy host data to the device rather than compute on it (measured: no graph).
 _DATA_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy"})
 # Calls of torch whose result, given an XLA tensor, is not itself a device computation.
@@ -88,7 +102,9 @@ class GraphRuns:
         self._summaries[name] = None  # recursion: a function that calls itself adds nothing
         found = None
         if node is not None:
-            found = _Scan(self, self.ctx.scopes.get(node, self.ctx.root_scope)).statements(_body(node))
+            found = _Scan(self, self.ctx.scopes.get(node, self.ctx.root_scope)).statements(
+                _body(node)
+            )
         self._summaries[name] = found
         return found
 
@@ -138,8 +154,15 @@ class _Scan:
                 self.bind(small)
             return None
         if kind is cst.If:
-            return self.expression(stmt.test) or self.block(stmt.body) or (
-                self.statement(stmt.orelse) if type(stmt.orelse) is cst.If else self.block(stmt.orelse))
+            return (
+                self.expression(stmt.test)
+                or self.block(stmt.body)
+                or (
+                    self.statement(stmt.orelse)
+                    if type(stmt.orelse) is cst.If
+                    else self.block(stmt.orelse)
+                )
+            )
         if kind is cst.For:
             found = self.expression(stmt.iter)
             if found is not None:
@@ -150,8 +173,11 @@ class _Scan:
                     self.values[name] = "data"
                 own, full = loops.loop(stmt)
                 if full.backward or full.optimizer or full.boundary:
-                    return GraphRun(stmt, f"{_short(self.ctx, stmt.iter)}, a device loader, syncs every batch of "
-                                          "the training loop over it")
+                    return GraphRun(
+                        stmt,
+                        f"{_short(self.ctx, stmt.iter)}, a device loader, syncs every batch of "
+                        "the training loop over it",
+                    )
             return self.block(stmt.body) or self.block(stmt.orelse)
         if kind is cst.While:
             return self.expression(stmt.test) or self.block(stmt.body) or self.block(stmt.orelse)
@@ -190,7 +216,9 @@ class _Scan:
             func = call.func
             if type(func) is cst.Attribute and func.attr.value in HOST_READ_METHODS:
                 if self.status(func.value) == "computed":
-                    return GraphRun(call, f"{_short(ctx, call)} read a device computation on the host")
+                    return GraphRun(
+                        call, f"{_short(ctx, call)} read a device computation on the host"
+                    )
             names = ctx.qnames(func, self.scope)
             if names & HOST_READ_CALLS and any(self._mentions_computed(a.value) for a in call.args):
                 return GraphRun(call, f"{_short(ctx, call)} read a device computation on the host")
@@ -232,8 +260,11 @@ class _Scan:
                 self.values[small.target.value] = "computed"
 
     def _assign(self, target: cst.CSTNode, value: cst.BaseExpression) -> None:
-        if type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List) \
-                and len(target.elements) == len(value.elements):
+        if (
+            type(target) in (cst.Tuple, cst.List)
+            and type(value) in (cst.Tuple, cst.List)
+            and len(target.elements) == len(value.elements)
+        ):
             for t, v in zip(target.elements, value.elements):
                 self._assign(t.value, v.value)
             return
@@ -276,13 +307,20 @@ class _Scan:
         func = node.func
         names = ctx.qnames(func, self.scope)
         device_kw = find_arg(node, "device")
-        if device_kw is not None and is_xla_device(ctx, device_kw.value, self.devices) \
-                and not names & {"torch.device"}:
+        if (
+            device_kw is not None
+            and is_xla_device(ctx, device_kw.value, self.devices)
+            and not names & {"torch.device"}
+        ):
             return "data" if names & _DATA_FACTORIES else "computed"
         if type(func) is cst.Attribute:
             receiver = status(func.value)
             method = func.attr.value
-            if method == "to" and node.args and is_xla_device(ctx, node.args[0].value, self.devices):
+            if (
+                method == "to"
+                and node.args
+                and is_xla_device(ctx, node.args[0].value, self.devices)
+            ):
                 return "computed" if receiver == "computed" else "data"
             if receiver is not None:
                 if method in HOST_READ_METHODS:
@@ -343,7 +381,8 @@ def _guarded(ctx, stack) -> bool:
     ``if`` whose test asks it): the program checks the assertion itself."""
     for node in stack:
         if type(node) is cst.If and any(
-                type(n) is cst.Name and n.value == CACHE_IS_INITIALIZED for n in iter_nodes(node.test)):
+            type(n) is cst.Name and n.value == CACHE_IS_INITIALIZED for n in iter_nodes(node.test)
+        ):
             return True
     return False
 
@@ -353,8 +392,10 @@ class CompileCacheLate(Rule):
     name = "compile-cache-late"
     preview = True
     summary = "xr.initialize_cache() after an XLA graph already ran: it raises AssertionError."
-    message = ("{call} after an XLA graph already ran ({why}): torch_xla raises `AssertionError: Computation "
-               "cache has already been initialized`; call `xr.initialize_cache()` first, before any computation")
+    message = (
+        "{call} after an XLA graph already ran ({why}): torch_xla raises `AssertionError: Computation "
+        "cache has already been initialized`; call `xr.initialize_cache()` first, before any computation"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -428,34 +469,55 @@ model = Model().to(torch_xla.device())
 - torch_xla 2.9.0 `torch_xla/runtime.py` (`initialize_cache`)
 """
     valid = (
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\nxr.initialize_cache('/tmp/c')\n"
-              "xr.use_spmd()\nmodel = Model().to(torch_xla.device())\nloss = model(x).sum()\nprint(loss.item())\n"
-              "torch_xla.sync()\n"),
-        Valid("import torch\nimport torch_xla\nimport torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\n"
-              "dev = torch_xla.device()\nx = torch.zeros(2).to(dev)\nprint(x.cpu())\nxm.set_rng_state(0)\n"
-              "xr.use_spmd()\nxr.initialize_cache('/tmp/c')\n"),
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\n"
-              "def _mp_fn(index):\n    xr.initialize_cache(f'/tmp/c{index}')\n    train()\n"
-              "def train():\n    torch_xla.sync()\ntorch_xla.launch(_mp_fn)\n"),
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\ntorch_xla.sync()\n"
-              "if not torch_xla._XLAC._xla_computation_cache_is_initialized():\n    xr.initialize_cache('/tmp/c')\n"),
-        Valid("import torch\nimport torch_xla.runtime as xr\nn = torch.randint(0, 9, (1,)).item()\nprint(n)\n"
-              "xr.initialize_cache('/tmp/c')\n"),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\nxr.initialize_cache('/tmp/c')\n"
+            "xr.use_spmd()\nmodel = Model().to(torch_xla.device())\nloss = model(x).sum()\nprint(loss.item())\n"
+            "torch_xla.sync()\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nimport torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\n"
+            "dev = torch_xla.device()\nx = torch.zeros(2).to(dev)\nprint(x.cpu())\nxm.set_rng_state(0)\n"
+            "xr.use_spmd()\nxr.initialize_cache('/tmp/c')\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(index):\n    xr.initialize_cache(f'/tmp/c{index}')\n    train()\n"
+            "def train():\n    torch_xla.sync()\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\ntorch_xla.sync()\n"
+            "if not torch_xla._XLAC._xla_computation_cache_is_initialized():\n    xr.initialize_cache('/tmp/c')\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.runtime as xr\nn = torch.randint(0, 9, (1,)).item()\nprint(n)\n"
+            "xr.initialize_cache('/tmp/c')\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla\nimport torch_xla.runtime as xr\n"
-                "def main():\n    x = torch_xla.device()\n    torch_xla.sync()\n    xr.initialize_cache('/tmp/c')\n",
-                (6,)),
-        Invalid("import torch\nimport torch_xla\nfrom torch_xla import runtime as xr\n"
-                "dev = torch_xla.device()\nmodel = torch.nn.Linear(2, 2).to(dev)\nloss = model(torch.ones(1, 2, "
-                "device=dev)).sum()\nprint(loss)\nxr.initialize_cache('/tmp/c', readonly=False)\n", (8,)),
-        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-                "def train(loader):\n    for batch in loader:\n        step(batch)\n        xm.mark_step()\n"
-                "def setup():\n    xr.initialize_cache('/tmp/c')\n"
-                "def main():\n    train(loader)\n    setup()\n", (12,)),
-        Invalid("import torch_xla\nimport torch_xla.runtime as xr\n"
-                "for run in range(3):\n    xr.initialize_cache(f'/tmp/c{run}')\n    with torch_xla.step():\n"
-                "        step()\n", (4,)),
+        Invalid(
+            "import torch_xla\nimport torch_xla.runtime as xr\n"
+            "def main():\n    x = torch_xla.device()\n    torch_xla.sync()\n    xr.initialize_cache('/tmp/c')\n",
+            (6,),
+        ),
+        Invalid(
+            "import torch\nimport torch_xla\nfrom torch_xla import runtime as xr\n"
+            "dev = torch_xla.device()\nmodel = torch.nn.Linear(2, 2).to(dev)\nloss = model(torch.ones(1, 2, "
+            "device=dev)).sum()\nprint(loss)\nxr.initialize_cache('/tmp/c', readonly=False)\n",
+            (8,),
+        ),
+        Invalid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "def train(loader):\n    for batch in loader:\n        step(batch)\n        xm.mark_step()\n"
+            "def setup():\n    xr.initialize_cache('/tmp/c')\n"
+            "def main():\n    train(loader)\n    setup()\n",
+            (12,),
+        ),
+        Invalid(
+            "import torch_xla\nimport torch_xla.runtime as xr\n"
+            "for run in range(3):\n    xr.initialize_cache(f'/tmp/c{run}')\n    with torch_xla.step():\n"
+            "        step()\n",
+            (4,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -482,8 +544,11 @@ model = Model().to(torch_xla.device())
         for k, (block, index) in enumerate(levels):
             statements.extend(block[:index])
             holder = block[index]
-            if type(holder) in (cst.For, cst.While) and k + 1 < len(levels) \
-                    and levels[k + 1][0] is getattr(holder.body, "body", None):
+            if (
+                type(holder) in (cst.For, cst.While)
+                and k + 1 < len(levels)
+                and levels[k + 1][0] is getattr(holder.body, "body", None)
+            ):
                 statements.append(holder)  # a loop: its body ran before, on the earlier iterations
         if not statements:
             return None
@@ -492,11 +557,15 @@ model = Model().to(torch_xla.device())
 
     def _initialising_functions(self) -> dict[str, cst.Call]:
         """Functions of this file whose body calls ``initialize_cache`` unguarded -> that call."""
+
         def find() -> dict[str, cst.Call]:
             out: dict[str, cst.Call] = {}
             for node in _definitions(self.ctx.module):
                 scope = self.ctx.scopes.get(node, self.ctx.root_scope)
-                if any(type(n) is cst.Name and n.value == CACHE_IS_INITIALIZED for n in iter_nodes(node.body)):
+                if any(
+                    type(n) is cst.Name and n.value == CACHE_IS_INITIALIZED
+                    for n in iter_nodes(node.body)
+                ):
                     continue
                 for n in _calls(node.body):
                     if INITIALIZE_CACHE in self.ctx.qnames(n.func, scope):
@@ -513,10 +582,12 @@ class TorchaxWithTorchXla(Rule):
     preview = True
     once_per_file = True
     summary = "torch_xla used in a program that imports torchax (JAX) first: on TPU the two runtimes hang."
-    message = ("the torch_xla runtime is used in a program that imports torchax, which imports JAX at "
-               "import time: on TPU, JAX taking the chips first makes torch_xla's computations hang; "
-               "run torchax and torch_xla code as separate programs, or import torchax only after "
-               "torch_xla has started its runtime")
+    message = (
+        "the torch_xla runtime is used in a program that imports torchax, which imports JAX at "
+        "import time: on TPU, JAX taking the chips first makes torch_xla's computations hang; "
+        "run torchax and torch_xla code as separate programs, or import torchax only after "
+        "torch_xla has started its runtime"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -578,19 +649,36 @@ import torchax
 """
     valid = (
         Valid("import torch_xla\nmodel = Model().to(torch_xla.device())\n"),
-        Valid("import torch_xla\nfrom torch_xla._internal.jax_workarounds import jax_import_guard\n"
-              "jax_import_guard()\nimport torchax\nmodel = Model().to(torch_xla.device())\n"),
-        Valid("import torch_xla\ndef kernel(x):\n    import torchax.interop\n    return torchax.interop.jax_view(x)\n"
-              "model = Model().to(torch_xla.device())\n"),
-        Valid("import torch_xla\nfrom torch_xla.experimental.assume_pure import assume_pure\n"
-              "f = assume_pure(fn)\nout = f(x.to(torch_xla.device()))\n"),
+        Valid(
+            "import torch_xla\nfrom torch_xla._internal.jax_workarounds import jax_import_guard\n"
+            "jax_import_guard()\nimport torchax\nmodel = Model().to(torch_xla.device())\n"
+        ),
+        Valid(
+            "import torch_xla\ndef kernel(x):\n    import torchax.interop\n    return torchax.interop.jax_view(x)\n"
+            "model = Model().to(torch_xla.device())\n"
+        ),
+        Valid(
+            "import torch_xla\nfrom torch_xla.experimental.assume_pure import assume_pure\n"
+            "f = assume_pure(fn)\nout = f(x.to(torch_xla.device()))\n"
+        ),
     )
     invalid = (
-        Invalid("import torchax\nimport torch_xla\nenv = torchax.default_env()\n"
-                "model = Model().to(torch_xla.device())\ntorch_xla.sync()\n", (4,)),
-        Invalid("import torch_xla.core.xla_model as xm\nimport jax_model\ndevice = xm.xla_device()\n", (3,),
-                files=(("jax_model.py", "import torchax\nfrom torchax import interop\n"
-                                        "def run(x):\n    return interop.jax_view(x)\n"),)),
+        Invalid(
+            "import torchax\nimport torch_xla\nenv = torchax.default_env()\n"
+            "model = Model().to(torch_xla.device())\ntorch_xla.sync()\n",
+            (4,),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nimport jax_model\ndevice = xm.xla_device()\n",
+            (3,),
+            files=(
+                (
+                    "jax_model.py",
+                    "import torchax\nfrom torchax import interop\n"
+                    "def run(x):\n    return interop.jax_view(x)\n",
+                ),
+            ),
+        ),
     )
 
     done = False
@@ -602,5 +690,7 @@ import torchax
         if name.startswith(("torch_xla.", "torchax.")) or name in ("torch_xla", "torchax"):
             return
         names = self.ctx.qnames(node.func)
-        if any(n.startswith("torch_xla.") for n in names) and not any("jax_workarounds" in n for n in names):
+        if any(n.startswith("torch_xla.") for n in names) and not any(
+            "jax_workarounds" in n for n in names
+        ):
             self.done = self.report(node, requires=[("torchax", True)])

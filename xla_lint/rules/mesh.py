@@ -20,8 +20,10 @@ class HybridMeshPositionalArgs(Rule):
     code = "XLA001"
     name = "hybrid-mesh-positional-args"
     summary = "HybridMesh is keyword-only: a positional argument raises TypeError."
-    message = ("`HybridMesh` takes keyword arguments only; pass `ici_mesh_shape=`, "
-               "`dcn_mesh_shape=` and `axis_names=`")
+    message = (
+        "`HybridMesh` takes keyword arguments only; pass `ici_mesh_shape=`, "
+        "`dcn_mesh_shape=` and `axis_names=`"
+    )
     severity = Severity.ERROR
     fixable = True
     explanation = """\
@@ -59,28 +61,41 @@ The fix names the positional arguments in order `ici_mesh_shape`, `dcn_mesh_shap
 - torch_xla 2.9.0 `torch_xla/distributed/spmd/xla_sharding.py`, `class HybridMesh`
 """
     valid = (
-        Valid("import torch_xla.distributed.spmd as xs\n"
-              "mesh = xs.HybridMesh(ici_mesh_shape=(1, 4), dcn_mesh_shape=(2, 1), axis_names=('data', 'fsdp'))\n"),
+        Valid(
+            "import torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.HybridMesh(ici_mesh_shape=(1, 4), dcn_mesh_shape=(2, 1), axis_names=('data', 'fsdp'))\n"
+        ),
         Valid("from mesh_utils import HybridMesh\nmesh = HybridMesh((4, 1), ('fsdp', 'model'))\n"),
-        Valid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
-              "mesh = xs.Mesh(np.arange(8), (8,), ('fsdp',))\n"),
-        Valid("import torch_xla.distributed.spmd as xs\n"
-              "def build(HybridMesh):\n    return HybridMesh((1, 4), (2, 1))\n"),
+        Valid(
+            "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.Mesh(np.arange(8), (8,), ('fsdp',))\n"
+        ),
+        Valid(
+            "import torch_xla.distributed.spmd as xs\n"
+            "def build(HybridMesh):\n    return HybridMesh((1, 4), (2, 1))\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla.distributed.spmd as xs\n"
-                "mesh = xs.HybridMesh((1, 4, 1), (2, 1, 1), ('data', 'fsdp', 'tensor'))\n",
-                (2,),
-                fixed="import torch_xla.distributed.spmd as xs\n"
-                      "mesh = xs.HybridMesh(ici_mesh_shape=(1, 4, 1), dcn_mesh_shape=(2, 1, 1), "
-                      "axis_names=('data', 'fsdp', 'tensor'))\n"),
-        Invalid("from torch_xla.distributed.spmd import HybridMesh as HM\n"
-                "mesh = HM((4, 1), axis_names=('fsdp', 'model'))\n",
-                (2,),
-                fixed="from torch_xla.distributed.spmd import HybridMesh as HM\n"
-                      "mesh = HM(ici_mesh_shape=(4, 1), axis_names=('fsdp', 'model'))\n"),
-        Invalid("import torch_xla\n"
-                "mesh = torch_xla.distributed.spmd.xla_sharding.HybridMesh(*shapes)\n", (2,)),
+        Invalid(
+            "import torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.HybridMesh((1, 4, 1), (2, 1, 1), ('data', 'fsdp', 'tensor'))\n",
+            (2,),
+            fixed="import torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.HybridMesh(ici_mesh_shape=(1, 4, 1), dcn_mesh_shape=(2, 1, 1), "
+            "axis_names=('data', 'fsdp', 'tensor'))\n",
+        ),
+        Invalid(
+            "from torch_xla.distributed.spmd import HybridMesh as HM\n"
+            "mesh = HM((4, 1), axis_names=('fsdp', 'model'))\n",
+            (2,),
+            fixed="from torch_xla.distributed.spmd import HybridMesh as HM\n"
+            "mesh = HM(ici_mesh_shape=(4, 1), axis_names=('fsdp', 'model'))\n",
+        ),
+        Invalid(
+            "import torch_xla\n"
+            "mesh = torch_xla.distributed.spmd.xla_sharding.HybridMesh(*shapes)\n",
+            (2,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -102,14 +117,22 @@ The fix names the positional arguments in order `ici_mesh_shape`, `dcn_mesh_shap
         new_args = []
         for i, arg in enumerate(node.args):
             if arg.keyword is None:
-                arg = arg.with_changes(keyword=cst.Name(names[i]), equal=cst.AssignEqual(
-                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+                arg = arg.with_changes(
+                    keyword=cst.Name(names[i]),
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""),
+                        whitespace_after=cst.SimpleWhitespace(""),
+                    ),
+                )
             new_args.append(arg)
-        return PendingFix("name the arguments " + ", ".join(names),
-                          [Replacement(node, node.with_changes(args=new_args))])
+        return PendingFix(
+            "name the arguments " + ", ".join(names),
+            [Replacement(node, node.with_changes(args=new_args))],
+        )
 
 
 # ---- literal meshes: what a `Mesh(...)` call says about itself -------------------------------
+
 
 @dataclass(frozen=True)
 class LiteralMesh:
@@ -133,7 +156,9 @@ class LiteralMesh:
 
 def literal_elements(node: cst.BaseExpression | None) -> list[cst.BaseExpression] | None:
     """Elements of a tuple or list display without starred items, else None."""
-    if isinstance(node, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in node.elements):
+    if isinstance(node, (cst.Tuple, cst.List)) and not any(
+        isinstance(e, cst.StarredElement) for e in node.elements
+    ):
         return [e.value for e in node.elements]
     return None
 
@@ -157,7 +182,10 @@ def _literal_device_count(ctx, node: cst.BaseExpression | None) -> int | None:
         if len(args) != 1 or len(node.args) != 1:
             return None
         return literal_int(args[0].value)
-    if names & {"numpy.array", "numpy.asarray", "builtins.list", "builtins.tuple"} and len(node.args) == 1:
+    if (
+        names & {"numpy.array", "numpy.asarray", "builtins.list", "builtins.tuple"}
+        and len(node.args) == 1
+    ):
         return _literal_device_count(ctx, node.args[0].value)
     return None
 
@@ -186,9 +214,15 @@ def literal_mesh(ctx, call: cst.BaseExpression | None) -> LiteralMesh | None:
             names_length = len(elems)
             strings = [literal_string(e) for e in elems]
             names = tuple(strings) if all(s is not None for s in strings) else None
-    return LiteralMesh(call, shape, names, len(shape_elems) if shape_elems is not None else None,
-                       names_length, _literal_device_count(ctx, ids.value) if ids is not None else None,
-                       names_arg is not None)
+    return LiteralMesh(
+        call,
+        shape,
+        names,
+        len(shape_elems) if shape_elems is not None else None,
+        names_length,
+        _literal_device_count(ctx, ids.value) if ids is not None else None,
+        names_arg is not None,
+    )
 
 
 class _Assignments(cst.CSTVisitor):
@@ -232,7 +266,9 @@ class _Assignments(cst.CSTVisitor):
             self.other += 1
         elif isinstance(node, cst.AsName) and self._binds(node.name):
             self.other += 1
-        elif isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == self.name for n in node.names):
+        elif isinstance(node, (cst.Global, cst.Nonlocal)) and any(
+            n.name.value == self.name for n in node.names
+        ):
             self.other += 1
         return True
 
@@ -260,8 +296,12 @@ def assigned_once(ctx, name: cst.BaseExpression) -> cst.BaseExpression | None:
         return None
     if isinstance(node, cst.FunctionDef):
         params = node.params
-        every = (*params.posonly_params, *params.params, *params.kwonly_params,
-                 *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)))
+        every = (
+            *params.posonly_params,
+            *params.params,
+            *params.kwonly_params,
+            *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)),
+        )
         if any(p.name.value == name.value for p in every):
             return None
     return ctx.memo(("assigned_once", id(node), name.value), lambda: _only_value(node, name.value))
@@ -309,7 +349,9 @@ def spec_call(ctx, node: cst.Call) -> tuple[cst.Arg | None, cst.Arg | None] | No
 class MeshShapeMismatch(Rule):
     code = "XLA011"
     name = "mesh-shape-mismatch"
-    summary = "A Mesh whose literal shape, axis names, device count or partition specs do not agree."
+    summary = (
+        "A Mesh whose literal shape, axis names, device count or partition specs do not agree."
+    )
     message = "{detail}"
     severity = Severity.ERROR
     explanation = """\
@@ -357,37 +399,63 @@ device counts: the mesh must span every device of the job.
 - torch_xla 2.9.0 `torch_xla/distributed/spmd/xla_sharding.py` (`Mesh.__init__`, `_translate_named_partition_spec`)
 """
     valid = (
-        Valid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
-              "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
-              "xs.mark_sharding(t, mesh, ('data', 'model'))\nxs.mark_sharding(t, mesh, (('data', 'model'), None))\n"),
-        Valid("import torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(ids, (n, 1), ('data', 'model'))\n"
-              "spec = ('fsdp', None)\nxs.mark_sharding(t, mesh, spec)\n"),
-        Valid("from mylib import Mesh\nimport torch_xla\nmesh = Mesh(range(8), (4,), ('a', 'b'))\n"),
-        Valid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
-              "mesh = xs.Mesh(np.arange(8), (8,), ('data',))\nif big:\n    mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
-              "xs.mark_sharding(t, mesh, ('data', 'model'))\n"),
-        Valid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
-              "mesh = xs.Mesh(np.arange(8), (8,), ('data',))\n"
-              "def shard(t, mesh):\n    xs.mark_sharding(t, mesh, ('model',))\n"),
-        Valid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
-              "def test_bad_mesh(self):\n    with self.assertRaisesRegex(AssertionError, 'must match'):\n"
-              "        xs.Mesh(np.arange(8), (4, 4), ('a', 'b'))\n"),
+        Valid(
+            "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
+            "xs.mark_sharding(t, mesh, ('data', 'model'))\nxs.mark_sharding(t, mesh, (('data', 'model'), None))\n"
+        ),
+        Valid(
+            "import torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(ids, (n, 1), ('data', 'model'))\n"
+            "spec = ('fsdp', None)\nxs.mark_sharding(t, mesh, spec)\n"
+        ),
+        Valid(
+            "from mylib import Mesh\nimport torch_xla\nmesh = Mesh(range(8), (4,), ('a', 'b'))\n"
+        ),
+        Valid(
+            "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.Mesh(np.arange(8), (8,), ('data',))\nif big:\n    mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\n"
+            "xs.mark_sharding(t, mesh, ('data', 'model'))\n"
+        ),
+        Valid(
+            "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.Mesh(np.arange(8), (8,), ('data',))\n"
+            "def shard(t, mesh):\n    xs.mark_sharding(t, mesh, ('model',))\n"
+        ),
+        Valid(
+            "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+            "def test_bad_mesh(self):\n    with self.assertRaisesRegex(AssertionError, 'must match'):\n"
+            "        xs.Mesh(np.arange(8), (4, 4), ('a', 'b'))\n"
+        ),
     )
     invalid = (
-        Invalid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
-                "mesh = xs.Mesh(np.arange(8), (4, 2), ('data',))\n", (3,)),
-        Invalid("import numpy as np\nfrom torch_xla.distributed.spmd import Mesh\n"
-                "mesh = Mesh(np.arange(8), (2, 2), ('data', 'model'))\n", (3,)),
-        Invalid("import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
-                "mesh = xs.Mesh(np.array(range(4)), (4, 1), ('fsdp', 'model'))\n"
-                "def shard(t):\n    xs.mark_sharding(t, mesh, ('data', None))\n"
-                "    xs.mark_sharding(t, mesh, ('fsdp', 2))\n", (5, 6)),
-        Invalid("import torch_xla\nmesh = torch_xla.distributed.spmd.xla_sharding.Mesh(range(8), (8,), ('x',))\n"
-                "spec = torch_xla.distributed.spmd.ShardingSpec(mesh, ('y',))\n", (3,)),
+        Invalid(
+            "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.Mesh(np.arange(8), (4, 2), ('data',))\n",
+            (3,),
+        ),
+        Invalid(
+            "import numpy as np\nfrom torch_xla.distributed.spmd import Mesh\n"
+            "mesh = Mesh(np.arange(8), (2, 2), ('data', 'model'))\n",
+            (3,),
+        ),
+        Invalid(
+            "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"
+            "mesh = xs.Mesh(np.array(range(4)), (4, 1), ('fsdp', 'model'))\n"
+            "def shard(t):\n    xs.mark_sharding(t, mesh, ('data', None))\n"
+            "    xs.mark_sharding(t, mesh, ('fsdp', 2))\n",
+            (5, 6),
+        ),
+        Invalid(
+            "import torch_xla\nmesh = torch_xla.distributed.spmd.xla_sharding.Mesh(range(8), (8,), ('x',))\n"
+            "spec = torch_xla.distributed.spmd.ShardingSpec(mesh, ('y',))\n",
+            (3,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        from .spmd import expects_error  # spmd imports nothing from here; late import keeps the order free
+        from .spmd import (
+            expects_error,
+        )  # spmd imports nothing from here; late import keeps the order free
 
         if expects_error(self.ctx):
             return
@@ -415,31 +483,51 @@ device counts: the mesh must span every device of the job.
             axis = literal_string(e)
             if axis is not None and axis not in mesh.axis_names:
                 have = ", ".join(repr(a) for a in mesh.axis_names) or "no axis names"
-                self.report(node, self.message.format(
-                    detail=f"partition spec names axis {axis!r}, but the mesh has {have}: "
-                           "`ValueError: Axis name ... is not defined in the given mesh`"))
+                self.report(
+                    node,
+                    self.message.format(
+                        detail=f"partition spec names axis {axis!r}, but the mesh has {have}: "
+                        "`ValueError: Axis name ... is not defined in the given mesh`"
+                    ),
+                )
                 return
             index = literal_int(e)
             if index is not None and mesh.shape_length is not None and index >= mesh.shape_length:
-                self.report(node, self.message.format(
-                    detail=f"partition spec indexes mesh dimension {index}, but the mesh has "
-                           f"{mesh.shape_length} dimension(s)"))
+                self.report(
+                    node,
+                    self.message.format(
+                        detail=f"partition spec indexes mesh dimension {index}, but the mesh has "
+                        f"{mesh.shape_length} dimension(s)"
+                    ),
+                )
                 return
 
     def _check_mesh(self, node: cst.Call, mesh: LiteralMesh) -> None:
-        if mesh.shape_length is not None and mesh.names_length is not None and mesh.shape_length != mesh.names_length:
-            self.report(node, self.message.format(
-                detail=f"`Mesh` has {mesh.shape_length} dimension(s) but {mesh.names_length} axis name(s); "
-                       "`Mesh.__init__` asserts they match"))
+        if (
+            mesh.shape_length is not None
+            and mesh.names_length is not None
+            and mesh.shape_length != mesh.names_length
+        ):
+            self.report(
+                node,
+                self.message.format(
+                    detail=f"`Mesh` has {mesh.shape_length} dimension(s) but {mesh.names_length} axis name(s); "
+                    "`Mesh.__init__` asserts they match"
+                ),
+            )
             return
         if mesh.shape is not None and mesh.device_count is not None:
             size = 1
             for d in mesh.shape:
                 size *= d
             if size != mesh.device_count:
-                self.report(node, self.message.format(
-                    detail=f"`Mesh` shape {mesh.shape} holds {size} device(s) but {mesh.device_count} device "
-                           "id(s) are given; `Mesh.__init__` asserts they match"))
+                self.report(
+                    node,
+                    self.message.format(
+                        detail=f"`Mesh` shape {mesh.shape} holds {size} device(s) but {mesh.device_count} device "
+                        "id(s) are given; `Mesh.__init__` asserts they match"
+                    ),
+                )
 
 
 class PartitionSpecNotTuple(Rule):
@@ -482,22 +570,37 @@ The fix adds the trailing comma. Specs held in variables and nested tuples such 
 """
     valid = (
         Valid("import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, ('data',))\n"),
-        Valid("import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, (('data', 'model'),))\n"),
-        Valid("import torch_xla.distributed.spmd as xs\nspec = 'data'\nxs.mark_sharding(t, mesh, spec)\n"),
-        Valid("from mylib import mark_sharding\nimport torch_xla\nmark_sharding(t, mesh, ('data'))\n"),
+        Valid(
+            "import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, (('data', 'model'),))\n"
+        ),
+        Valid(
+            "import torch_xla.distributed.spmd as xs\nspec = 'data'\nxs.mark_sharding(t, mesh, spec)\n"
+        ),
+        Valid(
+            "from mylib import mark_sharding\nimport torch_xla\nmark_sharding(t, mesh, ('data'))\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, ('data'))\n", (2,),
-                fixed="import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, ('data',))\n"),
-        Invalid("from torch_xla.distributed.spmd import ShardingSpec\nimport torch_xla.distributed.parallel_loader as pl\n"
-                "loader = pl.MpDeviceLoader(loader, dev, input_sharding=ShardingSpec(mesh, \"data\"))\n", (3,),
-                fixed="from torch_xla.distributed.spmd import ShardingSpec\n"
-                      "import torch_xla.distributed.parallel_loader as pl\n"
-                      "loader = pl.MpDeviceLoader(loader, dev, input_sharding=ShardingSpec(mesh, (\"data\",)))\n"),
-        Invalid("import torch_xla\n"
-                "torch_xla.distributed.spmd.xla_sharding.mark_sharding(t, mesh, partition_spec=('fsdp'))\n", (2,),
-                fixed="import torch_xla\n"
-                      "torch_xla.distributed.spmd.xla_sharding.mark_sharding(t, mesh, partition_spec=('fsdp',))\n"),
+        Invalid(
+            "import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, ('data'))\n",
+            (2,),
+            fixed="import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, ('data',))\n",
+        ),
+        Invalid(
+            "from torch_xla.distributed.spmd import ShardingSpec\nimport torch_xla.distributed.parallel_loader as pl\n"
+            'loader = pl.MpDeviceLoader(loader, dev, input_sharding=ShardingSpec(mesh, "data"))\n',
+            (3,),
+            fixed="from torch_xla.distributed.spmd import ShardingSpec\n"
+            "import torch_xla.distributed.parallel_loader as pl\n"
+            'loader = pl.MpDeviceLoader(loader, dev, input_sharding=ShardingSpec(mesh, ("data",)))\n',
+        ),
+        Invalid(
+            "import torch_xla\n"
+            "torch_xla.distributed.spmd.xla_sharding.mark_sharding(t, mesh, partition_spec=('fsdp'))\n",
+            (2,),
+            fixed="import torch_xla\n"
+            "torch_xla.distributed.spmd.xla_sharding.mark_sharding(t, mesh, partition_spec=('fsdp',))\n",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -512,7 +615,9 @@ The fix adds the trailing comma. Specs held in variables and nested tuples such 
             text = "(" * len(value.lpar) + value.value + ")" * len(value.rpar)
             # The node's position excludes its own parentheses: `('data')` only needs the comma.
             new = f"{value.value}," if value.lpar else f"({value.value},)"
-            fix = PendingFix(f"make the spec the tuple `({value.value},)`", [Replacement(value, new)])
+            fix = PendingFix(
+                f"make the spec the tuple `({value.value},)`", [Replacement(value, new)]
+            )
             self.report(value, self.message.format(text=f"`{text}`", value=value.value), fix=fix)
         elif isinstance(value, (cst.ConcatenatedString, cst.FormattedString)):
             text = " ".join(self.ctx.module.code_for_node(value).split())

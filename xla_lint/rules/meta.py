@@ -74,14 +74,27 @@ print("step", step, flush=True)
         Valid("import torch_xla\ns = '# noqa: XLA004'\n"),
     )
     invalid = (
-        Invalid("import torch_xla\nx = 1  # noqa: XLA004\n", (2,),
-                fixed="import torch_xla\nx = 1\n"),
-        Invalid("import torch_xla\nx = 1  # noqa: XLA004, E501\n", (2,),
-                fixed="import torch_xla\nx = 1  # noqa: E501\n"),
-        Invalid("import torch_xla\nx = 1  # noqa: XLA004 -- flushed elsewhere\n", (2,),
-                fixed="import torch_xla\nx = 1  # -- flushed elsewhere\n"),
-        Invalid("import torch_xla\nx = 1  # type: ignore  # noqa:XLA123\n", (2,),
-                fixed="import torch_xla\nx = 1  # type: ignore\n"),
-        Invalid("import torch_xla\n\ndef f():\n    # noqa: XLA001\n    return 1\n", (4,),
-                fixed="import torch_xla\n\ndef f():\n\n    return 1\n"),
+        Invalid(
+            "import torch_xla\nx = 1  # noqa: XLA004\n", (2,), fixed="import torch_xla\nx = 1\n"
+        ),
+        Invalid(
+            "import torch_xla\nx = 1  # noqa: XLA004, E501\n",
+            (2,),
+            fixed="import torch_xla\nx = 1  # noqa: E501\n",
+        ),
+        Invalid(
+            "import torch_xla\nx = 1  # noqa: XLA004 -- flushed elsewhere\n",
+            (2,),
+            fixed="import torch_xla\nx = 1  # -- flushed elsewhere\n",
+        ),
+        Invalid(
+            "import torch_xla\nx = 1  # type: ignore  # noqa:XLA123\n",
+            (2,),
+            fixed="import torch_xla\nx = 1  # type: ignore\n",
+        ),
+        Invalid(
+            "import torch_xla\n\ndef f():\n    # noqa: XLA001\n    return 1\n",
+            (4,),
+            fixed="import torch_xla\n\ndef f():\n\n    return 1\n",
+        ),
     )

@@ -36,20 +36,53 @@ SYNC_METHODS = {"item": ".item()", "cpu": ".cpu()"}
 
 # Calls that initialise the PJRT runtime in the calling process (torch_xla/runtime.py:
 # they read the device list or ordinals from the PJRT client).
-RUNTIME_QUERIES = frozenset({
-    f"{apis.XR}.{n}" for n in ("global_runtime_device_count", "global_device_count", "world_size",
-                               "global_ordinal", "local_ordinal", "addressable_device_count",
-                               "addressable_runtime_device_count", "local_device_count",
-                               "global_runtime_device_attributes", "runtime_device_attributes",
-                               "process_index", "process_count")
-} | {f"{apis.XM}.{n}" for n in ("xrt_world_size", "get_ordinal", "get_local_ordinal", "is_master_ordinal",
-                                 "get_xla_supported_devices", "set_rng_state")}
-  | {"torch_xla.devices", "torch_xla.device_count", "torch_xla.real_devices", "torch_xla.manual_seed"})
+RUNTIME_QUERIES = frozenset(
+    {
+        f"{apis.XR}.{n}"
+        for n in (
+            "global_runtime_device_count",
+            "global_device_count",
+            "world_size",
+            "global_ordinal",
+            "local_ordinal",
+            "addressable_device_count",
+            "addressable_runtime_device_count",
+            "local_device_count",
+            "global_runtime_device_attributes",
+            "runtime_device_attributes",
+            "process_index",
+            "process_count",
+        )
+    }
+    | {
+        f"{apis.XM}.{n}"
+        for n in (
+            "xrt_world_size",
+            "get_ordinal",
+            "get_local_ordinal",
+            "is_master_ordinal",
+            "get_xla_supported_devices",
+            "set_rng_state",
+        )
+    }
+    | {
+        "torch_xla.devices",
+        "torch_xla.device_count",
+        "torch_xla.real_devices",
+        "torch_xla.manual_seed",
+    }
+)
 _DEVICE_OR_RUNTIME = DEVICE_APIS | RUNTIME_QUERIES
 
-CLIP_APIS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
-                       "torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm_",
-                       "torch.nn.utils.clip_grad.clip_grad_value_"})
+CLIP_APIS = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.clip_grad_norm",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_value_",
+    }
+)
 
 
 def _divergent_test(ctx, test: cst.BaseExpression) -> bool:
@@ -59,7 +92,9 @@ def _divergent_test(ctx, test: cst.BaseExpression) -> bool:
     return is_replica_test(ctx, test)
 
 
-EVAL_WORDS = frozenset({"test", "eval", "evaluation", "val", "valid", "validation", "dev", "holdout"})
+EVAL_WORDS = frozenset(
+    {"test", "eval", "evaluation", "val", "valid", "validation", "dev", "holdout"}
+)
 
 
 def _target_names(node: cst.BaseExpression) -> str:
@@ -92,8 +127,10 @@ class ReplicaDivergentSync(Rule):
     code = "XLA015"
     name = "replica-divergent-sync"
     summary = "A graph-executing or collective call under `if xm.is_master_ordinal():`: the other replicas never reach it."
-    message = ("`{api}` under a branch only some replicas take (`{test}`): {why}; run it on every replica "
-               "(or log through `xm.add_step_closure`)")
+    message = (
+        "`{api}` under a branch only some replicas take (`{test}`): {why}; run it on every replica "
+        "(or log through `xm.add_step_closure`)"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -153,64 +190,97 @@ if xm.is_master_ordinal():
 - torch_xla 2.9.0 `torch_xla/core/xla_model.py` (`save`, `rendezvous`, `mesh_reduce`, `add_step_closure`)
 """
     valid = (
-        Valid(_LAUNCH + "def _mp_fn(i):\n    xm.save(model.state_dict(), 'm.pt')\n"
-              "    if xm.is_master_ordinal():\n        print('saved', flush=True)\n"
-              "torch_xla.launch(_mp_fn)\n"),
-        Valid(_LAUNCH + "import torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "if xr.process_index() == 0:\n    print(loss.item(), flush=True)\n"),
-        Valid(_LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
-              "        def log(l):\n            print(l.item(), flush=True)\n"
-              "        xm.add_step_closure(log, args=(loss,))\ntorch_xla.launch(_mp_fn)\n"),
-        Valid("import torch_xla.core.xla_model as xm\nif xm.is_master_ordinal():\n    v = t.item()\n"),
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    xm.save(model.state_dict(), 'm.pt')\n"
+            "    if xm.is_master_ordinal():\n        print('saved', flush=True)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH + "import torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if xr.process_index() == 0:\n    print(loss.item(), flush=True)\n"
+        ),
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
+            "        def log(l):\n            print(l.item(), flush=True)\n"
+            "        xm.add_step_closure(log, args=(loss,))\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nif xm.is_master_ordinal():\n    v = t.item()\n"
+        ),
         # The download idiom as real code writes it (pytorch/xla's old MNIST/ImageNet examples,
         # Colab notebooks): every replica enters exactly one `rendezvous('download_only_once')`.
-        Valid(_LAUNCH + "def _mp_fn(i):\n    if not xm.is_master_ordinal():\n"
-              "        xm.rendezvous('download_only_once')\n"
-              "    train_dataset = datasets.MNIST('/tmp/mnist', download=True)\n"
-              "    if xm.is_master_ordinal():\n        xm.rendezvous(\"download_only_once\")\n"
-              "torch_xla.launch(_mp_fn)\n"),
-        Valid(_LAUNCH + "def train(index):\n    is_root = xm.is_master_ordinal()\n"
-              "    if Config.use_tpu and not is_root:\n        xm.rendezvous('download_only_once')\n"
-              "    dataset = WikiDataset()\n"
-              "    if Config.use_tpu and is_root:\n        xm.rendezvous('download_only_once')\n"
-              "torch_xla.launch(train)\n"),
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    if not xm.is_master_ordinal():\n"
+            "        xm.rendezvous('download_only_once')\n"
+            "    train_dataset = datasets.MNIST('/tmp/mnist', download=True)\n"
+            '    if xm.is_master_ordinal():\n        xm.rendezvous("download_only_once")\n'
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH + "def train(index):\n    is_root = xm.is_master_ordinal()\n"
+            "    if Config.use_tpu and not is_root:\n        xm.rendezvous('download_only_once')\n"
+            "    dataset = WikiDataset()\n"
+            "    if Config.use_tpu and is_root:\n        xm.rendezvous('download_only_once')\n"
+            "torch_xla.launch(train)\n"
+        ),
         # torch_distributed_zero_first (YOLOv5 and others), with a saved ordinal, and an if/else.
-        Valid(_LAUNCH + "import torch.distributed as dist\nimport torch_xla.runtime as xr\n"
-              "def _mp_fn(i):\n    rank = xr.global_ordinal()\n    if rank != 0:\n        dist.barrier()\n"
-              "    prepare()\n    if rank == 0:\n        dist.barrier()\n"
-              "    if xm.is_master_ordinal(local=False):\n        xm.rendezvous('ckpt')\n"
-              "    else:\n        xm.rendezvous('ckpt')\ntorch_xla.launch(_mp_fn)\n"),
+        Valid(
+            _LAUNCH + "import torch.distributed as dist\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(i):\n    rank = xr.global_ordinal()\n    if rank != 0:\n        dist.barrier()\n"
+            "    prepare()\n    if rank == 0:\n        dist.barrier()\n"
+            "    if xm.is_master_ordinal(local=False):\n        xm.rendezvous('ckpt')\n"
+            "    else:\n        xm.rendezvous('ckpt')\ntorch_xla.launch(_mp_fn)\n"
+        ),
         # A flag that is a parameter (accelerate's `_goes_first(self, is_main)`) is not known to diverge.
-        Valid(_LAUNCH + "def _goes_first(is_main):\n    if not is_main:\n        xm.rendezvous('first')\n"
-              "    yield\n    if is_main:\n        xm.rendezvous('first')\n"
-              "def _mp_fn(i):\n    is_main = 1\n    is_main = xm.is_master_ordinal()\n    is_main = 2\n"
-              "    if is_main:\n        print(loss.item())\ntorch_xla.launch(_mp_fn)\n"),
+        Valid(
+            _LAUNCH
+            + "def _goes_first(is_main):\n    if not is_main:\n        xm.rendezvous('first')\n"
+            "    yield\n    if is_main:\n        xm.rendezvous('first')\n"
+            "def _mp_fn(i):\n    is_main = 1\n    is_main = xm.is_master_ordinal()\n    is_main = 2\n"
+            "    if is_main:\n        print(loss.item())\ntorch_xla.launch(_mp_fn)\n"
+        ),
     )
     invalid = (
-        Invalid(_LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
-                "        print(loss.item(), flush=True)\n        xm.save(model.state_dict(), 'm.pt')\n"
-                "torch_xla.launch(_mp_fn)\n", (5, 6)),
-        Invalid("import torch_xla\nfrom torch_xla import runtime as xr\n"
-                "import torch_xla.distributed.xla_multiprocessing as xmp\n"
-                "def _mp_fn(i):\n    if xr.global_ordinal() == 0:\n        torch_xla.sync()\n"
-                "    else:\n        torch_xla.core.xla_model.rendezvous('wait')\nxmp.spawn(_mp_fn)\n", (6, 8)),
-        Invalid(_LAUNCH + "import torch.distributed as dist\ndef _mp_fn(i):\n"
-                "    if not xm.is_master_ordinal(local=False):\n        return\n"
-                "    for batch in loader:\n        if xm.is_master_ordinal():\n            dist.barrier()\n"
-                "torch_xla.launch(_mp_fn)\n", (9,)),
+        Invalid(
+            _LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
+            "        print(loss.item(), flush=True)\n        xm.save(model.state_dict(), 'm.pt')\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (5, 6),
+        ),
+        Invalid(
+            "import torch_xla\nfrom torch_xla import runtime as xr\n"
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def _mp_fn(i):\n    if xr.global_ordinal() == 0:\n        torch_xla.sync()\n"
+            "    else:\n        torch_xla.core.xla_model.rendezvous('wait')\nxmp.spawn(_mp_fn)\n",
+            (6, 8),
+        ),
+        Invalid(
+            _LAUNCH + "import torch.distributed as dist\ndef _mp_fn(i):\n"
+            "    if not xm.is_master_ordinal(local=False):\n        return\n"
+            "    for batch in loader:\n        if xm.is_master_ordinal():\n            dist.barrier()\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (9,),
+        ),
         # Saved flags: module level and in the same function.
-        Invalid(_LAUNCH + "import torch_xla.runtime as xr\nIS_ROOT = xr.global_ordinal() == 0\n"
-                "def _mp_fn(i):\n    is_root = xm.is_master_ordinal()\n    rank = xm.get_ordinal()\n"
-                "    if is_root:\n        print(loss.item())\n    if IS_ROOT:\n        xm.mark_step()\n"
-                "    if rank == 0:\n        xm.save(model.state_dict(), 'm.pt')\n"
-                "torch_xla.launch(_mp_fn)\n", (9, 11, 13)),
+        Invalid(
+            _LAUNCH + "import torch_xla.runtime as xr\nIS_ROOT = xr.global_ordinal() == 0\n"
+            "def _mp_fn(i):\n    is_root = xm.is_master_ordinal()\n    rank = xm.get_ordinal()\n"
+            "    if is_root:\n        print(loss.item())\n    if IS_ROOT:\n        xm.mark_step()\n"
+            "    if rank == 0:\n        xm.save(model.state_dict(), 'm.pt')\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (9, 11, 13),
+        ),
         # Not the download idiom: different tags, the same side twice, another function.
-        Invalid(_LAUNCH + "def _mp_fn(i):\n    if not xm.is_master_ordinal():\n        xm.rendezvous('a')\n"
-                "    if xm.is_master_ordinal():\n        xm.rendezvous('b')\n"
-                "    if xm.is_master_ordinal():\n        xm.rendezvous('c')\n"
-                "    if xm.is_master_ordinal():\n        xm.rendezvous('c')\n"
-                "def other():\n    if not xm.is_master_ordinal():\n        xm.rendezvous('a')\n"
-                "torch_xla.launch(_mp_fn)\n", (5, 7, 9, 11, 14)),
+        Invalid(
+            _LAUNCH
+            + "def _mp_fn(i):\n    if not xm.is_master_ordinal():\n        xm.rendezvous('a')\n"
+            "    if xm.is_master_ordinal():\n        xm.rendezvous('b')\n"
+            "    if xm.is_master_ordinal():\n        xm.rendezvous('c')\n"
+            "    if xm.is_master_ordinal():\n        xm.rendezvous('c')\n"
+            "def other():\n    if not xm.is_master_ordinal():\n        xm.rendezvous('a')\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (5, 7, 9, 11, 14),
+        ),
     )
 
     def __init__(self, ctx) -> None:
@@ -227,12 +297,16 @@ if xm.is_master_ordinal():
         test, positive = branch
         if api in _BARRIERS and self._paired(node, api, (test, positive)):
             return
-        why = ("the other replicas never enter the collective and the job hangs"
-               if api not in SYNC_METHODS.values() and api not in ("torch_xla.sync", "xm.mark_step")
-               else "it executes the pending graph on these replicas alone, which hangs if the graph "
-                    "holds a collective and makes the replicas' graphs diverge otherwise")
+        why = (
+            "the other replicas never enter the collective and the job hangs"
+            if api not in SYNC_METHODS.values() and api not in ("torch_xla.sync", "xm.mark_step")
+            else "it executes the pending graph on these replicas alone, which hangs if the graph "
+            "holds a collective and makes the replicas' graphs diverge otherwise"
+        )
         text = " ".join(self.ctx.module.code_for_node(test).split())
-        self.report(node, self.message.format(api=api, test=text[:60], why=why), requires=MULTIPROCESS)
+        self.report(
+            node, self.message.format(api=api, test=text[:60], why=why), requires=MULTIPROCESS
+        )
 
     def _sync_api(self, node: cst.Call) -> str | None:
         func = node.func
@@ -267,8 +341,12 @@ if xm.is_master_ordinal():
             barriers = self._barriers[id(function)] = self._collect_barriers(function)
         arguments = _arguments(self.ctx, node)
         for call, other, other_arguments, conditions in barriers:
-            if call is not node and other == api and other_arguments == arguments and \
-                    any(_complementary(self.ctx, condition, c) for c in conditions):
+            if (
+                call is not node
+                and other == api
+                and other_arguments == arguments
+                and any(_complementary(self.ctx, condition, c) for c in conditions)
+            ):
                 return True
         return False
 
@@ -280,7 +358,9 @@ if xm.is_master_ordinal():
         class Collect:
             def on_visit(self, node: cst.CSTNode) -> bool:
                 stack.append(node)
-                if node is not function and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                if node is not function and isinstance(
+                    node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+                ):
                     return False
                 if type(node) is cst.Call:
                     api = rule._sync_api(node)
@@ -288,7 +368,10 @@ if xm.is_master_ordinal():
                         conditions = []
                         for i in range(len(stack) - 2, -1, -1):
                             owner = stack[i]
-                            if isinstance(owner, (cst.If, cst.IfExp)) and stack[i + 1] is not owner.test:
+                            if (
+                                isinstance(owner, (cst.If, cst.IfExp))
+                                and stack[i + 1] is not owner.test
+                            ):
                                 conditions.append((owner.test, stack[i + 1] is owner.body))
                         found.append((node, api, _arguments(rule.ctx, node), conditions))
                 return True
@@ -321,13 +404,23 @@ def _bare(ctx, node: cst.BaseExpression) -> str:
     return " ".join(ctx.module.code_for_node(node).split())
 
 
-_OPPOSITE = {cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal, cst.LessThan: cst.GreaterThanEqual,
-             cst.GreaterThanEqual: cst.LessThan, cst.GreaterThan: cst.LessThanEqual,
-             cst.LessThanEqual: cst.GreaterThan, cst.Is: cst.IsNot, cst.IsNot: cst.Is, cst.In: cst.NotIn,
-             cst.NotIn: cst.In}
+_OPPOSITE = {
+    cst.Equal: cst.NotEqual,
+    cst.NotEqual: cst.Equal,
+    cst.LessThan: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.LessThanEqual,
+    cst.LessThanEqual: cst.GreaterThan,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
+    cst.In: cst.NotIn,
+    cst.NotIn: cst.In,
+}
 
 
-def _complementary(ctx, a: tuple[cst.BaseExpression, bool], b: tuple[cst.BaseExpression, bool]) -> bool:
+def _complementary(
+    ctx, a: tuple[cst.BaseExpression, bool], b: tuple[cst.BaseExpression, bool]
+) -> bool:
     """True when condition ``a`` holds exactly where ``b`` does not. A condition is ``(test,
     in true branch)``; recognised: ``x`` / ``not x`` (and the ``if``/``else`` of one test),
     ``r == 0`` / ``r != 0`` (and the other opposite comparisons), and ``c and x`` / ``c and not x``
@@ -341,11 +434,18 @@ def _complementary(ctx, a: tuple[cst.BaseExpression, bool], b: tuple[cst.BaseExp
         return pa != pb
     if pa != pb:
         return False
-    if isinstance(ta, cst.Comparison) and isinstance(tb, cst.Comparison) and \
-            len(ta.comparisons) == 1 and len(tb.comparisons) == 1:
+    if (
+        isinstance(ta, cst.Comparison)
+        and isinstance(tb, cst.Comparison)
+        and len(ta.comparisons) == 1
+        and len(tb.comparisons) == 1
+    ):
         ca, cb = ta.comparisons[0], tb.comparisons[0]
-        return _OPPOSITE.get(type(ca.operator)) is type(cb.operator) and \
-            _bare(ctx, ta.left) == _bare(ctx, tb.left) and _bare(ctx, ca.comparator) == _bare(ctx, cb.comparator)
+        return (
+            _OPPOSITE.get(type(ca.operator)) is type(cb.operator)
+            and _bare(ctx, ta.left) == _bare(ctx, tb.left)
+            and _bare(ctx, ca.comparator) == _bare(ctx, cb.comparator)
+        )
     if pa and _conjunction(ta) and _conjunction(tb):
         left, right = _conjuncts(ta), _conjuncts(tb)
         if len(left) != len(right):
@@ -370,8 +470,10 @@ class ClipBeforeReduce(Rule):
     code = "XLA016"
     name = "clip-before-reduce"
     summary = "clip_grad_norm_ before xm.optimizer_step clips the local, un-reduced gradients."
-    message = ("`{api}` before `xm.optimizer_step` clips each replica's local gradients before they are "
-               "reduced; call `xm.reduce_gradients(optimizer)`, clip, then `optimizer.step()`")
+    message = (
+        "`{api}` before `xm.optimizer_step` clips each replica's local gradients before they are "
+        "reduced; call `xm.reduce_gradients(optimizer)`, clip, then `optimizer.step()`"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -408,22 +510,34 @@ optimizer.step()
 - torch_xla 2.9.0 `torch_xla/core/xla_model.py` (`optimizer_step`, `reduce_gradients`)
 """
     valid = (
-        Valid(_LAUNCH + "import torch\ndef _mp_fn(i):\n    xm.reduce_gradients(opt)\n"
-              "    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\n    opt.step()\n"
-              "torch_xla.launch(_mp_fn)\n"),
-        Valid("import torch\nimport torch_xla.core.xla_model as xm\n"
-              "torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\nxm.optimizer_step(opt)\n"),
-        Valid(_LAUNCH + "def _mp_fn(i):\n    model.clip_grad_norm_(1.0)\n    xm.optimizer_step(opt)\n"
-              "torch_xla.launch(_mp_fn)\n"),
+        Valid(
+            _LAUNCH + "import torch\ndef _mp_fn(i):\n    xm.reduce_gradients(opt)\n"
+            "    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\n    opt.step()\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.core.xla_model as xm\n"
+            "torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\nxm.optimizer_step(opt)\n"
+        ),
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    model.clip_grad_norm_(1.0)\n    xm.optimizer_step(opt)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
     )
     invalid = (
-        Invalid(_LAUNCH + "import torch\ndef _mp_fn(i):\n    loss.backward()\n"
-                "    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\n    xm.optimizer_step(opt)\n"
-                "torch_xla.launch(_mp_fn)\n", (6,)),
-        Invalid("from torch.nn.utils import clip_grad_value_\nfrom torch_xla.core import xla_model as xm\n"
-                "import torch_xla.distributed.xla_multiprocessing as xmp\n"
-                "def train(i):\n    clip_grad_value_(params, 0.5)\n    xm.optimizer_step(opt, barrier=True)\n"
-                "xmp.spawn(train)\n", (5,)),
+        Invalid(
+            _LAUNCH + "import torch\ndef _mp_fn(i):\n    loss.backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\n    xm.optimizer_step(opt)\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (6,),
+        ),
+        Invalid(
+            "from torch.nn.utils import clip_grad_value_\nfrom torch_xla.core import xla_model as xm\n"
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def train(i):\n    clip_grad_value_(params, 0.5)\n    xm.optimizer_step(opt, barrier=True)\n"
+            "xmp.spawn(train)\n",
+            (5,),
+        ),
     )
 
     def __init__(self, ctx) -> None:
@@ -457,7 +571,9 @@ ACCELERATE_METHODS = frozenset({"prepare", "prepare_data_loader"})
 TRAINER_METHODS = frozenset({"fit", "validate", "test", "predict"})
 FABRIC_METHODS = frozenset({"setup_dataloaders"})
 # LightningModule / LightningDataModule hooks whose loaders the Trainer prepares the same way.
-LIGHTNING_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
+LIGHTNING_HOOKS = frozenset(
+    {"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"}
+)
 LIGHTNING_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
 # What a loader may sit in on its way to an assignment, a return or an argument: `[dl1, dl2]`.
 _CONTAINERS = (cst.Element, cst.List, cst.Tuple, cst.DictElement, cst.Dict, cst.StarredElement)
@@ -498,14 +614,22 @@ class LoaderHandoffs:
         self.trainer = bool(roots & {"lightning", "pytorch_lightning"})
         self.fabric = bool(roots & {"lightning", "lightning_fabric"})
         self.handed_nodes: set[int] = set()  # ids of nodes inside a hand-off's arguments
-        self.handed_keys: dict[int, set[str]] = {}  # id(function or module) -> keys handed over there
-        self.class_keys: dict[int, set[str]] = {}  # id(class) -> `self.*` keys handed over in its methods
+        self.handed_keys: dict[
+            int, set[str]
+        ] = {}  # id(function or module) -> keys handed over there
+        self.class_keys: dict[
+            int, set[str]
+        ] = {}  # id(class) -> `self.*` keys handed over in its methods
         self.returned: dict[int, set[str]] = {}  # id(function) -> keys it returns
         self.call_sites: dict[str, list[tuple[cst.Call, cst.CSTNode, set[str]]]] = {}
         self.lightning_classes: set[str] = set()
-        self.class_of: dict[int, cst.ClassDef | None] = {}  # id(function) -> the class it is a method of
+        self.class_of: dict[
+            int, cst.ClassDef | None
+        ] = {}  # id(function) -> the class it is a method of
         self._sampler_off = False
-        lightning_calls: list[tuple[cst.Call, cst.CSTNode]] = []  # recorded once the whole file is read
+        lightning_calls: list[
+            tuple[cst.Call, cst.CSTNode]
+        ] = []  # recorded once the whole file is read
         self._scan(lightning_calls)
         if not self._sampler_off:
             for call, owner in lightning_calls:
@@ -525,8 +649,10 @@ class LoaderHandoffs:
                 if kind is cst.ClassDef:  # bases are read in the enclosing scope
                     for base in node.bases:
                         names = ctx.qnames(base.value, scopes[-1])
-                        if any(n.split(".")[0] in LIGHTNING_ROOTS for n in names) or \
-                                dotted_name(base.value) in facts.lightning_classes:
+                        if (
+                            any(n.split(".")[0] in LIGHTNING_ROOTS for n in names)
+                            or dotted_name(base.value) in facts.lightning_classes
+                        ):
                             facts.lightning_classes.add(node.name.value)
                 scope = ctx.scopes.get(node)
                 if scope is not None and node is not ctx.module:
@@ -566,8 +692,11 @@ class LoaderHandoffs:
 
     def _site(self, call: cst.Call, owner: cst.CSTNode, targets: set[str]) -> None:
         func = call.func
-        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                                          and func.value.value == "self"):
+        if isinstance(func, cst.Name) or (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
             name = func.value if isinstance(func, cst.Name) else func.attr.value
             self.call_sites.setdefault(name, []).append((call, owner, targets))
 
@@ -617,8 +746,13 @@ class LoaderHandoffs:
         Lightning class (``LightningModule``, ``LightningDataModule``, ``BoringModel``, or a class of
         this file that derives from one), in a file that imports Lightning's Trainer package."""
         cls = self.class_of.get(id(function))
-        return function.name.value in LIGHTNING_HOOKS and cls is not None \
-            and cls.name.value in self.lightning_classes and self.trainer and not self._sampler_off
+        return (
+            function.name.value in LIGHTNING_HOOKS
+            and cls is not None
+            and cls.name.value in self.lightning_classes
+            and self.trainer
+            and not self._sampler_off
+        )
 
     def result_handed(self, function: cst.FunctionDef) -> bool:
         """True when what ``function`` returns is handed over: it is a Lightning ``*_dataloader``
@@ -636,9 +770,11 @@ class MissingDistributedSampler(Rule):
     code = "XLA017"
     name = "missing-distributed-sampler"
     summary = "A map-style DataLoader without a sampler in a multi-process program: every replica reads the same batches."
-    message = ("`DataLoader` without `sampler=` in a multi-process program: every replica iterates the whole "
-               "dataset in the same order; pass `DistributedSampler(dataset, num_replicas=xr.world_size(), "
-               "rank=xr.global_ordinal())`")
+    message = (
+        "`DataLoader` without `sampler=` in a multi-process program: every replica iterates the whole "
+        "dataset in the same order; pass `DistributedSampler(dataset, num_replicas=xr.world_size(), "
+        "rank=xr.global_ordinal())`"
+    )
     severity = Severity.WARNING
     explanation = """\
 ## What it does
@@ -696,76 +832,123 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
 - torch_xla 2.9.0 `torch_xla/torch_xla.py` (`launch`)
 """
     valid = (
-        Valid(_LAUNCH + "from torch.utils.data import DataLoader, DistributedSampler\n"
-              "def _mp_fn(i):\n    s = DistributedSampler(ds)\n    loader = DataLoader(ds, batch_size=8, sampler=s)\n"
-              "torch_xla.launch(_mp_fn)\n"),
-        Valid(_LAUNCH + "import torch.utils.data as data\nclass Stream(data.IterableDataset):\n    pass\n"
-              "def _mp_fn(i):\n    loader = data.DataLoader(Stream(), batch_size=8)\ntorch_xla.launch(_mp_fn)\n"),
-        Valid("import torch_xla\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8)\n"),
-        Valid(_LAUNCH + "from torch.utils.data import DataLoader\n"
-              "def _mp_fn(i):\n    loader = DataLoader(ds, batch_sampler=bs)\ntorch_xla.launch(_mp_fn)\n"),
-        Valid(_LAUNCH + "from torch.utils.data import DataLoader\n"
-              "def _mp_fn(i):\n    test_loader = DataLoader(test_dataset, batch_size=8, shuffle=False)\n"
-              "    evalLoader = DataLoader(ds, batch_size=8)\ntorch_xla.launch(_mp_fn)\n"),
+        Valid(
+            _LAUNCH + "from torch.utils.data import DataLoader, DistributedSampler\n"
+            "def _mp_fn(i):\n    s = DistributedSampler(ds)\n    loader = DataLoader(ds, batch_size=8, sampler=s)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH
+            + "import torch.utils.data as data\nclass Stream(data.IterableDataset):\n    pass\n"
+            "def _mp_fn(i):\n    loader = data.DataLoader(Stream(), batch_size=8)\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch_xla\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8)\n"
+        ),
+        Valid(
+            _LAUNCH + "from torch.utils.data import DataLoader\n"
+            "def _mp_fn(i):\n    loader = DataLoader(ds, batch_sampler=bs)\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH + "from torch.utils.data import DataLoader\n"
+            "def _mp_fn(i):\n    test_loader = DataLoader(test_dataset, batch_size=8, shuffle=False)\n"
+            "    evalLoader = DataLoader(ds, batch_size=8)\ntorch_xla.launch(_mp_fn)\n"
+        ),
         # Hand-offs that install the distributed sampler (huggingface/accelerate test_metrics.py,
         # test_accelerator.py; Lightning tests_pytorch/models/test_tpu.py, examples/fabric).
-        Valid(_LAUNCH + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
-              "def _mp_fn(i):\n    accelerator = Accelerator()\n    dataloader = DataLoader(dset, batch_size=16)\n"
-              "    model, dataloader = accelerator.prepare(model, dataloader)\n"
-              "    self.train_dl = DataLoader(ds, batch_size=2)\n    accelerator.prepare_data_loader(self.train_dl)\n"
-              "torch_xla.launch(_mp_fn)\n"),
-        Valid(_LAUNCH + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
-              "def create_components():\n    train_dl = DataLoader(TensorDataset(t))\n    return model, opt, train_dl\n"
-              "def get_dataloader(accelerator):\n    return DataLoader(tokenized, shuffle=False, batch_size=16)\n"
-              "def _mp_fn(i):\n    accelerator = Accelerator()\n    model, opt, train_dl = create_components()\n"
-              "    accelerator.prepare(model, opt, train_dl)\n    dataloader = get_dataloader(accelerator)\n"
-              "    ddp_model, ddp_dataloader = accelerator.prepare(model, dataloader)\n"
-              "torch_xla.launch(_mp_fn)\n"),
-        Valid(_LAUNCH + "from torch.utils.data import DataLoader\n"
-              "from accelerate.data_loader import prepare_data_loader\n"
-              "def _mp_fn(i):\n    dl = prepare_data_loader(DataLoader(range(32), batch_size=8), device)\n"
-              "torch_xla.launch(_mp_fn)\n"),
-        Valid(_LAUNCH + "from torch.utils.data import DataLoader\nfrom lightning.pytorch import Trainer\n"
-              "from lightning.pytorch.demos.boring_classes import BoringModel\n"
-              "class SerialLoaderBoringModel(BoringModel):\n    def train_dataloader(self):\n"
-              "        return DataLoader(RandomDataset(32, 2000), batch_size=32)\n"
-              "    def predict_dataloader(self):\n"
-              "        return apply_to_collection(self.sets, Dataset, lambda x: DataLoader(x))\n"
-              "def _mp_fn(i):\n    trainer = Trainer(accelerator='tpu')\n"
-              "    trainer.test(model, dataloaders=DataLoader(RandomDataset(32, 2000), batch_size=32))\n"
-              "    train_data = DataLoader(RandomDataset(32, 64), batch_size=2)\n"
-              "    trainer.fit(model, train_dataloaders=train_data)\ntorch_xla.launch(_mp_fn)\n"),
-        Valid(_LAUNCH + "from torch.utils.data import DataLoader\nfrom lightning.fabric import Fabric\n"
-              "def _mp_fn(i):\n    fabric = Fabric(accelerator='tpu')\n"
-              "    dataloader = DataLoader(RandomDataset(32, 64))\n"
-              "    dataloader = fabric.setup_dataloaders(dataloader)\n"
-              "torch_xla.launch(_mp_fn)\n"),
+        Valid(
+            _LAUNCH
+            + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+            "def _mp_fn(i):\n    accelerator = Accelerator()\n    dataloader = DataLoader(dset, batch_size=16)\n"
+            "    model, dataloader = accelerator.prepare(model, dataloader)\n"
+            "    self.train_dl = DataLoader(ds, batch_size=2)\n    accelerator.prepare_data_loader(self.train_dl)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH
+            + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+            "def create_components():\n    train_dl = DataLoader(TensorDataset(t))\n    return model, opt, train_dl\n"
+            "def get_dataloader(accelerator):\n    return DataLoader(tokenized, shuffle=False, batch_size=16)\n"
+            "def _mp_fn(i):\n    accelerator = Accelerator()\n    model, opt, train_dl = create_components()\n"
+            "    accelerator.prepare(model, opt, train_dl)\n    dataloader = get_dataloader(accelerator)\n"
+            "    ddp_model, ddp_dataloader = accelerator.prepare(model, dataloader)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH + "from torch.utils.data import DataLoader\n"
+            "from accelerate.data_loader import prepare_data_loader\n"
+            "def _mp_fn(i):\n    dl = prepare_data_loader(DataLoader(range(32), batch_size=8), device)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH
+            + "from torch.utils.data import DataLoader\nfrom lightning.pytorch import Trainer\n"
+            "from lightning.pytorch.demos.boring_classes import BoringModel\n"
+            "class SerialLoaderBoringModel(BoringModel):\n    def train_dataloader(self):\n"
+            "        return DataLoader(RandomDataset(32, 2000), batch_size=32)\n"
+            "    def predict_dataloader(self):\n"
+            "        return apply_to_collection(self.sets, Dataset, lambda x: DataLoader(x))\n"
+            "def _mp_fn(i):\n    trainer = Trainer(accelerator='tpu')\n"
+            "    trainer.test(model, dataloaders=DataLoader(RandomDataset(32, 2000), batch_size=32))\n"
+            "    train_data = DataLoader(RandomDataset(32, 64), batch_size=2)\n"
+            "    trainer.fit(model, train_dataloaders=train_data)\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH
+            + "from torch.utils.data import DataLoader\nfrom lightning.fabric import Fabric\n"
+            "def _mp_fn(i):\n    fabric = Fabric(accelerator='tpu')\n"
+            "    dataloader = DataLoader(RandomDataset(32, 64))\n"
+            "    dataloader = fabric.setup_dataloaders(dataloader)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
     )
     invalid = (
-        Invalid(_LAUNCH + "from torch.utils.data import DataLoader\n"
-                "def _mp_fn(i):\n    loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
-                "torch_xla.launch(_mp_fn)\n", (5,)),
-        Invalid("import torch\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
-                "def train(i):\n    loader = torch.utils.data.DataLoader(ds, 8)\nxmp.spawn(train)\n", (4,)),
-        Invalid(_LAUNCH + "import torch\ndef _mp_fn(i):\n    attest = make()\n"
-                "    self.train_loader = torch.utils.data.DataLoader(latest_dataset, batch_size=8)\n"
-                "torch_xla.launch(_mp_fn)\n", (6,)),
+        Invalid(
+            _LAUNCH + "from torch.utils.data import DataLoader\n"
+            "def _mp_fn(i):\n    loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (5,),
+        ),
+        Invalid(
+            "import torch\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def train(i):\n    loader = torch.utils.data.DataLoader(ds, 8)\nxmp.spawn(train)\n",
+            (4,),
+        ),
+        Invalid(
+            _LAUNCH + "import torch\ndef _mp_fn(i):\n    attest = make()\n"
+            "    self.train_loader = torch.utils.data.DataLoader(latest_dataset, batch_size=8)\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (6,),
+        ),
         # Not handed over: another loader is prepared; `use_distributed_sampler=False` keeps the
         # loader as it is; a `train_dataloader` method of a class that is not a Lightning class;
         # `.prepare(...)` in a file that does not use accelerate.
-        Invalid(_LAUNCH + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
-                "def _mp_fn(i):\n    dl = DataLoader(ds, batch_size=8)\n    other = accelerator.prepare(model)\n"
-                "torch_xla.launch(_mp_fn)\n", (6,)),
-        Invalid(_LAUNCH + "from torch.utils.data import DataLoader\nimport lightning as L\n"
-                "def _mp_fn(i):\n    trainer = L.Trainer(use_distributed_sampler=False)\n"
-                "    trainer.fit(model, DataLoader(ds, batch_size=8))\ntorch_xla.launch(_mp_fn)\n", (7,)),
-        Invalid(_LAUNCH + "from torch.utils.data import DataLoader\nimport lightning\nclass Data:\n"
-                "    def train_dataloader(self):\n        return DataLoader(ds, batch_size=8)\n"
-                "def _mp_fn(i):\n    for batch in Data().train_dataloader():\n        pass\n"
-                "torch_xla.launch(_mp_fn)\n", (7,)),
-        Invalid(_LAUNCH + "from torch.utils.data import DataLoader\n"
-                "def _mp_fn(i):\n    dl = DataLoader(ds, batch_size=8)\n    dl = pipeline.prepare(dl)\n"
-                "torch_xla.launch(_mp_fn)\n", (5,)),
+        Invalid(
+            _LAUNCH
+            + "from accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+            "def _mp_fn(i):\n    dl = DataLoader(ds, batch_size=8)\n    other = accelerator.prepare(model)\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (6,),
+        ),
+        Invalid(
+            _LAUNCH + "from torch.utils.data import DataLoader\nimport lightning as L\n"
+            "def _mp_fn(i):\n    trainer = L.Trainer(use_distributed_sampler=False)\n"
+            "    trainer.fit(model, DataLoader(ds, batch_size=8))\ntorch_xla.launch(_mp_fn)\n",
+            (7,),
+        ),
+        Invalid(
+            _LAUNCH + "from torch.utils.data import DataLoader\nimport lightning\nclass Data:\n"
+            "    def train_dataloader(self):\n        return DataLoader(ds, batch_size=8)\n"
+            "def _mp_fn(i):\n    for batch in Data().train_dataloader():\n        pass\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (7,),
+        ),
+        Invalid(
+            _LAUNCH + "from torch.utils.data import DataLoader\n"
+            "def _mp_fn(i):\n    dl = DataLoader(ds, batch_size=8)\n    dl = pipeline.prepare(dl)\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (5,),
+        ),
     )
 
     def __init__(self, ctx) -> None:
@@ -777,7 +960,10 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
             return
         if any(a.star for a in node.args):
             return
-        if find_arg(node, "sampler", 3) is not None or find_arg(node, "batch_sampler", 4) is not None:
+        if (
+            find_arg(node, "sampler", 3) is not None
+            or find_arg(node, "batch_sampler", 4) is not None
+        ):
             return
         dataset = find_arg(node, "dataset", 0)
         if dataset is not None and self._is_iterable(dataset.value):
@@ -805,12 +991,15 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
         owner = function_key(ctx)
         if isinstance(holder, (cst.Assign, cst.AnnAssign)):
             targets: set[str] = set()
-            for t in (holder.targets if isinstance(holder, cst.Assign) else (holder,)):
+            for t in holder.targets if isinstance(holder, cst.Assign) else (holder,):
                 targets |= _keys(t.target)
             if handoffs.handed(targets, owner):
                 return True
-            return isinstance(owner, cst.FunctionDef) and bool(targets & handoffs.returned.get(id(owner), set())) \
+            return (
+                isinstance(owner, cst.FunctionDef)
+                and bool(targets & handoffs.returned.get(id(owner), set()))
                 and handoffs.result_handed(owner)
+            )
         if isinstance(holder, cst.Return) and isinstance(owner, cst.FunctionDef):
             return handoffs.result_handed(owner)
         return False
@@ -832,9 +1021,11 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
             self._iterable = set()
             for stmt in iter_nodes(self.ctx.module):
                 if isinstance(stmt, cst.ClassDef) and any(
-                        isinstance(b.value, (cst.Name, cst.Attribute))
-                        and (b.value.value if isinstance(b.value, cst.Name) else b.value.attr.value)
-                        in ("IterableDataset", *self._iterable) for b in stmt.bases):
+                    isinstance(b.value, (cst.Name, cst.Attribute))
+                    and (b.value.value if isinstance(b.value, cst.Name) else b.value.attr.value)
+                    in ("IterableDataset", *self._iterable)
+                    for b in stmt.bases
+                ):
                     self._iterable.add(stmt.name.value)
         if isinstance(node, cst.Call):
             node = node.func
@@ -845,9 +1036,11 @@ class XlaBeforeLaunch(Rule):
     code = "XLA018"
     name = "xla-before-launch"
     summary = "The XLA runtime is used in the parent process before torch_xla.launch/xmp.spawn."
-    message = ("`{what}` uses the XLA runtime in the parent process before `{launch}`: the parent takes the "
-               "devices and the launch fails with 'Runtime is already initialized'; move it into the "
-               "spawned function")
+    message = (
+        "`{what}` uses the XLA runtime in the parent process before `{launch}`: the parent takes the "
+        "devices and the launch fails with 'Runtime is already initialized'; move it into the "
+        "spawned function"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -895,21 +1088,39 @@ if __name__ == "__main__":
 - torch_xla 2.9.0 `torch_xla/_internal/pjrt.py` (`run_multiprocess`), `torch_xla/torch_xla.py` (`launch`)
 """
     valid = (
-        Valid(_LAUNCH + "def _mp_fn(i):\n    device = torch_xla.device()\n"
-              "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n"),
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\nif xr.device_type() == 'TPU':\n    pass\n"
-              "torch_xla.launch(fn)\n"),
-        Valid(_LAUNCH + "def main():\n    torch_xla.launch(fn)\n    print(xm.xla_device(), flush=True)\n"),
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    device = torch_xla.device()\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\nif xr.device_type() == 'TPU':\n    pass\n"
+            "torch_xla.launch(fn)\n"
+        ),
+        Valid(
+            _LAUNCH
+            + "def main():\n    torch_xla.launch(fn)\n    print(xm.xla_device(), flush=True)\n"
+        ),
         Valid(_LAUNCH + "def helper():\n    return torch_xla.device()\ntorch_xla.launch(fn)\n"),
-        Valid(_LAUNCH + "device = xm.xla_device()\ntorch_xla.launch(fn, debug_single_process=True)\n"),
+        Valid(
+            _LAUNCH + "device = xm.xla_device()\ntorch_xla.launch(fn, debug_single_process=True)\n"
+        ),
     )
     invalid = (
-        Invalid(_LAUNCH + "device = torch_xla.device()\ndef _mp_fn(i):\n    pass\n"
-                "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n", (3,)),
-        Invalid("import torch_xla.runtime as xr\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
-                "def main():\n    n = xr.global_runtime_device_count()\n    xmp.spawn(train, args=(n,))\n", (4,)),
-        Invalid("import torch\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
-                "def main():\n    w = torch.zeros(2).to('xla')\n    xmp.spawn(train)\nmain()\n", (4,)),
+        Invalid(
+            _LAUNCH + "device = torch_xla.device()\ndef _mp_fn(i):\n    pass\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
+            (3,),
+        ),
+        Invalid(
+            "import torch_xla.runtime as xr\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def main():\n    n = xr.global_runtime_device_count()\n    xmp.spawn(train, args=(n,))\n",
+            (4,),
+        ),
+        Invalid(
+            "import torch\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
+            "def main():\n    w = torch.zeros(2).to('xla')\n    xmp.spawn(train)\nmain()\n",
+            (4,),
+        ),
     )
 
     def __init__(self, ctx) -> None:
@@ -949,7 +1160,10 @@ if __name__ == "__main__":
 
     def _report(self, node: cst.Call, launch: str) -> None:
         text = " ".join(self.ctx.module.code_for_node(node).split())
-        self.report(node, self.message.format(what=text if len(text) <= 50 else text[:47] + "...", launch=launch))
+        self.report(
+            node,
+            self.message.format(what=text if len(text) <= 50 else text[:47] + "...", launch=launch),
+        )
 
     def _single_process(self, node: cst.Call) -> bool:
         """``nprocs`` is 1 (``spawn`` tests ``nprocs == 1``) or ``debug_single_process`` is true,
@@ -968,14 +1182,20 @@ class SpawnNprocs(Rule):
     code = "XLA019"
     name = "spawn-nprocs"
     summary = "xmp.spawn with nprocs other than 1/None raises ValueError; torch_xla.launch takes no nprocs at all."
-    message = ("`nprocs={value}` raises ValueError in torch_xla 2.x: spawn uses every local device; "
-               "drop `nprocs` (limit devices with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug")
-    known_message = ("`nprocs={text}` is {value} ({origin}), and any nprocs other than 1 or None raises "
-                     "ValueError in torch_xla 2.x: spawn uses every local device; drop `nprocs` (limit devices "
-                     "with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug")
-    unknown_message = ("`nprocs={text}` comes from {origin}: `xmp.spawn` raises ValueError in torch_xla 2.x "
-                       "unless it is 1 or None; drop `nprocs` (spawn uses every local device; limit them with "
-                       "`TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug")
+    message = (
+        "`nprocs={value}` raises ValueError in torch_xla 2.x: spawn uses every local device; "
+        "drop `nprocs` (limit devices with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug"
+    )
+    known_message = (
+        "`nprocs={text}` is {value} ({origin}), and any nprocs other than 1 or None raises "
+        "ValueError in torch_xla 2.x: spawn uses every local device; drop `nprocs` (limit devices "
+        "with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug"
+    )
+    unknown_message = (
+        "`nprocs={text}` comes from {origin}: `xmp.spawn` raises ValueError in torch_xla 2.x "
+        "unless it is 1 or None; drop `nprocs` (spawn uses every local device; limit them with "
+        "`TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -1028,47 +1248,68 @@ debugging.
 """
     valid = (
         Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=())\n"),
-        Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=(), nprocs=1)\n"),
+        Valid(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=(), nprocs=1)\n"
+        ),
         Valid("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, (), None)\n"),
         Valid("import torch_xla\nimport torch.multiprocessing as mp\nmp.spawn(fn, nprocs=8)\n"),
         # Values the file fixes to 1 or None: a constant, an argparse default, both arms of a choice.
-        Valid("import argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\nNPROCS = 1\n"
-              "def main():\n    parser = argparse.ArgumentParser()\n"
-              "    parser.add_argument('--num-cores', type=int, default=None)\n"
-              "    args = parser.parse_args()\n    xmp.spawn(fn, nprocs=args.num_cores)\n"
-              "    xmp.spawn(fn, nprocs=NPROCS)\n    xmp.spawn(fn, nprocs=1 if args.num_cores else None)\n"),
+        Valid(
+            "import argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\nNPROCS = 1\n"
+            "def main():\n    parser = argparse.ArgumentParser()\n"
+            "    parser.add_argument('--num-cores', type=int, default=None)\n"
+            "    args = parser.parse_args()\n    xmp.spawn(fn, nprocs=args.num_cores)\n"
+            "    xmp.spawn(fn, nprocs=NPROCS)\n    xmp.spawn(fn, nprocs=1 if args.num_cores else None)\n"
+        ),
         # Lightning's XLA launcher passes nprocs only when it is 1 (lightning/fabric/strategies/launchers/xla.py).
-        Valid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
-              "def launch(self, function):\n    spawn_kwargs = {}\n    nprocs = self._strategy.num_processes\n"
-              "    if nprocs == 1:\n        spawn_kwargs['nprocs'] = nprocs\n"
-              "    xmp.spawn(self._wrapping_function, args=(function,), **spawn_kwargs)\n"),
+        Valid(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def launch(self, function):\n    spawn_kwargs = {}\n    nprocs = self._strategy.num_processes\n"
+            "    if nprocs == 1:\n        spawn_kwargs['nprocs'] = nprocs\n"
+            "    xmp.spawn(self._wrapping_function, args=(function,), **spawn_kwargs)\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\n"
-                "xmp.spawn(_mp_fn, nprocs=8, start_method='fork')\n", (2,)),
+        Invalid(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "xmp.spawn(_mp_fn, nprocs=8, start_method='fork')\n",
+            (2,),
+        ),
         Invalid("import torch_xla\ntorch_xla.launch(_mp_fn, args=(), nprocs=4)\n", (2,)),
-        Invalid("from torch_xla.distributed import xla_multiprocessing\n"
-                "xla_multiprocessing.spawn(_mp_fn, (), 4)\n", (2,)),
+        Invalid(
+            "from torch_xla.distributed import xla_multiprocessing\n"
+            "xla_multiprocessing.spawn(_mp_fn, (), 4)\n",
+            (2,),
+        ),
         # Known values: a module constant, an argparse default (huggingface transformers'
         # old xla_spawn.py, pytorch/xla's XRT-era tests: `nprocs=FLAGS.num_cores`).
-        Invalid("import argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\nNPROCS = 8\n"
-                "def main():\n    parser = argparse.ArgumentParser()\n"
-                "    parser.add_argument('--num_cores', type=int, default=8, help='1 or 8')\n"
-                "    args = parser.parse_args()\n    xmp.spawn(_mp_fn, args=(args,), nprocs=args.num_cores)\n"
-                "    xmp.spawn(_mp_fn, nprocs=NPROCS)\n", (8, 9)),
+        Invalid(
+            "import argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\nNPROCS = 8\n"
+            "def main():\n    parser = argparse.ArgumentParser()\n"
+            "    parser.add_argument('--num_cores', type=int, default=8, help='1 or 8')\n"
+            "    args = parser.parse_args()\n    xmp.spawn(_mp_fn, args=(args,), nprocs=args.num_cores)\n"
+            "    xmp.spawn(_mp_fn, nprocs=NPROCS)\n",
+            (8, 9),
+        ),
         # Values the file cannot fix (warnings): a parameter, the environment, an option without default.
-        Invalid("import os\nimport argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
-                "parser = argparse.ArgumentParser()\nparser.add_argument('--cores', type=int)\n"
-                "def run(n):\n    xmp.spawn(_mp_fn, nprocs=n)\n"
-                "xmp.spawn(_mp_fn, nprocs=int(os.environ['NUM_CORES']))\n"
-                "xmp.spawn(_mp_fn, nprocs=parser.parse_args().cores)\n", (7, 8, 9)),
+        Invalid(
+            "import os\nimport argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "parser = argparse.ArgumentParser()\nparser.add_argument('--cores', type=int)\n"
+            "def run(n):\n    xmp.spawn(_mp_fn, nprocs=n)\n"
+            "xmp.spawn(_mp_fn, nprocs=int(os.environ['NUM_CORES']))\n"
+            "xmp.spawn(_mp_fn, nprocs=parser.parse_args().cores)\n",
+            (7, 8, 9),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         keyword = find_arg(node, "nprocs")
         if keyword is not None and self.ctx.is_call_to(node, apis.LAUNCH):
-            self.report(node, "`torch_xla.launch` takes no `nprocs` (TypeError): it starts one process per "
-                              "local device; use `debug_single_process=True` for one process")
+            self.report(
+                node,
+                "`torch_xla.launch` takes no `nprocs` (TypeError): it starts one process per "
+                "local device; use `debug_single_process=True` for one process",
+            )
             return
         arg = find_arg(node, "nprocs", 2)
         if arg is None or not self.ctx.is_call_to(node, apis.SPAWN):
@@ -1081,15 +1322,23 @@ debugging.
             if bad.origin == "a literal" and bad is value:
                 self.report(node, self.message.format(value=text))
             else:
-                self.report(node, self.known_message.format(text=text, value=repr(bad.value), origin=bad.origin))
+                self.report(
+                    node,
+                    self.known_message.format(text=text, value=repr(bad.value), origin=bad.origin),
+                )
         elif unknown is not None:
-            self.report(node, self.unknown_message.format(text=text, origin=unknown.origin),
-                        severity=Severity.WARNING)
+            self.report(
+                node,
+                self.unknown_message.format(text=text, origin=unknown.origin),
+                severity=Severity.WARNING,
+            )
 
 
 def _is_one(value) -> bool:
     """``spawn`` runs one process: ``nprocs == 1`` holds (1, 1.0, True), as ``pjrt.spawn`` tests it."""
-    return isinstance(value, Known) and not isinstance(value.value, str) and _equals_one(value.value)
+    return (
+        isinstance(value, Known) and not isinstance(value.value, str) and _equals_one(value.value)
+    )
 
 
 def _equals_one(value: object) -> bool:

@@ -64,18 +64,36 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
         Valid("import torch_xla\ndef log(print):\n    print('x')\n"),
     )
     invalid = (
-        Invalid("import torch_xla\nprint('step', 1)\n", (2,),
-                fixed="import torch_xla\nprint('step', 1, flush=True)\n"),
-        Invalid("import torch_xla\nprint(\n    'step',\n    step\n)\n", (2,),
-                fixed="import torch_xla\nprint(\n    'step',\n    step, flush=True\n)\n"),
-        Invalid("import torch_xla\nprint('a',\n      'b')\n", (2,),
-                fixed="import torch_xla\nprint('a',\n      'b', flush=True)\n"),
-        Invalid("import torch_xla\nx = (print('a'))\n", (2,),
-                fixed="import torch_xla\nx = (print('a', flush=True))\n"),
-        Invalid("import torch_xla.core.xla_model as xm\nprint()\n", (2,),
-                fixed="import torch_xla.core.xla_model as xm\nprint(flush=True)\n"),
-        Invalid("import torch_xla\nprint('a', file=log,)\n", (2,),
-                fixed="import torch_xla\nprint('a', file=log, flush=True,)\n"),
+        Invalid(
+            "import torch_xla\nprint('step', 1)\n",
+            (2,),
+            fixed="import torch_xla\nprint('step', 1, flush=True)\n",
+        ),
+        Invalid(
+            "import torch_xla\nprint(\n    'step',\n    step\n)\n",
+            (2,),
+            fixed="import torch_xla\nprint(\n    'step',\n    step, flush=True\n)\n",
+        ),
+        Invalid(
+            "import torch_xla\nprint('a',\n      'b')\n",
+            (2,),
+            fixed="import torch_xla\nprint('a',\n      'b', flush=True)\n",
+        ),
+        Invalid(
+            "import torch_xla\nx = (print('a'))\n",
+            (2,),
+            fixed="import torch_xla\nx = (print('a', flush=True))\n",
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nprint()\n",
+            (2,),
+            fixed="import torch_xla.core.xla_model as xm\nprint(flush=True)\n",
+        ),
+        Invalid(
+            "import torch_xla\nprint('a', file=log,)\n",
+            (2,),
+            fixed="import torch_xla\nprint('a', file=log, flush=True,)\n",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -92,21 +110,32 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             return  # a cell's top level runs in the kernel, whose output the notebook shows
         # Silent in test files (pytest captures output) and in programs whose output is
         # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured): xla_lint/program.py.
-        self.report(node, fix=PendingFix("add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]),
-                    requires=[("unbuffered", False), ("test", False)])
+        self.report(
+            node,
+            fix=PendingFix(
+                "add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]
+            ),
+            requires=[("unbuffered", False), ("test", False)],
+        )
 
 
 def add_keyword(call: cst.Call, keyword: str, value: str) -> cst.Call:
     """``call`` with ``keyword=value`` appended, keeping a trailing comma where there was one."""
-    new = cst.Arg(keyword=cst.Name(keyword), value=parse_expression(value),
-                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                        whitespace_after=cst.SimpleWhitespace("")))
+    new = cst.Arg(
+        keyword=cst.Name(keyword),
+        value=parse_expression(value),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
     args = list(call.args)
     if args:
         last = args[-1]
         # The new argument goes right after the last one's value: it takes over the last
         # argument's trailing comma and the whitespace (a newline before `)`) that followed it.
         new = new.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
-        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
-                                     whitespace_after_arg=cst.SimpleWhitespace(""))
+        args[-1] = last.with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
     return call.with_changes(args=[*args, new])

@@ -33,20 +33,41 @@ COMPILERS = frozenset({XLA_COMPILE, "torch.compile"})
 OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
 ADD_STEP_CLOSURE = f"{apis.XM}.add_step_closure"
 DEVICE_LOADERS = frozenset({apis.MP_DEVICE_LOADER, apis.PARALLEL_LOADER})
-EAGER_MODE = frozenset({"torch_xla.experimental.eager_mode", "torch_xla.experimental.eager.eager_mode"})
+EAGER_MODE = frozenset(
+    {"torch_xla.experimental.eager_mode", "torch_xla.experimental.eager.eager_mode"}
+)
 DATALOADER = "torch.utils.data.DataLoader"
-TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
-TENSOR_FACTORIES = frozenset({f"torch.{n}" for n in ("randn", "rand", "zeros", "ones", "empty", "arange", "randint",
-                                                       "full")})
-ITERABLE_DATASET = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
-                              "torch.utils.data.datapipes.datapipe.IterDataPipe"})
+TENSOR_DATASETS = frozenset(
+    {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+)
+TENSOR_FACTORIES = frozenset(
+    {f"torch.{n}" for n in ("randn", "rand", "zeros", "ones", "empty", "arange", "randint", "full")}
+)
+ITERABLE_DATASET = frozenset(
+    {
+        "torch.utils.data.IterableDataset",
+        "torch.utils.data.dataset.IterableDataset",
+        "torch.utils.data.datapipes.datapipe.IterDataPipe",
+    }
+)
 # Calls that pass an iterable through: `for i, b in enumerate(loader)` iterates `loader`.
 WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "chain", "trange"})
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _LOOPS = (cst.For, cst.While)
 # What LoopFacts' walk acts on; everything that cannot hold one of these is skipped.
-_LOOP_FACTS_TYPES = frozenset({cst.Call, cst.For, cst.While, cst.Assign, cst.AugAssign, cst.AnnAssign,
-                               cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_LOOP_FACTS_TYPES = frozenset(
+    {
+        cst.Call,
+        cst.For,
+        cst.While,
+        cst.Assign,
+        cst.AugAssign,
+        cst.AnnAssign,
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Lambda,
+    }
+)
 
 
 def root_name(node: cst.CSTNode) -> str | None:
@@ -82,7 +103,9 @@ class Steps:
 
     backward: bool = False
     optimizer: bool = False
-    boundary: bool = False  # cuts the lazy graph: torch_xla.step/sync/mark_step/optimizer_step(barrier=True)
+    boundary: bool = (
+        False  # cuts the lazy graph: torch_xla.step/sync/mark_step/optimizer_step(barrier=True)
+    )
     xla_step: bool = False  # torch_xla.step() / sync() / mark_step() / a torch_xla.compile'd call (marks a step loop)
     backward_roots: set[str] = field(default_factory=set)
 
@@ -120,7 +143,9 @@ class LoopFacts:
         self.eager = False
         self.iterable_classes: set[str] = set()
         self.iterable_values: set[str] = set()
-        self.compiled_names: set[str] = set()  # names assigned `torch.compile(...)`/`torch_xla.compile(...)`
+        self.compiled_names: set[str] = (
+            set()
+        )  # names assigned `torch.compile(...)`/`torch_xla.compile(...)`
         # The subset assigned `torch_xla.compile(...)`, and functions decorated with it: calling one
         # runs one XLA step (torch_xla/torch_xla.py `compile`: sync() before and after the call).
         self.xla_compiled_names: set[str] = set()
@@ -201,8 +226,10 @@ class LoopFacts:
                 scopes.append(ctx.scopes.get(node, scopes[-1]))
                 push(node, (None, ()))
                 for base in node.bases:
-                    if ctx.qnames(base.value, scopes[-2]) & ITERABLE_DATASET or \
-                            _last_name(base.value) in facts.iterable_classes:
+                    if (
+                        ctx.qnames(base.value, scopes[-2]) & ITERABLE_DATASET
+                        or _last_name(base.value) in facts.iterable_classes
+                    ):
                         facts.iterable_classes.add(node.name.value)
             elif kind is cst.Lambda:
                 push(node, (None, ()))
@@ -220,7 +247,9 @@ class LoopFacts:
             names = ctx.qnames(node, scopes[-1])
             if names & EAGER_MODE:
                 arg = find_arg(node, "enable", 0)
-                if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+                if arg is not None and not (
+                    isinstance(arg.value, cst.Name) and arg.value.value == "False"
+                ):
                     facts.eager = True
             if facts.is_device_loader(node, scopes[-1]):
                 facts.has_device_loader = True
@@ -244,16 +273,25 @@ class LoopFacts:
             if type(value) is cst.Call:
                 callee = _last_name(value.func)
                 streaming = find_arg(value, "streaming")
-                if callee in facts.iterable_classes or ctx.qnames(value, scope) & ITERABLE_DATASET or (
-                        streaming is not None and isinstance(streaming.value, cst.Name)
-                        and streaming.value.value == "True"):
+                if (
+                    callee in facts.iterable_classes
+                    or ctx.qnames(value, scope) & ITERABLE_DATASET
+                    or (
+                        streaming is not None
+                        and isinstance(streaming.value, cst.Name)
+                        and streaming.value.value == "True"
+                    )
+                ):
                     for t in node.targets:
                         name = _last_name(t.target)
                         if name:
                             facts.iterable_values.add(name)
 
-        walk(ctx.module, SimpleNamespace(on_visit=on_visit, on_leave=on_leave),
-             silent_types(_LOOP_FACTS_TYPES))
+        walk(
+            ctx.module,
+            SimpleNamespace(on_visit=on_visit, on_leave=on_leave),
+            silent_types(_LOOP_FACTS_TYPES),
+        )
         for func, scope in functions:
             steps = Steps()
             decorators = [ctx.qnames(d.decorator, scope) for d in func.decorators]
@@ -296,7 +334,9 @@ class LoopFacts:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "per_device_loader":
                 return True
             if _last_name(node.func) in WRAPPERS:
-                return any(self.is_device_loader(a.value, scope) for a in node.args if a.keyword is None)
+                return any(
+                    self.is_device_loader(a.value, scope) for a in node.args if a.keyword is None
+                )
             return False
         name = _last_name(node)
         return name is not None and name in self.loader_names
@@ -313,14 +353,30 @@ class LoopFacts:
             return Steps(boundary=True, xla_step=True)
         if OPTIMIZER_STEP in names:
             barrier = find_arg(call, "barrier", 1)
-            cuts = barrier is not None and not (isinstance(barrier.value, cst.Name) and barrier.value.value == "False")
+            cuts = barrier is not None and not (
+                isinstance(barrier.value, cst.Name) and barrier.value.value == "False"
+            )
             return Steps(optimizer=True, boundary=cuts)
         if isinstance(func, cst.Attribute) and func.attr.value == "step" and not names:
-            if _looks_like_optimizer(func.value) or any(_looks_like_optimizer(a.value) for a in call.args):
+            if _looks_like_optimizer(func.value) or any(
+                _looks_like_optimizer(a.value) for a in call.args
+            ):
                 return Steps(optimizer=True)
-        if names & COMPILERS or (isinstance(func, cst.Call) and self.ctx.qnames(func, scope) & COMPILERS) or (
-                _last_name(func) in self.compiled_names and (isinstance(func, cst.Name) or (
-                    isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"))):
+        if (
+            names & COMPILERS
+            or (isinstance(func, cst.Call) and self.ctx.qnames(func, scope) & COMPILERS)
+            or (
+                _last_name(func) in self.compiled_names
+                and (
+                    isinstance(func, cst.Name)
+                    or (
+                        isinstance(func, cst.Attribute)
+                        and isinstance(func.value, cst.Name)
+                        and func.value.value == "self"
+                    )
+                )
+            )
+        ):
             if not names & COMPILERS:
                 # calling a compiled function runs its graph; a torch_xla.compile'd one is a whole step
                 return Steps(boundary=True, xla_step=self.runs_xla_compiled(call, scope))
@@ -329,8 +385,15 @@ class LoopFacts:
                 return Steps(boundary=True)
         if use_functions:
             name = _last_name(func)
-            local = isinstance(func, cst.Name) and not names or (
-                isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self")
+            local = (
+                isinstance(func, cst.Name)
+                and not names
+                or (
+                    isinstance(func, cst.Attribute)
+                    and isinstance(func.value, cst.Name)
+                    and func.value.value == "self"
+                )
+            )
             if local and name in self.functions:
                 s = self.functions[name]
                 return Steps(s.backward, s.optimizer, s.boundary, s.xla_step)
@@ -347,8 +410,14 @@ class LoopFacts:
             return XLA_COMPILE in self.ctx.qnames(func, scope)
         if self.ctx.qnames(func, scope):
             return False  # a module's function, not one of this file's compiled names
-        return _last_name(func) in self.xla_compiled_names and (isinstance(func, cst.Name) or (
-            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"))
+        return _last_name(func) in self.xla_compiled_names and (
+            isinstance(func, cst.Name)
+            or (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+            )
+        )
 
     def loop(self, node: cst.For | cst.While, scope: Scope | None = None) -> tuple[Steps, Steps]:
         """(own, full) :class:`Steps` of a loop's body (and of a ``while`` loop's test):
@@ -429,10 +498,16 @@ def _compares_counter(test: cst.CSTNode, counters: set[str]) -> bool:
         return False
     sides = [test.left, *(c.comparator for c in test.comparisons)]
     return any(isinstance(c.operator, cst.Equal) for c in test.comparisons) and any(
-        isinstance(s, cst.Name) and s.value in counters for s in sides)
+        isinstance(s, cst.Name) and s.value in counters for s in sides
+    )
 
 
-HOST_METHODS = {"item": False, "tolist": False, "cpu": True, "numpy": True}  # name -> may take arguments
+HOST_METHODS = {
+    "item": False,
+    "tolist": False,
+    "cpu": True,
+    "numpy": True,
+}  # name -> may take arguments
 
 
 class LoopRule(Rule):
@@ -447,9 +522,11 @@ class HostSyncInStep(LoopRule):
     code = "XLA201"
     name = "host-sync-in-step"
     summary = "A tensor read on the host (.item(), .cpu(), print) on every step of a training or step loop."
-    message = ("{what} on every step of a loop that runs an XLA graph per iteration waits for the graph to "
-               "run and copies the result to the host; read it every N steps or in `xm.add_step_closure` "
-               "(a tensor already on the CPU is cheap: then ignore this)")
+    message = (
+        "{what} on every step of a loop that runs an XLA graph per iteration waits for the graph to "
+        "run and copies the result to the host; read it every N steps or in `xm.add_step_closure` "
+        "(a tensor already on the CPU is cheap: then ignore this)"
+    )
     severity = Severity.WARNING
     explanation = """\
 ## What it does
@@ -511,72 +588,113 @@ print(total_loss.item())                       # once, after the loop
 - torch_xla 2.9.0 `torch_xla/torch_xla.py` (`sync`, `step`, `compile`), `torch_xla/core/xla_model.py` (`add_step_closure`)
 """
     valid = (
-        Valid("import torch_xla\nfor step, (x, y) in enumerate(loader):\n    with torch_xla.step():\n"
-              "        loss = model(x).sum()\n        loss.backward()\n        opt.step()\n"
-              "    if step % 10 == 0:\n        print(loss.item(), flush=True)\n"),
-        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\nfor x in loader:\n"
-              "    loss = model(x).sum()\n    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
-              "    xm.add_step_closure(lambda: print(loss.item(), flush=True))\n"),
-        Valid("import torch_xla\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
-              "    optimizer.step()\n    torch_xla.sync()\nprint(loss.item(), flush=True)\n"),
-        Valid("import torch_xla\ncorrect = 0\nfor x, y in test_loader:\n"
-              "    correct += model(x).argmax(1).eq(y).sum().item()\n"),
-        Valid("import torch_xla\nfor epoch in range(3):\n    for x in loader:\n        loss = model(x).sum()\n"
-              "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"
-              "    print(f'epoch {epoch} loss {loss.item()}', flush=True)\n"),
-        Valid("import torch_xla\nfor x, y in loader:\n    labels = y.numpy()\n    loss = model(x).sum()\n"
-              "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"),
-        Valid("import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
-              "    print(loss.item())\n"),
-        Valid("import torch_xla\nfor dynamic in [True, False]:\n    out = run(dynamic)\n    torch_xla.sync()\n"
-              "    print(out.cpu(), flush=True)\n"),
-        Valid("import torch\nimport torch_xla\nfor i in range(3):\n    out = model(x)\n    out.sum().backward()\n"
-              "    torch_xla.sync()\n    assert torch.allclose(out.cpu(), expected)\n"
-              "    self.assertEqual(out.tolist(), [1.0])\n"),
+        Valid(
+            "import torch_xla\nfor step, (x, y) in enumerate(loader):\n    with torch_xla.step():\n"
+            "        loss = model(x).sum()\n        loss.backward()\n        opt.step()\n"
+            "    if step % 10 == 0:\n        print(loss.item(), flush=True)\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nfor x in loader:\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+            "    xm.add_step_closure(lambda: print(loss.item(), flush=True))\n"
+        ),
+        Valid(
+            "import torch_xla\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    optimizer.step()\n    torch_xla.sync()\nprint(loss.item(), flush=True)\n"
+        ),
+        Valid(
+            "import torch_xla\ncorrect = 0\nfor x, y in test_loader:\n"
+            "    correct += model(x).argmax(1).eq(y).sum().item()\n"
+        ),
+        Valid(
+            "import torch_xla\nfor epoch in range(3):\n    for x in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"
+            "    print(f'epoch {epoch} loss {loss.item()}', flush=True)\n"
+        ),
+        Valid(
+            "import torch_xla\nfor x, y in loader:\n    labels = y.numpy()\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+        ),
+        Valid(
+            "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    print(loss.item())\n"
+        ),
+        Valid(
+            "import torch_xla\nfor dynamic in [True, False]:\n    out = run(dynamic)\n    torch_xla.sync()\n"
+            "    print(out.cpu(), flush=True)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nfor i in range(3):\n    out = model(x)\n    out.sum().backward()\n"
+            "    torch_xla.sync()\n    assert torch.allclose(out.cpu(), expected)\n"
+            "    self.assertEqual(out.tolist(), [1.0])\n"
+        ),
         # pytorch/xla examples/train_resnet_base.py and test/eager/test_eager_with_xla_compile.py
-        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\nclass Trainer:\n"
-              "    def __init__(self):\n"
-              "        self.compiled_step_fn = torch_xla.compile(self.step_fn, full_graph=True, name='step')\n"
-              "    def train_loop_fn(self, loader):\n        for step, (data, target) in enumerate(loader):\n"
-              "            loss = self.compiled_step_fn(data, target)\n            if step % 10 == 0:\n"
-              "                xm.add_step_closure(self._train_update, args=(step, loss))\n"),
-        Valid("import torch\nimport torch_xla\nfor compiled in [dummy_decorated, torch_xla.compile(dummy)]:\n"
-              "    t2_compiled = compiled(t1)\n    self.assertTrue(torch.allclose(t2.cpu(), t2_compiled.cpu()))\n"),
+        Valid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nclass Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.compiled_step_fn = torch_xla.compile(self.step_fn, full_graph=True, name='step')\n"
+            "    def train_loop_fn(self, loader):\n        for step, (data, target) in enumerate(loader):\n"
+            "            loss = self.compiled_step_fn(data, target)\n            if step % 10 == 0:\n"
+            "                xm.add_step_closure(self._train_update, args=(step, loss))\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nfor compiled in [dummy_decorated, torch_xla.compile(dummy)]:\n"
+            "    t2_compiled = compiled(t1)\n    self.assertTrue(torch.allclose(t2.cpu(), t2_compiled.cpu()))\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla\nfor x, y in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
-                "        loss.backward()\n        optimizer.step()\n    losses.append(loss.item())\n"
-                "    print(f'loss {loss:.3f}', flush=True)\n", (7, 8)),
-        Invalid("import torch_xla.core.xla_model as xm\nfor i, batch in enumerate(loader):\n"
-                "    out = model(batch)\n    loss = criterion(out, batch)\n    loss.backward()\n"
-                "    xm.optimizer_step(optimizer, barrier=True)\n"
-                "    acc = float(loss)\n    hist = out.cpu().detach().numpy()\n    xm.master_print(loss)\n"
-                "    pair = (out.cpu(), loss.cpu())\n", (7, 8, 9, 10)),
-        Invalid("import torch_xla\ndef train_step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
-                "    optimizer.step()\n    torch_xla.sync()\n    return loss\n"
-                "for x in loader:\n    loss = train_step(x)\n    print(loss.tolist(), flush=True)\n", (10,)),
-        Invalid("import torch_xla\nstep = 0\nwhile step < 100:\n    loss = model(next(it)).sum()\n"
-                "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
-                "    if loss.item() < 0.01:\n        break\n    step += 1\n", (8,)),
+        Invalid(
+            "import torch_xla\nfor x, y in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n    losses.append(loss.item())\n"
+            "    print(f'loss {loss:.3f}', flush=True)\n",
+            (7, 8),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nfor i, batch in enumerate(loader):\n"
+            "    out = model(batch)\n    loss = criterion(out, batch)\n    loss.backward()\n"
+            "    xm.optimizer_step(optimizer, barrier=True)\n"
+            "    acc = float(loss)\n    hist = out.cpu().detach().numpy()\n    xm.master_print(loss)\n"
+            "    pair = (out.cpu(), loss.cpu())\n",
+            (7, 8, 9, 10),
+        ),
+        Invalid(
+            "import torch_xla\ndef train_step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    optimizer.step()\n    torch_xla.sync()\n    return loss\n"
+            "for x in loader:\n    loss = train_step(x)\n    print(loss.tolist(), flush=True)\n",
+            (10,),
+        ),
+        Invalid(
+            "import torch_xla\nstep = 0\nwhile step < 100:\n    loss = model(next(it)).sum()\n"
+            "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+            "    if loss.item() < 0.01:\n        break\n    step += 1\n",
+            (8,),
+        ),
         # A function compiled with torch_xla.compile is one step per call (assigned, decorated, as a method).
-        Invalid("import torch_xla\ndef train_step(x, y):\n    loss = loss_fn(model(x), y)\n    loss.backward()\n"
-                "    optimizer.step()\n    return loss\nstep_fn = torch_xla.compile(train_step)\n"
-                "for x, y in loader:\n    loss = step_fn(x, y)\n    print(loss.item(), flush=True)\n", (10,)),
-        Invalid("import torch_xla\n@torch_xla.compile\ndef step(x):\n    return model(x).sum()\n"
-                "@torch_xla.compile(full_graph=True)\ndef other(x):\n    return model(x).mean()\n"
-                "for x in loader:\n    total += step(x).item()\n    m = other(x)\n    print(m, flush=True)\n",
-                (9, 11)),
-        Invalid("import torch_xla\nclass Trainer:\n    def __init__(self):\n"
-                "        self.step = torch_xla.compile(self.step_fn, full_graph=True)\n"
-                "    def loop(self, loader):\n        for x in loader:\n            loss = self.step(x)\n"
-                "            self.losses.append(float(loss))\n", (8,)),
+        Invalid(
+            "import torch_xla\ndef train_step(x, y):\n    loss = loss_fn(model(x), y)\n    loss.backward()\n"
+            "    optimizer.step()\n    return loss\nstep_fn = torch_xla.compile(train_step)\n"
+            "for x, y in loader:\n    loss = step_fn(x, y)\n    print(loss.item(), flush=True)\n",
+            (10,),
+        ),
+        Invalid(
+            "import torch_xla\n@torch_xla.compile\ndef step(x):\n    return model(x).sum()\n"
+            "@torch_xla.compile(full_graph=True)\ndef other(x):\n    return model(x).mean()\n"
+            "for x in loader:\n    total += step(x).item()\n    m = other(x)\n    print(m, flush=True)\n",
+            (9, 11),
+        ),
+        Invalid(
+            "import torch_xla\nclass Trainer:\n    def __init__(self):\n"
+            "        self.step = torch_xla.compile(self.step_fn, full_graph=True)\n"
+            "    def loop(self, loader):\n        for x in loader:\n            loss = self.step(x)\n"
+            "            self.losses.append(float(loss))\n",
+            (8,),
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._tensors: dict[int, set[str]] = {}
         self._reported_statements: set[int] = set()
-
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.imports_torch_xla:
@@ -592,8 +710,13 @@ print(total_loss.item())                       # once, after the loop
                 return  # a module's function or value (`np.array(...).tolist()`), not a tensor
             self._check(node, f"`.{func.attr.value}()`", receiver=receiver)
             return
-        if isinstance(func, cst.Name) and func.value in ("float", "int") and len(node.args) == 1 \
-                and node.args[0].keyword is None and not node.args[0].star:
+        if (
+            isinstance(func, cst.Name)
+            and func.value in ("float", "int")
+            and len(node.args) == 1
+            and node.args[0].keyword is None
+            and not node.args[0].star
+        ):
             if "builtins." + func.value in self.ctx.qnames(func):
                 self._check(node, f"`{func.value}()` of a tensor", value=node.args[0].value)
             return
@@ -606,28 +729,45 @@ print(total_loss.item())                       # once, after the loop
                         return
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
-        if self.ctx.imports_torch_xla and isinstance(node.expression, (cst.Name, cst.Attribute, cst.Subscript)):
+        if self.ctx.imports_torch_xla and isinstance(
+            node.expression, (cst.Name, cst.Attribute, cst.Subscript)
+        ):
             self._check(node, "formatting a tensor", value=node.expression, plain=True)
 
     # --------------------------------------------------------------------------
-    def _check(self, node: cst.CSTNode, what: str, *, receiver: cst.CSTNode | None = None,
-               value: cst.CSTNode | None = None, plain: bool = False) -> bool:
+    def _check(
+        self,
+        node: cst.CSTNode,
+        what: str,
+        *,
+        receiver: cst.CSTNode | None = None,
+        value: cst.CSTNode | None = None,
+        plain: bool = False,
+    ) -> bool:
         loop = self._step_loop()
         if loop is None or self._in_verification():
             return False
         if receiver is not None:
             root = chain_root(receiver)
-            if root is not None and root in self._batch_names(loop) and root not in self._tensor_names(loop):
+            if (
+                root is not None
+                and root in self._batch_names(loop)
+                and root not in self._tensor_names(loop)
+            ):
                 return False
         if value is not None:
             root = root_name(value)
             if root is None or root not in self._tensor_names(loop):
-                if plain or not (isinstance(value, cst.Call) and any(
-                        n.startswith("torch.") for n in self.ctx.qnames(value))):
+                if plain or not (
+                    isinstance(value, cst.Call)
+                    and any(n.startswith("torch.") for n in self.ctx.qnames(value))
+                ):
                     return False
         statement = self._statement_of(node)
         if statement in self._reported_statements:
-            return True  # one diagnostic per statement: `allclose(a.cpu(), b.cpu())` is one host read
+            return (
+                True  # one diagnostic per statement: `allclose(a.cpu(), b.cpu())` is one host read
+            )
         self._reported_statements.add(statement)
         return self.report(node, self.message.format(what=what))
 
@@ -697,8 +837,10 @@ print(total_loss.item())                       # once, after the loop
         torchy: set[int] = set()
         for i, (_, value) in enumerate(assigns):
             for call in calls_in(value):
-                if any(n.startswith("torch.") and not n.startswith("torch_xla") for n in ctx.qnames(call)) \
-                        or self.facts.runs_xla_compiled(call, ctx.scope):
+                if any(
+                    n.startswith("torch.") and not n.startswith("torch_xla")
+                    for n in ctx.qnames(call)
+                ) or self.facts.runs_xla_compiled(call, ctx.scope):
                     torchy.add(i)  # a torch op's result, or what a torch_xla.compile'd step returns
                     break
         for _ in range(3):
@@ -721,14 +863,14 @@ def _has_host_call(node: cst.CSTNode) -> bool:
     return False
 
 
-
-
 class DataLoaderPartialBatch(LoopRule):
     code = "XLA202"
     name = "dataloader-partial-batch"
     summary = "DataLoader without drop_last=True: the smaller last batch compiles another graph."
-    message = ("`DataLoader` without `drop_last=True`: the last, smaller batch has a new shape and "
-               "compiles a new graph; pass `drop_last=True` (or pad the last batch)")
+    message = (
+        "`DataLoader` without `drop_last=True`: the last, smaller batch has a new shape and "
+        "compiles a new graph; pass `drop_last=True` (or pad the last batch)"
+    )
     severity = Severity.WARNING
     explanation = """\
 ## What it does
@@ -776,31 +918,47 @@ samples changes what the loop sees.
 - torch 2.9.0 `torch/utils/data/dataloader.py`, `torch/utils/data/distributed.py`
 """
     valid = (
-        Valid("import torch\nimport torch_xla\nloader = torch.utils.data.DataLoader(ds, batch_size=8, drop_last=True)\n"),
+        Valid(
+            "import torch\nimport torch_xla\nloader = torch.utils.data.DataLoader(ds, batch_size=8, drop_last=True)\n"
+        ),
         Valid("import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=8)\n"),
-        Valid("import torch_xla\nfrom torch.utils.data import DataLoader, IterableDataset\n"
-              "class Stream(IterableDataset):\n    def __iter__(self):\n        yield 1\n"
-              "ds = Stream()\nloader = DataLoader(ds, batch_size=8)\nloader2 = DataLoader(Stream(), batch_size=8)\n"),
-        Valid("import torch_xla\nfrom torch.utils.data import DataLoader\n"
-              "loader = DataLoader(ds, batch_sampler=sampler)\nraw = DataLoader(ds, batch_size=None)\n"
-              "evalset = DataLoader(ds, batch_size=8, drop_last=False)\nany_ = DataLoader(ds, **kwargs)\n"),
+        Valid(
+            "import torch_xla\nfrom torch.utils.data import DataLoader, IterableDataset\n"
+            "class Stream(IterableDataset):\n    def __iter__(self):\n        yield 1\n"
+            "ds = Stream()\nloader = DataLoader(ds, batch_size=8)\nloader2 = DataLoader(Stream(), batch_size=8)\n"
+        ),
+        Valid(
+            "import torch_xla\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, batch_sampler=sampler)\nraw = DataLoader(ds, batch_size=None)\n"
+            "evalset = DataLoader(ds, batch_size=8, drop_last=False)\nany_ = DataLoader(ds, **kwargs)\n"
+        ),
         # No partial batch: DataLoader's default batch_size=1, batch_size=1, or batches that divide
         # a dataset of literal size (seen in real code: a synthetic TensorDataset, a range).
-        Valid("import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader, TensorDataset\n"
-              "BATCH = 64\nN = 1024\nds = TensorDataset(torch.randn(N, 16), torch.randint(0, 4, (N,)))\n"
-              "a = DataLoader(ds)\nb = DataLoader(ds, batch_size=1, shuffle=True)\n"
-              "c = DataLoader(ds, batch_size=BATCH)\nd = DataLoader(range(512), batch_size=8)\n"),
+        Valid(
+            "import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+            "BATCH = 64\nN = 1024\nds = TensorDataset(torch.randn(N, 16), torch.randint(0, 4, (N,)))\n"
+            "a = DataLoader(ds)\nb = DataLoader(ds, batch_size=1, shuffle=True)\n"
+            "c = DataLoader(ds, batch_size=BATCH)\nd = DataLoader(range(512), batch_size=8)\n"
+        ),
     )
     invalid = (
-        Invalid("import torch\nimport torch_xla\nloader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True)\n",
-                (3,)),
-        Invalid("import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader, TensorDataset\n"
-                "ds = TensorDataset(torch.randn(1000, 16))\nloader = DataLoader(ds, batch_size=64)\n"
-                "steps = DataLoader(torch.arange(0, 1024), batch_size=64)\n", (5, 6)),
-        Invalid("import torch_xla.core.xla_model as xm\nfrom torch.utils.data import DataLoader as DL\n"
-                "from torch.utils.data.distributed import DistributedSampler\n"
-                "sampler = DistributedSampler(ds, num_replicas=4, rank=0, drop_last=True)\n"
-                "loader = DL(ds, batch_size=8, sampler=sampler)\n", (5,)),
+        Invalid(
+            "import torch\nimport torch_xla\nloader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True)\n",
+            (3,),
+        ),
+        Invalid(
+            "import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+            "ds = TensorDataset(torch.randn(1000, 16))\nloader = DataLoader(ds, batch_size=64)\n"
+            "steps = DataLoader(torch.arange(0, 1024), batch_size=64)\n",
+            (5, 6),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nfrom torch.utils.data import DataLoader as DL\n"
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "sampler = DistributedSampler(ds, num_replicas=4, rank=0, drop_last=True)\n"
+            "loader = DL(ds, batch_size=8, sampler=sampler)\n",
+            (5,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -820,11 +978,20 @@ samples changes what the loop sees.
         if dataset is not None and self._iterable(dataset.value):
             return
         size = self._dataset_size(dataset.value) if dataset is not None else None
-        if isinstance(batch, Known) and type(batch.value) is int and batch.value > 0 and size is not None:
+        if (
+            isinstance(batch, Known)
+            and type(batch.value) is int
+            and batch.value > 0
+            and size is not None
+        ):
             if size % batch.value == 0:
                 return  # the batches divide the dataset: no partial batch
-            self.report(node, self.message + f" ({size} samples in batches of {batch.value} leave a last batch of "
-                        f"{size % batch.value})")
+            self.report(
+                node,
+                self.message
+                + f" ({size} samples in batches of {batch.value} leave a last batch of "
+                f"{size % batch.value})",
+            )
             return
         self.report(node)
 
@@ -834,7 +1001,9 @@ samples changes what the loop sees.
         read through a name's one assignment (values.py); None when not known."""
         found = definition(self.ctx, value) if isinstance(value, cst.Name) else None
         expr, site = found if found is not None else (value, None)
-        if isinstance(expr, (cst.List, cst.Tuple)) and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+        if isinstance(expr, (cst.List, cst.Tuple)) and not any(
+            isinstance(e, cst.StarredElement) for e in expr.elements
+        ):
             return len(expr.elements)
         if not isinstance(expr, cst.Call):
             return None
@@ -857,7 +1026,11 @@ samples changes what the loop sees.
         names = self.ctx.qnames(tensor.func)
         if names & {"torch.randint"}:
             shape = find_arg(tensor, "size", 2)
-            if shape is None or not isinstance(shape.value, (cst.Tuple, cst.List)) or not shape.value.elements:
+            if (
+                shape is None
+                or not isinstance(shape.value, (cst.Tuple, cst.List))
+                or not shape.value.elements
+            ):
                 return None
             first = shape.value.elements[0].value
         else:
@@ -875,10 +1048,17 @@ samples changes what the loop sees.
     def _iterable(self, value: cst.CSTNode) -> bool:
         facts = self.facts
         if isinstance(value, cst.Call):
-            if _last_name(value.func) in facts.iterable_classes or self.ctx.qnames(value) & ITERABLE_DATASET:
+            if (
+                _last_name(value.func) in facts.iterable_classes
+                or self.ctx.qnames(value) & ITERABLE_DATASET
+            ):
                 return True
             streaming = find_arg(value, "streaming")
-            return streaming is not None and isinstance(streaming.value, cst.Name) and streaming.value.value == "True"
+            return (
+                streaming is not None
+                and isinstance(streaming.value, cst.Name)
+                and streaming.value.value == "True"
+            )
         name = _last_name(value)
         return name is not None and name in facts.iterable_values
 
@@ -887,8 +1067,10 @@ class MissingStepBoundary(LoopRule):
     code = "XLA203"
     name = "missing-step-boundary"
     summary = "A training loop with no torch_xla.step()/sync(): the lazy graph grows every step."
-    message = ("training loop without a step boundary: wrap the step in `with torch_xla.step():`, call "
-               "`torch_xla.sync()` after the optimizer step, or iterate an `MpDeviceLoader`")
+    message = (
+        "training loop without a step boundary: wrap the step in `with torch_xla.step():`, call "
+        "`torch_xla.sync()` after the optimizer step, or iterate an `MpDeviceLoader`"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -944,35 +1126,60 @@ of the step.
 - torch_xla 2.9.0 `torch_xla/distributed/parallel_loader.py`, `torch_xla/core/xla_model.py`, `torch_xla/torch_xla.py`
 """
     valid = (
-        Valid("import torch_xla\nfor x in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
-              "        loss.backward()\n        optimizer.step()\n"),
-        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
-              "device_loader = pl.MpDeviceLoader(loader, device)\nfor step, (x, y) in enumerate(device_loader):\n"
-              "    loss = model(x).sum()\n    loss.backward()\n    xm.optimizer_step(optimizer)\n"),
-        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
-              "def train_loop(loader):\n    for x in loader:\n        loss = model(x).sum()\n"
-              "        loss.backward()\n        xm.optimizer_step(optimizer)\n"
-              "train_loop(pl.MpDeviceLoader(train_loader, device))\n"),
-        Valid("import torch_xla.core.xla_model as xm\nfor x in loader:\n    loss = model(x).sum()\n"
-              "    loss.backward()\n    xm.optimizer_step(optimizer, barrier=True)\n"),
-        Valid("import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n    optimizer.step()\n"),
-        Valid("import torch_xla\nfor epoch in range(2):\n    for x in loader:\n        loss = model(x).sum()\n"
-              "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"),
-        Valid("import torch_xla\ndef step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
-              "    optimizer.step()\n    torch_xla.sync()\nfor x in loader:\n    step(x)\n"),
-        Valid("import torch\nimport torch_xla\ndef train_step(model, x):\n    loss = model(x).sum()\n"
-              "    loss.backward()\n    optimizer.step()\n    return loss\n"
-              "compiled = torch.compile(train_step, backend='openxla')\nfor x in loader:\n"
-              "    compiled(model, x)\n    train_step(cpu_model, x.cpu())\n"),
+        Valid(
+            "import torch_xla\nfor x in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "device_loader = pl.MpDeviceLoader(loader, device)\nfor step, (x, y) in enumerate(device_loader):\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    xm.optimizer_step(optimizer)\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "def train_loop(loader):\n    for x in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        xm.optimizer_step(optimizer)\n"
+            "train_loop(pl.MpDeviceLoader(train_loader, device))\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nfor x in loader:\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    xm.optimizer_step(optimizer, barrier=True)\n"
+        ),
+        Valid(
+            "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n    optimizer.step()\n"
+        ),
+        Valid(
+            "import torch_xla\nfor epoch in range(2):\n    for x in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"
+        ),
+        Valid(
+            "import torch_xla\ndef step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    optimizer.step()\n    torch_xla.sync()\nfor x in loader:\n    step(x)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\ndef train_step(model, x):\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    optimizer.step()\n    return loss\n"
+            "compiled = torch.compile(train_step, backend='openxla')\nfor x in loader:\n"
+            "    compiled(model, x)\n    train_step(cpu_model, x.cpu())\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
-                "    optimizer.step()\n    optimizer.zero_grad()\n", (2,)),
-        Invalid("import torch_xla.core.xla_model as xm\nfor epoch in range(3):\n"
-                "    for x in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
-                "        xm.optimizer_step(optimizer)\n", (3,)),
-        Invalid("import torch_xla\nstep = 0\nwhile step < 10:\n    loss = model(batch).sum()\n"
-                "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    step += 1\n", (3,)),
+        Invalid(
+            "import torch_xla\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    optimizer.step()\n    optimizer.zero_grad()\n",
+            (2,),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nfor epoch in range(3):\n"
+            "    for x in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
+            "        xm.optimizer_step(optimizer)\n",
+            (3,),
+        ),
+        Invalid(
+            "import torch_xla\nstep = 0\nwhile step < 10:\n    loss = model(batch).sum()\n"
+            "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    step += 1\n",
+            (3,),
+        ),
     )
 
     def visit_For(self, node: cst.For) -> None:
@@ -1009,7 +1216,9 @@ of the step.
         if facts.is_device_loader(iterable, scope):
             return True
         if isinstance(iterable, cst.Call) and _last_name(iterable.func) in WRAPPERS:
-            return any(self._device_loader_iter(a.value, scope) for a in iterable.args if a.keyword is None)
+            return any(
+                self._device_loader_iter(a.value, scope) for a in iterable.args if a.keyword is None
+            )
         if not facts.has_device_loader:
             return False
         if isinstance(iterable, cst.Attribute):
@@ -1027,15 +1236,29 @@ of the step.
 # torch's Adam and AdamW, and torch_xla's sync-free AMP variants (torch_xla 2.9.0
 # torch_xla/amp/syncfree/__init__.py exports Adam, AdamW and SGD; Adam and AdamW subclass
 # torch's and call its `step()` when no `found_inf` is given).
-TORCH_ADAMS = frozenset({"torch.optim.Adam", "torch.optim.adam.Adam", "torch.optim.AdamW", "torch.optim.adamw.AdamW"})
-SYNCFREE_ADAMS = frozenset({"torch_xla.amp.syncfree.Adam", "torch_xla.amp.syncfree.adam.Adam",
-                            "torch_xla.amp.syncfree.AdamW", "torch_xla.amp.syncfree.adamw.AdamW"})
+TORCH_ADAMS = frozenset(
+    {"torch.optim.Adam", "torch.optim.adam.Adam", "torch.optim.AdamW", "torch.optim.adamw.AdamW"}
+)
+SYNCFREE_ADAMS = frozenset(
+    {
+        "torch_xla.amp.syncfree.Adam",
+        "torch_xla.amp.syncfree.adam.Adam",
+        "torch_xla.amp.syncfree.AdamW",
+        "torch_xla.amp.syncfree.adamw.AdamW",
+    }
+)
 ADAMS = TORCH_ADAMS | SYNCFREE_ADAMS
 DEFAULT_BETA2 = 0.999  # torch 2.9.0 torch/optim/adam.py and adamw.py: betas=(0.9, 0.999)
 # A parameter dtype, as torch spells it, or a cast method, -> the name recompile_step takes.
-TORCH_DTYPES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torch.half": "float16",
-                "torch.float32": "float32", "torch.float": "float32", "torch.float64": "float64",
-                "torch.double": "float64"}
+TORCH_DTYPES = {
+    "torch.bfloat16": "bfloat16",
+    "torch.float16": "float16",
+    "torch.half": "float16",
+    "torch.float32": "float32",
+    "torch.float": "float32",
+    "torch.float64": "float64",
+    "torch.double": "float64",
+}
 CAST_METHODS = {"bfloat16": "bfloat16", "half": "float16", "float": "float32", "double": "float64"}
 _MISSING = object()  # an optimizer argument not passed
 _UNKNOWN = object()  # passed, with a value the file does not fix
@@ -1080,7 +1303,13 @@ def _module_casts(ctx: FileContext) -> dict[str, set[str]]:
                 if name is not None:
                     found.setdefault(name, set()).add(dtype)
         elif type(node) is cst.Assign:
-            dtypes = {d for c in chain(node.value) if isinstance(c, cst.Call) for d in [cast_dtype(c)] if d}
+            dtypes = {
+                d
+                for c in chain(node.value)
+                if isinstance(c, cst.Call)
+                for d in [cast_dtype(c)]
+                if d
+            }
             for target in node.targets:
                 name = _last_name(target.target)
                 if name is not None and dtypes:
@@ -1150,8 +1379,11 @@ def _built_dtypes(ctx: FileContext) -> dict[str, str | None]:
                         if arg is not None:
                             dtype = _literal_dtype(ctx, arg.value)
                 found.setdefault(name, set()).add(dtype)
-    return {name: next(iter(dtypes)) if len(dtypes) == 1 else None
-            for name, dtypes in found.items() if dtypes != {"float32"}}
+    return {
+        name: next(iter(dtypes)) if len(dtypes) == 1 else None
+        for name, dtypes in found.items()
+        if dtypes != {"float32"}
+    }
 
 
 def _passes_found_inf(ctx: FileContext) -> bool:
@@ -1163,21 +1395,37 @@ def _passes_found_inf(ctx: FileContext) -> bool:
 
     def has_found_inf(expr: cst.CSTNode | None) -> bool:
         if isinstance(expr, cst.Dict):
-            return any(isinstance(e, cst.DictElement) and literal_string(e.key) == "found_inf" for e in expr.elements)
-        return isinstance(expr, cst.Call) and "builtins.dict" in ctx.qnames(expr, ctx.root_scope) and (
-            find_arg(expr, "found_inf") is not None)
+            return any(
+                isinstance(e, cst.DictElement) and literal_string(e.key) == "found_inf"
+                for e in expr.elements
+            )
+        return (
+            isinstance(expr, cst.Call)
+            and "builtins.dict" in ctx.qnames(expr, ctx.root_scope)
+            and (find_arg(expr, "found_inf") is not None)
+        )
 
-    dict_names = {t.target.value for node in iter_nodes(ctx.module) if type(node) is cst.Assign
-                  and has_found_inf(node.value) for t in node.targets if isinstance(t.target, cst.Name)}
+    dict_names = {
+        t.target.value
+        for node in iter_nodes(ctx.module)
+        if type(node) is cst.Assign and has_found_inf(node.value)
+        for t in node.targets
+        if isinstance(t.target, cst.Name)
+    }
     for call in calls_in(ctx.module):
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "step" and (
-                find_arg(call, "found_inf", 1) is not None):
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "step"
+            and (find_arg(call, "found_inf", 1) is not None)
+        ):
             return True
         if OPTIMIZER_STEP in ctx.qnames(call, ctx.root_scope):
             arg = find_arg(call, "optimizer_args", 2)
-            if arg is not None and (has_found_inf(arg.value) or (
-                    isinstance(arg.value, cst.Name) and arg.value.value in dict_names)):
+            if arg is not None and (
+                has_found_inf(arg.value)
+                or (isinstance(arg.value, cst.Name) and arg.value.value in dict_names)
+            ):
                 return True
     return False
 
@@ -1205,23 +1453,31 @@ def literal_iterations(ctx: FileContext, loop: cst.For | cst.While, scope: Scope
     if type(loop) is not cst.For:
         return None
     it = loop.iter
-    while type(it) is cst.Call and _last_name(it.func) in COUNT_WRAPPERS and it.args and (
-            it.args[0].keyword is None and not it.args[0].star):
+    while (
+        type(it) is cst.Call
+        and _last_name(it.func) in COUNT_WRAPPERS
+        and it.args
+        and (it.args[0].keyword is None and not it.args[0].star)
+    ):
         it = it.args[0].value
     if type(it) in (cst.List, cst.Tuple):
         if any(type(e) is cst.StarredElement for e in it.elements):
             return None
         return len(it.elements)
-    if type(it) is not cst.Call or not ("builtins.range" in ctx.qnames(it.func, scope)
-                                        or _last_name(it.func) == "trange"):
+    if type(it) is not cst.Call or not (
+        "builtins.range" in ctx.qnames(it.func, scope) or _last_name(it.func) == "trange"
+    ):
         return None
     bounds: list[int] = []
     for arg in it.args:
         if arg.keyword is not None or arg.star:
             return None
         value = value_of(ctx, arg.value, Site(scope))
-        if not isinstance(value, Known) or type(value.value) is not int or not value.origin.startswith(
-                _FIXED_ORIGINS):
+        if (
+            not isinstance(value, Known)
+            or type(value.value) is not int
+            or not value.origin.startswith(_FIXED_ORIGINS)
+        ):
             return None
         bounds.append(value.value)
     try:
@@ -1259,16 +1515,22 @@ class OptimizerSteps:
 
     def _scan(self, functions: set[str]) -> None:
         ctx = self.ctx
-        frames: list[tuple[cst.CSTNode, Scope]] = []  # (For/While whose body we are in | FunctionDef | Lambda, scope)
+        frames: list[
+            tuple[cst.CSTNode, Scope]
+        ] = []  # (For/While whose body we are in | FunctionDef | Lambda, scope)
         scopes: list[Scope] = [ctx.root_scope]
         owners: list[cst.CSTNode] = []  # the node that pushed each frame
         bodies: dict[int, cst.CSTNode] = {}  # id(a loop's body, or a while loop's test) -> the loop
         kinds: dict[int, str] = {}  # id(a function read) -> "call" | "compile"
-        not_refs: set[int] = set()  # Names that are no reads: attribute names, keywords, definitions
+        not_refs: set[int] = (
+            set()
+        )  # Names that are no reads: attribute names, keywords, definitions
 
         def read(node: cst.CSTNode, name: str, attribute: bool) -> None:
             if name in functions:
-                self.refs.setdefault(name, []).append((kinds.get(id(node), "other"), tuple(frames), attribute))
+                self.refs.setdefault(name, []).append(
+                    (kinds.get(id(node), "other"), tuple(frames), attribute)
+                )
 
         def on_visit(node: cst.CSTNode) -> bool:
             kind = type(node)
@@ -1291,7 +1553,9 @@ class OptimizerSteps:
                     bodies[id(node.test)] = node
             elif kind is cst.FunctionDef:
                 not_refs.add(id(node.name))
-                if any(TORCH_COMPILE in ctx.qnames(d.decorator, scopes[-1]) for d in node.decorators):
+                if any(
+                    TORCH_COMPILE in ctx.qnames(d.decorator, scopes[-1]) for d in node.decorators
+                ):
                     self.compiled.add(id(node))
                 frames.append((node, scopes[-1]))
                 owners.append(node)
@@ -1361,8 +1625,11 @@ class OptimizerSteps:
             if id(node) in self.compiled:
                 return 0
             method = id(node) in self.methods
-            refs = [(kind, where) for kind, where, attribute in self.refs.get(node.name.value, ())
-                    if attribute == method]
+            refs = [
+                (kind, where)
+                for kind, where, attribute in self.refs.get(node.name.value, ())
+                if attribute == method
+            ]
             eager = [(kind, where) for kind, where in refs if kind != "compile"]
             if refs and not eager:
                 return 0
@@ -1381,12 +1648,16 @@ class OptimizerSteps:
 class AdamScalarRecompile(Rule):
     code = "XLA204"
     name = "adam-scalar-recompile"
-    summary = ("Adam/AdamW without capturable=True: the step graph compiles once more when the host-side "
-               "bias correction rounds to 1.0.")
-    message = ("`{optimizer}` without `capturable=True` compiles the training step once more {when}: its bias "
-               "correction `(1 - beta2**step) ** 0.5` is a Python float, which torch_xla bakes into the graph as a "
-               "constant once it rounds to 1.0; pass `capturable=True`{foreach} to keep it on the device, or accept "
-               "the one extra compilation")
+    summary = (
+        "Adam/AdamW without capturable=True: the step graph compiles once more when the host-side "
+        "bias correction rounds to 1.0."
+    )
+    message = (
+        "`{optimizer}` without `capturable=True` compiles the training step once more {when}: its bias "
+        "correction `(1 - beta2**step) ** 0.5` is a Python float, which torch_xla bakes into the graph as a "
+        "constant once it rounds to 1.0; pass `capturable=True`{foreach} to keep it on the device, or accept "
+        "the one extra compilation"
+    )
     severity = Severity.WARNING
     preview = True
     explanation = """\
@@ -1476,81 +1747,117 @@ XLA. Or accept the one compilation: it happens once per run.
 - pytorch/xla v2.9.0 `torch_xla/csrc/tensor.cpp` (`GetIrValueForTensor`), `torch_xla/csrc/torch_util.cpp` (`UnwrapNumber`)
 """
     valid = (
-        Valid("import torch\nimport torch_xla\n"
-              "opt = torch.optim.AdamW(model.parameters(), betas=(0.9, 0.95), capturable=True)\n"),
-        Valid("import torch\n"
-              "opt = torch.optim.AdamW(model.parameters(), betas=(0.9, 0.95))\n"),
+        Valid(
+            "import torch\nimport torch_xla\n"
+            "opt = torch.optim.AdamW(model.parameters(), betas=(0.9, 0.95), capturable=True)\n"
+        ),
+        Valid("import torch\nopt = torch.optim.AdamW(model.parameters(), betas=(0.9, 0.95))\n"),
         # Another platform's branch, options the file does not fix, a class chosen at run time.
-        Valid("import torch\nimport torch_xla\n"
-              "if torch.cuda.is_available():\n"
-              "    opt = torch.optim.AdamW(model.parameters(), fused=True)\n"
-              "else:\n"
-              "    opt = torch.optim.AdamW(model.parameters(), capturable=True)\n"
-              "opt2 = torch.optim.Adam(model.parameters(), **optimizer_kwargs)\n"
-              "opt3 = torch.optim.AdamW(model.parameters(), capturable=config.capturable)\n"
-              "opt4 = getattr(torch.optim, config.optimizer)(model.parameters(), lr=1e-3)\n"),
+        Valid(
+            "import torch\nimport torch_xla\n"
+            "if torch.cuda.is_available():\n"
+            "    opt = torch.optim.AdamW(model.parameters(), fused=True)\n"
+            "else:\n"
+            "    opt = torch.optim.AdamW(model.parameters(), capturable=True)\n"
+            "opt2 = torch.optim.Adam(model.parameters(), **optimizer_kwargs)\n"
+            "opt3 = torch.optim.AdamW(model.parameters(), capturable=config.capturable)\n"
+            "opt4 = getattr(torch.optim, config.optimizer)(model.parameters(), lr=1e-3)\n"
+        ),
         # The sync-free update with found_inf keeps its step count on the device.
-        Valid("import torch_xla\nfrom torch_xla.amp import syncfree\n"
-              "optimizer = syncfree.AdamW(model.parameters(), lr=1e-4)\n"
-              "def train_step(x, found_inf):\n"
-              "    model(x).sum().backward()\n"
-              "    optimizer.step(found_inf=found_inf)\n"),
-        Valid("import torch_xla\nfrom mylib.optim import AdamW\n"
-              "opt = AdamW(model.parameters(), betas=(0.9, 0.95))\n"),
+        Valid(
+            "import torch_xla\nfrom torch_xla.amp import syncfree\n"
+            "optimizer = syncfree.AdamW(model.parameters(), lr=1e-4)\n"
+            "def train_step(x, found_inf):\n"
+            "    model(x).sum().backward()\n"
+            "    optimizer.step(found_inf=found_inf)\n"
+        ),
+        Valid(
+            "import torch_xla\nfrom mylib.optim import AdamW\n"
+            "opt = AdamW(model.parameters(), betas=(0.9, 0.95))\n"
+        ),
         # HeegyuKim/torch-xla-SPMD: training that never reaches step 16628: one step, loops
         # over literal short ranges, a one-element list in the function xmp.spawn runs.
-        Valid("import torch\nimport torch_xla.core.xla_model as xm\nimport torch.optim as optim\n"
-              "optimizer = optim.AdamW(model.parameters())\n"
-              "loss.backward()\noptimizer.step()\nxm.mark_step()\n"),
-        Valid("import torch\nimport torch_xla.core.xla_model as xm\nfrom tqdm import tqdm\n"
-              "optimizer = torch.optim.AdamW(model.parameters())\n"
-              "for i in tqdm(range(100)):\n    optimizer.step()\n    xm.mark_step()\n"
-              "def train():\n    for epoch in range(10):\n        for i in [2048]:\n"
-              "            optimizer.step()\ntrain()\n"),
-        Valid("import torch\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
-              "def main(index):\n    optim = torch.optim.Adam(model.parameters(), lr=0.0001)\n"
-              "    for i in [2048]:  # [128, 256, 512, 1024, 2048]:\n        optim.step()\n"
-              "xmp.spawn(main)\n"),
+        Valid(
+            "import torch\nimport torch_xla.core.xla_model as xm\nimport torch.optim as optim\n"
+            "optimizer = optim.AdamW(model.parameters())\n"
+            "loss.backward()\noptimizer.step()\nxm.mark_step()\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.core.xla_model as xm\nfrom tqdm import tqdm\n"
+            "optimizer = torch.optim.AdamW(model.parameters())\n"
+            "for i in tqdm(range(100)):\n    optimizer.step()\n    xm.mark_step()\n"
+            "def train():\n    for epoch in range(10):\n        for i in [2048]:\n"
+            "            optimizer.step()\ntrain()\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def main(index):\n    optim = torch.optim.Adam(model.parameters(), lr=0.0001)\n"
+            "    for i in [2048]:  # [128, 256, 512, 1024, 2048]:\n        optim.step()\n"
+            "xmp.spawn(main)\n"
+        ),
         # A step traced by dynamo (torch.compile): `_get_value` returns the step tensor, no Python float.
-        Valid("import torch\nimport torch_xla\n"
-              "optimizer = torch.optim.AdamW(model.parameters())\n"
-              "def train_model(model, input_ids, optimizer):\n"
-              "    model(input_ids).loss.backward()\n    optimizer.step()\n"
-              "compiled_step = torch.compile(train_model, backend='openxla')\n"
-              "for batch in loader:\n    compiled_step(model, batch, optimizer)\n"),
+        Valid(
+            "import torch\nimport torch_xla\n"
+            "optimizer = torch.optim.AdamW(model.parameters())\n"
+            "def train_model(model, input_ids, optimizer):\n"
+            "    model(input_ids).loss.backward()\n    optimizer.step()\n"
+            "compiled_step = torch.compile(train_model, backend='openxla')\n"
+            "for batch in loader:\n    compiled_step(model, batch, optimizer)\n"
+        ),
     )
     invalid = (
         # diffusers examples/research_projects/pytorch_xla/training/text_to_image/train_text_to_image_xla.py
-        Invalid("import torch\nimport torch_xla\n"
-                "def setup_optimizer(unet, args):\n"
-                "    optimizer_cls = torch.optim.AdamW\n"
-                "    return optimizer_cls(unet.parameters(), lr=args.learning_rate, foreach=True)\n", (5,)),
-        Invalid("import torch\nimport torch_xla\n"
-                "optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95))\n", (3,)),
-        Invalid("import torch_xla\nfrom torch_xla.amp import syncfree\nfrom torch.optim import Adam\n"
-                "model = Net().to(torch_xla.device()).bfloat16()\n"
-                "a = syncfree.AdamW(model.parameters(), lr=1e-4)\n"
-                "b = Adam(model.parameters(), capturable=False)\n"
-                "for x in loader:\n    a.step()\n", (5, 6)),
-        Invalid("import torch\nimport torch_xla\nBETAS = (0.9, 0.98)\n"
-                "def build(model):\n"
-                "    return torch.optim.AdamW(model.parameters(), 1e-3, BETAS, foreach=True)\n", (5,)),
+        Invalid(
+            "import torch\nimport torch_xla\n"
+            "def setup_optimizer(unet, args):\n"
+            "    optimizer_cls = torch.optim.AdamW\n"
+            "    return optimizer_cls(unet.parameters(), lr=args.learning_rate, foreach=True)\n",
+            (5,),
+        ),
+        Invalid(
+            "import torch\nimport torch_xla\n"
+            "optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95))\n",
+            (3,),
+        ),
+        Invalid(
+            "import torch_xla\nfrom torch_xla.amp import syncfree\nfrom torch.optim import Adam\n"
+            "model = Net().to(torch_xla.device()).bfloat16()\n"
+            "a = syncfree.AdamW(model.parameters(), lr=1e-4)\n"
+            "b = Adam(model.parameters(), capturable=False)\n"
+            "for x in loader:\n    a.step()\n",
+            (5, 6),
+        ),
+        Invalid(
+            "import torch\nimport torch_xla\nBETAS = (0.9, 0.98)\n"
+            "def build(model):\n"
+            "    return torch.optim.AdamW(model.parameters(), 1e-3, BETAS, foreach=True)\n",
+            (5,),
+        ),
         # Loops whose count the file does not fix, or fixes beyond the step.
-        Invalid("import argparse\nimport torch\nimport torch_xla\n"
-                "parser = argparse.ArgumentParser()\nparser.add_argument('--steps', type=int, default=100)\n"
-                "args = parser.parse_args()\n"
-                "opt = torch.optim.AdamW(model.parameters())\n"
-                "for step in range(args.steps):\n    opt.step()\n", (7,)),
-        Invalid("import torch\nimport torch_xla\n"
-                "opt = torch.optim.AdamW(model.parameters())\n"
-                "def train_step(batch):\n    model(batch).backward()\n    opt.step()\n"
-                "for batch in loader:\n    train_step(batch)\n"
-                "for i in range(20000):\n    opt.step()\n", (3,)),
+        Invalid(
+            "import argparse\nimport torch\nimport torch_xla\n"
+            "parser = argparse.ArgumentParser()\nparser.add_argument('--steps', type=int, default=100)\n"
+            "args = parser.parse_args()\n"
+            "opt = torch.optim.AdamW(model.parameters())\n"
+            "for step in range(args.steps):\n    opt.step()\n",
+            (7,),
+        ),
+        Invalid(
+            "import torch\nimport torch_xla\n"
+            "opt = torch.optim.AdamW(model.parameters())\n"
+            "def train_step(batch):\n    model(batch).backward()\n    opt.step()\n"
+            "for batch in loader:\n    train_step(batch)\n"
+            "for i in range(20000):\n    opt.step()\n",
+            (3,),
+        ),
         # A Gemma script: the model is loaded in bfloat16, whose correction reaches 1.0 at step 5544.
-        Invalid("import torch\nimport torch_xla\nfrom transformers import AutoModelForCausalLM\n"
-                "model = AutoModelForCausalLM.from_pretrained('google/gemma-2b', torch_dtype=torch.bfloat16)\n"
-                "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)\n"
-                "for epoch in range(10):\n    for step in range(1000):\n        optimizer.step()\n", (5,)),
+        Invalid(
+            "import torch\nimport torch_xla\nfrom transformers import AutoModelForCausalLM\n"
+            "model = AutoModelForCausalLM.from_pretrained('google/gemma-2b', torch_dtype=torch.bfloat16)\n"
+            "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)\n"
+            "for epoch in range(10):\n    for step in range(1000):\n        optimizer.step()\n",
+            (5,),
+        ),
     )
 
     def _optimizer_class(self, node: cst.Call) -> frozenset[str]:
@@ -1584,14 +1891,19 @@ XLA. Or accept the one compilation: it happens once per run.
         fused = self._option(node, "fused", spread=spread)
         if fused is not _MISSING and fused is not _UNKNOWN and fused:
             return  # torch 2.9.0 raises for fused Adam on XLA tensors (`_device_dtype_check_for_fused`)
-        if names & SYNCFREE_ADAMS and self.ctx.memo(_passes_found_inf, lambda: _passes_found_inf(self.ctx)):
+        if names & SYNCFREE_ADAMS and self.ctx.memo(
+            _passes_found_inf, lambda: _passes_found_inf(self.ctx)
+        ):
             return
         foreach = self._option(node, "foreach", spread=spread)
         foreach = foreach is not _MISSING and foreach is not _UNKNOWN and bool(foreach)
         dtype = "float64" if foreach else (self._param_dtype(node) or "float32")
         betas = self._option(node, "betas", 2, spread)
-        beta2 = DEFAULT_BETA2 if betas is _MISSING else (
-            betas[1] if isinstance(betas, (tuple, list)) and len(betas) == 2 else None)
+        beta2 = (
+            DEFAULT_BETA2
+            if betas is _MISSING
+            else (betas[1] if isinstance(betas, (tuple, list)) and len(betas) == 2 else None)
+        )
         runs = self._steps_run(node)
         if beta2 is None:
             if runs is not None and runs <= 1:
@@ -1605,11 +1917,17 @@ XLA. Or accept the one compilation: it happens once per run.
                 return  # the training never reaches that step
             reason = "`foreach=True`" if foreach else f"{dtype} parameters"
             when = f"at optimizer step {step} (beta2={beta2!r}, {reason})"
-        note = (" without `foreach=True` (torch 2.9's multi-tensor Adam rejects it on XLA)"
-                if foreach else "")
+        note = (
+            " without `foreach=True` (torch 2.9's multi-tensor Adam rejects it on XLA)"
+            if foreach
+            else ""
+        )
         optimizer = min(names, key=lambda n: (len(n), n))
-        self.report(node, self.message.format(optimizer=optimizer, when=when, foreach=note),
-                    requires=[("test", False)])
+        self.report(
+            node,
+            self.message.format(optimizer=optimizer, when=when, foreach=note),
+            requires=[("test", False)],
+        )
 
     def _steps_run(self, node: cst.Call) -> int | None:
         """How many optimizer steps the file runs at most on the optimizer ``node`` builds: the
@@ -1627,7 +1945,9 @@ XLA. Or accept the one compilation: it happens once per run.
         else:
             return None
         index = self.ctx.memo(OptimizerSteps, lambda: OptimizerSteps(self.ctx))
-        found = [frames for target in targets for frames in index.steps.get(_last_name(target) or "", ())]
+        found = [
+            frames for target in targets for frames in index.steps.get(_last_name(target) or "", ())
+        ]
         if not found:
             return None
         total = 0
@@ -1638,7 +1958,9 @@ XLA. Or accept the one compilation: it happens once per run.
             total += count
         return total
 
-    def _option(self, call: cst.Call, keyword: str, position: int | None = None, spread: dict | None = None):
+    def _option(
+        self, call: cst.Call, keyword: str, position: int | None = None, spread: dict | None = None
+    ):
         """The value of an optimizer argument: :data:`_MISSING` when not passed, :data:`_UNKNOWN`
         when the file does not fix it. ``betas=(b1, 0.95)`` with ``b1`` unknown is ``(None, 0.95)``."""
         arg = find_arg(call, keyword, position)
@@ -1673,7 +1995,10 @@ XLA. Or accept the one compilation: it happens once per run.
         casts = self.ctx.memo(_module_casts, lambda: _module_casts(self.ctx))
         for inner in calls_in(expr):
             func = inner.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+            if isinstance(func, cst.Attribute) and func.attr.value in (
+                "parameters",
+                "named_parameters",
+            ):
                 model = _last_name(func.value)
                 if model is None:
                     return None

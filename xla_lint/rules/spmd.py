@@ -16,8 +16,10 @@ class SpmdNotEnabled(Rule):
     name = "spmd-not-enabled"
     once_per_file = True
     summary = "SPMD APIs used in a program that never calls torch_xla.runtime.use_spmd()."
-    message = ("SPMD API used but this program never calls `torch_xla.runtime.use_spmd()`; "
-               "call it once at start-up, before any tensor is placed on the XLA device")
+    message = (
+        "SPMD API used but this program never calls `torch_xla.runtime.use_spmd()`; "
+        "call it once at start-up, before any tensor is placed on the XLA device"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -60,23 +62,43 @@ mesh = xs.Mesh(np.arange(n), (n, 1), ("data", "model"))
 - torch_xla 2.9.0 `torch_xla/runtime.py`, `use_spmd`
 """
     valid = (
-        Valid("import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-              "xr.use_spmd()\nmesh = xs.Mesh(np.arange(8), (8,), ('data',))\n"),
-        Valid("import os\nos.environ['XLA_USE_SPMD'] = '1'\nimport numpy as np\n"
-              "import torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(np.arange(8), (8,), ('data',))\n"),
-        Valid("import torch_xla.distributed.spmd as xs\nfrom mypkg.model import build\n",
-              files=(("mypkg/model.py", "import torch_xla.runtime as xr\ndef setup():\n    xr.use_spmd()\n"),)),
+        Valid(
+            "import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "xr.use_spmd()\nmesh = xs.Mesh(np.arange(8), (8,), ('data',))\n"
+        ),
+        Valid(
+            "import os\nos.environ['XLA_USE_SPMD'] = '1'\nimport numpy as np\n"
+            "import torch_xla.distributed.spmd as xs\nmesh = xs.Mesh(np.arange(8), (8,), ('data',))\n"
+        ),
+        Valid(
+            "import torch_xla.distributed.spmd as xs\nfrom mypkg.model import build\n",
+            files=(
+                (
+                    "mypkg/model.py",
+                    "import torch_xla.runtime as xr\ndef setup():\n    xr.use_spmd()\n",
+                ),
+            ),
+        ),
         Valid("class Mesh:\n    pass\nimport torch_xla\nm = Mesh()\n"),
     )
     invalid = (
-        Invalid("import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
-                "n = xr.global_runtime_device_count()\n"
-                "mesh = xs.Mesh(np.arange(n), (n, 1), ('data', 'model'))\n"
-                "xs.mark_sharding(t, mesh, ('data', None))\n", (5,)),
-        Invalid("import torch_xla.distributed.parallel_loader as pl\nimport torch_xla.distributed.spmd as xs\n"
-                "loader = pl.MpDeviceLoader(loader, dev, input_sharding=spec)\n", (3,)),
-        Invalid("from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
-                "SpmdFullyShardedDataParallel as FSDPv2\nmodel = FSDPv2(model)\n", (2,)),
+        Invalid(
+            "import numpy as np\nimport torch_xla.runtime as xr\nimport torch_xla.distributed.spmd as xs\n"
+            "n = xr.global_runtime_device_count()\n"
+            "mesh = xs.Mesh(np.arange(n), (n, 1), ('data', 'model'))\n"
+            "xs.mark_sharding(t, mesh, ('data', None))\n",
+            (5,),
+        ),
+        Invalid(
+            "import torch_xla.distributed.parallel_loader as pl\nimport torch_xla.distributed.spmd as xs\n"
+            "loader = pl.MpDeviceLoader(loader, dev, input_sharding=spec)\n",
+            (3,),
+        ),
+        Invalid(
+            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
+            "SpmdFullyShardedDataParallel as FSDPv2\nmodel = FSDPv2(model)\n",
+            (2,),
+        ),
     )
 
     def __init__(self, ctx) -> None:
@@ -152,30 +174,52 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
 """
     valid = (
         # A local rank is 0 on every host in SPMD, and that is right: one process per host.
-        Valid("import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\nxr.use_spmd()\n"
-              "def is_local_main_process():\n    return xm.get_local_ordinal() == 0\n"),
+        Valid(
+            "import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\nxr.use_spmd()\n"
+            "def is_local_main_process():\n    return xm.get_local_ordinal() == 0\n"
+        ),
         # Dead code (alexanderswerdlow/unidisc: `if is_xla_available and False:`).
-        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\nif use_xla and False:\n"
-              "    rank = xr.global_ordinal()\n"),
-        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\nif xr.process_index() == 0:\n    pass\n"),
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\n"
-              "def _mp_fn(i):\n    return xr.global_ordinal()\n"
-              "torch_xla.launch(_mp_fn, args=())\n"),
-        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "if not xr.is_spmd():\n    rank = xr.global_ordinal()\n"),
-        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "rank = xr.process_index() if xr.is_spmd() else xr.global_ordinal()\n"),
+        Valid(
+            "import torch_xla.runtime as xr\nxr.use_spmd()\nif use_xla and False:\n"
+            "    rank = xr.global_ordinal()\n"
+        ),
+        Valid(
+            "import torch_xla.runtime as xr\nxr.use_spmd()\nif xr.process_index() == 0:\n    pass\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(i):\n    return xr.global_ordinal()\n"
+            "torch_xla.launch(_mp_fn, args=())\n"
+        ),
+        Valid(
+            "import torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if not xr.is_spmd():\n    rank = xr.global_ordinal()\n"
+        ),
+        Valid(
+            "import torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "rank = xr.process_index() if xr.is_spmd() else xr.global_ordinal()\n"
+        ),
         # A test checking what the API returns in SPMD (pytorch/xla's own test suite).
-        Valid("import unittest\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "class T(unittest.TestCase):\n    def test_ordinal(self):\n"
-              "        self.assertEqual(xr.global_ordinal(), 0)\n        assert xr.world_size() == 1\n"),
+        Valid(
+            "import unittest\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "class T(unittest.TestCase):\n    def test_ordinal(self):\n"
+            "        self.assertEqual(xr.global_ordinal(), 0)\n        assert xr.world_size() == 1\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-                "if xr.global_ordinal() == 0:\n    pass\nchief = xm.is_master_ordinal(local=False)\n", (4, 6)),
-        Invalid("from torch_xla import runtime\nruntime.use_spmd()\nn = runtime.world_size()\n", (3,)),
-        Invalid("import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\n"
-                "if xr.is_spmd():\n    xm.master_print('hello')\n", (4,)),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if xr.global_ordinal() == 0:\n    pass\nchief = xm.is_master_ordinal(local=False)\n",
+            (4, 6),
+        ),
+        Invalid(
+            "from torch_xla import runtime\nruntime.use_spmd()\nn = runtime.world_size()\n", (3,)
+        ),
+        Invalid(
+            "import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\n"
+            "if xr.is_spmd():\n    xm.master_print('hello')\n",
+            (4,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -187,10 +231,17 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
                 short = api.replace(apis.XR + ".", "xr.").replace(apis.XM + ".", "xm.") + "()"
                 # master_print on every host, or a test guarding only prints and log calls,
                 # duplicates log lines: noise, not wrong results.
-                severity = Severity.WARNING if api == f"{apis.XM}.master_print" or self._guards_only_logs() \
+                severity = (
+                    Severity.WARNING
+                    if api == f"{apis.XM}.master_print" or self._guards_only_logs()
                     else None
-                self.report(node, self.message.format(api=short, use=use), requires=[("spmd", True)],
-                            severity=severity)
+                )
+                self.report(
+                    node,
+                    self.message.format(api=short, use=use),
+                    requires=[("spmd", True)],
+                    severity=severity,
+                )
                 return
 
     def _guards_only_logs(self) -> bool:
@@ -200,20 +251,35 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
             node = stack[i]
             if isinstance(node, cst.If):
                 return stack[i + 1] is node.test and node.orelse is None and _only_logs(node.body)
-            if not isinstance(node, (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.Call,
-                                     cst.ComparisonTarget, cst.Arg)):
+            if not isinstance(
+                node,
+                (
+                    cst.BooleanOperation,
+                    cst.UnaryOperation,
+                    cst.Comparison,
+                    cst.Call,
+                    cst.ComparisonTarget,
+                    cst.Arg,
+                ),
+            ):
                 return False
         return False
 
 
-_LOG_CALLS = frozenset({"print", "info", "warning", "warn", "debug", "log", "master_print", "set_postfix"})
+_LOG_CALLS = frozenset(
+    {"print", "info", "warning", "warn", "debug", "log", "master_print", "set_postfix"}
+)
 
 
 def _only_logs(block: cst.BaseSuite) -> bool:
     """True when every statement of ``block`` is a call of print or a logger method."""
     body = block.body if isinstance(block, cst.IndentedBlock) else [block]
     for stmt in body:
-        smalls = stmt.body if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else None
+        smalls = (
+            stmt.body
+            if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+            else None
+        )
         if not smalls:
             return False
         for small in smalls:
@@ -222,7 +288,13 @@ def _only_logs(block: cst.BaseSuite) -> bool:
             if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
                 return False
             func = small.value.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            name = (
+                func.attr.value
+                if isinstance(func, cst.Attribute)
+                else func.value
+                if isinstance(func, cst.Name)
+                else ""
+            )
             if name not in _LOG_CALLS:
                 return False
     return True
@@ -236,7 +308,13 @@ def in_assertion(ctx) -> bool:
             return True
         if isinstance(node, cst.Call):
             func = node.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            name = (
+                func.attr.value
+                if isinstance(func, cst.Attribute)
+                else func.value
+                if isinstance(func, cst.Name)
+                else ""
+            )
             if name.startswith("assert"):
                 return True
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
@@ -265,7 +343,10 @@ def expects_error(ctx) -> bool:
             call = item.item
             if not isinstance(call, cst.Call):
                 continue
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value in EXPECTED_ERROR_CONTEXTS:
+            if (
+                isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in EXPECTED_ERROR_CONTEXTS
+            ):
                 return True
             if ctx.is_call_to(call, "pytest.raises"):
                 return True
@@ -305,8 +386,12 @@ def _find_launched_functions(ctx) -> frozenset[str]:
 
             def visit_Call(self, call: cst.Call) -> None:
                 func = call.func
-                if isinstance(func, cst.Attribute) and func.attr.value == "use_spmd" or \
-                        isinstance(func, cst.Name) and func.value == "use_spmd":
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value == "use_spmd"
+                    or isinstance(func, cst.Name)
+                    and func.value == "use_spmd"
+                ):
                     Uses.found = True
 
         walk(node, Uses(), TRIVIA)
@@ -356,7 +441,9 @@ def function_key(ctx) -> cst.CSTNode:
     return next(ctx.enclosing(cst.FunctionDef), ctx.module)
 
 
-def is_xla_device(ctx, node: cst.BaseExpression | None, device_names: set[str] = frozenset()) -> bool:
+def is_xla_device(
+    ctx, node: cst.BaseExpression | None, device_names: set[str] = frozenset()
+) -> bool:
     """True for an expression that is an XLA device.
 
     ``'xla'``/``'xla:N'`` literals, ``torch.device('xla')``, ``torch_xla.device()``,
@@ -415,7 +502,11 @@ class DeviceUse:
             if arg is not None and is_xla_device(ctx, arg.value, devices):
                 return True
         kw = find_arg(node, "device")
-        if kw is not None and is_xla_device(ctx, kw.value, devices) and not ctx.is_call_to(node, "torch.device"):
+        if (
+            kw is not None
+            and is_xla_device(ctx, kw.value, devices)
+            and not ctx.is_call_to(node, "torch.device")
+        ):
             return True
         return ctx.is_call_to(node, RNG_APIS)
 
@@ -432,9 +523,11 @@ class SpmdRendezvousNoop(Rule):
     code = "XLA006"
     name = "spmd-rendezvous-noop"
     summary = "xm.rendezvous/mesh_reduce/all_reduce in SPMD synchronise one replica: the hosts are not synchronised."
-    message = ("`{api}` in an SPMD program works across device replicas, and an SPMD process is a single "
-               "replica: the hosts do not wait for each other; use a gloo process group "
-               "(`dist.init_process_group('gloo', init_method='xla://')`) and `dist.barrier()`")
+    message = (
+        "`{api}` in an SPMD program works across device replicas, and an SPMD process is a single "
+        "replica: the hosts do not wait for each other; use a gloo process group "
+        "(`dist.init_process_group('gloo', init_method='xla://')`) and `dist.barrier()`"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -482,35 +575,59 @@ tensors need no explicit collective in SPMD: the compiler inserts them from the 
 - torch_xla 2.9.0 `torch_xla/_internal/rendezvous.py` (`xla://` init method)
 """
     valid = (
-        Valid("import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "dist.init_process_group('gloo', init_method='xla://')\ndist.barrier()\n"),
+        Valid(
+            "import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "dist.init_process_group('gloo', init_method='xla://')\ndist.barrier()\n"
+        ),
         # A deliberate device collective (tenstorrent/tt-xla's multichip tests).
-        Valid("import os\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-              "os.environ['XLA_ALWAYS_ALLREDUCE'] = '1'\nxr.use_spmd()\n"
-              "y = xm.all_reduce(xm.REDUCE_SUM, t, groups=[[0, 1]])\n"),
-        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\n"
-              "def _mp_fn(i):\n    xm.rendezvous('init')\ntorch_xla.launch(_mp_fn)\n"),
-        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "if not xr.is_spmd():\n    xm.rendezvous('x')\n"),
-        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "def rendezvous(tag):\n    pass\nrendezvous('x')\n"),
+        Valid(
+            "import os\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "os.environ['XLA_ALWAYS_ALLREDUCE'] = '1'\nxr.use_spmd()\n"
+            "y = xm.all_reduce(xm.REDUCE_SUM, t, groups=[[0, 1]])\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\n"
+            "def _mp_fn(i):\n    xm.rendezvous('init')\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if not xr.is_spmd():\n    xm.rendezvous('x')\n"
+        ),
+        Valid(
+            "import torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "def rendezvous(tag):\n    pass\nrendezvous('x')\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-                "xm.rendezvous('ready')\nacc = xm.mesh_reduce('acc', acc, sum)\n", (4, 5)),
-        Invalid("from torch_xla.core import xla_model as xm\nimport torch_xla.runtime as xr\n"
-                "if xr.is_spmd():\n    xm.xla_rendezvous(b'')\n", (4,)),
-        Invalid("import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-                "torch_xla.core.xla_model.all_reduce('sum', [t])\n", (4,)),
-        Invalid("import torch_xla.core.xla_model as xm\nxm.rendezvous('x')\n",
-                (2,), files=(("main.py", "import torch_xla.runtime as xr\nimport example\nxr.use_spmd()\n"),)),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "xm.rendezvous('ready')\nacc = xm.mesh_reduce('acc', acc, sum)\n",
+            (4, 5),
+        ),
+        Invalid(
+            "from torch_xla.core import xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "if xr.is_spmd():\n    xm.xla_rendezvous(b'')\n",
+            (4,),
+        ),
+        Invalid(
+            "import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "torch_xla.core.xla_model.all_reduce('sum', [t])\n",
+            (4,),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nxm.rendezvous('x')\n",
+            (2,),
+            files=(("main.py", "import torch_xla.runtime as xr\nimport example\nxr.use_spmd()\n"),),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qnames(node.func)
         for api, short in RENDEZVOUS_APIS.items():
             if api in names:
-                if api == f"{apis.XM}.all_reduce" and self.ctx.memo("always-allreduce", self._always_allreduce):
+                if api == f"{apis.XM}.all_reduce" and self.ctx.memo(
+                    "always-allreduce", self._always_allreduce
+                ):
                     return  # XLA_ALWAYS_ALLREDUCE=1: a real all-reduce over the sharded devices
                 if not in_launched_function(self.ctx):
                     self.report(node, self.message.format(api=short), requires=[("spmd", True)])
@@ -527,8 +644,10 @@ class SpmdMultiprocessLaunch(Rule):
     code = "XLA007"
     name = "spmd-multiprocess-launch"
     summary = "torch_xla.launch/xmp.spawn in an SPMD program: SPMD runs one process per host."
-    message = ("`{api}` starts one process per device, but this program uses SPMD, which runs one "
-               "process per host; call `xr.use_spmd()` and the training function directly")
+    message = (
+        "`{api}` starts one process per device, but this program uses SPMD, which runs one "
+        "process per host; call `xr.use_spmd()` and the training function directly"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -569,23 +688,43 @@ if __name__ == "__main__":
 - torch_xla 2.9.0 `torch_xla/torch_xla.py` (`launch`), `torch_xla/_internal/pjrt.py` (`run_multiprocess`)
 """
     valid = (
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\n"
-              "def _mp_fn(i):\n    pass\ntorch_xla.launch(_mp_fn, args=())\n"),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(i):\n    pass\ntorch_xla.launch(_mp_fn, args=())\n"
+        ),
         Valid("import torch_xla.runtime as xr\nxr.use_spmd()\ntrain()\n"),
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "if not xr.is_spmd():\n    torch_xla.launch(fn)\n"),
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\ndef main(args):\n    if args.spmd:\n"
-              "        xr.use_spmd()\n        train()\n    else:\n        torch_xla.launch(_mp_fn)\n"),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if not xr.is_spmd():\n    torch_xla.launch(fn)\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\ndef main(args):\n    if args.spmd:\n"
+            "        xr.use_spmd()\n        train()\n    else:\n        torch_xla.launch(_mp_fn)\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla\nimport torch_xla.runtime as xr\n"
-                "def _mp_fn(index):\n    xr.use_spmd()\n"
-                "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=())\n", (6,)),
-        Invalid("import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla.runtime as xr\n"
-                "xr.use_spmd()\nxmp.spawn(train, args=())\n", (4,)),
-        Invalid("from torch_xla.distributed import xla_multiprocessing as xmp\n"
-                "from trainer import _mp_fn\nxmp.spawn(_mp_fn)\n", (3,),
-                files=(("trainer.py", "import torch_xla.runtime as xr\ndef _mp_fn(i):\n    xr.use_spmd()\n"),)),
+        Invalid(
+            "import torch_xla\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(index):\n    xr.use_spmd()\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=())\n",
+            (6,),
+        ),
+        Invalid(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch_xla.runtime as xr\n"
+            "xr.use_spmd()\nxmp.spawn(train, args=())\n",
+            (4,),
+        ),
+        Invalid(
+            "from torch_xla.distributed import xla_multiprocessing as xmp\n"
+            "from trainer import _mp_fn\nxmp.spawn(_mp_fn)\n",
+            (3,),
+            files=(
+                (
+                    "trainer.py",
+                    "import torch_xla.runtime as xr\ndef _mp_fn(i):\n    xr.use_spmd()\n",
+                ),
+            ),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -604,7 +743,9 @@ if __name__ == "__main__":
 class SpmdWithReplicaCollectives(Rule):
     code = "XLA008"
     name = "spmd-with-replica-collectives"
-    summary = "DDP, the 'xla' process group, xm.optimizer_step or xm.reduce_gradients in an SPMD program."
+    summary = (
+        "DDP, the 'xla' process group, xm.optimizer_step or xm.reduce_gradients in an SPMD program."
+    )
     message = "{what} in an SPMD program: {why}"
     severity = Severity.ERROR
     explanation = """\
@@ -657,37 +798,56 @@ torch_xla.sync()
 - torch_xla 2.9.0 `torch_xla/distributed/xla_backend.py`, `torch_xla/core/xla_model.py` (`optimizer_step`, `reduce_gradients`)
 """
     valid = (
-        Valid("import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "dist.init_process_group('gloo', init_method='xla://')\noptimizer.step()\n"),
-        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\n"
-              "def _mp_fn(i):\n    xm.optimizer_step(opt)\ntorch_xla.launch(_mp_fn)\n"),
-        Valid("import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "if xr.is_spmd():\n    opt.step()\nelse:\n    xm.optimizer_step(opt)\n"),
-        Valid("import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-              "def _mp_fn(i):\n    xm.optimizer_step(opt)\n"
-              "if args.spmd:\n    xr.use_spmd()\n    train()\nelse:\n    torch_xla.launch(_mp_fn)\n"),
-        Valid("import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "def test_xla_backend(self):\n    with self.assertRaises(AssertionError):\n"
-              "        dist.init_process_group('xla', init_method='xla://')\n"),
+        Valid(
+            "import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "dist.init_process_group('gloo', init_method='xla://')\noptimizer.step()\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\n"
+            "def _mp_fn(i):\n    xm.optimizer_step(opt)\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if xr.is_spmd():\n    opt.step()\nelse:\n    xm.optimizer_step(opt)\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(i):\n    xm.optimizer_step(opt)\n"
+            "if args.spmd:\n    xr.use_spmd()\n    train()\nelse:\n    torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch.distributed as dist\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "def test_xla_backend(self):\n    with self.assertRaises(AssertionError):\n"
+            "        dist.init_process_group('xla', init_method='xla://')\n"
+        ),
     )
     invalid = (
-        Invalid("import torch.distributed as dist\nimport torch_xla.runtime as xr\n"
-                "from torch.nn.parallel import DistributedDataParallel as DDP\nxr.use_spmd()\n"
-                "dist.init_process_group('xla', init_method='xla://')\nmodel = DDP(model)\n", (5, 6)),
-        Invalid("from torch_xla.core import xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-                "xm.reduce_gradients(opt)\nxm.optimizer_step(opt)\n", (4, 5)),
-        Invalid("import torch\nimport torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-                "torch.distributed.init_process_group(backend='xla')\n"
-                "torch.nn.parallel.DistributedDataParallel(m, gradient_as_bucket_view=True)\n", (5, 6)),
+        Invalid(
+            "import torch.distributed as dist\nimport torch_xla.runtime as xr\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\nxr.use_spmd()\n"
+            "dist.init_process_group('xla', init_method='xla://')\nmodel = DDP(model)\n",
+            (5, 6),
+        ),
+        Invalid(
+            "from torch_xla.core import xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "xm.reduce_gradients(opt)\nxm.optimizer_step(opt)\n",
+            (4, 5),
+        ),
+        Invalid(
+            "import torch\nimport torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "torch.distributed.init_process_group(backend='xla')\n"
+            "torch.nn.parallel.DistributedDataParallel(m, gradient_as_bucket_view=True)\n",
+            (5, 6),
+        ),
     )
 
     WHY = {
         "ddp": "DDP needs an `xla` process group (refused in SPMD) and adds a replica all-reduce; "
-               "shard the batch on the mesh instead",
+        "shard the batch on the mesh instead",
         "pg": "the `xla` backend asserts `not xr.is_spmd()`; use `'gloo'` with `init_method='xla://'` "
-              "for host-side communication",
+        "for host-side communication",
         "step": "it reduces over `xr.world_size()` replicas, which is 1 in SPMD; "
-                "call `optimizer.step()` and let the sharding drive the collectives",
+        "call `optimizer.step()` and let the sharding drive the collectives",
     }
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -709,15 +869,19 @@ torch_xla.sync()
             return
         if expects_error(self.ctx) or in_launched_function(self.ctx):
             return
-        self.report(node, self.message.format(what=what, why=self.WHY[why]), requires=[("spmd", True)])
+        self.report(
+            node, self.message.format(what=what, why=self.WHY[why]), requires=[("spmd", True)]
+        )
 
 
 class UseSpmdAfterXlaTensors(Rule):
     code = "XLA012"
     name = "use-spmd-after-xla-tensors"
     summary = "use_spmd() called after tensors or modules were already placed on the XLA device."
-    message = ("`use_spmd()` after the XLA device was already used (`{line}`): every existing XLA "
-               "tensor is replicated onto the SPMD device; call `use_spmd()` first")
+    message = (
+        "`use_spmd()` after the XLA device was already used (`{line}`): every existing XLA "
+        "tensor is replicated onto the SPMD device; call `use_spmd()` first"
+    )
     severity = Severity.WARNING
     explanation = """\
 ## What it does
@@ -756,21 +920,38 @@ model = Model().to("xla")
 """
     valid = (
         Valid("import torch_xla.runtime as xr\nxr.use_spmd()\nmodel = Model().to('xla')\n"),
-        Valid("import torch_xla.runtime as xr\nn = xr.global_runtime_device_count()\nxr.use_spmd()\n"),
-        Valid("import torch_xla\nimport torch_xla.runtime as xr\n"
-              "def helper():\n    return torch.zeros(2).to('xla')\nxr.use_spmd()\n"),
-        Valid("import torch\nimport torch_xla.runtime as xr\nx = torch.zeros(2).to('cpu')\nxr.use_spmd()\n"),
+        Valid(
+            "import torch_xla.runtime as xr\nn = xr.global_runtime_device_count()\nxr.use_spmd()\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\n"
+            "def helper():\n    return torch.zeros(2).to('xla')\nxr.use_spmd()\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.runtime as xr\nx = torch.zeros(2).to('cpu')\nxr.use_spmd()\n"
+        ),
     )
     invalid = (
-        Invalid("import torch_xla\nimport torch_xla.runtime as xr\n"
-                "model = Model().to(torch_xla.device())\nxr.use_spmd()\n", (4,)),
-        Invalid("from torch_xla.core import xla_model as xm\nfrom torch_xla import runtime as xr\n"
-                "def main():\n    dev = xm.xla_device()\n    x = torch.ones(4, device=dev)\n    xr.use_spmd()\n",
-                (6,)),
-        Invalid("import torch_xla\nimport torch_xla.core.xla_model as xm\nxm.set_rng_state(0)\n"
-                "torch_xla.runtime.use_spmd()\n", (4,)),
-        Invalid("import torch\nimport torch_xla.runtime as xr\nw = torch.randn(4).to(device='xla:0')\n"
-                "xr.use_spmd()\n", (4,)),
+        Invalid(
+            "import torch_xla\nimport torch_xla.runtime as xr\n"
+            "model = Model().to(torch_xla.device())\nxr.use_spmd()\n",
+            (4,),
+        ),
+        Invalid(
+            "from torch_xla.core import xla_model as xm\nfrom torch_xla import runtime as xr\n"
+            "def main():\n    dev = xm.xla_device()\n    x = torch.ones(4, device=dev)\n    xr.use_spmd()\n",
+            (6,),
+        ),
+        Invalid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nxm.set_rng_state(0)\n"
+            "torch_xla.runtime.use_spmd()\n",
+            (4,),
+        ),
+        Invalid(
+            "import torch\nimport torch_xla.runtime as xr\nw = torch.randn(4).to(device='xla:0')\n"
+            "xr.use_spmd()\n",
+            (4,),
+        ),
     )
 
     def __init__(self, ctx) -> None:
@@ -805,8 +986,10 @@ class UseSpmdReturnValue(Rule):
     code = "XLA020"
     name = "use-spmd-return-value"
     summary = "xr.use_spmd() used as a test or a value: it returns None and turns SPMD on; test with xr.is_spmd()."
-    message = ("`use_spmd()` returns None and switches the runtime to SPMD when it is called: {why}; "
-               "to ask whether SPMD is on, call `xr.is_spmd()`")
+    message = (
+        "`use_spmd()` returns None and switches the runtime to SPMD when it is called: {why}; "
+        "to ask whether SPMD is on, call `xr.is_spmd()`"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -855,22 +1038,37 @@ in a statement of its own, at start-up) or to test it (`is_spmd()`) is the autho
 """
     valid = (
         Valid("import torch_xla.runtime as xr\nxr.use_spmd()\n"),
-        Valid("import torch_xla.runtime as xr\nxr.use_spmd()\nspec = ('data', None) if xr.is_spmd() else None\n"
-              "if not xr.is_spmd():\n    pass\n"),
+        Valid(
+            "import torch_xla.runtime as xr\nxr.use_spmd()\nspec = ('data', None) if xr.is_spmd() else None\n"
+            "if not xr.is_spmd():\n    pass\n"
+        ),
         Valid("import torch_xla\ndef use_spmd():\n    return True\nif use_spmd():\n    pass\n"),
-        Valid("import torch_xla.runtime as xr\nif args.use_spmd:\n    xr.use_spmd()\n"
-              "enabled = config.use_spmd()\n"),
+        Valid(
+            "import torch_xla.runtime as xr\nif args.use_spmd:\n    xr.use_spmd()\n"
+            "enabled = config.use_spmd()\n"
+        ),
         Valid("import atexit\nimport torch_xla.runtime as xr\nsetup = lambda: xr.use_spmd()\n"),
     )
     invalid = (
-        Invalid("import torch_xla.runtime as xr\nspec = ('data', None) if xr.use_spmd() else None\n"
-                "if xr.use_spmd():\n    pass\nenabled = xr.use_spmd()\nassert xr.use_spmd()\n", (2, 3, 5, 6)),
-        Invalid("from torch_xla.runtime import use_spmd as enable_spmd\nif not enable_spmd():\n    pass\n"
-                "model = Model(spmd=enable_spmd())\n", (2, 4)),
-        Invalid("import torch_xla\nimport torch_xla.runtime\n"
-                "def spmd_on():\n    return torch_xla.runtime.use_spmd()\n"
-                "if torch_xla.runtime.use_spmd() and n > 1:\n    pass\n", (4, 5)),
-        Invalid("from torch_xla import runtime as rt\nwhile rt.use_spmd() is None:\n    break\n", (2,)),
+        Invalid(
+            "import torch_xla.runtime as xr\nspec = ('data', None) if xr.use_spmd() else None\n"
+            "if xr.use_spmd():\n    pass\nenabled = xr.use_spmd()\nassert xr.use_spmd()\n",
+            (2, 3, 5, 6),
+        ),
+        Invalid(
+            "from torch_xla.runtime import use_spmd as enable_spmd\nif not enable_spmd():\n    pass\n"
+            "model = Model(spmd=enable_spmd())\n",
+            (2, 4),
+        ),
+        Invalid(
+            "import torch_xla\nimport torch_xla.runtime\n"
+            "def spmd_on():\n    return torch_xla.runtime.use_spmd()\n"
+            "if torch_xla.runtime.use_spmd() and n > 1:\n    pass\n",
+            (4, 5),
+        ),
+        Invalid(
+            "from torch_xla import runtime as rt\nwhile rt.use_spmd() is None:\n    break\n", (2,)
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -940,7 +1138,7 @@ def statements_after(ctx) -> list[cst.BaseStatement]:
     to its function (or the module)."""
     out: list[cst.BaseStatement] = []
     for block, index in reversed(blocks_around(ctx)):
-        out.extend(block[index + 1:])
+        out.extend(block[index + 1 :])
     return out
 
 
@@ -949,14 +1147,24 @@ def statements_after(ctx) -> list[cst.BaseStatement]:
 # Accelerate `set_seed` call it), and of the XLA device generator (torch_xla/core/xla_model.py
 # `set_rng_state`, torch_xla/torch_xla.py `manual_seed`). `random.seed`/`np.random.seed` seed no
 # torch parameter and are left out.
-TORCH_SEEDS = frozenset({
-    "torch.manual_seed", "torch.random.manual_seed", *RNG_APIS,
-    "transformers.set_seed", "transformers.trainer_utils.set_seed", "accelerate.utils.set_seed",
-    "lightning.seed_everything", "lightning.pytorch.seed_everything", "pytorch_lightning.seed_everything",
-    "lightning.fabric.seed_everything", "lightning_fabric.seed_everything",
-    "lightning_fabric.utilities.seed.seed_everything", "lightning.fabric.utilities.seed.seed_everything",
-    "pytorch_lightning.utilities.seed.seed_everything",
-})
+TORCH_SEEDS = frozenset(
+    {
+        "torch.manual_seed",
+        "torch.random.manual_seed",
+        *RNG_APIS,
+        "transformers.set_seed",
+        "transformers.trainer_utils.set_seed",
+        "accelerate.utils.set_seed",
+        "lightning.seed_everything",
+        "lightning.pytorch.seed_everything",
+        "pytorch_lightning.seed_everything",
+        "lightning.fabric.seed_everything",
+        "lightning_fabric.seed_everything",
+        "lightning_fabric.utilities.seed.seed_everything",
+        "lightning.fabric.utilities.seed.seed_everything",
+        "pytorch_lightning.utilities.seed.seed_everything",
+    }
+)
 # What tells SPMD hosts apart: one process per host, so the process index (torch_xla/runtime.py
 # `process_index`, `host_index`), the rank of a process group over those processes, and the rank a
 # launcher exports. `xr.global_ordinal()` is not one: it is 0 on every SPMD host (XLA005).
@@ -965,7 +1173,9 @@ PER_HOST_APIS = {
     f"{apis.XR}.host_index": "`xr.host_index()`",
     "torch.distributed.get_rank": "`dist.get_rank()`",
 }
-PER_HOST_VARIABLES = frozenset({"RANK", "NODE_RANK", "GROUP_RANK", "TPU_WORKER_ID", "CLOUD_TPU_TASK_ID"})
+PER_HOST_VARIABLES = frozenset(
+    {"RANK", "NODE_RANK", "GROUP_RANK", "TPU_WORKER_ID", "CLOUD_TPU_TASK_ID"}
+)
 # Calls that make a module: torch.nn classes (not losses), Hugging Face loaders (`from_pretrained`
 # initialises every weight the checkpoint lacks at random, `from_config` all of them).
 _MODEL_LOADERS = frozenset({"from_pretrained", "from_config", "from_pretrained_model"})
@@ -980,11 +1190,15 @@ class PerHostSeed(Rule):
     code = "XLA027"
     name = "per-host-seed"
     preview = True
-    summary = "In SPMD, a seed that differs per host (process_index, rank) set before the model is built."
-    message = ("seed depends on {source}, so it differs per host, and the model is built after it ({model}): "
-               "in SPMD every host initialises the parameters of the one sharded model from its own seed and "
-               "contributes its own values; seed the same on every host before building the model, and "
-               "seed per host only afterwards (data order, augmentation)")
+    summary = (
+        "In SPMD, a seed that differs per host (process_index, rank) set before the model is built."
+    )
+    message = (
+        "seed depends on {source}, so it differs per host, and the model is built after it ({model}): "
+        "in SPMD every host initialises the parameters of the one sharded model from its own seed and "
+        "contributes its own values; seed the same on every host before building the model, and "
+        "seed per host only afterwards (data order, augmentation)"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -1051,38 +1265,67 @@ torch.manual_seed(args.seed + xr.process_index())   # per host from here: data o
   (`process_index`, `global_ordinal`)
 """
     valid = (
-        Valid("import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\ntorch.manual_seed(42)\n"
-              "model = torch.nn.Linear(4, 4)\ntorch.manual_seed(42 + xr.process_index())\nshuffle(data)\n"),
-        Valid("import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "def worker_init_fn(worker_id):\n    torch.manual_seed(1234 + worker_id + xr.process_index())\n"
-              "model = torch.nn.Linear(4, 4)\n"),
-        Valid("import numpy as np\nimport random\nimport torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "rank = xr.process_index()\nnp.random.seed(rank)\nrandom.seed(rank)\nmodel = torch.nn.Linear(4, 4)\n"),
-        Valid("import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
-              "def _mp_fn(index):\n    torch.manual_seed(index + xr.global_ordinal())\n"
-              "    model = torch.nn.Linear(4, 4)\ntorch_xla.launch(_mp_fn)\n"),
-        Valid("import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "torch.manual_seed(7 + xr.process_index())\ntorch.manual_seed(7)\nmodel = torch.nn.Linear(4, 4)\n"),
-        Valid("import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-              "torch.manual_seed(7 + xr.global_ordinal())\nmodel = torch.nn.Linear(4, 4)\n"),
+        Valid(
+            "import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\ntorch.manual_seed(42)\n"
+            "model = torch.nn.Linear(4, 4)\ntorch.manual_seed(42 + xr.process_index())\nshuffle(data)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "def worker_init_fn(worker_id):\n    torch.manual_seed(1234 + worker_id + xr.process_index())\n"
+            "model = torch.nn.Linear(4, 4)\n"
+        ),
+        Valid(
+            "import numpy as np\nimport random\nimport torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "rank = xr.process_index()\nnp.random.seed(rank)\nrandom.seed(rank)\nmodel = torch.nn.Linear(4, 4)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(index):\n    torch.manual_seed(index + xr.global_ordinal())\n"
+            "    model = torch.nn.Linear(4, 4)\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "torch.manual_seed(7 + xr.process_index())\ntorch.manual_seed(7)\nmodel = torch.nn.Linear(4, 4)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "torch.manual_seed(7 + xr.global_ordinal())\nmodel = torch.nn.Linear(4, 4)\n"
+        ),
     )
     invalid = (
-        Invalid("import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
-                "torch.manual_seed(42 + xr.process_index())\nmodel = torch.nn.Linear(4, 4)\n", (4,)),
-        Invalid("import os\nimport torch_xla.runtime as xr\nfrom transformers import AutoModelForCausalLM, set_seed\n"
-                "def main(args):\n    xr.use_spmd()\n    rank = int(os.environ['RANK'])\n"
-                "    seed = args.seed + rank\n    set_seed(seed)\n"
-                "    model = AutoModelForCausalLM.from_config(args.config)\n", (8,)),
-        Invalid("import torch\nimport torch.nn as nn\nimport torch_xla.runtime as xr\n"
-                "class Net(nn.Module):\n    pass\n"
-                "def seed_all(seed):\n    torch.manual_seed(seed)\n"
-                "def build():\n    return Net()\n"
-                "xr.use_spmd()\nseed_all(1 + xr.process_index())\nif True:\n    model = build()\n", (11,)),
-        Invalid("import torch.distributed as dist\nimport lightning as L\nfrom mypkg import create_model\n"
-                "import torch_xla.runtime as xr\n"
-                "L.seed_everything(dist.get_rank())\nmodel = create_model()\n", (5,),
-                files=(("mypkg/__init__.py", "import torch_xla.runtime as xr\ndef create_model():\n    pass\n"
-                        "xr.use_spmd()\n"),)),
+        Invalid(
+            "import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "torch.manual_seed(42 + xr.process_index())\nmodel = torch.nn.Linear(4, 4)\n",
+            (4,),
+        ),
+        Invalid(
+            "import os\nimport torch_xla.runtime as xr\nfrom transformers import AutoModelForCausalLM, set_seed\n"
+            "def main(args):\n    xr.use_spmd()\n    rank = int(os.environ['RANK'])\n"
+            "    seed = args.seed + rank\n    set_seed(seed)\n"
+            "    model = AutoModelForCausalLM.from_config(args.config)\n",
+            (8,),
+        ),
+        Invalid(
+            "import torch\nimport torch.nn as nn\nimport torch_xla.runtime as xr\n"
+            "class Net(nn.Module):\n    pass\n"
+            "def seed_all(seed):\n    torch.manual_seed(seed)\n"
+            "def build():\n    return Net()\n"
+            "xr.use_spmd()\nseed_all(1 + xr.process_index())\nif True:\n    model = build()\n",
+            (11,),
+        ),
+        Invalid(
+            "import torch.distributed as dist\nimport lightning as L\nfrom mypkg import create_model\n"
+            "import torch_xla.runtime as xr\n"
+            "L.seed_everything(dist.get_rank())\nmodel = create_model()\n",
+            (5,),
+            files=(
+                (
+                    "mypkg/__init__.py",
+                    "import torch_xla.runtime as xr\ndef create_model():\n    pass\n"
+                    "xr.use_spmd()\n",
+                ),
+            ),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -1099,7 +1342,9 @@ torch.manual_seed(args.seed + xr.process_index())   # per host from here: data o
             return
         model = self._model_built_after()
         if model is not None:
-            self.report(node, self.message.format(source=source, model=model), requires=[("spmd", True)])
+            self.report(
+                node, self.message.format(source=source, model=model), requires=[("spmd", True)]
+            )
 
     # -- what the seed depends on ---------------------------------------------------------
     def _per_host(self, expr: cst.BaseExpression, site, depth: int) -> str | None:
@@ -1145,8 +1390,15 @@ torch.manual_seed(args.seed + xr.process_index())   # per host from here: data o
             params = {p.name.value for p in stmt.params.params}
             scope = self.ctx.scopes.get(stmt)
             for n in iter_nodes(stmt.body):
-                if type(n) is cst.Call and self.ctx.qnames(n.func, scope) & TORCH_SEEDS and any(
-                        type(m) is cst.Name and m.value in params for a in n.args for m in iter_nodes(a.value)):
+                if (
+                    type(n) is cst.Call
+                    and self.ctx.qnames(n.func, scope) & TORCH_SEEDS
+                    and any(
+                        type(m) is cst.Name and m.value in params
+                        for a in n.args
+                        for m in iter_nodes(a.value)
+                    )
+                ):
                     out.setdefault(stmt.name.value, stmt)
                     break
         return out
@@ -1175,12 +1427,29 @@ torch.manual_seed(args.seed + xr.process_index())   # per host from here: data o
             return not any(word in loader for word in _NOT_MODELS)
         for name in names:
             last = name.rsplit(".", 1)[-1]
-            if name.startswith("torch.nn.") and last[:1].isupper() and not last.endswith("Loss") \
-                    and not name.startswith(("torch.nn.functional.", "torch.nn.utils.", "torch.nn.init.")):
+            if (
+                name.startswith("torch.nn.")
+                and last[:1].isupper()
+                and not last.endswith("Loss")
+                and not name.startswith(
+                    ("torch.nn.functional.", "torch.nn.utils.", "torch.nn.init.")
+                )
+            ):
                 return True
-        last = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else ""
-        if "Model" in last and last[:1].isupper() or \
-                "model" in last.lower() and last.lower().lstrip("_").startswith(_MAKERS) and "config" not in last:
+        last = (
+            func.value
+            if type(func) is cst.Name
+            else func.attr.value
+            if type(func) is cst.Attribute
+            else ""
+        )
+        if (
+            "Model" in last
+            and last[:1].isupper()
+            or "model" in last.lower()
+            and last.lower().lstrip("_").startswith(_MAKERS)
+            and "config" not in last
+        ):
             return True  # `GPTModel(cfg)`, `build_model()`; not `self.model(x)`, `load_model(path)`
         if names or type(func) is not cst.Name:
             return False
@@ -1200,12 +1469,16 @@ torch.manual_seed(args.seed + xr.process_index())   # per host from here: data o
                 out.setdefault(stmt.name.value, stmt)
         return out
 
-    def _is_module_class(self, node: cst.ClassDef, local: dict[str, cst.CSTNode], depth: int) -> bool:
+    def _is_module_class(
+        self, node: cst.ClassDef, local: dict[str, cst.CSTNode], depth: int
+    ) -> bool:
         """A class of this file deriving from ``nn.Module`` (a model class of a library, or of
         this file, counts by its name: ``PreTrainedModel``, ``LightningModule``)."""
         for base in node.bases:
             names = self.ctx.qnames(base.value, self.ctx.root_scope)
-            if names & set(_MODEL_BASES) or any(n.rsplit(".", 1)[-1].endswith(_MODEL_BASE_WORDS) for n in names):
+            if names & set(_MODEL_BASES) or any(
+                n.rsplit(".", 1)[-1].endswith(_MODEL_BASE_WORDS) for n in names
+            ):
                 return True
             if type(base.value) is cst.Name and not names and depth < 5:
                 parent = local.get(base.value.value)

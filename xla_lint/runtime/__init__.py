@@ -14,7 +14,9 @@ per check: run records -> CheckResult), ``report`` (text and JSON).
 
 from __future__ import annotations
 
-RUNTIME_EXTRA_HINT = ("the runtime checker needs the runtime extra: pip install 'xla-lint[runtime]' "
-                      "(from a clone of xla-lint: pip install -e '.[runtime]')")
+RUNTIME_EXTRA_HINT = (
+    "the runtime checker needs the runtime extra: pip install 'xla-lint[runtime]' "
+    "(from a clone of xla-lint: pip install -e '.[runtime]')"
+)
 
 __all__ = ["RUNTIME_EXTRA_HINT"]

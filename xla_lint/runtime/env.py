@@ -63,7 +63,13 @@ def configure_device_env(opts: RuntimeOptions, environ: dict | None = None) -> d
     """
     env = os.environ if environ is None else environ
     cpu_devices = opts.cpu_devices or int(env.get("CPU_NUM_DEVICES") or DEFAULT_CPU_DEVICES)
-    cpu_from = "--cpu-devices" if opts.cpu_devices else "CPU_NUM_DEVICES" if env.get("CPU_NUM_DEVICES") else "the default; --cpu-devices sets it"
+    cpu_from = (
+        "--cpu-devices"
+        if opts.cpu_devices
+        else "CPU_NUM_DEVICES"
+        if env.get("CPU_NUM_DEVICES")
+        else "the default; --cpu-devices sets it"
+    )
     if opts.simulated or opts.simulate_hosts:
         device, source = "CPU", "simulated-hosts"
     elif opts.device != "auto":

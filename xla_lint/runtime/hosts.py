@@ -40,8 +40,16 @@ from typing import Any, Iterator
 
 from .env import HOST_LAYOUT_VARS
 from .options import OptionsError, RuntimeOptions, option_differences
-from .progress import (BEFORE_JOINING, PROGRESS_ENV, death, describe_death, describe_progress, first_line, how_it_ended,
-                       read_progress)
+from .progress import (
+    BEFORE_JOINING,
+    PROGRESS_ENV,
+    death,
+    describe_death,
+    describe_progress,
+    first_line,
+    how_it_ended,
+    read_progress,
+)
 
 KEY = "xla_lint_runtime/"
 
@@ -129,7 +137,11 @@ class RendezvousResult:
         return {**dataclasses.asdict(self), "ok": self.ok}
 
 
-_HOST_ENV = ("MASTER_ADDR", "WORLD_SIZE", "RANK")  # torch.distributed's env:// description of a host
+_HOST_ENV = (
+    "MASTER_ADDR",
+    "WORLD_SIZE",
+    "RANK",
+)  # torch.distributed's env:// description of a host
 
 
 def resolve_layout(opts: RuntimeOptions, environ: dict | None = None) -> HostLayout:
@@ -155,8 +167,10 @@ def resolve_layout(opts: RuntimeOptions, environ: dict | None = None) -> HostLay
     if described and len(described) < len(_HOST_ENV) and env.get("WORLD_SIZE", "1") != "1":
         # WORLD_SIZE=2 RANK=1 without MASTER_ADDR used to run as a lone host 0 and pass.
         missing = [k for k in _HOST_ENV if k not in described]
-        raise OptionsError(f"{', '.join(described)} set but not {', '.join(missing)}: set all three "
-                           "(MASTER_ADDR is host 0's address) or use --coordinator/--num-hosts/--host-index")
+        raise OptionsError(
+            f"{', '.join(described)} set but not {', '.join(missing)}: set all three "
+            "(MASTER_ADDR is host 0's address) or use --coordinator/--num-hosts/--host-index"
+        )
     if len(described) == len(_HOST_ENV):
         num, index = int(env["WORLD_SIZE"]), int(env["RANK"])
         if not 0 <= index < num:
@@ -173,7 +187,9 @@ class HostGroup:
     gloo group (None for one host). All waits are bounded.
     """
 
-    def __init__(self, layout: HostLayout, result: RendezvousResult, store: Any = None, pg: Any = None) -> None:
+    def __init__(
+        self, layout: HostLayout, result: RendezvousResult, store: Any = None, pg: Any = None
+    ) -> None:
         self.layout, self.result, self.store, self.pg = layout, result, store, pg
 
     @property
@@ -186,7 +202,9 @@ class HostGroup:
 
     # -- joining ------------------------------------------------------------------------
     @classmethod
-    def join(cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None = None) -> "HostGroup":
+    def join(
+        cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None = None
+    ) -> "HostGroup":
         """Rendezvous within ``timeout`` seconds, then create the gloo group whose
         collectives time out after ``group_timeout`` seconds.
 
@@ -202,26 +220,41 @@ class HostGroup:
                 if grp is not None:
                     return grp
             host = {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": 1}
-            return cls(layout, RendezvousResult(source=layout.source, timeout_s=timeout, hosts={"0": host}))
+            return cls(
+                layout, RendezvousResult(source=layout.source, timeout_s=timeout, hosts={"0": host})
+            )
         return cls._join_store(layout, timeout, group_timeout, options)
 
     @classmethod
-    def _join_store(cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None) -> "HostGroup":
+    def _join_store(
+        cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None
+    ) -> "HostGroup":
         import torch.distributed as dist
 
         t0 = time.monotonic()
         host, port = layout.coordinator  # type: ignore[misc]
         me, n = layout.host_index, layout.num_hosts
         coord = f"{host}:{port}"
-        result = RendezvousResult(expected=n, joined=[], timeout_s=timeout, source=layout.source, coordinator=coord)
+        result = RendezvousResult(
+            expected=n, joined=[], timeout_s=timeout, source=layout.source, coordinator=coord
+        )
         try:
             store = dist.TCPStore(
-                host, port, world_size=None, is_master=(me == 0), timeout=timedelta(seconds=timeout), wait_for_workers=False
+                host,
+                port,
+                world_size=None,
+                is_master=(me == 0),
+                timeout=timedelta(seconds=timeout),
+                wait_for_workers=False,
             )
         except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError or DistStoreError subclasses
-            if me == 0 and ("EADDRINUSE" in str(exc) or "address already in use" in str(exc).lower()):
-                raise OptionsError(f"--coordinator {coord}: port {port} is already in use on this machine, so host 0 "
-                                   "cannot serve the host store there; pick a free port") from None
+            if me == 0 and (
+                "EADDRINUSE" in str(exc) or "address already in use" in str(exc).lower()
+            ):
+                raise OptionsError(
+                    f"--coordinator {coord}: port {port} is already in use on this machine, so host 0 "
+                    "cannot serve the host store there; pick a free port"
+                ) from None
             if me == 0:
                 msg = f"host 0 could not serve the coordinator store on {coord}: {first_line(exc)}"
             else:
@@ -232,7 +265,13 @@ class HostGroup:
             result.message = msg
             raise RendezvousError(msg, result) from None
         claims = store.add(f"{KEY}claim/{me}", 1)
-        payload = {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n, "claim": claims, "options": options}
+        payload = {
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "num_hosts": n,
+            "claim": claims,
+            "options": options,
+        }
         store.set(f"{KEY}join/{me}", json.dumps(payload))
         if me == 0:
             verdict = cls._host0_collect(store, n, t0, timeout, result)
@@ -242,7 +281,9 @@ class HostGroup:
                 store.wait([f"{KEY}verdict"], timedelta(seconds=timeout + 30))
                 verdict = json.loads(store.get(f"{KEY}verdict"))
             except Exception:  # noqa: BLE001
-                msg = f"host {me} of {n}: host 0 gave no rendezvous verdict within {timeout + 30:g} s"
+                msg = (
+                    f"host {me} of {n}: host 0 gave no rendezvous verdict within {timeout + 30:g} s"
+                )
                 result.message = msg
                 raise RendezvousError(msg, result) from None
         for k in ("joined", "missing", "duplicates", "hosts", "message"):
@@ -253,7 +294,11 @@ class HostGroup:
         try:
             with native_output_to_devnull():  # gloo's "[Gloo] Rank i is connected to ..." on stdout
                 dist.init_process_group(
-                    "gloo", store=dist.PrefixStore(f"{KEY}pg", store), rank=me, world_size=n, timeout=timedelta(seconds=group_timeout)
+                    "gloo",
+                    store=dist.PrefixStore(f"{KEY}pg", store),
+                    rank=me,
+                    world_size=n,
+                    timeout=timedelta(seconds=group_timeout),
                 )
         except Exception as exc:  # noqa: BLE001
             result.message = f"host {me}: the gloo process group did not form: {exc}"
@@ -262,7 +307,9 @@ class HostGroup:
         return cls(layout, result, store, dist.group.WORLD)
 
     @staticmethod
-    def _host0_collect(store: Any, n: int, t0: float, timeout: float, result: RendezvousResult) -> dict:
+    def _host0_collect(
+        store: Any, n: int, t0: float, timeout: float, result: RendezvousResult
+    ) -> dict:
         """Poll ``join/<i>`` keys until all ``n`` hosts arrived or ``timeout`` passed."""
         keys = [f"{KEY}join/{i}" for i in range(n)]
         arrived: set[int] = set()
@@ -277,24 +324,43 @@ class HostGroup:
         wrong_n = sorted(int(i) for i, h in hosts.items() if h.get("num_hosts") != n)
         problems = []
         for i in missing:
-            problems.append(f"host {i} of {n} did not join within {timeout:g} s: start the command on every host")
+            problems.append(
+                f"host {i} of {n} did not join within {timeout:g} s: start the command on every host"
+            )
         for i in duplicates:
-            problems.append(f"host index {i} was claimed by {store.add(f'{KEY}claim/{i}', 0)} processes: give every host its own --host-index")
+            problems.append(
+                f"host index {i} was claimed by {store.add(f'{KEY}claim/{i}', 0)} processes: give every host its own --host-index"
+            )
         for i in wrong_n:
-            problems.append(f"host {i} was started with --num-hosts {hosts[str(i)]['num_hosts']}, host 0 with {n}")
-        differences = option_differences({int(i): h["options"] for i, h in hosts.items() if h.get("options") is not None})
+            problems.append(
+                f"host {i} was started with --num-hosts {hosts[str(i)]['num_hosts']}, host 0 with {n}"
+            )
+        differences = option_differences(
+            {int(i): h["options"] for i, h in hosts.items() if h.get("options") is not None}
+        )
         if differences:
-            problems.append("the hosts were started with different options: " + "; ".join(differences)
-                            + " (start the same command on every host)")
+            problems.append(
+                "the hosts were started with different options: "
+                + "; ".join(differences)
+                + " (start the same command on every host)"
+            )
         for h in hosts.values():
             h.pop("options", None)  # compared; the report has host 0's options
         message = "; ".join(problems)
         if missing:
             message += f" (host indices run 0..{n - 1}; joined: {', '.join(map(str, sorted(arrived))) or 'none'})"
-        return {"joined": sorted(arrived), "missing": missing, "duplicates": duplicates, "hosts": hosts, "message": message}
+        return {
+            "joined": sorted(arrived),
+            "missing": missing,
+            "duplicates": duplicates,
+            "hosts": hosts,
+            "message": message,
+        }
 
     @classmethod
-    def _maybe_join_xla(cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None) -> "HostGroup | None":
+    def _maybe_join_xla(
+        cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None
+    ) -> "HostGroup | None":
         """On a multi-process PJRT runtime (a TPU pod), the gloo group from ``xla://``."""
         if os.environ.get("PJRT_DEVICE", "").upper().startswith("CPU"):
             return None
@@ -308,20 +374,40 @@ class HostGroup:
 
         t0 = time.monotonic()
         with native_output_to_devnull():
-            dist.init_process_group("gloo", init_method="xla://", timeout=timedelta(seconds=group_timeout))
+            dist.init_process_group(
+                "gloo", init_method="xla://", timeout=timedelta(seconds=group_timeout)
+            )
         n, me = dist.get_world_size(), dist.get_rank()
         payloads: list = [None] * n
-        dist.all_gather_object(payloads, {"hostname": socket.gethostname(), "pid": os.getpid(), "num_hosts": n,
-                                          "xla_process_index": xr.process_index(), "options": options})
+        dist.all_gather_object(
+            payloads,
+            {
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "num_hosts": n,
+                "xla_process_index": xr.process_index(),
+                "options": options,
+            },
+        )
         indices = sorted(p["xla_process_index"] for p in payloads)
-        differences = option_differences({i: p.pop("options") for i, p in enumerate(payloads) if p.get("options") is not None})
-        result = RendezvousResult(expected=n, joined=indices, timeout_s=timeout, source="xla", hosts={str(i): p for i, p in enumerate(payloads)})
+        differences = option_differences(
+            {i: p.pop("options") for i, p in enumerate(payloads) if p.get("options") is not None}
+        )
+        result = RendezvousResult(
+            expected=n,
+            joined=indices,
+            timeout_s=timeout,
+            source="xla",
+            hosts={str(i): p for i, p in enumerate(payloads)},
+        )
         if indices != list(range(n)):
             result.duplicates = sorted({i for i in indices if indices.count(i) > 1})
             result.message = f"PJRT process indices are not 0..{n - 1}: {indices}"
         if differences:
             problems = [result.message] if result.message else []
-            problems.append("the hosts were started with different options: " + "; ".join(differences))
+            problems.append(
+                "the hosts were started with different options: " + "; ".join(differences)
+            )
             result.message = "; ".join(problems)
         result.elapsed_s = round(time.monotonic() - t0, 3)
         if not result.ok:
@@ -358,7 +444,9 @@ class HostGroup:
             for i in lost:
                 key = f"{KEY}progress/{i}"
                 progress = json.loads(self.store.get(key)) if self.store.check([key]) else None
-                out.append(death(i, "never reached the gather (it died or hung)", progress, last_seen=True))
+                out.append(
+                    death(i, "never reached the gather (it died or hung)", progress, last_seen=True)
+                )
             return out
         except Exception:  # noqa: BLE001 - the store's server (host 0) is gone
             return None
@@ -390,7 +478,11 @@ class HostGroup:
             self.store.add(f"{KEY}status_read", 1)
             return status
         except Exception as exc:  # noqa: BLE001
-            print(f"host {self.host_index}: host 0 published no result ({first_line(exc)})", file=sys.stderr, flush=True)
+            print(
+                f"host {self.host_index}: host 0 published no result ({first_line(exc)})",
+                file=sys.stderr,
+                flush=True,
+            )
             return 1
 
     def close(self) -> None:
@@ -474,8 +566,10 @@ def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None)
                 json_path=opts.json_path if i == 0 else None,
                 inject=tuple(j for j in opts.inject if j.kind != "missing-host"),
             )
-            procs[i] = subprocess.Popen([sys.executable, "-m", "xla_lint.runtime", *child.to_argv()],
-                                        env={**env, PROGRESS_ENV: paths[i]})
+            procs[i] = subprocess.Popen(
+                [sys.executable, "-m", "xla_lint.runtime", *child.to_argv()],
+                env={**env, PROGRESS_ENV: paths[i]},
+            )
         watch = _watch(procs, paths, t0, opts.timeout + opts.job_timeout + 60)
         return _conclude(opts, watch, procs, paths, t0, port, device_env or {})
     finally:
@@ -495,7 +589,9 @@ class _Watch:
     timed_out: bool = False
 
 
-def _watch(procs: dict[int, subprocess.Popen], paths: dict[int, str], t0: float, limit: float) -> _Watch:
+def _watch(
+    procs: dict[int, subprocess.Popen], paths: dict[int, str], t0: float, limit: float
+) -> _Watch:
     """Poll the hosts until all ended, one died, one hit a usage error, host 0 ended
     :data:`AFTER_HOST0_S` s ago, or ``limit`` s passed."""
     w = _Watch()
@@ -508,7 +604,9 @@ def _watch(procs: dict[int, subprocess.Popen], paths: dict[int, str], t0: float,
             w.codes[i] = proc.returncode
             progress = read_progress(paths[i])
             if not progress or progress.get("stage") != "exit":
-                w.deaths.append(death(i, how_it_ended(proc.returncode), progress, detected_s=round(now - t0, 3)))
+                w.deaths.append(
+                    death(i, how_it_ended(proc.returncode), progress, detected_s=round(now - t0, 3))
+                )
             elif proc.returncode == 2:
                 w.usage_error = True
         if 0 in w.codes and host0_ended is None:
@@ -521,8 +619,15 @@ def _watch(procs: dict[int, subprocess.Popen], paths: dict[int, str], t0: float,
         time.sleep(POLL_S)
 
 
-def _conclude(opts: RuntimeOptions, w: _Watch, procs: dict[int, subprocess.Popen], paths: dict[int, str], t0: float,
-              port: int, device_env: dict) -> int:
+def _conclude(
+    opts: RuntimeOptions,
+    w: _Watch,
+    procs: dict[int, subprocess.Popen],
+    paths: dict[int, str],
+    t0: float,
+    port: int,
+    device_env: dict,
+) -> int:
     """Stop what still runs, report what :func:`_watch` saw, return the exit status."""
     running = [i for i in procs if i not in w.codes]
     host0_reporting = 0 in running and (read_progress(paths[0]) or {}).get("stage") == "report"
@@ -534,15 +639,29 @@ def _conclude(opts: RuntimeOptions, w: _Watch, procs: dict[int, subprocess.Popen
     stragglers = [i for i in procs if i not in w.codes]
     stopped = [{"host": i, "where": describe_progress(read_progress(paths[i]))} for i in stragglers]
     if w.timed_out or (not w.deaths and not w.usage_error):
-        limit = "--timeout + --job-timeout + 60 s" if w.timed_out else f"{AFTER_HOST0_S:g} s after host 0 ended"
+        limit = (
+            "--timeout + --job-timeout + 60 s"
+            if w.timed_out
+            else f"{AFTER_HOST0_S:g} s after host 0 ended"
+        )
         for i in stragglers:
-            w.deaths.append(death(i, f"did not finish within {limit} (stopped by the launcher)", read_progress(paths[i]),
-                                  detected_s=round(time.monotonic() - t0, 3)))
+            w.deaths.append(
+                death(
+                    i,
+                    f"did not finish within {limit} (stopped by the launcher)",
+                    read_progress(paths[i]),
+                    detected_s=round(time.monotonic() - t0, 3),
+                )
+            )
     stop_processes([procs[i] for i in stragglers])
     if w.usage_error and not w.deaths:
         return 2
     if 0 not in procs:
-        print("simulated host 0 was not started (--inject missing-host:0): no report", file=sys.stderr, flush=True)
+        print(
+            "simulated host 0 was not started (--inject missing-host:0): no report",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     host0_reported = 0 in w.codes and (read_progress(paths[0]) or {}).get("stage") == "exit"
     if w.deaths and not host0_reported:
@@ -559,22 +678,53 @@ def _conclude(opts: RuntimeOptions, w: _Watch, procs: dict[int, subprocess.Popen
     return code0
 
 
-def _launcher_report(opts: RuntimeOptions, deaths: list[dict], stopped: list[dict], procs: dict[int, subprocess.Popen],
-                     paths: dict[int, str], t0: float, port: int, device_env: dict) -> int:
+def _launcher_report(
+    opts: RuntimeOptions,
+    deaths: list[dict],
+    stopped: list[dict],
+    procs: dict[int, subprocess.Popen],
+    paths: dict[int, str],
+    t0: float,
+    port: int,
+    device_env: dict,
+) -> int:
     """Host 0 cannot report (it died or was stopped): the launcher prints the report."""
     from .report import report_lost_hosts
 
     n = opts.simulate_hosts or 1
     dead = {d["host"] for d in deaths}
     rendezvous = {
-        "ok": False, "expected": n, "missing": sorted(set(range(n)) - set(procs)), "duplicates": [],
-        "joined": sorted(i for i in procs if (read_progress(paths[i]) or {}).get("stage") not in (None, *BEFORE_JOINING)),
-        "elapsed_s": None, "timeout_s": opts.timeout, "source": "simulated", "coordinator": f"127.0.0.1:{port}",
-        "hosts": {}, "stopped": stopped,
+        "ok": False,
+        "expected": n,
+        "missing": sorted(set(range(n)) - set(procs)),
+        "duplicates": [],
+        "joined": sorted(
+            i
+            for i in procs
+            if (read_progress(paths[i]) or {}).get("stage") not in (None, *BEFORE_JOINING)
+        ),
+        "elapsed_s": None,
+        "timeout_s": opts.timeout,
+        "source": "simulated",
+        "coordinator": f"127.0.0.1:{port}",
+        "hosts": {},
+        "stopped": stopped,
     }
-    note = "; ".join(f"the launcher stopped host {x['host']}, which was {x['where']}" for x in stopped if x["host"] not in dead)
-    return report_lost_hosts(opts.to_json(), rendezvous, deaths, device_env, time.monotonic() - t0, opts.json_path,
-                             opts.quiet, note=note)
+    note = "; ".join(
+        f"the launcher stopped host {x['host']}, which was {x['where']}"
+        for x in stopped
+        if x["host"] not in dead
+    )
+    return report_lost_hosts(
+        opts.to_json(),
+        rendezvous,
+        deaths,
+        device_env,
+        time.monotonic() - t0,
+        opts.json_path,
+        opts.quiet,
+        note=note,
+    )
 
 
 def stop_processes(procs: list[subprocess.Popen]) -> None:

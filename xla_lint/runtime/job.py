@@ -131,7 +131,11 @@ def sharding_info(t: torch.Tensor, mesh: Any) -> dict:
     """
     spec = torch_xla._XLAC._get_xla_sharding_spec(t)
     parsed = parse_sharding(spec, t.dim())
-    axes = sharded_axes(parsed, np.asarray(mesh.get_logical_mesh()), tuple(mesh.axis_names)) if mesh is not None else {}
+    axes = (
+        sharded_axes(parsed, np.asarray(mesh.get_logical_mesh()), tuple(mesh.axis_names))
+        if mesh is not None
+        else {}
+    )
     return {
         "sharding_spec": spec,
         "shard_shape": list(parsed.shard_shape(tuple(t.shape))),
@@ -193,7 +197,9 @@ def build_mesh(opts: RuntimeOptions) -> tuple[Any, dict]:
             ici = (per_slice,) + (1,) * (len(axes) - 1)
         shape = tuple(i * d for i, d in zip(ici, dcn))
         if xr.device_type() == "TPU":
-            mesh = xs.HybridMesh(ici_mesh_shape=tuple(ici), dcn_mesh_shape=tuple(dcn), axis_names=axes)
+            mesh = xs.HybridMesh(
+                ici_mesh_shape=tuple(ici), dcn_mesh_shape=tuple(dcn), axis_names=axes
+            )
             kind = "HybridMesh"
         else:
             note = (
@@ -226,7 +232,9 @@ def build_mesh(opts: RuntimeOptions) -> tuple[Any, dict]:
     return mesh, desc
 
 
-def build_model(opts: RuntimeOptions, mesh: Any, seed: int, user_model: torch.nn.Module | None = None) -> torch.nn.Module:
+def build_model(
+    opts: RuntimeOptions, mesh: Any, seed: int, user_model: torch.nn.Module | None = None
+) -> torch.nn.Module:
     """The model on the XLA device, wrapped for SPMD.
 
     Default: :class:`DecoderOnlyModel` with every :class:`DecoderLayer` wrapped in
@@ -240,7 +248,9 @@ def build_model(opts: RuntimeOptions, mesh: Any, seed: int, user_model: torch.nn
     builder is called here.
     """
     from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy
-    from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2
+    from torch_xla.experimental.spmd_fully_sharded_data_parallel import (
+        SpmdFullyShardedDataParallel as FSDPv2,
+    )
 
     torch.manual_seed(seed)
     if opts.model:
@@ -248,7 +258,9 @@ def build_model(opts: RuntimeOptions, mesh: Any, seed: int, user_model: torch.nn
         policy = None
     else:
         model = DecoderOnlyModel(opts.vocab, opts.dim, opts.layers, opts.heads)
-        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={DecoderLayer})
+        policy = functools.partial(
+            transformer_auto_wrap_policy, transformer_layer_cls={DecoderLayer}
+        )
     if opts.data_parallel or opts.injected("replicated-params"):
         return model.to(torch_xla.device())
     return FSDPv2(model, mesh=mesh, auto_wrap_policy=policy)
@@ -305,10 +317,18 @@ def fast_forward(opts: RuntimeOptions, optimizer: torch.optim.Optimizer, run_ste
     from ..scalars import recompile_step
 
     beta2 = float(optimizer.param_groups[0]["betas"][1])
-    dtypes = sorted({str(p.dtype).removeprefix("torch.") for g in optimizer.param_groups for p in g["params"]})
+    dtypes = sorted(
+        {str(p.dtype).removeprefix("torch.") for g in optimizer.param_groups for p in g["params"]}
+    )
     predicted = [s for s in (recompile_step(beta2, d) for d in dtypes) if s is not None]
-    info: dict[str, Any] = {"beta2": beta2, "dtypes": dtypes, "predicted_step": min(predicted) if predicted else None,
-                            "at_run_step": run_step, "set_to": None, "expected_run_step": None}
+    info: dict[str, Any] = {
+        "beta2": beta2,
+        "dtypes": dtypes,
+        "predicted_step": min(predicted) if predicted else None,
+        "at_run_step": run_step,
+        "set_to": None,
+        "expected_run_step": None,
+    }
     current = optimizer_step(optimizer)
     if info["predicted_step"] is None or current is None or info["predicted_step"] <= 1:
         return info  # 1: the constant is in the graph from the first step, nothing changes later
@@ -356,7 +376,9 @@ class BatchMaker:
             if shrink and shape:
                 shape[0] = max(1, shape[0] // 2)
             if opts.input_dtype == "int64":
-                return torch.randint(0, opts.vocab, (self.global_batch, *shape), generator=self.gen), None
+                return torch.randint(
+                    0, opts.vocab, (self.global_batch, *shape), generator=self.gen
+                ), None
             dtype = torch.bfloat16 if opts.input_dtype == "bfloat16" else torch.float32
             return torch.randn((self.global_batch, *shape), generator=self.gen).to(dtype), None
         seq = max(1, opts.seq_len // 2) if shrink else opts.seq_len
@@ -376,7 +398,9 @@ def to_sharded(t: torch.Tensor, mesh: Any, axis: str) -> torch.Tensor:
     return x
 
 
-def compute_loss(opts: RuntimeOptions, model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor | None) -> torch.Tensor:
+def compute_loss(
+    opts: RuntimeOptions, model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor | None
+) -> torch.Tensor:
     """Next-token cross entropy for the decoder; for a ``--model``, the mean square of its
     first output tensor (any differentiable scalar exercises the same sharding and
     compilation paths)."""
@@ -384,7 +408,11 @@ def compute_loss(opts: RuntimeOptions, model: torch.nn.Module, inputs: torch.Ten
     if isinstance(out, (tuple, list)):
         out = next(o for o in out if isinstance(o, torch.Tensor))
     elif isinstance(out, dict):
-        out = out["loss"] if "loss" in out else next(o for o in out.values() if isinstance(o, torch.Tensor))
+        out = (
+            out["loss"]
+            if "loss" in out
+            else next(o for o in out.values() if isinstance(o, torch.Tensor))
+        )
     if targets is None:
         return out.float().square().mean()
     return F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), targets.reshape(-1))
@@ -465,7 +493,9 @@ def run_job(
         rec.environment = describe_environment(opts)
     if rec.errors:
         return rec
-    problem = mesh_device_problem(opts, rec.environment["global_devices"], "global devices (xr.global_runtime_device_count())")
+    problem = mesh_device_problem(
+        opts, rec.environment["global_devices"], "global devices (xr.global_runtime_device_count())"
+    )
     if problem:
         raise OptionsError(problem)
     with stage("mesh"):
@@ -499,10 +529,15 @@ def run_job(
             try:
                 rec.compile_cache["second_process"] = probe_compile_cache(opts)
             except Exception as exc:  # noqa: BLE001 - e.g. unreadable output: a finding, not a crash
-                rec.compile_cache["second_process"] = {"counters": {}, "error": f"{type(exc).__name__}: {exc}"}
+                rec.compile_cache["second_process"] = {
+                    "counters": {},
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
         else:
-            rec.compile_cache["not_measured"] = (f"{num_hosts} hosts: a second process would have to join them; "
-                                                 "run --compile-cache on one host")
+            rec.compile_cache["not_measured"] = (
+                f"{num_hosts} hosts: a second process would have to join them; "
+                "run --compile-cache on one host"
+            )
     with stage("consistency"):
         with torch.no_grad():
             params = [p.detach().float() for p in state["model"].parameters()]
@@ -520,7 +555,9 @@ def run_job(
     if rec.errors:
         return rec
     with stage("checkpoint"):
-        rec.checkpoint = checkpoint_round_trip(opts, state["model"], host_index, spans_hosts, process_group)
+        rec.checkpoint = checkpoint_round_trip(
+            opts, state["model"], host_index, spans_hosts, process_group
+        )
     rec.timings["job_s"] = round(time.perf_counter() - t_start, 4)
     return rec
 
@@ -574,7 +611,7 @@ def _train(opts: RuntimeOptions, rec: RunRecord, state: dict, progress: Progress
         if opts.fast_forward and step == max(opts.warmup, 1):
             rec.probe = fast_forward(opts, optimizer, step)
     rec.losses = [float(v) for v in torch.stack(loss_tensors).cpu().tolist()]
-    after = [s["time_s"] for s in rec.steps[opts.warmup:]]
+    after = [s["time_s"] for s in rec.steps[opts.warmup :]]
     rec.timings["step_s_median"] = round(statistics.median(after), 5) if after else None
     # tokens for the decoder; examples for a --model (its input need not be tokens)
     rec.timings["unit"] = "examples" if opts.model else "tokens"
@@ -610,7 +647,13 @@ def local_shard_abs_sum(params: list[torch.Tensor]) -> float:
     return total
 
 
-def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_index: int, spans_hosts: bool, process_group: Any) -> dict:
+def checkpoint_round_trip(
+    opts: RuntimeOptions,
+    model: torch.nn.Module,
+    host_index: int,
+    spans_hosts: bool,
+    process_group: Any,
+) -> dict:
     """Save the sharded state dict with ``torch.distributed.checkpoint`` + ``SPMDSavePlanner``,
     load it into zeroed tensors of the same sharding with ``SPMDLoadPlanner``, compare.
 
@@ -632,21 +675,36 @@ def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_ind
     if not spans_hosts:
         run_dir = os.path.join(run_dir, f"host-{host_index}")
     os.makedirs(run_dir, exist_ok=True)
-    dist_kwargs: dict[str, Any] = {"no_dist": True} if not spans_hosts else {"process_group": process_group}
+    dist_kwargs: dict[str, Any] = (
+        {"no_dist": True} if not spans_hosts else {"process_group": process_group}
+    )
     try:
         sd = {k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}
         t0 = time.perf_counter()
-        metadata = dist_cp.save(state_dict={"model": sd}, storage_writer=dist_cp.FileSystemWriter(run_dir), planner=SPMDSavePlanner(), **dist_kwargs)
+        metadata = dist_cp.save(
+            state_dict={"model": sd},
+            storage_writer=dist_cp.FileSystemWriter(run_dir),
+            planner=SPMDSavePlanner(),
+            **dist_kwargs,
+        )
         save_s = time.perf_counter() - t0
         # Tensors the save silently left out of the checkpoint metadata. torch_xla 2.9's
         # dedup_tensors (torch_xla/experimental/distributed_checkpoint/_helpers.py) drops
         # EVERY copy of a shard that one process holds twice (partial replication, e.g. a
         # 2-D mesh whose second axis does not shard the tensor): MetadataIndex compares
         # fqn and offset only, so replica 1 marks replica 0's item as a duplicate too.
-        written = set(metadata.state_dict_metadata) if metadata is not None else {f"model.{k}" for k in sd}
+        written = (
+            set(metadata.state_dict_metadata)
+            if metadata is not None
+            else {f"model.{k}" for k in sd}
+        )
         not_written = sorted(k for k in sd if f"model.{k}" not in written)
         not_written_info = [
-            {"name": strip_wrapper_names(k), "sharding_spec": torch_xla._XLAC._get_xla_sharding_spec(sd[k])} for k in not_written
+            {
+                "name": strip_wrapper_names(k),
+                "sharding_spec": torch_xla._XLAC._get_xla_sharding_spec(sd[k]),
+            }
+            for k in not_written
         ]
         sd = {k: v for k, v in sd.items() if k not in not_written}
         targets = {}
@@ -658,24 +716,44 @@ def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_ind
             targets[k] = t
         keys = sorted(sd)
         with torch.no_grad():
-            before = torch.stack([(targets[k].float() - sd[k].float()).abs().max() for k in keys]).cpu().tolist() if keys else []
+            before = (
+                torch.stack([(targets[k].float() - sd[k].float()).abs().max() for k in keys])
+                .cpu()
+                .tolist()
+                if keys
+                else []
+            )
         t0 = time.perf_counter()
         if keys:
             dist_cp.load(
-                state_dict={"model": targets}, storage_reader=dist_cp.FileSystemReader(run_dir), planner=SPMDLoadPlanner(), **dist_kwargs
+                state_dict={"model": targets},
+                storage_reader=dist_cp.FileSystemReader(run_dir),
+                planner=SPMDLoadPlanner(),
+                **dist_kwargs,
             )
         load_s = time.perf_counter() - t0
         with torch.no_grad():
-            after = torch.stack([(targets[k].float() - sd[k].float()).abs().max() for k in keys]).cpu().tolist() if keys else []
+            after = (
+                torch.stack([(targets[k].float() - sd[k].float()).abs().max() for k in keys])
+                .cpu()
+                .tolist()
+                if keys
+                else []
+            )
         sharding_mismatches = [
             strip_wrapper_names(k)
             for k in keys
-            if torch_xla._XLAC._get_xla_sharding_spec(targets[k]) != torch_xla._XLAC._get_xla_sharding_spec(sd[k])
+            if torch_xla._XLAC._get_xla_sharding_spec(targets[k])
+            != torch_xla._XLAC._get_xla_sharding_spec(sd[k])
         ]
-        size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(run_dir) for f in fs)
+        size = sum(
+            os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(run_dir) for f in fs
+        )
         return {
             "dir": run_dir,
-            "mode": "one checkpoint over the host process group" if spans_hosts else "one checkpoint per SPMD world (no_dist)",
+            "mode": "one checkpoint over the host process group"
+            if spans_hosts
+            else "one checkpoint per SPMD world (no_dist)",
             "tensors": len(keys) + len(not_written),
             "bytes": size,
             "max_abs_diff": max(after) if after else 0.0,
@@ -698,7 +776,12 @@ def checkpoint_round_trip(opts: RuntimeOptions, model: torch.nn.Module, host_ind
 
 #: torch_xla counters of the persistent compilation cache (torch_xla/csrc/runtime/
 #: pjrt_computation_client / xla_graph_executor.cpp), and the compile counter.
-CACHE_COUNTERS = ("PersistentCacheHit", "PersistentCacheMiss", "PersistentCacheDeserializeFailure", "UncachedCompile")
+CACHE_COUNTERS = (
+    "PersistentCacheHit",
+    "PersistentCacheMiss",
+    "PersistentCacheDeserializeFailure",
+    "UncachedCompile",
+)
 
 
 def start_compile_cache(path: str) -> None:
@@ -726,28 +809,61 @@ def probe_compile_cache(opts: RuntimeOptions) -> dict:
     Bounded by ``--job-timeout`` (at most 600 s). Returns ``{"counters", "returncode",
     "unimplemented", "error", "seconds", "timeout_s"}``."""
     child = dataclasses.replace(
-        opts, steps=max(opts.warmup, 1), warmup_steps=None, fast_forward=False, inject=(), json_path=None,
-        quiet=True, bare=True, simulated=False, simulate_hosts=None, coordinator=None, num_hosts=None,
-        host_index=None, checkpoint_dir=None)
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}  # keep the UNIMPLEMENTED line (captured, not shown)
+        opts,
+        steps=max(opts.warmup, 1),
+        warmup_steps=None,
+        fast_forward=False,
+        inject=(),
+        json_path=None,
+        quiet=True,
+        bare=True,
+        simulated=False,
+        simulate_hosts=None,
+        coordinator=None,
+        num_hosts=None,
+        host_index=None,
+        checkpoint_dir=None,
+    )
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "0",
+    }  # keep the UNIMPLEMENTED line (captured, not shown)
     for name in ("XLA_PERSISTENT_CACHE_PATH", "XLA_PERSISTENT_CACHE_READ_ONLY"):
         env.pop(name, None)  # the child calls xr.initialize_cache itself
     timeout = min(opts.job_timeout, 600.0)
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"counters": {}, "returncode": None, "unimplemented": False, "error": "", "timeout_s": timeout}
+    out: dict[str, Any] = {
+        "counters": {},
+        "returncode": None,
+        "unimplemented": False,
+        "error": "",
+        "timeout_s": timeout,
+    }
     try:
-        proc = subprocess.run([sys.executable, "-m", "xla_lint.runtime", *child.to_argv()], capture_output=True,
-                              text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=os.getcwd())
+        proc = subprocess.run(
+            [sys.executable, "-m", "xla_lint.runtime", *child.to_argv()],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            cwd=os.getcwd(),
+        )
     except subprocess.TimeoutExpired:
         out["error"] = f"the second process did not finish within {timeout:.0f} s"
     else:
         out["returncode"] = proc.returncode
-        out["unimplemented"] = "UNIMPLEMENTED" in proc.stderr or "Deserializing serialized executable not supported" in proc.stderr
+        out["unimplemented"] = (
+            "UNIMPLEMENTED" in proc.stderr
+            or "Deserializing serialized executable not supported" in proc.stderr
+        )
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{"bare"')]
         if lines:
             out["counters"] = json.loads(lines[-1])["bare"].get("cache", {})
         else:
-            tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or ["no output"]
+            tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or [
+                "no output"
+            ]
             out["error"] = f"the second process exited {proc.returncode}: {tail[0][:300]}"
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out

@@ -28,7 +28,9 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(var + self.eps) * self.weight
 
 
-def rotary_tables(seq_len: int, head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_tables(
+    seq_len: int, head_dim: int, base: float = 10000.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin tables for rotary position embeddings, each ``(S, head_dim // 2)``."""
     inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     ang = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv)
@@ -56,7 +58,10 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, d = x.shape
-        q, k, v = (p(x).view(b, s, self.heads, self.head_dim).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            p(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+            for p in (self.q_proj, self.k_proj, self.v_proj)
+        )
         cos, sin = rotary_tables(s, self.head_dim)
         cos, sin = cos.to(x.device), sin.to(x.device)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
@@ -113,7 +118,9 @@ class DecoderOnlyModel(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def synthetic_tokens(batch: int, seq_len: int, vocab: int, generator: torch.Generator) -> torch.Tensor:
+def synthetic_tokens(
+    batch: int, seq_len: int, vocab: int, generator: torch.Generator
+) -> torch.Tensor:
     """A learnable synthetic batch ``(batch, seq_len + 1)`` int64 on the CPU.
 
     Every sequence follows ``t[i+1] = (5 * t[i] + 3) mod vocab`` from a random start,
@@ -149,21 +156,31 @@ def load_user_model(spec: str, seed: int) -> nn.Module:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise OptionsError(f"--model {spec}: no module named {exc.name!r} (run from the folder that holds it, "
-                               "or put that folder on PYTHONPATH)") from None
-        raise OptionsError(f"--model {spec}: importing {module_name} raised {first_line(exc)}") from None
+            raise OptionsError(
+                f"--model {spec}: no module named {exc.name!r} (run from the folder that holds it, "
+                "or put that folder on PYTHONPATH)"
+            ) from None
+        raise OptionsError(
+            f"--model {spec}: importing {module_name} raised {first_line(exc)}"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any error of the user's module
-        raise OptionsError(f"--model {spec}: importing {module_name} raised {first_line(exc)}") from None
+        raise OptionsError(
+            f"--model {spec}: importing {module_name} raised {first_line(exc)}"
+        ) from None
     fn = getattr(module, fn_name, None)
     if not callable(fn):
         found = "is not callable" if hasattr(module, fn_name) else "does not exist"
-        raise OptionsError(f"--model {spec}: {module_name}.{fn_name} {found}; --model names a function that "
-                           "takes no arguments and returns an nn.Module")
+        raise OptionsError(
+            f"--model {spec}: {module_name}.{fn_name} {found}; --model names a function that "
+            "takes no arguments and returns an nn.Module"
+        )
     torch.manual_seed(seed)
     try:
         model = fn()
     except Exception as exc:  # noqa: BLE001 - any error of the user's builder
         raise OptionsError(f"--model {spec}: {fn_name}() raised {first_line(exc)}") from None
     if not isinstance(model, nn.Module):
-        raise OptionsError(f"--model {spec}: {fn_name}() returned {type(model).__name__}, not a torch.nn.Module")
+        raise OptionsError(
+            f"--model {spec}: {fn_name}() returned {type(model).__name__}, not a torch.nn.Module"
+        )
     return model

@@ -21,7 +21,14 @@ KNOWN_AXES = ("fsdp", "tensor", "data")
 
 #: Fault-injection kinds accepted by ``--inject`` (developer option, used by the
 #: tests to prove every check can fail).
-INJECT_KINDS = ("replicated-params", "shape-change-at", "diverge-seeds", "missing-host", "crash-at", "sigkill")
+INJECT_KINDS = (
+    "replicated-params",
+    "shape-change-at",
+    "diverge-seeds",
+    "missing-host",
+    "crash-at",
+    "sigkill",
+)
 
 #: Default number of steps allowed to compile (the first two: the step itself, then the
 #: step with the optimizer state that step 1 created); capped at ``--steps``.
@@ -29,8 +36,17 @@ DEFAULT_WARMUP_STEPS = 2
 
 #: Options that may differ between hosts: where a host is, what it prints, how long it
 #: waits. Every other option must be the same on every host (compared at the rendezvous).
-PER_HOST_OPTIONS = ("host_index", "num_hosts", "coordinator", "simulated", "simulate_hosts", "json_path", "quiet",
-                    "timeout", "job_timeout")
+PER_HOST_OPTIONS = (
+    "host_index",
+    "num_hosts",
+    "coordinator",
+    "simulated",
+    "simulate_hosts",
+    "json_path",
+    "quiet",
+    "timeout",
+    "job_timeout",
+)
 
 OPTIMIZERS = ("adamw", "sgd", "syncfree-adamw")
 #: Optimizers with Adam's betas and host-side bias correction (the XLA204 step-counter probe).
@@ -62,16 +78,22 @@ class Injection:
         (one line naming the accepted forms) otherwise."""
         kind, _, arg = text.partition(":")
         if kind not in INJECT_KINDS:
-            raise OptionsError(f"--inject {text!r} is not a known fault; known: "
-                               "replicated-params, shape-change-at:STEP, diverge-seeds, missing-host:H, crash-at:STEP, sigkill:H@STEP")
+            raise OptionsError(
+                f"--inject {text!r} is not a known fault; known: "
+                "replicated-params, shape-change-at:STEP, diverge-seeds, missing-host:H, crash-at:STEP, sigkill:H@STEP"
+            )
         if kind == "sigkill":
             host, at, step = arg.partition("@")
             if not (host.isdigit() and at and step.isdigit()):
-                raise OptionsError(f"--inject {text!r}: sigkill needs a host index and a step, sigkill:H@STEP (e.g. sigkill:1@3)")
+                raise OptionsError(
+                    f"--inject {text!r}: sigkill needs a host index and a step, sigkill:H@STEP (e.g. sigkill:1@3)"
+                )
             return cls(kind, int(step), int(host))
         if kind in ("shape-change-at", "missing-host", "crash-at"):
             if not arg.isdigit():
-                raise OptionsError(f"--inject {text!r}: {kind} needs an integer argument, e.g. {kind}:1")
+                raise OptionsError(
+                    f"--inject {text!r}: {kind} needs an integer argument, e.g. {kind}:1"
+                )
             return cls(kind, int(arg))
         if arg:
             raise OptionsError(f"--inject {text!r}: {kind} takes no argument")
@@ -108,7 +130,9 @@ class RuntimeOptions:
     input_dtype: str = "float32"
     # training
     steps: int = 10
-    warmup_steps: int | None = None  # None: the default, min(DEFAULT_WARMUP_STEPS, steps); see .warmup
+    warmup_steps: int | None = (
+        None  # None: the default, min(DEFAULT_WARMUP_STEPS, steps); see .warmup
+    )
     batch_per_device: int = 2
     optimizer: str = "adamw"
     lr: float = 3e-3
@@ -136,7 +160,12 @@ class RuntimeOptions:
     inject: tuple[Injection, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        problems = [*self._mesh_problems(), *self._size_problems(), *self._host_problems(), *self._inject_problems()]
+        problems = [
+            *self._mesh_problems(),
+            *self._size_problems(),
+            *self._host_problems(),
+            *self._inject_problems(),
+        ]
         if problems:
             raise OptionsError("; ".join(problems))
 
@@ -151,38 +180,62 @@ class RuntimeOptions:
         if "data" in self.mesh_axes and len(self.mesh_axes) > 1:
             problems.append("--mesh data is plain data parallelism and takes no other axis")
         if self.mesh_axes and "data" not in self.mesh_axes and "fsdp" not in self.mesh_axes:
-            problems.append(f"--mesh {axes} has no 'fsdp' axis: FSDPv2 shards along 'fsdp' (use fsdp, fsdp,tensor or data)")
+            problems.append(
+                f"--mesh {axes} has no 'fsdp' axis: FSDPv2 shards along 'fsdp' (use fsdp, fsdp,tensor or data)"
+            )
         if self.mesh_shape is not None and len(self.mesh_shape) != len(self.mesh_axes):
-            problems.append(f"--mesh-shape {fmt_shape(self.mesh_shape)} has {len(self.mesh_shape)} entries but "
-                            f"--mesh {axes} has {len(self.mesh_axes)} axes")
+            problems.append(
+                f"--mesh-shape {fmt_shape(self.mesh_shape)} has {len(self.mesh_shape)} entries but "
+                f"--mesh {axes} has {len(self.mesh_axes)} axes"
+            )
         if self.dcn_mesh_shape is not None and len(self.dcn_mesh_shape) != len(self.mesh_axes):
-            problems.append(f"--dcn-mesh-shape {fmt_shape(self.dcn_mesh_shape)} needs one entry per mesh axis ({axes})")
+            problems.append(
+                f"--dcn-mesh-shape {fmt_shape(self.dcn_mesh_shape)} needs one entry per mesh axis ({axes})"
+            )
         return problems
 
     def _size_problems(self) -> list[str]:
         problems = []
         for name in ("dim", "layers", "heads", "vocab", "seq_len", "steps", "batch_per_device"):
             if getattr(self, name) < 1:
-                problems.append(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+                problems.append(
+                    f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+                )
         if self.heads >= 1 and self.dim % self.heads:
             problems.append(f"--dim {self.dim} must be divisible by --heads {self.heads}")
-        if self.warmup_steps is not None and self.steps >= 1 and not 0 <= self.warmup_steps < self.steps:
-            problems.append(f"--warmup-steps {self.warmup_steps} must be in 0..{self.steps - 1} (below --steps {self.steps}; "
-                            f"the default is min({DEFAULT_WARMUP_STEPS}, --steps))")
+        if (
+            self.warmup_steps is not None
+            and self.steps >= 1
+            and not 0 <= self.warmup_steps < self.steps
+        ):
+            problems.append(
+                f"--warmup-steps {self.warmup_steps} must be in 0..{self.steps - 1} (below --steps {self.steps}; "
+                f"the default is min({DEFAULT_WARMUP_STEPS}, --steps))"
+            )
         if self.optimizer not in OPTIMIZERS:
             problems.append(f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
         problems += self._optimizer_problems()
         if self.model is not None:
             module, _, fn = self.model.partition(":")
             if not module or not fn:
-                problems.append(f"--model {self.model!r} must be module:function (e.g. mypkg.model:build)")
+                problems.append(
+                    f"--model {self.model!r} must be module:function (e.g. mypkg.model:build)"
+                )
             if self.input_shape is None:
-                problems.append("--model needs --input-shape (the shape of one example, without the batch dimension)")
+                problems.append(
+                    "--model needs --input-shape (the shape of one example, without the batch dimension)"
+                )
         if self.input_dtype not in ("float32", "bfloat16", "int64"):
             problems.append("--input-dtype must be float32, bfloat16 or int64")
-        if not (self.timeout > 0 and self.job_timeout > 0 and math.isfinite(self.timeout)
-                and math.isfinite(self.job_timeout)):
-            problems.append("--timeout and --job-timeout must be positive, finite numbers of seconds")
+        if not (
+            self.timeout > 0
+            and self.job_timeout > 0
+            and math.isfinite(self.timeout)
+            and math.isfinite(self.job_timeout)
+        ):
+            problems.append(
+                "--timeout and --job-timeout must be positive, finite numbers of seconds"
+            )
         if not (self.lr > 0 and math.isfinite(self.lr)):
             problems.append(f"--lr must be a positive, finite number, got {self.lr}")
         if self.cpu_devices is not None and self.cpu_devices < 1:
@@ -198,23 +251,37 @@ class RuntimeOptions:
             if len(self.betas) != 2:
                 problems.append(f"--betas needs two numbers B1,B2, got {len(self.betas)}")
             elif not all(0.0 <= b < 1.0 for b in self.betas):
-                problems.append(f"--betas {fmt_betas(self.betas)}: each must be in [0, 1) (torch.optim.AdamW raises otherwise)")
+                problems.append(
+                    f"--betas {fmt_betas(self.betas)}: each must be in [0, 1) (torch.optim.AdamW raises otherwise)"
+                )
             if not adam:
-                problems.append(f"--betas is for {', '.join(ADAM_OPTIMIZERS)}; --optimizer {self.optimizer} has none")
-        if self.weight_decay is not None and not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+                problems.append(
+                    f"--betas is for {', '.join(ADAM_OPTIMIZERS)}; --optimizer {self.optimizer} has none"
+                )
+        if self.weight_decay is not None and not (
+            self.weight_decay >= 0 and math.isfinite(self.weight_decay)
+        ):
             problems.append(f"--weight-decay must be at least 0, got {self.weight_decay}")
         if self.fast_forward:
             if not adam:
-                problems.append(f"--fast-forward-step probes Adam's bias correction; use --optimizer "
-                                f"{' or '.join(ADAM_OPTIMIZERS)} (got {self.optimizer})")
-            elif (step := recompile_step(self.betas[1] if self.betas else 0.999)) is None or step <= 1:
+                problems.append(
+                    f"--fast-forward-step probes Adam's bias correction; use --optimizer "
+                    f"{' or '.join(ADAM_OPTIMIZERS)} (got {self.optimizer})"
+                )
+            elif (
+                step := recompile_step(self.betas[1] if self.betas else 0.999)
+            ) is None or step <= 1:
                 beta2 = self.betas[1] if self.betas else 0.999
-                problems.append(f"--fast-forward-step: with beta2={beta2!r} Adam's bias correction never becomes a "
-                                "new constant (it is 1.0 from the first step or never), so there is no recompile "
-                                "to probe")
+                problems.append(
+                    f"--fast-forward-step: with beta2={beta2!r} Adam's bias correction never becomes a "
+                    "new constant (it is 1.0 from the first step or never), so there is no recompile "
+                    "to probe"
+                )
             elif self.steps >= 1 and self.steps - max(self.warmup, 1) < 4:
-                problems.append(f"--fast-forward-step needs at least 4 steps after the warm-up to see the recompile "
-                                f"(--steps {self.steps}, --warmup-steps {self.warmup}); e.g. --steps {max(self.warmup, 1) + 10}")
+                problems.append(
+                    f"--fast-forward-step needs at least 4 steps after the warm-up to see the recompile "
+                    f"(--steps {self.steps}, --warmup-steps {self.warmup}); e.g. --steps {max(self.warmup, 1) + 10}"
+                )
         if self.compile_cache is not None and not self.compile_cache.strip():
             problems.append("--compile-cache needs a folder")
         return problems
@@ -225,8 +292,14 @@ class RuntimeOptions:
             problems.append("--num-hosts must be at least 1")
         if self.host_index is not None and self.host_index < 0:
             problems.append("--host-index must be at least 0")
-        elif self.host_index is not None and self.num_hosts is not None and not self.host_index < self.num_hosts:
-            problems.append(f"--host-index {self.host_index} is outside 0..{self.num_hosts - 1} (--num-hosts {self.num_hosts})")
+        elif (
+            self.host_index is not None
+            and self.num_hosts is not None
+            and not self.host_index < self.num_hosts
+        ):
+            problems.append(
+                f"--host-index {self.host_index} is outside 0..{self.num_hosts - 1} (--num-hosts {self.num_hosts})"
+            )
         if self.coordinator is not None:
             host, _, port = self.coordinator.rpartition(":")
             if not host or not port.isdigit():
@@ -237,46 +310,72 @@ class RuntimeOptions:
             if self.simulate_hosts < 1:
                 problems.append("--simulate-hosts must be at least 1")
             if self.coordinator or self.num_hosts or self.host_index is not None:
-                problems.append("--simulate-hosts starts its own hosts; drop --coordinator/--num-hosts/--host-index")
+                problems.append(
+                    "--simulate-hosts starts its own hosts; drop --coordinator/--num-hosts/--host-index"
+                )
         return problems
 
     def _inject_problems(self) -> list[str]:
         problems = []
-        hosts = self.simulate_hosts or self.num_hosts  # None: not known yet (one host, or MASTER_ADDR/WORLD_SIZE)
+        hosts = (
+            self.simulate_hosts or self.num_hosts
+        )  # None: not known yet (one host, or MASTER_ADDR/WORLD_SIZE)
         missing = {inj.arg for inj in self.inject if inj.kind == "missing-host"}
         for inj in self.inject:
             if inj.kind == "missing-host":
                 if self.simulate_hosts is None:
                     problems.append(f"--inject {inj} needs --simulate-hosts")
                 elif not 0 <= (inj.arg or 0) < self.simulate_hosts:
-                    problems.append(f"--inject {inj}: host {inj.arg} is not in 0..{self.simulate_hosts - 1} (--simulate-hosts)")
-            if inj.kind in ("crash-at", "sigkill") and self.steps >= 1 and not 1 <= (inj.arg or 0) <= self.steps:
-                problems.append(f"--inject {inj} must name a step in 1..{self.steps} (--steps {self.steps})")
+                    problems.append(
+                        f"--inject {inj}: host {inj.arg} is not in 0..{self.simulate_hosts - 1} (--simulate-hosts)"
+                    )
+            if (
+                inj.kind in ("crash-at", "sigkill")
+                and self.steps >= 1
+                and not 1 <= (inj.arg or 0) <= self.steps
+            ):
+                problems.append(
+                    f"--inject {inj} must name a step in 1..{self.steps} (--steps {self.steps})"
+                )
             if inj.kind == "shape-change-at" and self.steps >= 1:
                 first, last = self.warmup + 1, self.steps
                 if first > last:
-                    problems.append(f"--inject {inj}: every one of the {self.steps} steps is a warm-up step (allowed to "
-                                    f"compile), so the change cannot be caught; run more --steps than --warmup-steps")
+                    problems.append(
+                        f"--inject {inj}: every one of the {self.steps} steps is a warm-up step (allowed to "
+                        f"compile), so the change cannot be caught; run more --steps than --warmup-steps"
+                    )
                 elif not first <= (inj.arg or 0) <= last:
-                    problems.append(f"--inject {inj} must name a step after the warm-up, in {first}..{last} (steps "
-                                    f"1..{self.warmup} may compile, so a change there is never reported)")
+                    problems.append(
+                        f"--inject {inj} must name a step after the warm-up, in {first}..{last} (steps "
+                        f"1..{self.warmup} may compile, so a change there is never reported)"
+                    )
             if inj.kind == "diverge-seeds" and hosts == 1:
-                problems.append(f"--inject {inj} needs at least 2 hosts (--simulate-hosts 2): one host has nothing to disagree with")
+                problems.append(
+                    f"--inject {inj} needs at least 2 hosts (--simulate-hosts 2): one host has nothing to disagree with"
+                )
             if inj.kind == "sigkill":
                 if not hosts or hosts < 2:
-                    problems.append(f"--inject {inj} needs at least 2 hosts (--simulate-hosts N or --num-hosts N): "
-                                    "another host or the launcher must survive to report the death")
+                    problems.append(
+                        f"--inject {inj} needs at least 2 hosts (--simulate-hosts N or --num-hosts N): "
+                        "another host or the launcher must survive to report the death"
+                    )
                 elif not 0 <= (inj.host or 0) < hosts:
                     problems.append(f"--inject {inj}: host {inj.host} is not in 0..{hosts - 1}")
                 elif inj.host in missing:
-                    problems.append(f"--inject {inj}: host {inj.host} is never started (--inject missing-host:{inj.host})")
+                    problems.append(
+                        f"--inject {inj}: host {inj.host} is never started (--inject missing-host:{inj.host})"
+                    )
         return problems
 
     # -- derived values -------------------------------------------------------------
     @property
     def warmup(self) -> int:
         """Steps allowed to compile: ``--warmup-steps`` if given, else min(2, ``--steps``)."""
-        return self.warmup_steps if self.warmup_steps is not None else min(DEFAULT_WARMUP_STEPS, max(self.steps, 0))
+        return (
+            self.warmup_steps
+            if self.warmup_steps is not None
+            else min(DEFAULT_WARMUP_STEPS, max(self.steps, 0))
+        )
 
     def injected(self, kind: str) -> Injection | None:
         """The injection of ``kind`` if one was requested, else None."""
@@ -385,7 +484,9 @@ def parse_betas(text: str) -> tuple[float, float]:
     try:
         values = tuple(float(p) for p in parts)
     except ValueError:
-        raise OptionsError(f"--betas must be two comma-separated numbers B1,B2 (e.g. 0.9,0.95), got {text!r}") from None
+        raise OptionsError(
+            f"--betas must be two comma-separated numbers B1,B2 (e.g. 0.9,0.95), got {text!r}"
+        ) from None
     if len(values) != 2:
         raise OptionsError(f"--betas needs two numbers B1,B2 (e.g. 0.9,0.95), got {text!r}")
     return values[0], values[1]
@@ -416,26 +517,34 @@ def mesh_device_problem(opts: RuntimeOptions, devices: int, where: str) -> str |
         ici = opts.mesh_shape
         if ici is None:
             if devices % slices:
-                return (f"--dcn-mesh-shape {fmt_shape(opts.dcn_mesh_shape)} makes {slices} slices, which do not divide the "
-                        f"{devices} {where}; the product must divide {devices}")
+                return (
+                    f"--dcn-mesh-shape {fmt_shape(opts.dcn_mesh_shape)} makes {slices} slices, which do not divide the "
+                    f"{devices} {where}; the product must divide {devices}"
+                )
             return None
         total = math.prod(i * d for i, d in zip(ici, opts.dcn_mesh_shape))
         if total != devices:
-            return (f"--mesh-shape {fmt_shape(ici)} x --dcn-mesh-shape {fmt_shape(opts.dcn_mesh_shape)} covers {total} "
-                    f"devices, but there are {devices} {where}; the sizes must multiply to {devices}")
+            return (
+                f"--mesh-shape {fmt_shape(ici)} x --dcn-mesh-shape {fmt_shape(opts.dcn_mesh_shape)} covers {total} "
+                f"devices, but there are {devices} {where}; the sizes must multiply to {devices}"
+            )
         return None
     if opts.mesh_shape is None or math.prod(opts.mesh_shape) == devices:
         return None
     example = ",".join([str(devices)] + ["1"] * (len(opts.mesh_axes) - 1))
     if len(opts.mesh_axes) == 2 and devices % 2 == 0 and devices > 2:
         example = f"{devices // 2},2"
-    return (f"--mesh-shape {fmt_shape(opts.mesh_shape)} covers {math.prod(opts.mesh_shape)} devices, but there are "
-            f"{devices} {where}; the sizes must multiply to {devices}, e.g. --mesh {axes} --mesh-shape {example}")
+    return (
+        f"--mesh-shape {fmt_shape(opts.mesh_shape)} covers {math.prod(opts.mesh_shape)} devices, but there are "
+        f"{devices} {where}; the sizes must multiply to {devices}, e.g. --mesh {axes} --mesh-shape {example}"
+    )
 
 
 def option_flag(field_name: str) -> str:
     """The command-line flag of a :class:`RuntimeOptions` field (``mesh_axes`` -> ``--mesh``)."""
-    return {"mesh_axes": "--mesh", "json_path": "--json"}.get(field_name, "--" + field_name.replace("_", "-"))
+    return {"mesh_axes": "--mesh", "json_path": "--json"}.get(
+        field_name, "--" + field_name.replace("_", "-")
+    )
 
 
 def option_differences(per_host: dict[int, dict]) -> list[str]:
@@ -451,7 +560,10 @@ def option_differences(per_host: dict[int, dict]) -> list[str]:
         for host in sorted(per_host):
             groups.setdefault(_option_text(per_host[host].get(name)), []).append(host)
         if len(groups) > 1:
-            parts = [f"{value} on host{'s' if len(hosts) > 1 else ''} {', '.join(map(str, hosts))}" for value, hosts in groups.items()]
+            parts = [
+                f"{value} on host{'s' if len(hosts) > 1 else ''} {', '.join(map(str, hosts))}"
+                for value, hosts in groups.items()
+            ]
             lines.append(f"{option_flag(name)} {' but '.join(parts)}")
     return lines
 

@@ -33,7 +33,9 @@ def check_checkpoint_dir(path: str, option: str = "--checkpoint-dir") -> list[st
     """
     full = os.path.abspath(path)
     if os.path.exists(full) and not os.path.isdir(full):
-        raise OptionsError(f"{option} {path} is a file; it must be a folder (it is created if missing)")
+        raise OptionsError(
+            f"{option} {path} is a file; it must be a folder (it is created if missing)"
+        )
     missing, parent = [], full
     while not os.path.exists(parent):
         missing.append(parent)
@@ -51,7 +53,9 @@ def check_checkpoint_dir(path: str, option: str = "--checkpoint-dir") -> list[st
             pass
     except OSError as exc:
         remove_created([c for c in created if os.path.isdir(c)])
-        raise OptionsError(f"{option} {path} is not a writable folder ({exc.strerror or exc})") from None
+        raise OptionsError(
+            f"{option} {path} is not a writable folder ({exc.strerror or exc})"
+        ) from None
     return created
 
 
@@ -70,7 +74,11 @@ def check_mesh(opts: RuntimeOptions, device_env: dict) -> None:
     if devices is None:
         return
     source = device_env.get("cpu_devices_from") or "--cpu-devices"
-    per_host = " per host (each simulated host is its own SPMD world)" if opts.simulate_hosts or opts.simulated else ""
+    per_host = (
+        " per host (each simulated host is its own SPMD world)"
+        if opts.simulate_hosts or opts.simulated
+        else ""
+    )
     problem = mesh_device_problem(opts, devices, f"CPU devices{per_host} ({source})")
     if problem:
         raise OptionsError(problem)

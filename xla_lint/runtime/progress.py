@@ -80,7 +80,13 @@ class Progress:
 
     def as_dict(self) -> dict:
         """``{"host", "pid", "stage", "step", "steps"}``."""
-        return {"host": self.host_index, "pid": os.getpid(), "stage": self.stage, "step": self.step, "steps": self.steps}
+        return {
+            "host": self.host_index,
+            "pid": os.getpid(),
+            "stage": self.stage,
+            "step": self.step,
+            "steps": self.steps,
+        }
 
     def _publish(self) -> None:
         self._write_file({})
@@ -88,7 +94,9 @@ class Progress:
             return
         try:
             self.store.set(self.key, json.dumps(self.as_dict()))
-            if self.host_index != 0 and self.raise_on_loss:  # remember where host 0 was, in case it dies
+            if (
+                self.host_index != 0 and self.raise_on_loss
+            ):  # remember where host 0 was, in case it dies
                 key0 = self.key.rsplit("/", 1)[0] + "/0"
                 if self.host0 is not None or self.store.check([key0]):
                     self.host0 = json.loads(self.store.get(key0))
@@ -96,9 +104,13 @@ class Progress:
             self.store = None  # one failure is enough: host 0's store is gone
             if self.raise_on_loss:
                 where = describe_progress(self.as_dict())
-                msg = (f"host 0 (the coordinator, which serves the host store) stopped answering while host "
-                       f"{self.host_index} was {where}: {first_line(exc)}")
-                raise CoordinatorLost(msg, [death(0, COORDINATOR_LOST, self.host0, last_seen=True)], where) from None
+                msg = (
+                    f"host 0 (the coordinator, which serves the host store) stopped answering while host "
+                    f"{self.host_index} was {where}: {first_line(exc)}"
+                )
+                raise CoordinatorLost(
+                    msg, [death(0, COORDINATOR_LOST, self.host0, last_seen=True)], where
+                ) from None
 
     def _write_file(self, extra: dict) -> None:
         if not self.path:
@@ -151,8 +163,15 @@ def death(host: int, how: str, progress: dict | None, **extra: Any) -> dict:
     ``"stopped answering (...)"``); ``where`` is :func:`describe_progress` of its last progress."""
     progress = progress or {}
     where = describe_progress(progress) if progress else ""
-    return {"host": host, "how": how, "stage": progress.get("stage"), "step": progress.get("step"),
-            "steps": progress.get("steps"), "where": where, **extra}
+    return {
+        "host": host,
+        "how": how,
+        "stage": progress.get("stage"),
+        "step": progress.get("step"),
+        "steps": progress.get("steps"),
+        "where": where,
+        **extra,
+    }
 
 
 def describe_death(d: dict) -> str:
@@ -161,7 +180,9 @@ def describe_death(d: dict) -> str:
     reached the gather (...); it was last seen in step 3 of 10 (train stage)"``."""
     if not d.get("where"):
         return f"host {d['host']} {d['how']}"
-    return f"host {d['host']} {d['how']}" + (f"; it was last seen {d['where']}" if d.get("last_seen") else f" {d['where']}")
+    return f"host {d['host']} {d['how']}" + (
+        f"; it was last seen {d['where']}" if d.get("last_seen") else f" {d['where']}"
+    )
 
 
 def first_line(exc: BaseException | str) -> str:

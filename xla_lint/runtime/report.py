@@ -17,7 +17,16 @@ SCHEMA = "xla-lint-runtime/1"
 
 #: error stages whose message already appears in a check line ("died": a host that died,
 #: named by the rendezvous check)
-SHOWN_IN_CHECKS = ("rendezvous", "environment", "mesh", "model", "train", "consistency", "checkpoint", "died")
+SHOWN_IN_CHECKS = (
+    "rendezvous",
+    "environment",
+    "mesh",
+    "model",
+    "train",
+    "consistency",
+    "checkpoint",
+    "died",
+)
 
 
 def exit_code(results: list[CheckResult]) -> int:
@@ -66,10 +75,19 @@ def header_line(report: dict) -> str:
     env, mesh = rec.get("environment") or {}, rec.get("mesh") or {}
     hosts = report["hosts"]
     cpu = (report.get("device_env") or {}).get("cpu_devices")
-    devices = (f"{env.get('global_devices', '?')} {env.get('device_kind', '?')} devices" if env
-               else f"{cpu} CPU devices" if cpu else "devices unknown")
-    host_txt = f"{hosts['expected']} host(s)" + (" simulated on 127.0.0.1, one SPMD world each" if hosts["simulated"] else "")
-    axes = " x ".join(f"{a}={s}" for a, s in (mesh.get("axis_sizes") or {}).items()) or ",".join(report["options"].get("mesh_axes", []))
+    devices = (
+        f"{env.get('global_devices', '?')} {env.get('device_kind', '?')} devices"
+        if env
+        else f"{cpu} CPU devices"
+        if cpu
+        else "devices unknown"
+    )
+    host_txt = f"{hosts['expected']} host(s)" + (
+        " simulated on 127.0.0.1, one SPMD world each" if hosts["simulated"] else ""
+    )
+    axes = " x ".join(f"{a}={s}" for a, s in (mesh.get("axis_sizes") or {}).items()) or ",".join(
+        report["options"].get("mesh_axes", [])
+    )
     return f"xla-lint runtime check: {devices}, {host_txt}, mesh {axes}, {report['options'].get('steps')} steps"
 
 
@@ -89,11 +107,16 @@ def format_text(report: dict) -> str:
         if e.get("stage") not in SHOWN_IN_CHECKS:
             lines.append(f"error on host {e.get('host')} ({e.get('stage')}): {e.get('error')}")
     s = report["summary"]
-    lines += ["", f"{s[PASS]} passed, {s[FAIL]} failed, {s[SKIP]} skipped in {report['wall_s']:.1f} s (exit {report['exit_code']})"]
+    lines += [
+        "",
+        f"{s[PASS]} passed, {s[FAIL]} failed, {s[SKIP]} skipped in {report['wall_s']:.1f} s (exit {report['exit_code']})",
+    ]
     return "\n".join(lines)
 
 
-def emit(report: dict, json_path: str | None, quiet: bool = False, stream: IO[str] | None = None) -> None:
+def emit(
+    report: dict, json_path: str | None, quiet: bool = False, stream: IO[str] | None = None
+) -> None:
     """Print the text report (flushed) and write ``json_path`` atomically if given."""
     out = stream or sys.stdout
     if not quiet:

@@ -80,7 +80,9 @@ def _run_host(opts: RuntimeOptions, progress: Progress, t0: float) -> int:
         remove_created(created)
 
 
-def _run_checked(opts: RuntimeOptions, layout, device_env: dict, progress: Progress, user_model, t0: float) -> int:
+def _run_checked(
+    opts: RuntimeOptions, layout, device_env: dict, progress: Progress, user_model, t0: float
+) -> int:
     from .checks import CheckContext, run_all
     from .hosts import KEY, HostGroup, RendezvousError
     from .report import build_report, emit
@@ -92,29 +94,49 @@ def _run_checked(opts: RuntimeOptions, layout, device_env: dict, progress: Progr
     except RendezvousError as exc:
         progress.update("report")
         if layout.host_index != 0:
-            print(f"host {layout.host_index}: rendezvous failed: {exc}", file=sys.stderr, flush=True)
+            print(
+                f"host {layout.host_index}: rendezvous failed: {exc}", file=sys.stderr, flush=True
+            )
             return 1
-        rv = exc.result.to_json() if exc.result else {"ok": False, "message": str(exc), "expected": layout.num_hosts}
+        rv = (
+            exc.result.to_json()
+            if exc.result
+            else {"ok": False, "message": str(exc), "expected": layout.num_hosts}
+        )
         rv["ok"] = False
         ctx = CheckContext(opts.to_json(), [], rv, device_env)
         results = run_all(ctx)
-        report = build_report(results, opts.to_json(), rv, [], [{"host": 0, "stage": "rendezvous", "error": str(exc)}], device_env, time.perf_counter() - t0)
+        report = build_report(
+            results,
+            opts.to_json(),
+            rv,
+            [],
+            [{"host": 0, "stage": "rendezvous", "error": str(exc)}],
+            device_env,
+            time.perf_counter() - t0,
+        )
         emit(report, opts.json_path, opts.quiet)
         return 1
 
     if opts.injected("diverge-seeds") and group.num_hosts == 1:
-        raise OptionsError("--inject diverge-seeds needs at least 2 hosts (--simulate-hosts 2): one host has nothing to disagree with")
+        raise OptionsError(
+            "--inject diverge-seeds needs at least 2 hosts (--simulate-hosts 2): one host has nothing to disagree with"
+        )
     if group.host_index != layout.host_index:  # joined over xla://: the preflight seeded for host 0
         user_model = None
     try:
         if group.store is not None:
-            progress.attach(group.store, f"{KEY}progress/{group.host_index}", raise_on_loss=not opts.simulated)
+            progress.attach(
+                group.store, f"{KEY}progress/{group.host_index}", raise_on_loss=not opts.simulated
+            )
         return _run_joined(opts, group, device_env, progress, user_model, t0)
     except HostLost as exc:  # host 0 is gone (a real multi-host run): this host reports
         return _report_coordinator_lost(opts, group, exc, device_env, t0)
 
 
-def _run_joined(opts: RuntimeOptions, group, device_env: dict, progress: Progress, user_model, t0: float) -> int:
+def _run_joined(
+    opts: RuntimeOptions, group, device_env: dict, progress: Progress, user_model, t0: float
+) -> int:
     """Job, gather, checks and report once the hosts have joined; the exit status."""
     from .checks import CheckContext, run_all
     from .report import build_report, emit, report_lost_hosts
@@ -123,7 +145,14 @@ def _run_joined(opts: RuntimeOptions, group, device_env: dict, progress: Progres
     try:
         from .job import run_job
 
-        record = run_job(opts, me, group.num_hosts, process_group=group.pg, progress=progress, user_model=user_model).to_json()
+        record = run_job(
+            opts,
+            me,
+            group.num_hosts,
+            process_group=group.pg,
+            progress=progress,
+            user_model=user_model,
+        ).to_json()
     except (KeyboardInterrupt, SystemExit, OptionsError, HostLost):
         raise
     except BaseException as exc:  # noqa: BLE001 - e.g. torch_xla failing to import or to start PJRT
@@ -132,7 +161,14 @@ def _run_joined(opts: RuntimeOptions, group, device_env: dict, progress: Progres
             "num_hosts": group.num_hosts,
             "simulated": opts.simulated,
             "environment": {},
-            "errors": [{"stage": "environment", "host": me, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}],
+            "errors": [
+                {
+                    "stage": "environment",
+                    "host": me,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc()[-4000:],
+                }
+            ],
         }
     record.setdefault("timings", {})["process_s"] = round(time.perf_counter() - t0, 3)
     progress.update("gather")
@@ -148,11 +184,21 @@ def _run_joined(opts: RuntimeOptions, group, device_env: dict, progress: Progres
             raise HostLost(first_line(exc), [], "at the gather") from None
         lost = [d for d in found if d["host"] != me]
         if not lost:
-            fatal.append({"host": me, "stage": "gather", "error": f"gathering the run records failed: {first_line(exc)}"})
+            fatal.append(
+                {
+                    "host": me,
+                    "stage": "gather",
+                    "error": f"gathering the run records failed: {first_line(exc)}",
+                }
+            )
         records = [record if i == me else None for i in range(group.num_hosts)]
     for e in record.get("errors", []):
         if me != 0:
-            print(f"host {me}: {e['stage']} failed: {first_line(e['error'])}", file=sys.stderr, flush=True)
+            print(
+                f"host {me}: {e['stage']} failed: {first_line(e['error'])}",
+                file=sys.stderr,
+                flush=True,
+            )
     lost_ids = [d["host"] for d in lost]
     if me != 0:
         progress.update("status")
@@ -162,14 +208,24 @@ def _run_joined(opts: RuntimeOptions, group, device_env: dict, progress: Progres
 
     progress.update("report")
     if lost:
-        code = report_lost_hosts(opts.to_json(), group.result.to_json(), lost, device_env, time.perf_counter() - t0,
-                                 opts.json_path, opts.quiet, records=records)
+        code = report_lost_hosts(
+            opts.to_json(),
+            group.result.to_json(),
+            lost,
+            device_env,
+            time.perf_counter() - t0,
+            opts.json_path,
+            opts.quiet,
+            records=records,
+        )
     else:
         rv = group.result.to_json()
         ctx = CheckContext(opts.to_json(), records, rv, device_env, fatal)
         results = run_all(ctx)
         errors = [e for r in records if r for e in r.get("errors", [])] + fatal
-        report = build_report(results, opts.to_json(), rv, records, errors, device_env, time.perf_counter() - t0)
+        report = build_report(
+            results, opts.to_json(), rv, records, errors, device_env, time.perf_counter() - t0
+        )
         emit(report, opts.json_path, opts.quiet)
         code = report["exit_code"]
     group.share_status(code, lost=lost_ids)
@@ -177,15 +233,25 @@ def _run_joined(opts: RuntimeOptions, group, device_env: dict, progress: Progres
     return code
 
 
-def _report_coordinator_lost(opts: RuntimeOptions, group, exc: HostLost, device_env: dict, t0: float) -> int:
+def _report_coordinator_lost(
+    opts: RuntimeOptions, group, exc: HostLost, device_env: dict, t0: float
+) -> int:
     """A host that lost host 0 prints the report host 0 can no longer print."""
     from .progress import COORDINATOR_LOST, death
     from .report import report_lost_hosts
 
     deaths = exc.deaths or [death(0, COORDINATOR_LOST, None)]
     note = f"host {group.host_index} noticed {exc.where or 'at the gather'} and stopped"
-    report_lost_hosts(opts.to_json(), group.result.to_json(), deaths, device_env, time.perf_counter() - t0,
-                      opts.json_path, opts.quiet, note=note)
+    report_lost_hosts(
+        opts.to_json(),
+        group.result.to_json(),
+        deaths,
+        device_env,
+        time.perf_counter() - t0,
+        opts.json_path,
+        opts.quiet,
+        note=note,
+    )
     return 1
 
 

@@ -94,7 +94,9 @@ def parse_sharding(spec: str, rank: int) -> ParsedSharding:
     return ParsedSharding("tiled", tiles, replication, flat.reshape(tiles + (replication,)))
 
 
-def sharded_axes(parsed: ParsedSharding, logical_mesh: np.ndarray, axis_names: tuple[str, ...]) -> dict[int, str]:
+def sharded_axes(
+    parsed: ParsedSharding, logical_mesh: np.ndarray, axis_names: tuple[str, ...]
+) -> dict[int, str]:
     """Which mesh axis each split tensor dimension follows: ``{tensor_dim: axis_name}``.
 
     ``logical_mesh`` is ``mesh.get_logical_mesh()`` (device ids in mesh shape). Tensor

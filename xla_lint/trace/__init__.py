@@ -26,7 +26,14 @@ import sys
 
 from .events import REPORT_SCHEMA, Trace, read_events
 from .report import build_report, render_text
-from .runner import StaticLint, TraceOptions, TraceUsageError, resolve_target, run_child, torch_xla_available
+from .runner import (
+    StaticLint,
+    TraceOptions,
+    TraceUsageError,
+    resolve_target,
+    run_child,
+    torch_xla_available,
+)
 
 __all__ = ["REPORT_SCHEMA", "Trace", "TraceOptions", "TraceUsageError", "read_events", "run_trace"]
 
@@ -44,8 +51,10 @@ def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
     out = sys.stdout if out is None else out
     target = resolve_target(opts.command, opts.cwd)
     if not torch_xla_available():
-        raise TraceUsageError(f"torch_xla is not installed for {sys.executable}; "
-                              "install xla-lint[runtime] (torch and torch_xla 2.9)")
+        raise TraceUsageError(
+            f"torch_xla is not installed for {sys.executable}; "
+            "install xla-lint[runtime] (torch and torch_xla 2.9)"
+        )
     static = StaticLint(target.target if opts.static and target.kind == "path" else None)
     result = run_child(opts, target)
     trace = read_events(result.events_file)
@@ -54,17 +63,27 @@ def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
     if trace.unsupported is not None:
         place = trace.unsupported.get("location") or {}
         at = f" (at {place.get('path')}:{place.get('line')})" if place else ""
-        raise TraceUsageError(f"the script calls {trace.unsupported.get('what')}{at}: one process per device is not "
-                              "traced yet; trace a single-process or SPMD script (`xr.use_spmd()`)")
+        raise TraceUsageError(
+            f"the script calls {trace.unsupported.get('what')}{at}: one process per device is not "
+            "traced yet; trace a single-process or SPMD script (`xr.use_spmd()`)"
+        )
     diagnostics, static_error = [], None
     if opts.static:
         path = target.target if target.kind == "path" else (trace.script or {}).get("path")
         diagnostics, static_error = static.result(path)
     report = build_report(
-        trace, command=list(opts.command), target=(trace.script or {}).get("path") or target.target,
-        steps_requested=opts.steps, wall_s=result.wall_s, events_file=result.events_file,
-        device=result.env_facts, timed_out=result.timed_out, interrupted=result.interrupted,
-        static=diagnostics if opts.static else None, static_error=static_error)
+        trace,
+        command=list(opts.command),
+        target=(trace.script or {}).get("path") or target.target,
+        steps_requested=opts.steps,
+        wall_s=result.wall_s,
+        events_file=result.events_file,
+        device=result.env_facts,
+        timed_out=result.timed_out,
+        interrupted=result.interrupted,
+        static=diagnostics if opts.static else None,
+        static_error=static_error,
+    )
     if as_json:
         out.write(json.dumps(report, indent=2) + "\n")
     else:

@@ -30,43 +30,89 @@ from typing import Any
 LOCATION_SCHEMA: dict = {
     "type": ["object", "null"],
     "required": ["path", "line"],
-    "properties": {"path": {"type": "string"}, "line": {"type": "integer"},
-                   "function": {"type": ["string", "null"]}},
+    "properties": {
+        "path": {"type": "string"},
+        "line": {"type": "integer"},
+        "function": {"type": ["string", "null"]},
+    },
 }
 
-_INPUT = {"type": "object", "required": ["shape", "dtype"],
-          "properties": {"shape": {"type": "array", "items": {"type": "integer"}}, "dtype": {"type": "string"},
-                         "sharding": {"type": "string"}}}
+_INPUT = {
+    "type": "object",
+    "required": ["shape", "dtype"],
+    "properties": {
+        "shape": {"type": "array", "items": {"type": "integer"}},
+        "dtype": {"type": "string"},
+        "sharding": {"type": "string"},
+    },
+}
 
 #: Keys each event kind must carry (beyond ``event`` and ``t``), with their JSON types.
 EVENT_FIELDS: dict[str, dict[str, Any]] = {
-    "start": {"schema": {"type": "integer"}, "pid": {"type": "integer"}, "kind": {"enum": ["path", "module"]},
-              "target": {"type": "string"}, "steps_limit": {"type": "integer"}},
+    "start": {
+        "schema": {"type": "integer"},
+        "pid": {"type": "integer"},
+        "kind": {"enum": ["path", "module"]},
+        "target": {"type": "string"},
+        "steps_limit": {"type": "integer"},
+    },
     "torch_xla": {"version": {"type": ["string", "null"]}},
     "script": {"path": {"type": "string"}},
     "spmd": {"location": LOCATION_SCHEMA},
-    "optimizer": {"id": {"type": "integer"}, "class": {"type": "string"}, "location": LOCATION_SCHEMA},
+    "optimizer": {
+        "id": {"type": "integer"},
+        "class": {"type": "string"},
+        "location": LOCATION_SCHEMA,
+    },
     "loader": {"kind": {"enum": ["DataLoader", "MpDeviceLoader"]}, "location": LOCATION_SCHEMA},
-    "compile": {"step": {"type": "integer"}, "cause": {"type": "string"}, "location": LOCATION_SCHEMA,
-                "frames": {"type": "array", "items": LOCATION_SCHEMA}},
-    "execution": {"step": {"type": "integer"}, "cause": {"type": "string"}, "location": LOCATION_SCHEMA},
-    "host_read": {"step": {"type": "integer"}, "kind": {"type": "string"}, "location": LOCATION_SCHEMA,
-                  "count": {"type": "integer"}},
-    "step": {"step": {"type": "integer"}, "duration_s": {"type": "number"}, "compiles": {"type": "integer"},
-             "compile_s": {"type": "number"}, "executions": {"type": "integer"}, "transfers": {"type": "integer"},
-             "inputs": {"type": ["array", "null"], "items": _INPUT}},
+    "compile": {
+        "step": {"type": "integer"},
+        "cause": {"type": "string"},
+        "location": LOCATION_SCHEMA,
+        "frames": {"type": "array", "items": LOCATION_SCHEMA},
+    },
+    "execution": {
+        "step": {"type": "integer"},
+        "cause": {"type": "string"},
+        "location": LOCATION_SCHEMA,
+    },
+    "host_read": {
+        "step": {"type": "integer"},
+        "kind": {"type": "string"},
+        "location": LOCATION_SCHEMA,
+        "count": {"type": "integer"},
+    },
+    "step": {
+        "step": {"type": "integer"},
+        "duration_s": {"type": "number"},
+        "compiles": {"type": "integer"},
+        "compile_s": {"type": "number"},
+        "executions": {"type": "integer"},
+        "transfers": {"type": "integer"},
+        "inputs": {"type": ["array", "null"], "items": _INPUT},
+    },
     "parameters": {"step": {"type": "integer"}, "parameters": {"type": "array"}},
     "stop": {"reason": {"enum": ["steps", "no-boundary"]}, "steps": {"type": "integer"}},
     "exit": {"code": {"type": "integer"}, "reason": {"type": "string"}},
-    "error": {"type": {"type": "string"}, "message": {"type": "string"}, "traceback": {"type": "string"}},
+    "error": {
+        "type": {"type": "string"},
+        "message": {"type": "string"},
+        "traceback": {"type": "string"},
+    },
     "missing": {"what": {"type": "string"}},
     "unsupported": {"what": {"type": "string"}, "location": LOCATION_SCHEMA},
     "end": {"steps": {"type": "integer"}},
     "timeout": {"seconds": {"type": "number"}},
     "child_exit": {"code": {"type": ["integer", "null"]}},
     "internal": {"where": {"type": "string"}, "message": {"type": "string"}},
-    "ir_diff": {"step": {"type": "integer"}, "changed": {"type": "integer"},
-                "changes": {"type": "array", "items": {"type": "object", "required": ["before", "after", "location"]}}},
+    "ir_diff": {
+        "step": {"type": "integer"},
+        "changed": {"type": "integer"},
+        "changes": {
+            "type": "array",
+            "items": {"type": "object", "required": ["before", "after", "location"]},
+        },
+    },
 }
 
 #: JSON schema of one line of the events file.
@@ -77,8 +123,10 @@ EVENT_SCHEMA: dict = {
     "required": ["event", "t"],
     "properties": {"event": {"enum": sorted(EVENT_FIELDS)}, "t": {"type": "number"}},
     "allOf": [
-        {"if": {"properties": {"event": {"const": kind}}},
-         "then": {"required": sorted(fields), "properties": fields}}
+        {
+            "if": {"properties": {"event": {"const": kind}}},
+            "then": {"required": sorted(fields), "properties": fields},
+        }
         for kind, fields in EVENT_FIELDS.items()
     ],
 }
@@ -86,7 +134,11 @@ EVENT_SCHEMA: dict = {
 _REPORT_LOCATION = {
     "type": ["object", "null"],
     "required": ["path", "line"],
-    "properties": {"path": {"type": "string"}, "line": {"type": "integer"}, "function": {"type": ["string", "null"]}},
+    "properties": {
+        "path": {"type": "string"},
+        "line": {"type": "integer"},
+        "function": {"type": ["string", "null"]},
+    },
 }
 
 #: JSON schema of ``xla-lint trace --json`` (documented in docs/trace.md).
@@ -94,14 +146,33 @@ REPORT_SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "xla-lint trace report",
     "type": "object",
-    "required": ["version", "command", "target", "status", "exit_code", "steps_requested", "steps_traced",
-                 "wall_s", "events_file", "device", "steps", "compiles", "host_reads", "sharding", "findings",
-                 "static", "error", "notes"],
+    "required": [
+        "version",
+        "command",
+        "target",
+        "status",
+        "exit_code",
+        "steps_requested",
+        "steps_traced",
+        "wall_s",
+        "events_file",
+        "device",
+        "steps",
+        "compiles",
+        "host_reads",
+        "sharding",
+        "findings",
+        "static",
+        "error",
+        "notes",
+    ],
     "properties": {
         "version": {"const": 1},
         "command": {"type": "array", "items": {"type": "string"}},
         "target": {"type": "string"},
-        "status": {"enum": ["stopped", "finished", "error", "timeout", "no-boundary", "crashed", "exited"]},
+        "status": {
+            "enum": ["stopped", "finished", "error", "timeout", "no-boundary", "crashed", "exited"]
+        },
         "exit_code": {"enum": [0, 1]},
         "script_exit": {"type": ["integer", "null"]},
         "steps_requested": {"type": "integer"},
@@ -112,37 +183,88 @@ REPORT_SCHEMA: dict = {
         "device": {
             "type": "object",
             "required": ["pjrt_device", "cpu_devices", "spmd", "torch_xla"],
-            "properties": {"pjrt_device": {"type": ["string", "null"]}, "cpu_devices": {"type": ["integer", "null"]},
-                           "spmd": {"type": "boolean"}, "torch_xla": {"type": ["string", "null"]},
-                           "xla_flags_added": {"type": ["string", "null"]}},
+            "properties": {
+                "pjrt_device": {"type": ["string", "null"]},
+                "cpu_devices": {"type": ["integer", "null"]},
+                "spmd": {"type": "boolean"},
+                "torch_xla": {"type": ["string", "null"]},
+                "xla_flags_added": {"type": ["string", "null"]},
+            },
         },
-        "steps": {"type": "array", "items": {
-            "type": "object",
-            "required": ["step", "duration_s", "compiles", "compile_s", "executions", "host_reads", "transfer_s",
-                         "inputs"],
-            "properties": {"step": {"type": "integer"}, "duration_s": {"type": "number"},
-                           "compiles": {"type": "integer"}, "compile_s": {"type": "number"},
-                           "executions": {"type": "integer"}, "host_reads": {"type": "integer"},
-                           "transfer_s": {"type": "number"}, "warmup": {"type": "boolean"},
-                           "inputs": {"type": ["array", "null"], "items": _INPUT}},
-        }},
-        "compiles": {"type": "array", "items": {
-            "type": "object",
-            "required": ["step", "after_warmup", "reason", "cause", "graph_hash", "location", "time_s"],
-            "properties": {"step": {"type": "integer"}, "after_warmup": {"type": "boolean"},
-                           "reason": {"enum": ["warm-up", "new-input-shape", "same-input-shapes", "unknown-inputs"]},
-                           "cause": {"type": "string"}, "graph_hash": {"type": ["string", "null"]},
-                           "location": _REPORT_LOCATION, "time_s": {"type": ["number", "null"]},
-                           "partial": {"type": "boolean"},
-                           "explain": {"type": "array", "items": {"type": "object"}}},
-        }},
-        "host_reads": {"type": "array", "items": {
-            "type": "object",
-            "required": ["kind", "location", "steps", "count", "forced_execution"],
-            "properties": {"kind": {"type": "string"}, "location": _REPORT_LOCATION,
-                           "steps": {"type": "array", "items": {"type": "integer"}}, "count": {"type": "integer"},
-                           "forced_execution": {"type": "integer"}},
-        }},
+        "steps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "step",
+                    "duration_s",
+                    "compiles",
+                    "compile_s",
+                    "executions",
+                    "host_reads",
+                    "transfer_s",
+                    "inputs",
+                ],
+                "properties": {
+                    "step": {"type": "integer"},
+                    "duration_s": {"type": "number"},
+                    "compiles": {"type": "integer"},
+                    "compile_s": {"type": "number"},
+                    "executions": {"type": "integer"},
+                    "host_reads": {"type": "integer"},
+                    "transfer_s": {"type": "number"},
+                    "warmup": {"type": "boolean"},
+                    "inputs": {"type": ["array", "null"], "items": _INPUT},
+                },
+            },
+        },
+        "compiles": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "step",
+                    "after_warmup",
+                    "reason",
+                    "cause",
+                    "graph_hash",
+                    "location",
+                    "time_s",
+                ],
+                "properties": {
+                    "step": {"type": "integer"},
+                    "after_warmup": {"type": "boolean"},
+                    "reason": {
+                        "enum": [
+                            "warm-up",
+                            "new-input-shape",
+                            "same-input-shapes",
+                            "unknown-inputs",
+                        ]
+                    },
+                    "cause": {"type": "string"},
+                    "graph_hash": {"type": ["string", "null"]},
+                    "location": _REPORT_LOCATION,
+                    "time_s": {"type": ["number", "null"]},
+                    "partial": {"type": "boolean"},
+                    "explain": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+        },
+        "host_reads": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind", "location", "steps", "count", "forced_execution"],
+                "properties": {
+                    "kind": {"type": "string"},
+                    "location": _REPORT_LOCATION,
+                    "steps": {"type": "array", "items": {"type": "integer"}},
+                    "count": {"type": "integer"},
+                    "forced_execution": {"type": "integer"},
+                },
+            },
+        },
         "sharding": {
             "type": "object",
             "required": ["spmd", "parameters", "inputs"],
@@ -152,23 +274,49 @@ REPORT_SCHEMA: dict = {
                 "inputs": {"type": ["array", "null"]},
             },
         },
-        "findings": {"type": "array", "items": {
-            "type": "object",
-            "required": ["code", "name", "title", "message", "fix", "location", "related", "steps", "cost_s"],
-            "properties": {"code": {"type": ["string", "null"]}, "name": {"type": "string"},
-                           "title": {"type": "string"}, "message": {"type": "string"}, "fix": {"type": "string"},
-                           "location": _REPORT_LOCATION,
-                           "related": {"type": "array", "items": _REPORT_LOCATION},
-                           "steps": {"type": "array", "items": {"type": "integer"}},
-                           "cost_s": {"type": "number"}},
-        }},
-        "static": {"type": ["array", "null"], "items": {
-            "type": "object",
-            "required": ["code", "name", "message", "path", "line", "status"],
-            "properties": {"code": {"type": "string"}, "name": {"type": "string"}, "message": {"type": "string"},
-                           "path": {"type": "string"}, "line": {"type": "integer"},
-                           "status": {"enum": ["confirmed", "not reached", "not observable"]}},
-        }},
+        "findings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "code",
+                    "name",
+                    "title",
+                    "message",
+                    "fix",
+                    "location",
+                    "related",
+                    "steps",
+                    "cost_s",
+                ],
+                "properties": {
+                    "code": {"type": ["string", "null"]},
+                    "name": {"type": "string"},
+                    "title": {"type": "string"},
+                    "message": {"type": "string"},
+                    "fix": {"type": "string"},
+                    "location": _REPORT_LOCATION,
+                    "related": {"type": "array", "items": _REPORT_LOCATION},
+                    "steps": {"type": "array", "items": {"type": "integer"}},
+                    "cost_s": {"type": "number"},
+                },
+            },
+        },
+        "static": {
+            "type": ["array", "null"],
+            "items": {
+                "type": "object",
+                "required": ["code", "name", "message", "path", "line", "status"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "name": {"type": "string"},
+                    "message": {"type": "string"},
+                    "path": {"type": "string"},
+                    "line": {"type": "integer"},
+                    "status": {"enum": ["confirmed", "not reached", "not observable"]},
+                },
+            },
+        },
         "error": {"type": ["object", "null"]},
         "notes": {"type": "array", "items": {"type": "string"}},
     },
@@ -215,10 +363,20 @@ class Step:
     @classmethod
     def from_json(cls, data: dict) -> "Step":
         """Read a ``step`` event."""
-        return cls(int(data["step"]), float(data["duration_s"]), int(data["compiles"]), float(data["compile_s"]),
-                   [float(x) for x in data.get("compile_times_s", [])], int(data["executions"]),
-                   int(data["transfers"]), float(data.get("transfer_s", 0.0)), int(data.get("optimizer_steps", 0)),
-                   data.get("inputs"), list(data.get("optimizers") or []), Location.from_json(data.get("boundary")))
+        return cls(
+            int(data["step"]),
+            float(data["duration_s"]),
+            int(data["compiles"]),
+            float(data["compile_s"]),
+            [float(x) for x in data.get("compile_times_s", [])],
+            int(data["executions"]),
+            int(data["transfers"]),
+            float(data.get("transfer_s", 0.0)),
+            int(data.get("optimizer_steps", 0)),
+            data.get("inputs"),
+            list(data.get("optimizers") or []),
+            Location.from_json(data.get("boundary")),
+        )
 
     def signature(self) -> tuple | None:
         """The input shapes and dtypes, comparable between steps (``None``: not seen)."""
@@ -242,10 +400,18 @@ class Compile:
     @classmethod
     def from_json(cls, data: dict) -> "Compile":
         """Read a ``compile`` or ``execution`` event."""
-        frames = [f for f in (Location.from_json(x) for x in data.get("frames") or []) if f is not None]
-        return cls(int(data["step"]), str(data.get("cause", "")), data.get("graph_hash"),
-                   Location.from_json(data.get("location")), frames, bool(data.get("partial", False)),
-                   str(data["event"]))
+        frames = [
+            f for f in (Location.from_json(x) for x in data.get("frames") or []) if f is not None
+        ]
+        return cls(
+            int(data["step"]),
+            str(data.get("cause", "")),
+            data.get("graph_hash"),
+            Location.from_json(data.get("location")),
+            frames,
+            bool(data.get("partial", False)),
+            str(data["event"]),
+        )
 
 
 @dataclass
@@ -260,7 +426,12 @@ class HostRead:
     @classmethod
     def from_json(cls, data: dict) -> "HostRead":
         """Read a ``host_read`` event."""
-        return cls(int(data["step"]), str(data["kind"]), Location.from_json(data.get("location")), int(data["count"]))
+        return cls(
+            int(data["step"]),
+            str(data["kind"]),
+            Location.from_json(data.get("location")),
+            int(data["count"]),
+        )
 
 
 @dataclass
@@ -311,8 +482,20 @@ class Trace:
         elif kind == "spmd":
             self.spmd_called = True
             self.spmd = self.spmd or Location.from_json(data.get("location"))
-        elif kind in ("start", "torch_xla", "parameters", "stop", "exit", "error", "missing", "unsupported", "end",
-                      "timeout", "child_exit", "script"):
+        elif kind in (
+            "start",
+            "torch_xla",
+            "parameters",
+            "stop",
+            "exit",
+            "error",
+            "missing",
+            "unsupported",
+            "end",
+            "timeout",
+            "child_exit",
+            "script",
+        ):
             if getattr(self, kind) is None:
                 setattr(self, kind, data)
         else:

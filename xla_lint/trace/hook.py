@@ -128,8 +128,11 @@ def user_location(frame) -> dict | None:
 
 # --- PT_XLA_DEBUG_FILE ---------------------------------------------------------------------------
 
-_BLOCK_KINDS = {"Compilation Analysis": "compile", "Execution Analysis": "execution",
-                "Unexpected Execution Analysis": "unexpected-execution"}
+_BLOCK_KINDS = {
+    "Compilation Analysis": "compile",
+    "Execution Analysis": "execution",
+    "Unexpected Execution Analysis": "unexpected-execution",
+}
 
 
 def parse_debug_blocks(text: str) -> list[dict]:
@@ -171,8 +174,18 @@ def parse_debug_blocks(text: str) -> list[dict]:
             continue
         if rest.startswith("====="):
             if current is None:
-                current = {"kind": kind, "cause": "", "graph_hash": None, "graph_name": None, "inputs": None,
-                           "outputs": None, "frames": [], "complete": False, "start": start, "end": offset}
+                current = {
+                    "kind": kind,
+                    "cause": "",
+                    "graph_hash": None,
+                    "graph_name": None,
+                    "inputs": None,
+                    "outputs": None,
+                    "frames": [],
+                    "complete": False,
+                    "start": start,
+                    "end": offset,
+                }
                 blocks.append(current)
                 section = ""
             else:
@@ -230,13 +243,24 @@ def block_location(block: dict) -> dict | None:
 
 def block_event(block: dict, step: int) -> dict:
     """The ``compile`` or ``execution`` event for one parsed debug block."""
-    event = {"event": "compile" if block["kind"] == "compile" else "execution", "step": step,
-             "cause": block["cause"], "graph_hash": block["graph_hash"], "graph_inputs": block["inputs"],
-             "graph_outputs": block["outputs"], "location": block_location(block),
-             "frames": block["frames"][:MAX_FRAMES]}
+    event = {
+        "event": "compile" if block["kind"] == "compile" else "execution",
+        "step": step,
+        "cause": block["cause"],
+        "graph_hash": block["graph_hash"],
+        "graph_inputs": block["inputs"],
+        "graph_outputs": block["outputs"],
+        "location": block_location(block),
+        "frames": block["frames"][:MAX_FRAMES],
+    }
     if block["kind"] == "unexpected-execution":
         event["unexpected"] = True
-    for key in ("computation_hash", "compiled_program_size_gb", "graph_input_size_gb", "graph_output_size_gb"):
+    for key in (
+        "computation_hash",
+        "compiled_program_size_gb",
+        "graph_input_size_gb",
+        "graph_output_size_gb",
+    ):
         if key in block:
             event[key] = block[key]
     if not block["complete"]:
@@ -251,6 +275,7 @@ def is_sync_cause(cause: str) -> bool:
 
 
 # --- the tracer ----------------------------------------------------------------------------------
+
 
 def _safe(method):
     """Run a tracer callback so that a bug of ours never breaks the script: an exception
@@ -331,7 +356,14 @@ class Tracer:
         self.internal_errors.add(where)
         tb = traceback.extract_tb(exc.__traceback__)
         line = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
-        self.emit({"event": "internal", "where": where, "message": f"{type(exc).__name__}: {exc}", "at": line})
+        self.emit(
+            {
+                "event": "internal",
+                "where": where,
+                "message": f"{type(exc).__name__}: {exc}",
+                "at": line,
+            }
+        )
 
     # -- counters --
     def _counter(self, name: str) -> int:
@@ -352,9 +384,15 @@ class Tracer:
         compiles = self._counter("UncachedCompile")
         compile_count, compile_ns, _ = self._metric("CompileTime")
         transfers, transfer_ns, _ = self._metric("TransferFromDeviceTime")
-        return {"compiles": compiles, "compile_samples": compile_count, "compile_ns": compile_ns,
-                "executions": self.executions(), "transfers": transfers, "transfer_ns": transfer_ns,
-                "cached_compiles": self._counter("CachedCompile")}
+        return {
+            "compiles": compiles,
+            "compile_samples": compile_count,
+            "compile_ns": compile_ns,
+            "executions": self.executions(),
+            "transfers": transfers,
+            "transfer_ns": transfer_ns,
+            "cached_compiles": self._counter("CachedCompile"),
+        }
 
     # -- step boundaries --
     @_safe
@@ -406,19 +444,26 @@ class Tracer:
         self.flush_debug(step)
         self.flush_reads(step)
         event = {
-            "event": "step", "step": step, "start": round(self.step_started - self.t0, 6),
-            "duration_s": round(now - self.step_started, 6), "boundaries": self.boundaries_in_step,
+            "event": "step",
+            "step": step,
+            "start": round(self.step_started - self.t0, 6),
+            "duration_s": round(now - self.step_started, 6),
+            "boundaries": self.boundaries_in_step,
             "boundary": boundary,
             "compiles": counters["compiles"] - before["compiles"],
             "compile_s": round((counters["compile_ns"] - before["compile_ns"]) / 1e9, 6),
-            "compile_times_s": [round(s[1] / 1e9, 6) for s in samples[-new_compiles:]] if new_compiles > 0 else [],
+            "compile_times_s": [round(s[1] / 1e9, 6) for s in samples[-new_compiles:]]
+            if new_compiles > 0
+            else [],
             "cached_compiles": counters["cached_compiles"] - before["cached_compiles"],
             "executions": counters["executions"] - before["executions"],
             "transfers": counters["transfers"] - before["transfers"],
             "transfer_s": round((counters["transfer_ns"] - before["transfer_ns"]) / 1e9, 6),
             "optimizer_steps": self.optimizer_steps,
             "inputs": self.batch if self.batch is not None else self.model_inputs,
-            "inputs_from": "loader" if self.batch is not None else ("model" if self.model_inputs is not None else None),
+            "inputs_from": "loader"
+            if self.batch is not None
+            else ("model" if self.model_inputs is not None else None),
             "optimizers": self.optimizer_states(),
         }
         self.emit(event)
@@ -430,10 +475,19 @@ class Tracer:
     def stop(self, reason: str, location: dict | None = None) -> None:
         """Stop the script: from now on every boundary raises :class:`TraceStop`."""
         self.stopping = True
-        self.emit({"event": "stop", "reason": reason, "steps": self.step - 1, "location": location,
-                   "optimizer_steps": self.optimizer_steps})
+        self.emit(
+            {
+                "event": "stop",
+                "reason": reason,
+                "steps": self.step - 1,
+                "location": location,
+                "optimizer_steps": self.optimizer_steps,
+            }
+        )
         self.out.flush()
-        watchdog = threading.Thread(target=self._exit_later, name="xla-lint-trace-watchdog", daemon=True)
+        watchdog = threading.Thread(
+            target=self._exit_later, name="xla-lint-trace-watchdog", daemon=True
+        )
         watchdog.start()
         raise TraceStop(0)
 
@@ -468,11 +522,15 @@ class Tracer:
         if not text:
             return
         text = self.debug_tail + text
-        if not self.debug_tail and "Compilation Analysis" not in text and "most likely user code" not in text:
+        if (
+            not self.debug_tail
+            and "Compilation Analysis" not in text
+            and "most likely user code" not in text
+        ):
             return  # only the step's own graph ran, at its boundary: nothing to report
         blocks = parse_debug_blocks(text)
         if blocks and not blocks[-1]["complete"]:
-            self.debug_tail = text[blocks[-1]["start"]:]  # torch_xla is still writing it
+            self.debug_tail = text[blocks[-1]["start"] :]  # torch_xla is still writing it
             blocks.pop()
         else:
             self.debug_tail = ""
@@ -491,15 +549,23 @@ class Tracer:
         ends = self.optimizer_stepped or not self.optimizer_made or self.every_boundary_is_step
         if not ends:
             return
-        params = [p for ref in self.optimizers if ref() is not None
-                  for group in ref().param_groups for p in group["params"] if p.is_xla]
+        params = [
+            p
+            for ref in self.optimizers
+            if ref() is not None
+            for group in ref().param_groups
+            for p in group["params"]
+            if p.is_xla
+        ]
         if not params:
             return
         graph = self.xla._XLAC._get_graph_hash(params)
         if graph == self.ir_hash:
             return  # the same graph as the last text taken: nothing new to diff against
         self.ir_hash = graph
-        self.ir_pending = self.xla._XLAC._get_xla_tensors_text(params)  # normalised only if it compiled
+        self.ir_pending = self.xla._XLAC._get_xla_tensors_text(
+            params
+        )  # normalised only if it compiled
 
     @_safe
     def diff_ir(self, step: int, compiles: int) -> None:
@@ -526,8 +592,14 @@ class Tracer:
                 after = new[j1 + k] if j1 + k < j2 else None
                 where = current[j1 + k][1] if j1 + k < j2 else previous[i1 + k][1]
                 changes.append({"before": before, "after": after, "location": where})
-        self.emit({"event": "ir_diff", "step": step, "changes": changes[:MAX_IR_CHANGES],
-                   "changed": len(changes)})
+        self.emit(
+            {
+                "event": "ir_diff",
+                "step": step,
+                "changes": changes[:MAX_IR_CHANGES],
+                "changed": len(changes),
+            }
+        )
 
     # -- host reads --
     def host_read(self, kind: str, original, tensor, args, kwargs):
@@ -554,7 +626,15 @@ class Tracer:
         reads, self.reads = self.reads, {}
         for (kind, path, line, function), count in reads.items():
             location = {"path": path, "line": line, "function": function} if path else None
-            self.emit({"event": "host_read", "step": step, "kind": kind, "location": location, "count": count})
+            self.emit(
+                {
+                    "event": "host_read",
+                    "step": step,
+                    "kind": kind,
+                    "location": location,
+                    "count": count,
+                }
+            )
 
     # -- optimizers --
     @_safe
@@ -573,11 +653,21 @@ class Tracer:
         except (StopIteration, AttributeError, KeyError, TypeError):
             pass
         cls = type(optimizer)
-        self.emit({"event": "optimizer", "id": len(self.optimizers), "class": cls.__name__,
-                   "module": cls.__module__, "location": user_location(frame),
-                   "betas": list(betas) if isinstance(betas, (tuple, list)) else None,
-                   "capturable": defaults.get("capturable"), "foreach": defaults.get("foreach"),
-                   "fused": defaults.get("fused"), "lr": _number(defaults.get("lr")), "dtype": dtype})
+        self.emit(
+            {
+                "event": "optimizer",
+                "id": len(self.optimizers),
+                "class": cls.__name__,
+                "module": cls.__module__,
+                "location": user_location(frame),
+                "betas": list(betas) if isinstance(betas, (tuple, list)) else None,
+                "capturable": defaults.get("capturable"),
+                "foreach": defaults.get("foreach"),
+                "fused": defaults.get("fused"),
+                "lr": _number(defaults.get("lr")),
+                "dtype": dtype,
+            }
+        )
 
     def optimizer_states(self) -> list:
         """Per optimizer: the step counter of its first parameter's state (Adam-style ``step``)."""
@@ -616,7 +706,15 @@ class Tracer:
     @_safe
     def on_loader(self, kind: str, loader, frame, **facts) -> None:
         """A DataLoader or MpDeviceLoader was made at the user's ``frame``."""
-        self.emit({"event": "loader", "kind": kind, "id": id(loader), "location": user_location(frame), **facts})
+        self.emit(
+            {
+                "event": "loader",
+                "kind": kind,
+                "id": id(loader),
+                "location": user_location(frame),
+                **facts,
+            }
+        )
 
     def describe(self, value, limit: int = 16) -> list:
         """Shape, dtype and (XLA) sharding of the tensors in a batch, in order."""
@@ -683,13 +781,25 @@ class Tracer:
                 if id(p) in seen:
                     continue
                 seen.add(id(p))
-                entry = {"module": index, "name": name.replace("_orig_module.", ""), "shape": list(p.shape),
-                         "dtype": str(p.dtype).replace("torch.", ""), "bytes": p.numel() * p.element_size()}
+                entry = {
+                    "module": index,
+                    "name": name.replace("_orig_module.", ""),
+                    "shape": list(p.shape),
+                    "dtype": str(p.dtype).replace("torch.", ""),
+                    "bytes": p.numel() * p.element_size(),
+                }
                 if p.is_xla:
                     entry["sharding"] = self.xla._XLAC._get_xla_sharding_spec(p)
                 params.append(entry)
-        self.emit({"event": "parameters", "step": step, "spmd": self.spmd,
-                   "modules": [type(m).__name__ for m in self.top_modules], "parameters": params})
+        self.emit(
+            {
+                "event": "parameters",
+                "step": step,
+                "spmd": self.spmd,
+                "modules": [type(m).__name__ for m in self.top_modules],
+                "parameters": params,
+            }
+        )
 
     # -- the end --
     def finish(self) -> None:
@@ -702,13 +812,26 @@ class Tracer:
                 self.flush_debug(self.step)
                 self.flush_reads(self.step)
                 counters = self.snapshot()
-                self.emit({"event": "end", "steps": self.step - 1, "step_in_progress": self.step,
-                           "boundaries": self.total_boundaries, "optimizer_steps": self.optimizer_steps,
-                           "boundaries_in_step": self.boundaries_in_step,
-                           "partial_step_s": round(time.perf_counter() - self.step_started, 6),
-                           "counters": counters})
+                self.emit(
+                    {
+                        "event": "end",
+                        "steps": self.step - 1,
+                        "step_in_progress": self.step,
+                        "boundaries": self.total_boundaries,
+                        "optimizer_steps": self.optimizer_steps,
+                        "boundaries_in_step": self.boundaries_in_step,
+                        "partial_step_s": round(time.perf_counter() - self.step_started, 6),
+                        "counters": counters,
+                    }
+                )
             except Exception as exc:  # noqa: BLE001 - torch_xla may be half torn down
-                self.emit({"event": "end", "steps": self.step - 1, "error": f"{type(exc).__name__}: {exc}"})
+                self.emit(
+                    {
+                        "event": "end",
+                        "steps": self.step - 1,
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
+                )
         else:
             self.emit({"event": "end", "steps": 0, "torch_xla": False})
         with self.lock:
@@ -728,9 +851,15 @@ class Tracer:
             self.spmd = bool(xr.is_spmd())
         except Exception:  # noqa: BLE001
             pass
-        self.emit({"event": "torch_xla", "version": getattr(torch_xla, "__version__", None),
-                   "torch": torch.__version__, "pjrt_device": os.environ.get("PJRT_DEVICE"),
-                   "cpu_devices": os.environ.get("CPU_NUM_DEVICES")})
+        self.emit(
+            {
+                "event": "torch_xla",
+                "version": getattr(torch_xla, "__version__", None),
+                "torch": torch.__version__,
+                "pjrt_device": os.environ.get("PJRT_DEVICE"),
+                "cpu_devices": os.environ.get("CPU_NUM_DEVICES"),
+            }
+        )
         self.counters = self.snapshot()
         self.step_started = time.perf_counter()  # step 1 starts once torch_xla is there
         self._patch_sync(torch_xla)
@@ -786,11 +915,19 @@ class Tracer:
 
             setattr(torch.Tensor, name, method)
 
-        for name, kind in (("item", ".item()"), ("tolist", ".tolist()"), ("cpu", ".cpu()"),
-                           ("numpy", ".numpy()"), ("__bool__", "bool(tensor)"), ("__int__", "int(tensor)"),
-                           ("__float__", "float(tensor)"), ("__index__", "tensor as an index"),
-                           ("__format__", "format(tensor)"), ("__repr__", "print(tensor)"),
-                           ("__array__", "numpy.asarray(tensor)")):
+        for name, kind in (
+            ("item", ".item()"),
+            ("tolist", ".tolist()"),
+            ("cpu", ".cpu()"),
+            ("numpy", ".numpy()"),
+            ("__bool__", "bool(tensor)"),
+            ("__int__", "int(tensor)"),
+            ("__float__", "float(tensor)"),
+            ("__index__", "tensor as an index"),
+            ("__format__", "format(tensor)"),
+            ("__repr__", "print(tensor)"),
+            ("__array__", "numpy.asarray(tensor)"),
+        ):
             wrap(name, kind)
         wrap("to", '.to("cpu")', to_cpu)
 
@@ -809,7 +946,9 @@ class Tracer:
         optimizer_cls.__init__ = __init__
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        register_optimizer_step_post_hook(lambda optimizer, args, kwargs: tracer.on_optimizer_step())
+        register_optimizer_step_post_hook(
+            lambda optimizer, args, kwargs: tracer.on_optimizer_step()
+        )
 
     def _patch_data(self, torch) -> None:
         import torch.utils.data.dataloader as dl
@@ -824,8 +963,14 @@ class Tracer:
                 size = len(self.dataset)
             except TypeError:
                 size = None
-            tracer.on_loader("DataLoader", self, sys._getframe(1), batch_size=self.batch_size,
-                             drop_last=self.drop_last, dataset_size=size)
+            tracer.on_loader(
+                "DataLoader",
+                self,
+                sys._getframe(1),
+                batch_size=self.batch_size,
+                drop_last=self.drop_last,
+                dataset_size=size,
+            )
 
         dl.DataLoader.__init__ = __init__
         original_next = dl._BaseDataLoaderIter.__next__
@@ -840,21 +985,33 @@ class Tracer:
         dl._BaseDataLoaderIter.__next__ = __next__
 
     def _patch_modules(self, torch) -> None:
-        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
 
-        self.global_hooks = [register_module_forward_pre_hook(self.on_module_pre),
-                             register_module_forward_hook(self.on_module_post, always_call=True)]
+        self.global_hooks = [
+            register_module_forward_pre_hook(self.on_module_pre),
+            register_module_forward_hook(self.on_module_post, always_call=True),
+        ]
 
     def _patch_launch(self, torch_xla) -> None:
         tracer = self
 
         def refuse(name: str):
             def launcher(*args, **kwargs):
-                tracer.emit({"event": "unsupported", "what": name, "location": user_location(sys._getframe(1))})
+                tracer.emit(
+                    {
+                        "event": "unsupported",
+                        "what": name,
+                        "location": user_location(sys._getframe(1)),
+                    }
+                )
                 tracer.finish()
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(EXIT_UNSUPPORTED)
+
             return launcher
 
         if hasattr(torch_xla, "launch"):
@@ -934,7 +1091,7 @@ def _normalise_ir(line: str) -> tuple[str, str | None]:
     parts = []
     for part in rest.split(", "):
         if part.startswith("location="):
-            location = part[len("location="):]
+            location = part[len("location=") :]
         elif not part.startswith(("scope=", "xla_shape=", "ROOT=")):
             parts.append(part)
     op = ", ".join(parts)
@@ -957,8 +1114,10 @@ def _describe_spec(spec) -> object:
         return {str(k): _describe_spec(v) for k, v in spec.items()}
     partition = getattr(spec, "partition_spec", None)
     if partition is not None:
-        return {"partition_spec": [list(p) if isinstance(p, tuple) else p for p in partition],
-                "minibatch": bool(getattr(spec, "minibatch", False))}
+        return {
+            "partition_spec": [list(p) if isinstance(p, tuple) else p for p in partition],
+            "minibatch": bool(getattr(spec, "minibatch", False)),
+        }
     return repr(spec)
 
 
@@ -1004,7 +1163,11 @@ _FINDER = _AfterImport()
 def _after_import(name: str, callback) -> None:
     """Run ``callback(module)`` once ``name`` is imported (now, if it already is)."""
     module = sys.modules.get(name)
-    if module is not None and getattr(module, "__spec__", None) is not None and name not in _pending:
+    if (
+        module is not None
+        and getattr(module, "__spec__", None) is not None
+        and name not in _pending
+    ):
         callback(module)
         return
     _pending[name] = callback
@@ -1013,6 +1176,7 @@ def _after_import(name: str, callback) -> None:
 
 
 # --- the entry point ------------------------------------------------------------------------------
+
 
 def _format_exception(exc: BaseException) -> tuple[str, dict | None]:
     """The traceback as Python prints it, without this module's and runpy's frames; and the
@@ -1080,24 +1244,46 @@ def _run(tracer: Tracer, kind: str, target: str, args: list[str]) -> int:
         text, location = _format_exception(exc)
         sys.stderr.write(text)
         sys.stderr.flush()
-        tracer.emit({"event": "error", "type": type(exc).__name__, "message": str(exc)[:2000],
-                     "traceback": text[-8000:], "location": location})
+        tracer.emit(
+            {
+                "event": "error",
+                "type": type(exc).__name__,
+                "message": str(exc)[:2000],
+                "traceback": text[-8000:],
+                "location": location,
+            }
+        )
         return 1
-    tracer.emit({"event": "exit", "code": 0, "reason": "stopped" if tracer.stopping else "finished"})
+    tracer.emit(
+        {"event": "exit", "code": 0, "reason": "stopped" if tracer.stopping else "finished"}
+    )
     return 0
 
 
 def main() -> None:
     """Bootstrap entry: ``sys.argv[1:] == [KIND, TARGET, *ARGS]`` with KIND ``path`` or ``module``."""
     kind, target, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    tracer = Tracer(os.environ[EVENTS_ENV], int(os.environ.get(STEPS_ENV, "20")), os.environ.get(DEBUG_FILE_ENV))
+    tracer = Tracer(
+        os.environ[EVENTS_ENV], int(os.environ.get(STEPS_ENV, "20")), os.environ.get(DEBUG_FILE_ENV)
+    )
     _set_library_dirs()
     stacks = os.environ.get(STACKS_ENV)
     if stacks and hasattr(signal, "SIGUSR1"):
         handle = open(stacks, "w", encoding="utf-8")
         faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
-    tracer.emit({"event": "start", "schema": SCHEMA_VERSION, "pid": os.getpid(), "kind": kind, "target": target,
-                 "argv": args, "python": sys.executable, "cwd": os.getcwd(), "steps_limit": tracer.steps_limit})
+    tracer.emit(
+        {
+            "event": "start",
+            "schema": SCHEMA_VERSION,
+            "pid": os.getpid(),
+            "kind": kind,
+            "target": target,
+            "argv": args,
+            "python": sys.executable,
+            "cwd": os.getcwd(),
+            "steps_limit": tracer.steps_limit,
+        }
+    )
     _after_import("torch_xla", tracer.patch_torch_xla)
     status = _run(tracer, kind, target, args)
     tracer.finish()

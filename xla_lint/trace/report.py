@@ -35,16 +35,24 @@ from .events import Location, Step, Trace
 TRACEABLE = ("XLA022", "XLA201", "XLA202", "XLA203", "XLA204")
 
 FIXES = {
-    "XLA201": ("keep the value on the device and read it every N steps, or read it after the step's graph ran: "
-               "`xm.add_step_closure(lambda: print(loss.item()))`"),
+    "XLA201": (
+        "keep the value on the device and read it every N steps, or read it after the step's graph ran: "
+        "`xm.add_step_closure(lambda: print(loss.item()))`"
+    ),
     "XLA202": "`DataLoader(..., drop_last=True)`, or pad the last batch to the full batch size",
-    "XLA203": ("end every step with a boundary: `with torch_xla.step():` around the step, `torch_xla.sync()` "
-               "after `optimizer.step()`, or iterate a `pl.MpDeviceLoader`"),
-    "XLA204": ("`capturable=True` keeps the step counter on the device (no constant, no recompile); or accept "
-               "the one compile"),
-    "XLA022": ("give every batch tensor its own spec: a dict batch with `input_sharding={'x': "
-               "xs.ShardingSpec(mesh, ('data', None)), 'y': xs.ShardingSpec(mesh, ('data',))}`, or "
-               "`xs.mark_sharding(y, mesh, ('data',))` after loading"),
+    "XLA203": (
+        "end every step with a boundary: `with torch_xla.step():` around the step, `torch_xla.sync()` "
+        "after `optimizer.step()`, or iterate a `pl.MpDeviceLoader`"
+    ),
+    "XLA204": (
+        "`capturable=True` keeps the step counter on the device (no constant, no recompile); or accept "
+        "the one compile"
+    ),
+    "XLA022": (
+        "give every batch tensor its own spec: a dict batch with `input_sharding={'x': "
+        "xs.ShardingSpec(mesh, ('data', None)), 'y': xs.ShardingSpec(mesh, ('data',))}`, or "
+        "`xs.mark_sharding(y, mesh, ('data',))` after loading"
+    ),
     None: "make the step's graph the same every step (fixed shapes; no Python values that change per step)",
 }
 
@@ -94,11 +102,17 @@ class Finding:
 
     def to_json(self) -> dict:
         """The finding as in ``--json``."""
-        return {"code": self.code, "name": rule_name(self.code), "title": self.title, "message": self.message,
-                "fix": FIXES.get(self.code, FIXES[None]),
-                "location": self.location.to_json() if self.location else None,
-                "related": [r.to_json() for r in self.related], "steps": self.steps,
-                "cost_s": round(self.cost_s, 6)}
+        return {
+            "code": self.code,
+            "name": rule_name(self.code),
+            "title": self.title,
+            "message": self.message,
+            "fix": FIXES.get(self.code, FIXES[None]),
+            "location": self.location.to_json() if self.location else None,
+            "related": [r.to_json() for r in self.related],
+            "steps": self.steps,
+            "cost_s": round(self.cost_s, 6),
+        }
 
     def places(self) -> list[Location]:
         """The location and the related ones."""
@@ -147,9 +161,16 @@ def _compiles(trace: Trace, warmup: set[int]) -> list[dict]:
             reason = "same-input-shapes"
         else:
             reason = "new-input-shape"
-        entry = {"step": c.step, "after_warmup": reason != "warm-up", "reason": reason, "cause": c.cause,
-                 "graph_hash": c.graph_hash, "location": c.location.to_json() if c.location else None,
-                 "time_s": time_s, "partial": c.partial}
+        entry = {
+            "step": c.step,
+            "after_warmup": reason != "warm-up",
+            "reason": reason,
+            "cause": c.cause,
+            "graph_hash": c.graph_hash,
+            "location": c.location.to_json() if c.location else None,
+            "time_s": time_s,
+            "partial": c.partial,
+        }
         diff = trace.ir_diffs.get(c.step)
         if diff is not None and reason != "warm-up":
             entry["explain"] = diff.get("changes") or []
@@ -168,11 +189,15 @@ def _host_reads(trace: Trace) -> list[dict]:
             ran[(e.step, e.location)] = ran.get((e.step, e.location), 0) + 1
     reads = [(r.kind, r.location, r.step, r.count) for r in trace.host_reads]
     read_at = {(r.step, r.location) for r in trace.host_reads}
-    reads += [("value read", loc, step, n) for (step, loc), n in ran.items() if (step, loc) not in read_at]
+    reads += [
+        ("value read", loc, step, n) for (step, loc), n in ran.items() if (step, loc) not in read_at
+    ]
     grouped: dict[tuple, dict] = {}
     for kind, location, step, count in reads:
-        entry = grouped.setdefault((kind, location), {"kind": kind, "location": location, "steps": set(),
-                                                      "count": 0, "forced_execution": 0})
+        entry = grouped.setdefault(
+            (kind, location),
+            {"kind": kind, "location": location, "steps": set(), "count": 0, "forced_execution": 0},
+        )
         entry["steps"].add(step)
         entry["count"] += count
         entry["forced_execution"] += min(count, ran.pop((step, location), 0))
@@ -196,13 +221,19 @@ def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
         forced = r["forced_execution"]
         what = r["kind"]
         if forced:
-            effect = (f"it made torch_xla run a graph before the step boundary {forced} times (an extra graph "
-                      "per step, and the device waits for the host)")
+            effect = (
+                f"it made torch_xla run a graph before the step boundary {forced} times (an extra graph "
+                "per step, and the device waits for the host)"
+            )
         else:
             effect = "each read waits for the step's graph to finish: the host stops tracing the next step"
-        message = (f"`{what}` copied a tensor to the host in {len(steps)} of {done} steps "
-                   f"({r['count']} reads); {effect}")
-        findings.append(Finding("XLA201", f"{what} on every step", message, r["location"], [], steps, cost))
+        message = (
+            f"`{what}` copied a tensor to the host in {len(steps)} of {done} steps "
+            f"({r['count']} reads); {effect}"
+        )
+        findings.append(
+            Finding("XLA201", f"{what} on every step", message, r["location"], [], steps, cost)
+        )
     return findings
 
 
@@ -212,7 +243,11 @@ def _partial_batch_loader(trace: Trace, step: Step) -> dict | None:
         return None
     leading = step.inputs[0]["shape"][0] if step.inputs[0]["shape"] else None
     for loader in trace.loaders:
-        if loader.get("kind") != "DataLoader" or loader.get("drop_last") or not loader.get("batch_size"):
+        if (
+            loader.get("kind") != "DataLoader"
+            or loader.get("drop_last")
+            or not loader.get("batch_size")
+        ):
             continue
         size, batch = loader.get("dataset_size"), loader["batch_size"]
         if leading is not None and leading < batch and (size is None or size % batch == leading):
@@ -254,13 +289,17 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
                 code, location = "XLA202", Location.from_json(loader.get("location")) or trigger
                 related = [trigger] if trigger else []
                 title = "a new graph for the last, smaller batch"
-                message = (f"step {c['step']} got a batch of {shapes}, smaller than batch_size={loader['batch_size']}"
-                           f" ({loader.get('dataset_size')} samples): torch_xla traced a new shape and compiled "
-                           "another graph")
+                message = (
+                    f"step {c['step']} got a batch of {shapes}, smaller than batch_size={loader['batch_size']}"
+                    f" ({loader.get('dataset_size')} samples): torch_xla traced a new shape and compiled "
+                    "another graph"
+                )
             else:
                 title = "a new graph for a new input shape"
-                message = (f"step {c['step']} compiled again after warm-up: its inputs {shapes} have a shape no "
-                           "earlier step had")
+                message = (
+                    f"step {c['step']} compiled again after warm-up: its inputs {shapes} have a shape no "
+                    "earlier step had"
+                )
         elif c["reason"] == "same-input-shapes" and step is not None:
             adam = _adam_at(trace, step)
             if adam is not None:
@@ -270,15 +309,20 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
                 beta2 = opt["betas"][1]
                 dtype = "float64" if opt.get("foreach") else (opt.get("dtype") or "float32")
                 title = f"{opt['class']} compiles again at optimizer step {value}"
-                message = (f"step {c['step']} (optimizer step {value}) compiled a new graph with the same input "
-                           f"shapes: `{opt['class']}` divides by sqrt(1 - {beta2}**step), which rounds to exactly "
-                           f"1.0 in {dtype} at step {value}, and torch_xla bakes 1.0 into the graph as a constant "
-                           "instead of passing it as data")
+                message = (
+                    f"step {c['step']} (optimizer step {value}) compiled a new graph with the same input "
+                    f"shapes: `{opt['class']}` divides by sqrt(1 - {beta2}**step), which rounds to exactly "
+                    f"1.0 in {dtype} at step {value}, and torch_xla bakes 1.0 into the graph as a constant "
+                    "instead of passing it as data"
+                )
             else:
                 title = "a new graph with the same input shapes"
-                message = (f"step {c['step']} compiled again after warm-up with the same input shapes as an earlier "
-                           "step: the graph itself changed (a Python number that became 0 or 1, a branch on a "
-                           "value, a changed op)" + ("" if "explain" in c else "; --explain names the line"))
+                message = (
+                    f"step {c['step']} compiled again after warm-up with the same input shapes as an earlier "
+                    "step: the graph itself changed (a Python number that became 0 or 1, a branch on a "
+                    "value, a changed op)"
+                    + ("" if "explain" in c else "; --explain names the line")
+                )
             message += _explained(c.get("explain"))
         else:
             title = "a compile after warm-up"
@@ -318,22 +362,43 @@ def _explained(changes: list[dict] | None) -> str:
 def _no_boundary(trace: Trace) -> list[Finding]:
     stop = trace.stop or {}
     end = trace.end or {}
-    if stop.get("reason") == "no-boundary" or (not trace.steps and (end.get("optimizer_steps") or 0) >= 2):
+    if stop.get("reason") == "no-boundary" or (
+        not trace.steps and (end.get("optimizer_steps") or 0) >= 2
+    ):
         count = stop.get("optimizer_steps") or end.get("optimizer_steps") or 0
-        message = (f"{count} optimizer steps ran without a step boundary (`torch_xla.sync()`, `torch_xla.step()`, "
-                   "an `MpDeviceLoader`): the lazy graph grew by one training step each time and nothing ran on "
-                   "the device")
-        return [Finding("XLA203", "no step boundary", message, Location.from_json(stop.get("location")), [], [],
-                        0.0)]
+        message = (
+            f"{count} optimizer steps ran without a step boundary (`torch_xla.sync()`, `torch_xla.step()`, "
+            "an `MpDeviceLoader`): the lazy graph grew by one training step each time and nothing ran on "
+            "the device"
+        )
+        return [
+            Finding(
+                "XLA203",
+                "no step boundary",
+                message,
+                Location.from_json(stop.get("location")),
+                [],
+                [],
+                0.0,
+            )
+        ]
     findings = []
     previous = 0
     for s in trace.steps:
         ran = s.optimizer_steps - previous
         previous = s.optimizer_steps
         if ran >= 2:
-            findings.append(Finding("XLA203", "several optimizer steps in one graph",
-                                    f"step {s.step} ran {ran} optimizer steps before reaching a boundary",
-                                    s.boundary, [], [s.step], 0.0))
+            findings.append(
+                Finding(
+                    "XLA203",
+                    "several optimizer steps in one graph",
+                    f"step {s.step} ran {ran} optimizer steps before reaching a boundary",
+                    s.boundary,
+                    [],
+                    [s.step],
+                    0.0,
+                )
+            )
     return findings[:1]
 
 
@@ -345,10 +410,15 @@ def _sharding(trace: Trace) -> tuple[dict, list[Finding]]:
         sharded = [p for p in params if shards(p.get("sharding"))]
         total = sum(p["bytes"] for p in params)
         per_device = sum(p["bytes"] / math.prod(shards(p.get("sharding")) or (1,)) for p in params)
-        summary = {"count": len(params), "sharded": len(sharded), "replicated": len(params) - len(sharded),
-                   "bytes": total, "bytes_per_device": int(per_device),
-                   "replicated_names": [p["name"] for p in params if not shards(p.get("sharding"))][:10],
-                   "modules": (trace.parameters or {}).get("modules", [])}
+        summary = {
+            "count": len(params),
+            "sharded": len(sharded),
+            "replicated": len(params) - len(sharded),
+            "bytes": total,
+            "bytes_per_device": int(per_device),
+            "replicated_names": [p["name"] for p in params if not shards(p.get("sharding"))][:10],
+            "modules": (trace.parameters or {}).get("modules", []),
+        }
     inputs = None
     findings: list[Finding] = []
     for s in trace.steps:
@@ -358,31 +428,60 @@ def _sharding(trace: Trace) -> tuple[dict, list[Finding]]:
             inputs = []
             for i in s.inputs:
                 split = shards(i.get("sharding"))
-                inputs.append({"shape": i["shape"], "dtype": i["dtype"], "sharding": i.get("sharding", ""),
-                               "split": list(split)})
+                inputs.append(
+                    {
+                        "shape": i["shape"],
+                        "dtype": i["dtype"],
+                        "sharding": i.get("sharding", ""),
+                        "split": list(split),
+                    }
+                )
         if not spmd or findings:
             continue
-        batch_dims = {i["shape"][0] for i in s.inputs if i["shape"] and shards(i.get("sharding"))[:1] not in ((), (1,))}
-        replicated = [i for i in s.inputs if i["shape"] and i["shape"][0] in batch_dims and not shards(i.get("sharding"))]
+        batch_dims = {
+            i["shape"][0]
+            for i in s.inputs
+            if i["shape"] and shards(i.get("sharding"))[:1] not in ((), (1,))
+        }
+        replicated = [
+            i
+            for i in s.inputs
+            if i["shape"] and i["shape"][0] in batch_dims and not shards(i.get("sharding"))
+        ]
         if replicated:
-            loader = next((x for x in trace.loaders if x.get("kind") == "MpDeviceLoader"), None) or {}
-            site = Location.from_json(loader.get("sharding_location")) or Location.from_json(loader.get("location"))
+            loader = (
+                next((x for x in trace.loaders if x.get("kind") == "MpDeviceLoader"), None) or {}
+            )
+            site = Location.from_json(loader.get("sharding_location")) or Location.from_json(
+                loader.get("location")
+            )
             related = [x for x in [Location.from_json(loader.get("location"))] if x and x != site]
             which = ", ".join(f"{tuple(i['shape'])} {i['dtype']}" for i in replicated)
             spec = loader.get("input_sharding")
             spec_text = f" ({_spec_text(spec)})" if spec else ""
-            findings.append(Finding(
-                "XLA022", "batch tensors left replicated",
-                f"in step {s.step} the batch tensor(s) {which} were replicated on every device while another tensor "
-                f"of the same batch is split on its leading dimension: the input_sharding{spec_text} did not apply "
-                "to them (a ShardingSpec applies only to tensors of its own rank)", site, related, [s.step], 0.0))
+            findings.append(
+                Finding(
+                    "XLA022",
+                    "batch tensors left replicated",
+                    f"in step {s.step} the batch tensor(s) {which} were replicated on every device while another tensor "
+                    f"of the same batch is split on its leading dimension: the input_sharding{spec_text} did not apply "
+                    "to them (a ShardingSpec applies only to tensors of its own rank)",
+                    site,
+                    related,
+                    [s.step],
+                    0.0,
+                )
+            )
     return {"spmd": spmd, "parameters": summary, "inputs": inputs}, findings
 
 
 def _spec_text(spec) -> str:
     if isinstance(spec, dict) and "partition_spec" in spec:
-        return "ShardingSpec(mesh, " + repr(tuple(tuple(p) if isinstance(p, list) else p
-                                                  for p in spec["partition_spec"])) + ")"
+        return (
+            "ShardingSpec(mesh, "
+            + repr(tuple(tuple(p) if isinstance(p, list) else p for p in spec["partition_spec"]))
+            + ")"
+        )
     return json.dumps(spec)
 
 
@@ -393,8 +492,12 @@ def analyse(trace: Trace) -> Analysis:
     compiles = _compiles(trace, warmup)
     reads = _host_reads(trace)
     sharding, sharding_findings = _sharding(trace)
-    findings = (_no_boundary(trace) + _recompiles(trace, compiles) + _per_step_reads(trace, reads)
-                + sharding_findings)
+    findings = (
+        _no_boundary(trace)
+        + _recompiles(trace, compiles)
+        + _per_step_reads(trace, reads)
+        + sharding_findings
+    )
     findings.sort(key=lambda f: -f.cost_s)
     return Analysis(trace, warmup, compiles, reads, findings, sharding)
 
@@ -410,12 +513,22 @@ def confirm_static(diagnostics: list, findings: list[Finding]) -> list[dict]:
         if d.code in TRACEABLE:
             status = "not reached"
             for f in findings:
-                if f.code == d.code and any(os.path.abspath(p.path) == path and d.line <= p.line <= d.end_line
-                                            for p in f.places()):
+                if f.code == d.code and any(
+                    os.path.abspath(p.path) == path and d.line <= p.line <= d.end_line
+                    for p in f.places()
+                ):
                     status = "confirmed"
                     break
-        out.append({"code": d.code, "name": d.name, "message": d.message, "path": path, "line": d.line,
-                    "status": status})
+        out.append(
+            {
+                "code": d.code,
+                "name": d.name,
+                "message": d.message,
+                "path": path,
+                "line": d.line,
+                "status": status,
+            }
+        )
     return out
 
 
@@ -435,9 +548,20 @@ def status_of(trace: Trace, timed_out: bool, interrupted: bool) -> str:
     return "crashed"
 
 
-def build_report(trace: Trace, *, command: list[str], target: str, steps_requested: int, wall_s: float,
-                 events_file: str, device: dict, timed_out: bool = False, interrupted: bool = False,
-                 static: list | None = None, static_error: str | None = None) -> dict:
+def build_report(
+    trace: Trace,
+    *,
+    command: list[str],
+    target: str,
+    steps_requested: int,
+    wall_s: float,
+    events_file: str,
+    device: dict,
+    timed_out: bool = False,
+    interrupted: bool = False,
+    static: list | None = None,
+    static_error: str | None = None,
+) -> dict:
     """The report as a JSON-able dict (:data:`~xla_lint.trace.events.REPORT_SCHEMA`)."""
     analysis = analyse(trace)
     status = status_of(trace, timed_out, interrupted)
@@ -450,7 +574,11 @@ def build_report(trace: Trace, *, command: list[str], target: str, steps_request
     if status == "timeout":
         where = (trace.timeout or {}).get("location")
         at = f" while at {_where(Location.from_json(where))}" if where else ""
-        what = "interrupted" if interrupted else f"stopped by --timeout after {(trace.timeout or {}).get('seconds')} s"
+        what = (
+            "interrupted"
+            if interrupted
+            else f"stopped by --timeout after {(trace.timeout or {}).get('seconds')} s"
+        )
         notes.append(f"the run was {what}{at}; the report holds what happened until then")
     code = (trace.child_exit or {}).get("code")
     if status == "crashed" and isinstance(code, int) and code < 0:
@@ -461,7 +589,9 @@ def build_report(trace: Trace, *, command: list[str], target: str, steps_request
         notes.append("a graph was still compiling when the script ended")
     for other in trace.other:
         if other.get("event") == "internal":
-            notes.append(f"trace instrumentation error in {other.get('where')}: {other.get('message')}")
+            notes.append(
+                f"trace instrumentation error in {other.get('where')}: {other.get('message')}"
+            )
     error = None
     if trace.error is not None:
         error = {k: trace.error.get(k) for k in ("type", "message", "traceback", "location")}
@@ -472,9 +602,20 @@ def build_report(trace: Trace, *, command: list[str], target: str, steps_request
     reads_per_step: dict[int, int] = {}
     for r in trace.host_reads:
         reads_per_step[r.step] = reads_per_step.get(r.step, 0) + r.count
-    steps = [{"step": s.step, "duration_s": s.duration_s, "compiles": s.compiles, "compile_s": s.compile_s,
-              "executions": s.executions, "host_reads": reads_per_step.get(s.step, 0), "transfer_s": s.transfer_s,
-              "warmup": s.step in warm, "inputs": s.inputs} for s in trace.steps]
+    steps = [
+        {
+            "step": s.step,
+            "duration_s": s.duration_s,
+            "compiles": s.compiles,
+            "compile_s": s.compile_s,
+            "executions": s.executions,
+            "host_reads": reads_per_step.get(s.step, 0),
+            "transfer_s": s.transfer_s,
+            "warmup": s.step in warm,
+            "inputs": s.inputs,
+        }
+        for s in trace.steps
+    ]
     torch_xla = (trace.torch_xla or {}).get("version")
     if trace.start is not None and trace.torch_xla is None and status not in ("error", "timeout"):
         notes.append("the script never imported torch_xla: nothing to trace")
@@ -487,14 +628,18 @@ def build_report(trace: Trace, *, command: list[str], target: str, steps_request
         "script_exit": script_exit,
         "steps_requested": steps_requested,
         "steps_traced": len(trace.steps),
-        "optimizer_steps": (trace.stop or {}).get("optimizer_steps", (trace.end or {}).get("optimizer_steps")),
+        "optimizer_steps": (trace.stop or {}).get(
+            "optimizer_steps", (trace.end or {}).get("optimizer_steps")
+        ),
         "wall_s": round(wall_s, 3),
         "events_file": events_file,
         "device": {**device, "spmd": analysis.sharding["spmd"], "torch_xla": torch_xla},
         "steps": steps,
         "compiles": analysis.compiles,
-        "host_reads": [{**r, "location": r["location"].to_json() if r["location"] else None}
-                       for r in analysis.host_reads],
+        "host_reads": [
+            {**r, "location": r["location"].to_json() if r["location"] else None}
+            for r in analysis.host_reads
+        ],
         "sharding": analysis.sharding,
         "findings": [f.to_json() for f in findings],
         "static": confirm_static(static, findings) if static is not None else None,
@@ -505,6 +650,7 @@ def build_report(trace: Trace, *, command: list[str], target: str, steps_request
 
 
 # --- text ------------------------------------------------------------------------------------
+
 
 def _short(path: str) -> str:
     try:
@@ -551,16 +697,24 @@ def render_text(report: dict) -> str:
         where = f"{where} with {device['cpu_devices']} devices"
     mode = "SPMD" if device.get("spmd") else "single process"
     version = device.get("torch_xla")
-    out.append(f"xla-lint trace: {_short(report['target'])} ({mode}, {where}, "
-               f"{'torch_xla ' + version if version else 'torch_xla not imported'})")
-    text = _STATUS_TEXT[report["status"]].format(n=report["steps_traced"], req=report["steps_requested"],
-                                                 code=report.get("script_exit"), opt=report.get("optimizer_steps"))
+    out.append(
+        f"xla-lint trace: {_short(report['target'])} ({mode}, {where}, "
+        f"{'torch_xla ' + version if version else 'torch_xla not imported'})"
+    )
+    text = _STATUS_TEXT[report["status"]].format(
+        n=report["steps_traced"],
+        req=report["steps_requested"],
+        code=report.get("script_exit"),
+        opt=report.get("optimizer_steps"),
+    )
     text = text.replace(" 1 steps", " 1 step").replace(" 1 optimizer steps", " 1 optimizer step")
     out.append(f"{text}; {report['wall_s']:.1f} s wall; events: {report['events_file']}")
     error = report.get("error")
     if error:
-        out.append(f"error: {error['type']}: {error['message']}" + (
-            f" at {_where(error['location'])}" if error.get("location") else ""))
+        out.append(
+            f"error: {error['type']}: {error['message']}"
+            + (f" at {_where(error['location'])}" if error.get("location") else "")
+        )
     out.append("")
     findings = report["findings"]
     if findings:
@@ -583,8 +737,10 @@ def render_text(report: dict) -> str:
             compiles = f"{s['compiles']} ({_ms(s['compile_s'])})" if s["compiles"] else "0"
             inputs = " ".join(_shape(i) for i in (s["inputs"] or [])) or "-"
             warm = " (warm-up)" if s.get("warmup") and s["compiles"] else ""
-            out.append(f"  {s['step']:>4} {_ms(s['duration_s']):>10}  {compiles + warm:<26} {s['host_reads']:>10}  "
-                       f"{inputs}")
+            out.append(
+                f"  {s['step']:>4} {_ms(s['duration_s']):>10}  {compiles + warm:<26} {s['host_reads']:>10}  "
+                f"{inputs}"
+            )
         durations = [s["duration_s"] for s in report["steps"] if not s.get("warmup")]
         if durations:
             out.append(f"  median step after warm-up: {_ms(statistics.median(durations))}")
@@ -593,27 +749,36 @@ def render_text(report: dict) -> str:
         out.append("Compiles")
         for c in report["compiles"]:
             time_s = f" in {_ms(c['time_s'])}" if c.get("time_s") else ""
-            reason = {"warm-up": "warm-up", "new-input-shape": "AFTER WARM-UP: new input shape",
-                      "same-input-shapes": "AFTER WARM-UP: same input shapes, the graph changed",
-                      "unknown-inputs": "after warm-up"}[c["reason"]]
-            out.append(f"  step {c['step']:>3}{time_s}: {reason}; triggered at {_where(c['location'])} "
-                       f"({c['cause']})")
+            reason = {
+                "warm-up": "warm-up",
+                "new-input-shape": "AFTER WARM-UP: new input shape",
+                "same-input-shapes": "AFTER WARM-UP: same input shapes, the graph changed",
+                "unknown-inputs": "after warm-up",
+            }[c["reason"]]
+            out.append(
+                f"  step {c['step']:>3}{time_s}: {reason}; triggered at {_where(c['location'])} "
+                f"({c['cause']})"
+            )
             if c.get("explain"):
-                out.append(f"    IR{_explained(c['explain'])[len('; the IR'):]}")
+                out.append(f"    IR{_explained(c['explain'])[len('; the IR') :]}")
         out.append("")
     if report["host_reads"]:
         out.append("Host reads (device to host copies)")
         for r in report["host_reads"]:
             forced = f", {r['forced_execution']} ran a graph" if r["forced_execution"] else ""
-            out.append(f"  {r['kind']:<16} {_where(r['location'])}: {r['count']} in {len(r['steps'])} step(s){forced}")
+            out.append(
+                f"  {r['kind']:<16} {_where(r['location'])}: {r['count']} in {len(r['steps'])} step(s){forced}"
+            )
         out.append("")
     sharding = report["sharding"]
     if sharding["spmd"]:
         out.append("Sharding (SPMD)")
         params = sharding.get("parameters")
         if params:
-            out.append(f"  parameters: {params['count']} tensors, {params['sharded']} sharded, {params['replicated']} "
-                       f"replicated; {_bytes(params['bytes'])} in all, {_bytes(params['bytes_per_device'])} per device")
+            out.append(
+                f"  parameters: {params['count']} tensors, {params['sharded']} sharded, {params['replicated']} "
+                f"replicated; {_bytes(params['bytes'])} in all, {_bytes(params['bytes_per_device'])} per device"
+            )
             if params["replicated"] and params["replicated_names"]:
                 out.append("  replicated: " + ", ".join(params["replicated_names"]))
         for i in sharding.get("inputs") or []:
@@ -625,7 +790,9 @@ def render_text(report: dict) -> str:
         if static:
             out.append("Static diagnostics of the script's program (xla-lint --preview)")
             for d in static:
-                out.append(f"  {d['status']:<14} {d['code']} {_short(d['path'])}:{d['line']}: {d['message']}")
+                out.append(
+                    f"  {d['status']:<14} {d['code']} {_short(d['path'])}:{d['line']}: {d['message']}"
+                )
         else:
             out.append("Static diagnostics: none")
         out.append("")

@@ -28,7 +28,13 @@ from pathlib import Path
 from . import hook
 
 PYTHON_NAMES = ("python", "python3")
-LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "accelerate", "deepspeed")
+LAUNCHERS = (
+    "torchrun",
+    "torch.distributed.run",
+    "torch.distributed.launch",
+    "accelerate",
+    "deepspeed",
+)
 DEFAULT_STEPS = 20
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CPU_DEVICES = 8
@@ -94,8 +100,11 @@ class RunResult:
 
 def _is_python(word: str) -> bool:
     name = os.path.basename(word)
-    return word == sys.executable or name in PYTHON_NAMES or (
-        name.startswith("python") and name[len("python"):].replace(".", "").isdigit())
+    return (
+        word == sys.executable
+        or name in PYTHON_NAMES
+        or (name.startswith("python") and name[len("python") :].replace(".", "").isdigit())
+    )
 
 
 def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
@@ -110,8 +119,10 @@ def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
     if words and words[0] == "--":
         words = words[1:]
     if not words:
-        raise TraceUsageError("nothing to trace: give the script after `--`, e.g. "
-                              "`xla-lint trace -- python train.py --epochs 1`")
+        raise TraceUsageError(
+            "nothing to trace: give the script after `--`, e.g. "
+            "`xla-lint trace -- python train.py --epochs 1`"
+        )
     if _is_python(words[0]):
         words = words[1:]
         if not words:
@@ -122,14 +133,20 @@ def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
             raise TraceUsageError("-m needs a module name")
         module = words[1]
         if module in LAUNCHERS:
-            raise TraceUsageError(f"`-m {module}` starts one process per device, which trace does not follow yet; "
-                                  "trace the training script itself (single process or SPMD)")
+            raise TraceUsageError(
+                f"`-m {module}` starts one process per device, which trace does not follow yet; "
+                "trace the training script itself (single process or SPMD)"
+            )
         return Target("module", module, tuple(words[2:]))
     if head.startswith("-"):
-        raise TraceUsageError(f"interpreter option {head!r} is not supported; give a script or `-m MODULE`")
+        raise TraceUsageError(
+            f"interpreter option {head!r} is not supported; give a script or `-m MODULE`"
+        )
     if os.path.basename(head) in LAUNCHERS:
-        raise TraceUsageError(f"`{os.path.basename(head)}` starts one process per device, which trace does not "
-                              "follow yet; trace the training script itself (single process or SPMD)")
+        raise TraceUsageError(
+            f"`{os.path.basename(head)}` starts one process per device, which trace does not "
+            "follow yet; trace the training script itself (single process or SPMD)"
+        )
     path = head if os.path.isabs(head) else os.path.join(cwd, head)
     if not os.path.exists(path):
         raise TraceUsageError(f"no such script: {head}")
@@ -147,7 +164,9 @@ def torch_xla_available() -> bool:
         return False
 
 
-def build_env(opts: TraceOptions, events_file: str, workdir: str, environ: dict | None = None) -> tuple[dict, dict]:
+def build_env(
+    opts: TraceOptions, events_file: str, workdir: str, environ: dict | None = None
+) -> tuple[dict, dict]:
     """The child's environment and the facts to report about it.
 
     ``--device cpu`` (default): ``PJRT_DEVICE=CPU``, ``CPU_NUM_DEVICES=--cpu-devices`` and,
@@ -158,7 +177,11 @@ def build_env(opts: TraceOptions, events_file: str, workdir: str, environ: dict 
     from ..runtime.env import CPU_XLA_FLAGS
 
     env = dict(os.environ if environ is None else environ)
-    facts: dict = {"pjrt_device": env.get("PJRT_DEVICE"), "cpu_devices": None, "xla_flags_added": None}
+    facts: dict = {
+        "pjrt_device": env.get("PJRT_DEVICE"),
+        "cpu_devices": None,
+        "xla_flags_added": None,
+    }
     if opts.device == "cpu":
         env["PJRT_DEVICE"] = "CPU"
         env["CPU_NUM_DEVICES"] = str(opts.cpu_devices)
@@ -170,7 +193,9 @@ def build_env(opts: TraceOptions, events_file: str, workdir: str, environ: dict 
         facts["cpu_devices"] = int(env.get("CPU_NUM_DEVICES") or 1)
     env["PT_XLA_DEBUG_LEVEL"] = "2"
     env["PT_XLA_DEBUG_FILE"] = os.path.join(workdir, "pt_xla_debug.txt")
-    env.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")  # the user's frame may be deep under library code
+    env.setdefault(
+        "PT_XLA_DEBUG_MAX_FRAME", "64"
+    )  # the user's frame may be deep under library code
     env.pop("PT_XLA_DEBUG", None)  # level 100 plus a metrics dump at exit
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # XLA's C++ notices would bury the script's output
     env["PYTHONUNBUFFERED"] = "1"  # the script's output appears live and survives a forced exit
@@ -178,15 +203,23 @@ def build_env(opts: TraceOptions, events_file: str, workdir: str, environ: dict 
     env[hook.STEPS_ENV] = str(opts.steps)
     env[hook.STACKS_ENV] = os.path.join(workdir, "stacks.txt")
     if opts.explain:
-        env["XLA_IR_DEBUG"] = "1"  # IR nodes get location=func@file:line (read when torch_xla loads)
+        env["XLA_IR_DEBUG"] = (
+            "1"  # IR nodes get location=func@file:line (read when torch_xla loads)
+        )
         env[hook.EXPLAIN_ENV] = "1"
     return env, facts
 
 
 def child_command(target: Target) -> list[str]:
     """``python -c BOOTSTRAP KIND TARGET ARGS...`` with this interpreter."""
-    return [sys.executable, "-c", BOOTSTRAP.format(path=os.path.abspath(hook.__file__)), target.kind, target.target,
-            *target.args]
+    return [
+        sys.executable,
+        "-c",
+        BOOTSTRAP.format(path=os.path.abspath(hook.__file__)),
+        target.kind,
+        target.target,
+        *target.args,
+    ]
 
 
 def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
@@ -194,13 +227,17 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
     script's own failures. ``output``: where the script's stdout and stderr go (default: our
     standard error, so that standard output carries only the report)."""
     workdir = tempfile.mkdtemp(prefix="xla-lint-trace-")
-    events_file = os.path.abspath(opts.events) if opts.events else os.path.join(workdir, "events.jsonl")
+    events_file = (
+        os.path.abspath(opts.events) if opts.events else os.path.join(workdir, "events.jsonl")
+    )
     _check_events_file(events_file, target)
     try:
         Path(events_file).parent.mkdir(parents=True, exist_ok=True)
         Path(events_file).write_text("")
     except OSError as exc:
-        raise TraceUsageError(f"cannot write the events file {events_file}: {exc.strerror or exc}") from None
+        raise TraceUsageError(
+            f"cannot write the events file {events_file}: {exc.strerror or exc}"
+        ) from None
     env, facts = build_env(opts, events_file, workdir)
     stream = sys.stderr if output is None else output
     try:
@@ -208,13 +245,23 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
     except (AttributeError, ValueError):
         pass
     started = time.perf_counter()
-    proc = subprocess.Popen(child_command(target), env=env, cwd=opts.cwd, stdin=subprocess.DEVNULL,
-                            stdout=stream, stderr=stream, start_new_session=True)
+    proc = subprocess.Popen(
+        child_command(target),
+        env=env,
+        cwd=opts.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=stream,
+        stderr=stream,
+        start_new_session=True,
+    )
     timed_out = interrupted = False
     # SIGTERM (`timeout`, a cancelled CI job) stops the run as Ctrl-C does: the child runs in
     # its own process group and would otherwise be left running.
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if threading.current_thread() is threading.main_thread() \
+    previous = (
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        if threading.current_thread() is threading.main_thread()
         else None
+    )
     try:
         proc.wait(timeout=opts.timeout)
     except subprocess.TimeoutExpired:
@@ -227,10 +274,14 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     wall = time.perf_counter() - started
-    _append_parent_events(events_file, env, proc.returncode, timed_out, interrupted, opts.timeout, wall)
+    _append_parent_events(
+        events_file, env, proc.returncode, timed_out, interrupted, opts.timeout, wall
+    )
     if opts.events:  # everything is in the named events file now; drop torch_xla's raw report
         shutil.rmtree(workdir, ignore_errors=True)
-    return RunResult(target, events_file, workdir, proc.returncode, timed_out, interrupted, wall, facts)
+    return RunResult(
+        target, events_file, workdir, proc.returncode, timed_out, interrupted, wall, facts
+    )
 
 
 def _raise_interrupt(signum, frame) -> None:
@@ -252,8 +303,10 @@ def _check_events_file(path: str, target: Target) -> None:
     except (OSError, UnicodeDecodeError, ValueError):
         first = None
     if not isinstance(first, dict) or "event" not in first:
-        raise TraceUsageError(f"--events {path} exists and is not an events file of xla-lint trace; "
-                              "it was left unchanged (give a new file)")
+        raise TraceUsageError(
+            f"--events {path} exists and is not an events file of xla-lint trace; "
+            "it was left unchanged (give a new file)"
+        )
 
 
 def _stop_child(proc: subprocess.Popen) -> None:
@@ -281,8 +334,15 @@ def _stop_child(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _append_parent_events(events_file: str, env: dict, returncode: int | None, timed_out: bool, interrupted: bool,
-                          timeout: float, wall: float) -> None:
+def _append_parent_events(
+    events_file: str,
+    env: dict,
+    returncode: int | None,
+    timed_out: bool,
+    interrupted: bool,
+    timeout: float,
+    wall: float,
+) -> None:
     """Add what only the parent knows: compile blocks the child had no chance to turn into
     events (it crashed, hung or was killed mid-compile), the timeout with the stack the child
     was in, and its exit status."""
@@ -299,16 +359,22 @@ def _append_parent_events(events_file: str, env: dict, returncode: int | None, t
             text = ""
         hook._set_library_dirs(*_library_modules(trace))
         blocks = [b for b in hook.parse_debug_blocks(text) if b["kind"] == "compile"]
-        for block in blocks[len(trace.compiles):]:
+        for block in blocks[len(trace.compiles) :]:
             event = hook.block_event(block, step)
             event["from"] = "parent"
             lines.append(event)
     if timed_out or interrupted:
-        hook._set_library_dirs(*_library_modules(trace))  # the user's frame, not typing.py or mpmath
+        hook._set_library_dirs(
+            *_library_modules(trace)
+        )  # the user's frame, not typing.py or mpmath
         stack = _read_stack(env.get(hook.STACKS_ENV))
-        event = {"event": "timeout", "seconds": timeout if timed_out else round(wall, 3), "interrupted": interrupted,
-                 "stack": stack[:hook.MAX_FRAMES],
-                 "location": next((f for f in stack if hook.is_user_file(f["path"])), None)}
+        event = {
+            "event": "timeout",
+            "seconds": timeout if timed_out else round(wall, 3),
+            "interrupted": interrupted,
+            "stack": stack[: hook.MAX_FRAMES],
+            "location": next((f for f in stack if hook.is_user_file(f["path"])), None),
+        }
         lines.append(event)
     lines.append({"event": "child_exit", "code": returncode})
     t = round(wall, 6)
@@ -320,6 +386,7 @@ def _append_parent_events(events_file: str, env: dict, returncode: int | None, t
 
 def _library_modules(trace) -> list:
     """Stand-ins whose ``__file__`` makes torch and torch_xla library code for user-frame tests."""
+
     class _M:
         def __init__(self, file):
             self.__file__ = file
@@ -346,16 +413,19 @@ def _read_stack(path: str | None) -> list[dict]:
     chunks = [c for c in text.split("\n\n") if "File " in c]
     # The script's thread is the one running a <module> frame (runpy -> the script's top level).
     main = next((c for c in chunks if "<module>" in c), None) or next(
-        (c for c in chunks if "Current thread" in c), chunks[0] if chunks else "")
+        (c for c in chunks if "Current thread" in c), chunks[0] if chunks else ""
+    )
     frames = []
     for line in main.splitlines():
         line = line.strip()
         if not line.startswith('File "'):
             continue
-        path_part, _, rest = line[len('File "'):].partition('", line ')
+        path_part, _, rest = line[len('File "') :].partition('", line ')
         number, _, function = rest.partition(" in ")
         if number.strip().isdigit():
-            frames.append({"path": path_part, "line": int(number), "function": function.strip() or None})
+            frames.append(
+                {"path": path_part, "line": int(number), "function": function.strip() or None}
+            )
     return frames
 
 
@@ -394,7 +464,9 @@ class StaticLint:
         self.error: str | None = None
         self._thread = None
         if path is not None:
-            self._thread = threading.Thread(target=self._run, args=(path,), name="xla-lint-static", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, args=(path,), name="xla-lint-static", daemon=True
+            )
             self._thread.start()
 
     def _run(self, path: str) -> None:

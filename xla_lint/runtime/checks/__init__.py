@@ -110,14 +110,16 @@ class CheckContext:
 
 # Errors of torch_xla itself whose cause is known, by stage: (text in the error, explanation).
 KNOWN_ERRORS = {
-    "checkpoint": [(
-        "'ellipsis' object is not iterable",
-        "This TypeError is raised inside torch_xla 2.9's SPMD checkpoint planner "
-        "(torch_xla/experimental/distributed_checkpoint) for shards that are padded: a parameter whose sharded "
-        "dimension is not a multiple of the fsdp axis size (e.g. Linear(128, 10) on 8 devices). The checker already "
-        "uses torch.distributed.checkpoint with SPMDSavePlanner; make those dimensions multiples of the axis size "
-        "(or pad them) to checkpoint this model with the SPMD planners.",
-    )],
+    "checkpoint": [
+        (
+            "'ellipsis' object is not iterable",
+            "This TypeError is raised inside torch_xla 2.9's SPMD checkpoint planner "
+            "(torch_xla/experimental/distributed_checkpoint) for shards that are padded: a parameter whose sharded "
+            "dimension is not a multiple of the fsdp axis size (e.g. Linear(128, 10) on 8 devices). The checker already "
+            "uses torch.distributed.checkpoint with SPMDSavePlanner; make those dimensions multiples of the axis size "
+            "(or pad them) to checkpoint this model with the SPMD planners.",
+        )
+    ],
 }
 
 
@@ -136,7 +138,7 @@ def _traceback_note(ctx: CheckContext) -> str:
     """Where the full traceback is: the ``--json`` file if one is written, else nowhere yet."""
     path = ctx.options.get("json_path")
     if path:
-        return f"the full traceback is in the JSON report ({path}, \"errors\")."
+        return f'the full traceback is in the JSON report ({path}, "errors").'
     return "the last lines of the traceback are above; rerun with --json PATH to keep the whole traceback."
 
 
@@ -149,31 +151,47 @@ def gate(ctx: CheckContext, name: str) -> CheckResult | None:
     if not ctx.rendezvous.get("ok", True):
         died = sorted({d["host"] for d in ctx.rendezvous.get("died") or []})
         if died:
-            return CheckResult(name, SKIP, f"not run: host {', '.join(map(str, died))} did not finish the run (see rendezvous)")
+            return CheckResult(
+                name,
+                SKIP,
+                f"not run: host {', '.join(map(str, died))} did not finish the run (see rendezvous)",
+            )
         return CheckResult(name, SKIP, "not run: the rendezvous failed (see rendezvous)")
     if ctx.fatal:
         first = ctx.fatal[0]
         return CheckResult(name, SKIP, f"not run: {first['error']}")
     missing = [i for i, r in enumerate(ctx.records) if r is None]
     if missing and name != "rendezvous":
-        return CheckResult(name, SKIP, f"not run: no run record from host(s) {', '.join(map(str, missing))}")
+        return CheckResult(
+            name, SKIP, f"not run: no run record from host(s) {', '.join(map(str, missing))}"
+        )
     needed = STAGE_ORDER.index(CHECK_NEEDS[name])
     for err in sorted(ctx.stage_errors(), key=lambda e: (STAGE_ORDER.index(e["stage"]), e["host"])):
         pos = STAGE_ORDER.index(err["stage"])
         if STAGE_TO_CHECK[err["stage"]] == name:
             hosts = sorted({e["host"] for e in ctx.stage_errors() if e["stage"] == err["stage"]})
-            where = f"in step {err['step']} ({err['stage']} stage)" if err.get("step") else f"in the {err['stage']} stage"
+            where = (
+                f"in step {err['step']} ({err['stage']} stage)"
+                if err.get("step")
+                else f"in the {err['stage']} stage"
+            )
             return CheckResult(
                 name,
                 FAIL,
                 f"host {err['host']} raised {where}: {one_line(err['error'])}",
-                {"errors": [e for e in ctx.stage_errors() if e["stage"] == err["stage"]], "hosts": hosts},
-                explanation=f"an exception on host {err['host']} stopped the job {where}; {_traceback_note(ctx)} " + _hint(err),
+                {
+                    "errors": [e for e in ctx.stage_errors() if e["stage"] == err["stage"]],
+                    "hosts": hosts,
+                },
+                explanation=f"an exception on host {err['host']} stopped the job {where}; {_traceback_note(ctx)} "
+                + _hint(err),
                 rules=[],
                 details=[line for line in err.get("traceback", "").strip().splitlines()[-3:]],
             )
         if pos <= needed:
-            return CheckResult(name, SKIP, f"not run: host {err['host']} failed in the {err['stage']} stage")
+            return CheckResult(
+                name, SKIP, f"not run: host {err['host']} failed in the {err['stage']} stage"
+            )
     return None
 
 
@@ -232,7 +250,9 @@ def run_all(ctx: CheckContext) -> list[CheckResult]:
         try:
             out.append(funcs[name](ctx))
         except Exception as exc:  # noqa: BLE001 - a broken check must not hide the others
-            out.append(CheckResult(name, FAIL, f"the check itself raised {type(exc).__name__}: {exc}"))
+            out.append(
+                CheckResult(name, FAIL, f"the check itself raised {type(exc).__name__}: {exc}")
+            )
     return out
 
 
@@ -251,4 +271,14 @@ def fmt_bytes(n: float) -> str:
     return f"{n} B"
 
 
-__all__ = ["PASS", "FAIL", "SKIP", "CheckResult", "CheckContext", "run_all", "gate", "CHECK_ORDER", "fmt_bytes"]
+__all__ = [
+    "PASS",
+    "FAIL",
+    "SKIP",
+    "CheckResult",
+    "CheckContext",
+    "run_all",
+    "gate",
+    "CHECK_ORDER",
+    "fmt_bytes",
+]

@@ -24,7 +24,8 @@ def check(ctx: CheckContext) -> CheckResult:
             partial = [x for x in lost if "last_tile_dim_replicate" in x["sharding_spec"]]
             problems.append(
                 f"host {h}: {len(lost)} of {c['tensors']} tensors were not written to the checkpoint at all: "
-                + ", ".join(x["name"] for x in lost[:5]) + (" ..." if len(lost) > 5 else "")
+                + ", ".join(x["name"] for x in lost[:5])
+                + (" ..." if len(lost) > 5 else "")
             )
             if partial:
                 causes.append(
@@ -37,11 +38,17 @@ def check(ctx: CheckContext) -> CheckResult:
                     "first write item per (fqn, offset) - see docs/runtime.md"
                 )
         if c["mismatches"]:
-            problems.append(f"host {h}: {len(c['mismatches'])} tensor(s) differ after loading (max |diff| {c['max_abs_diff']:.3g}): {', '.join(c['mismatches'][:5])}")
+            problems.append(
+                f"host {h}: {len(c['mismatches'])} tensor(s) differ after loading (max |diff| {c['max_abs_diff']:.3g}): {', '.join(c['mismatches'][:5])}"
+            )
         if c["sharding_mismatches"]:
-            problems.append(f"host {h}: sharding changed for {', '.join(c['sharding_mismatches'][:5])}")
+            problems.append(
+                f"host {h}: sharding changed for {', '.join(c['sharding_mismatches'][:5])}"
+            )
         if c["diff_before_load"] == 0.0 and c["tensors"] > len(lost):
-            problems.append(f"host {h}: the load targets already equalled the saved tensors, so the round trip proves nothing")
+            problems.append(
+                f"host {h}: the load targets already equalled the saved tensors, so the round trip proves nothing"
+            )
     c0 = per_host[str(ctx.first["host_index"])]
     values = {"hosts": per_host}
     if problems:
@@ -51,7 +58,10 @@ def check(ctx: CheckContext) -> CheckResult:
             "--checkpoint-dir must be storage every host can see) or from torch_xla's planners, not from your save code"
         )
         return CheckResult(
-            "checkpoint", FAIL, "; ".join(problems), values,
+            "checkpoint",
+            FAIL,
+            "; ".join(problems),
+            values,
             explanation="; ".join(causes) if causes else generic,
         )
     summary = (

@@ -40,18 +40,30 @@ def check(ctx: CheckContext) -> CheckResult:
     ref = per_host[str(recs[0]["host_index"])]
     problems, rules = [], []
     disagree = [
-        h for h, v in per_host.items()
-        if not (_close(v["final_loss"], ref["final_loss"]) and _close(v["abs_sum"], ref["abs_sum"]) and _close(v["sq_sum"], ref["sq_sum"]))
+        h
+        for h, v in per_host.items()
+        if not (
+            _close(v["final_loss"], ref["final_loss"])
+            and _close(v["abs_sum"], ref["abs_sum"])
+            and _close(v["sq_sum"], ref["sq_sum"])
+        )
     ]
     max_rel = max(
-        (abs(v[k] - ref[k]) / max(abs(ref[k]), 1e-12) for v in per_host.values() for k in ("final_loss", "abs_sum", "sq_sum")),
+        (
+            abs(v[k] - ref[k]) / max(abs(ref[k]), 1e-12)
+            for v in per_host.values()
+            for k in ("final_loss", "abs_sum", "sq_sum")
+        ),
         default=0.0,
     )
     explanation = ""
     if disagree:
         problems.append(
             f"host(s) {', '.join(disagree)} disagree with host {recs[0]['host_index']}: "
-            + "; ".join(f"host {h}: loss {v['final_loss']:.6g}, checksum {v['abs_sum']:.8g}" for h, v in per_host.items())
+            + "; ".join(
+                f"host {h}: loss {v['final_loss']:.6g}, checksum {v['abs_sum']:.8g}"
+                for h, v in per_host.items()
+            )
         )
         explanation = (
             "the hosts trained different models: they started from different seeds or each built and stepped its own "
@@ -65,18 +77,32 @@ def check(ctx: CheckContext) -> CheckResult:
         shard_total = sum(v["local_shard_abs_sum"] for v in per_host.values())
         shard_pairs = [("all hosts", shard_total, ref["abs_sum"])]
     else:
-        shard_pairs = [(f"host {h}", v["local_shard_abs_sum"], v["abs_sum"]) for h, v in per_host.items()]
+        shard_pairs = [
+            (f"host {h}", v["local_shard_abs_sum"], v["abs_sum"]) for h, v in per_host.items()
+        ]
     bad_shards = [(who, a, b) for who, a, b in shard_pairs if not _close(a, b, 1e-4)]
     if bad_shards:
-        problems.append("; ".join(f"{who}: shards add up to {a:.8g} but the program's parameters sum to {b:.8g}" for who, a, b in bad_shards))
+        problems.append(
+            "; ".join(
+                f"{who}: shards add up to {a:.8g} but the program's parameters sum to {b:.8g}"
+                for who, a, b in bad_shards
+            )
+        )
         explanation = (explanation + "; " if explanation else "") + (
             "the devices' shards do not form the model the program computes with: a parameter was modified outside "
             "the traced step or re-sharded inconsistently"
         )
-    values = {"hosts": per_host, "max_relative_difference": max_rel, "rtol": RTOL, "spans_hosts": spans,
-              "shard_sums": [{"who": w, "shards": a, "program": b} for w, a, b in shard_pairs]}
+    values = {
+        "hosts": per_host,
+        "max_relative_difference": max_rel,
+        "rtol": RTOL,
+        "spans_hosts": spans,
+        "shard_sums": [{"who": w, "shards": a, "program": b} for w, a, b in shard_pairs],
+    }
     if problems:
-        return CheckResult("consistency", FAIL, "; ".join(problems), values, explanation=explanation, rules=rules)
+        return CheckResult(
+            "consistency", FAIL, "; ".join(problems), values, explanation=explanation, rules=rules
+        )
     n = len(per_host)
     who = f"{n} hosts agree" if n > 1 else "1 host"
     summary = (

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from . import FAIL, PASS, CheckContext, CheckResult, gate
 
-FIELDS = ("device_kind", "addressable_devices", "global_devices", "xla_process_index", "xla_process_count", "torch", "torch_xla", "spmd")
+FIELDS = (
+    "device_kind",
+    "addressable_devices",
+    "global_devices",
+    "xla_process_index",
+    "xla_process_count",
+    "torch",
+    "torch_xla",
+    "spmd",
+)
 
 
 def check(ctx: CheckContext) -> CheckResult:
@@ -18,14 +27,19 @@ def check(ctx: CheckContext) -> CheckResult:
     blocked = gate(ctx, "environment")
     if blocked:
         return blocked
-    per_host = {str(r["host_index"]): {k: r["environment"].get(k) for k in FIELDS} for r in ctx.present}
+    per_host = {
+        str(r["host_index"]): {k: r["environment"].get(k) for k in FIELDS} for r in ctx.present
+    }
     first = ctx.first["environment"]
     n_hosts = len(ctx.records)
     problems, rules, causes = [], [], []
     for key in ("torch", "torch_xla", "device_kind", "addressable_devices", "global_devices"):
         values = {h: v[key] for h, v in per_host.items()}
         if len(set(map(str, values.values()))) > 1:
-            problems.append(f"{key} differs between hosts: " + ", ".join(f"host {h}: {v}" for h, v in values.items()))
+            problems.append(
+                f"{key} differs between hosts: "
+                + ", ".join(f"host {h}: {v}" for h, v in values.items())
+            )
             causes.append(
                 "hosts run different software or see different devices: install the same torch/torch_xla pair "
                 "everywhere (pip install 'xla-lint[runtime]') and start every host with the same PJRT_DEVICE"
@@ -33,14 +47,19 @@ def check(ctx: CheckContext) -> CheckResult:
     off = [h for h, v in per_host.items() if not v["spmd"]]
     if off:
         problems.append(f"SPMD is off on host(s) {', '.join(off)}")
-        causes.append("call torch_xla.runtime.use_spmd() before any tensor or model reaches the XLA device")
+        causes.append(
+            "call torch_xla.runtime.use_spmd() before any tensor or model reaches the XLA device"
+        )
         rules.append("XLA002")
     counts = {h: v["xla_process_count"] for h, v in per_host.items()}
     separate_worlds = ctx.simulated or (
-        all(v["device_kind"] == "CPU" for v in per_host.values()) and set(counts.values()) == {1})
+        all(v["device_kind"] == "CPU" for v in per_host.values()) and set(counts.values()) == {1}
+    )
     if not separate_worlds and n_hosts > 1:
         if any(c != n_hosts for c in counts.values()):
-            problems.append(f"the host group has {n_hosts} hosts but PJRT reports {sorted(set(counts.values()))} process(es)")
+            problems.append(
+                f"the host group has {n_hosts} hosts but PJRT reports {sorted(set(counts.values()))} process(es)"
+            )
             causes.append(
                 "the checker's host group and the XLA runtime disagree on the process layout: in SPMD there is one "
                 "process per host and xr.process_index() identifies it (not xm.get_ordinal())"
@@ -61,5 +80,12 @@ def check(ctx: CheckContext) -> CheckResult:
         summary += " (CPU hosts: every process is its own SPMD world)"
     values = {"hosts": per_host, "device_env": ctx.device_env}
     if problems:
-        return CheckResult("environment", FAIL, "; ".join(problems), values, explanation="; ".join(causes), rules=rules)
+        return CheckResult(
+            "environment",
+            FAIL,
+            "; ".join(problems),
+            values,
+            explanation="; ".join(causes),
+            rules=rules,
+        )
     return CheckResult("environment", PASS, summary, values)

@@ -33,8 +33,11 @@ def adam_recompile_steps(options: dict, record: dict) -> set[int]:
 
 def _xla204_explanation(options: dict, x: dict, probe: dict) -> str:
     beta2 = (options.get("betas") or (0.9, DEFAULT_BETA2))[1]
-    moved = (f" (--fast-forward-step set the counter to {probe['set_to']} after run step {probe['at_run_step']})"
-             if probe.get("set_to") else "")
+    moved = (
+        f" (--fast-forward-step set the counter to {probe['set_to']} after run step {probe['at_run_step']})"
+        if probe.get("set_to")
+        else ""
+    )
     return (
         f"the compile at run step {x['step']} is optimizer step {x['optimizer_step']}{moved}: there Adam's host-side bias "
         f"correction (1 - beta2**step) ** 0.5 with beta2={beta2} rounds to 1.0, and torch_xla bakes the scalar 1.0 into "
@@ -58,18 +61,43 @@ def check(ctx: CheckContext) -> CheckResult:
         per_host[str(r["host_index"])] = [s["compiles"] for s in steps]
         for prev, s in zip([None] + steps[:-1], steps):
             if s["step"] > warmup and s["compiles"] > 0:
-                late_all.append({"host": r["host_index"], "step": s["step"], "graphs": s["compiles"], "compile_s": s["compile_s"],
-                                 "input_shape": s["input_shape"], "previous_input_shape": prev["input_shape"] if prev else None,
-                                 "optimizer_step": s.get("optimizer_step")})
+                late_all.append(
+                    {
+                        "host": r["host_index"],
+                        "step": s["step"],
+                        "graphs": s["compiles"],
+                        "compile_s": s["compile_s"],
+                        "input_shape": s["input_shape"],
+                        "previous_input_shape": prev["input_shape"] if prev else None,
+                        "optimizer_step": s.get("optimizer_step"),
+                    }
+                )
     steps0 = ctx.first["steps"]
     warm = sum(s["compiles"] for s in steps0[:warmup])
-    values = {"warmup_steps": warmup, "compiles_per_step": per_host, "warmup_graphs": warm, "late": late_all, "steps": len(steps0)}
+    values = {
+        "warmup_steps": warmup,
+        "compiles_per_step": per_host,
+        "warmup_graphs": warm,
+        "late": late_all,
+        "steps": len(steps0),
+    }
     if late_all:
         first_host = late_all[0]["host"]
         late = [x for x in late_all if x["host"] == first_host]
-        named = ", ".join(f"step {x['step']} compiled {x['graphs']} graph(s) ({x['compile_s']:.2f} s)" for x in late[:6])
-        summary = f"after {warmup} warm-up step(s): {named}" + (" ..." if len(late) > 6 else "") + (f" on host {first_host}" if len(ctx.records) > 1 else "")
-        shape_changes = [x for x in late if x["previous_input_shape"] and x["input_shape"] != x["previous_input_shape"]]
+        named = ", ".join(
+            f"step {x['step']} compiled {x['graphs']} graph(s) ({x['compile_s']:.2f} s)"
+            for x in late[:6]
+        )
+        summary = (
+            f"after {warmup} warm-up step(s): {named}"
+            + (" ..." if len(late) > 6 else "")
+            + (f" on host {first_host}" if len(ctx.records) > 1 else "")
+        )
+        shape_changes = [
+            x
+            for x in late
+            if x["previous_input_shape"] and x["input_shape"] != x["previous_input_shape"]
+        ]
         adam_steps = adam_recompile_steps(ctx.options, ctx.first)
         scalar = [x for x in late if x.get("optimizer_step") in adam_steps]
         if scalar and not shape_changes:
@@ -92,11 +120,29 @@ def check(ctx: CheckContext) -> CheckResult:
                 "--steps to find late recompiles and PT_XLA_DEBUG_LEVEL=2 to see why each compile happened"
             )
             rules = ["XLA201", "XLA202"]
-        return CheckResult("recompilation", FAIL, summary, values, explanation=explanation, rules=rules,
-                           details=[f"graphs compiled per step: {per_host[str(first_host)]}"])
+        return CheckResult(
+            "recompilation",
+            FAIL,
+            summary,
+            values,
+            explanation=explanation,
+            rules=rules,
+            details=[f"graphs compiled per step: {per_host[str(first_host)]}"],
+        )
     if len(steps0) <= warmup:
-        return CheckResult("recompilation", SKIP, f"not run: all {len(steps0)} step(s) were warm-up steps, which may compile; "
-                           "run more --steps than --warmup-steps to look for recompiles", values,
-                           details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"])
+        return CheckResult(
+            "recompilation",
+            SKIP,
+            f"not run: all {len(steps0)} step(s) were warm-up steps, which may compile; "
+            "run more --steps than --warmup-steps to look for recompiles",
+            values,
+            details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"],
+        )
     summary = f"{warm} graph(s) compiled in the {warmup} warm-up step(s), none in the {len(steps0) - warmup} step(s) after"
-    return CheckResult("recompilation", PASS, summary, values, details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"])
+    return CheckResult(
+        "recompilation",
+        PASS,
+        summary,
+        values,
+        details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"],
+    )

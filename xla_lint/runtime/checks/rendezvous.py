@@ -16,8 +16,27 @@ def check(ctx: CheckContext) -> CheckResult:
     """FAIL names every host index that did not join, or that two processes claimed."""
     rv = ctx.rendezvous
     expected, joined = rv.get("expected", 1), rv.get("joined", [0])
-    values = {k: rv.get(k) for k in ("expected", "joined", "missing", "duplicates", "elapsed_s", "timeout_s", "source", "coordinator", "hosts")}
-    where = {"single": "one host", "cli": "--coordinator", "env": "MASTER_ADDR/WORLD_SIZE/RANK", "simulated": "simulated hosts on 127.0.0.1", "xla": "init_method='xla://'"}.get(rv.get("source"), rv.get("source"))
+    values = {
+        k: rv.get(k)
+        for k in (
+            "expected",
+            "joined",
+            "missing",
+            "duplicates",
+            "elapsed_s",
+            "timeout_s",
+            "source",
+            "coordinator",
+            "hosts",
+        )
+    }
+    where = {
+        "single": "one host",
+        "cli": "--coordinator",
+        "env": "MASTER_ADDR/WORLD_SIZE/RANK",
+        "simulated": "simulated hosts on 127.0.0.1",
+        "xla": "init_method='xla://'",
+    }.get(rv.get("source"), rv.get("source"))
     values["died"] = rv.get("died") or []
     if values["died"]:
         return CheckResult(
@@ -28,8 +47,12 @@ def check(ctx: CheckContext) -> CheckResult:
             explanation=(
                 "a host ended before the run was over, so the others stopped instead of waiting for it; that host's own "
                 "output (stderr) may say why"
-                + ("; SIGKILL (signal 9) usually comes from the kernel's out-of-memory killer or from a scheduler "
-                   "reclaiming the machine" if any("SIGKILL" in d.get("how", "") for d in values["died"]) else "")
+                + (
+                    "; SIGKILL (signal 9) usually comes from the kernel's out-of-memory killer or from a scheduler "
+                    "reclaiming the machine"
+                    if any("SIGKILL" in d.get("how", "") for d in values["died"])
+                    else ""
+                )
             ),
         )
     if not rv.get("ok", True):
@@ -42,8 +65,8 @@ def check(ctx: CheckContext) -> CheckResult:
             explanation=(
                 "every host must run the same command; only --host-index (and --json, --quiet, --timeout, "
                 "--job-timeout) may differ"
-                if different else
-                "a host that never joins is a host where the command was not started, crashed before joining, or cannot "
+                if different
+                else "a host that never joins is a host where the command was not started, crashed before joining, or cannot "
                 f"reach the coordinator {rv.get('coordinator')}: start the same command on every host with its own "
                 "--host-index (0..N-1) and the same --num-hosts"
             ),
@@ -57,4 +80,9 @@ def check(ctx: CheckContext) -> CheckResult:
             values,
             explanation="the host died or hung after joining (see its own output); every host must run the job to the end",
         )
-    return CheckResult("rendezvous", PASS, f"{len(joined)} of {expected} host(s) joined in {rv.get('elapsed_s', 0):.2f} s ({where}); process indices {joined}", values)
+    return CheckResult(
+        "rendezvous",
+        PASS,
+        f"{len(joined)} of {expected} host(s) joined in {rv.get('elapsed_s', 0):.2f} s ({where}); process indices {joined}",
+        values,
+    )

@@ -29,23 +29,44 @@ def check(ctx: CheckContext) -> CheckResult:
     on_fsdp = [p for p in params if "fsdp" in p["axes"].values()]
     replicated = [p for p in params if not p["axes"]]
     other = [p for p in params if p["axes"] and "fsdp" not in p["axes"].values()]
-    big_unsharded = [p for p in params if p["bytes"] >= threshold and "fsdp" not in p["axes"].values()]
+    big_unsharded = [
+        p for p in params if p["bytes"] >= threshold and "fsdp" not in p["axes"].values()
+    ]
     total = sum(p["bytes"] for p in params)
     rep_bytes = sum(p["bytes"] for p in replicated)
     batch = rec.get("batch") or {}
     batch_ok = bool(batch) and batch.get("axes", {}).get("0") == batch_axis
     simulated_note = " per SPMD world" if ctx.simulated else ""
     hosts = len(ctx.records)
-    per_host = batch.get("global_batch", 0) if (ctx.simulated or hosts == 1) else batch.get("global_batch", 0) // max(1, hosts)
+    per_host = (
+        batch.get("global_batch", 0)
+        if (ctx.simulated or hosts == 1)
+        else batch.get("global_batch", 0) // max(1, hosts)
+    )
     values = {
         "threshold_bytes": threshold,
         "parameters": len(params),
         "parameter_bytes": total,
         "sharded_on_fsdp": len(on_fsdp),
-        "replicated": [{"name": p["name"], "bytes": p["bytes"], "shape": p["shape"], "sharding_spec": p["sharding_spec"]} for p in replicated],
+        "replicated": [
+            {
+                "name": p["name"],
+                "bytes": p["bytes"],
+                "shape": p["shape"],
+                "sharding_spec": p["sharding_spec"],
+            }
+            for p in replicated
+        ],
         "replicated_bytes": rep_bytes,
         "sharded_on_other_axes": [{"name": p["name"], "axes": p["axes"]} for p in other],
-        "parameter_specs": {p["name"]: {"sharding_spec": p["sharding_spec"], "shard_shape": p["shard_shape"], "axes": p["axes"]} for p in params},
+        "parameter_specs": {
+            p["name"]: {
+                "sharding_spec": p["sharding_spec"],
+                "shard_shape": p["shard_shape"],
+                "axes": p["axes"],
+            }
+            for p in params
+        },
         "input": batch,
         "global_batch": batch.get("global_batch"),
         "per_device_batch": batch.get("per_device_batch"),
@@ -53,8 +74,13 @@ def check(ctx: CheckContext) -> CheckResult:
     }
     details = []
     if replicated:
-        details.append(f"replicated parameters ({len(replicated)}, {fmt_bytes(rep_bytes)} on every device):")
-        details += [f"  {p['name']} {p['shape']} {fmt_bytes(p['bytes'])} spec={p['sharding_spec'] or '(none)'}" for p in replicated[:12]]
+        details.append(
+            f"replicated parameters ({len(replicated)}, {fmt_bytes(rep_bytes)} on every device):"
+        )
+        details += [
+            f"  {p['name']} {p['shape']} {fmt_bytes(p['bytes'])} spec={p['sharding_spec'] or '(none)'}"
+            for p in replicated[:12]
+        ]
         if len(replicated) > 12:
             details.append(f"  ... and {len(replicated) - 12} more (see the JSON report)")
     batch_line = (
@@ -79,17 +105,29 @@ def check(ctx: CheckContext) -> CheckResult:
         )
         rules.append("XLA009")
     if not batch_ok and (batch.get("devices") or 2) > 1:  # one device: nothing to shard
-        problems.append(f"the input batch is not sharded on dim 0 along '{batch_axis}' (spec {batch.get('sharding_spec')!r})")
+        problems.append(
+            f"the input batch is not sharded on dim 0 along '{batch_axis}' (spec {batch.get('sharding_spec')!r})"
+        )
         causes.append(
             f"shard the input: xs.mark_sharding(batch, mesh, ('{batch_axis}', None)) or pl.MpDeviceLoader(loader, device, "
             f"input_sharding=xs.ShardingSpec(mesh, ('{batch_axis}', None))); without it every device computes the whole batch"
         )
     if problems:
-        return CheckResult("sharding", FAIL, "; ".join(problems), values, explanation="; ".join(causes), rules=rules, details=details + [batch_line])
+        return CheckResult(
+            "sharding",
+            FAIL,
+            "; ".join(problems),
+            values,
+            explanation="; ".join(causes),
+            rules=rules,
+            details=details + [batch_line],
+        )
     if data_parallel:
         summary = f"data parallel: {len(params)} parameters replicated ({fmt_bytes(total)} per device) by design; {batch_line}"
     elif fsdp_size == 1:
-        summary = f"the fsdp axis has size 1, so FSDPv2 sharding is trivially replicated; {batch_line}"
+        summary = (
+            f"the fsdp axis has size 1, so FSDPv2 sharding is trivially replicated; {batch_line}"
+        )
     else:
         small = len(params) - len(on_fsdp) - len(other)
         summary = (

@@ -9,7 +9,9 @@ def check(ctx: CheckContext) -> CheckResult:
     """Compile seconds (sum of ``CompileTime``), median step seconds after warm-up, tokens per second."""
     blocked = gate(ctx, "throughput")
     if blocked:
-        return blocked if blocked.status == SKIP else CheckResult("throughput", SKIP, blocked.summary)
+        return (
+            blocked if blocked.status == SKIP else CheckResult("throughput", SKIP, blocked.summary)
+        )
     t = ctx.first["timings"]
     step = t.get("step_s_median")
     tokens = t.get("tokens_per_step")
@@ -24,7 +26,12 @@ def check(ctx: CheckContext) -> CheckResult:
         "timings": t,
     }
     if not step:
-        return CheckResult("throughput", SKIP, "not run: no step after the warm-up to time (run more --steps than --warmup-steps)", values)
+        return CheckResult(
+            "throughput",
+            SKIP,
+            "not run: no step after the warm-up to time (run more --steps than --warmup-steps)",
+            values,
+        )
     summary = (
         f"compile {t.get('compile_s_total', 0):.2f} s total; step {step * 1000:.1f} ms (median after warm-up); "
         f"{tokens} {unit}/step -> {tps:,.0f} {unit}/s"

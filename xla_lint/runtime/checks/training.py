@@ -20,4 +20,6 @@ def check(ctx: CheckContext) -> CheckResult:
     n = len(steps)
     where = f" on each of the {n} hosts" if n > 1 else ""
     summary = f"{min(steps.values())} of {ctx.options.get('steps')} step(s) ran{where}, none raised"
-    return CheckResult("training", PASS, summary, {"steps_per_host": steps, "steps": ctx.options.get("steps")})
+    return CheckResult(
+        "training", PASS, summary, {"steps_per_host": steps, "steps": ctx.options.get("steps")}
+    )
