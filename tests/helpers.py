@@ -36,7 +36,8 @@ def lint_tree(root: Path, select: list[str] | None = None, **settings_kw):
 
 
 def fix_text(root: Path, rel: str, select: list[str], **settings_kw) -> str:
-    """The text of ``rel`` after every round of safe fixes (the file itself is not written)."""
+    """The text of ``rel`` after every round of the fixes --fix applies (safe ones; unsafe ones
+    too with ``unsafe_fixes=True``); the file itself is not written."""
     old = os.getcwd()
     os.chdir(root)
     try:
@@ -49,6 +50,7 @@ def fix_text(root: Path, rel: str, select: list[str], **settings_kw) -> str:
             rel,
             text,
             lambda t: finalize([lint_file(target, settings, text=t)], result.program, settings)[0],
+            settings.unsafe_fixes,
         )
         return outcome.fixed
     finally:

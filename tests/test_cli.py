@@ -15,10 +15,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers import without_file_powers, write_tree
 
 from xla_lint.rules import all_rules
-
-from helpers import without_file_powers, write_tree
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 
@@ -862,3 +861,99 @@ def test_add_noqa_counts_lines_as_python_does_not_at_form_feeds(tmp_path):
     assert (
         tmp_path / "a.py"
     ).read_bytes().decode() == "import torch_xla\nx = 1  # a\x0cb\nprint('a')  # noqa: XLA004\n"
+
+
+# XLA005 has an unsafe fix (the value changes); XLA302 a safe one.
+SPMD_IDENTITY = (
+    "import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\nxr.use_spmd()\n"
+    "if xr.global_ordinal() == 0:\n    print('host 0', flush=True)\nxm.mark_step()\n"
+)
+IDENTITY_FIXED = SPMD_IDENTITY.replace("global_ordinal", "process_index")
+
+
+def test_fix_leaves_unsafe_fixes_out_and_unsafe_fixes_applies_them(tmp_path):
+    write_tree(tmp_path, {"train.py": SPMD_IDENTITY})
+    args = ("--no-cache", "--select", "XLA005,XLA302")
+    shown = xla(tmp_path, *args, "--show-fixes")
+    assert lines(shown)[2:7] == [
+        "Fixes --fix would apply (1):",
+        "  train.py:6:1: XLA302 call `torch_xla.sync()`",
+        "Unsafe fixes, applied only with --unsafe-fixes (1):",
+        "  train.py:4:4: XLA005 [unsafe] call `process_index()` instead",
+        "Found 2 diagnostics in 1 file (1 fixable with --fix, 1 more with --fix --unsafe-fixes).",
+    ]
+    diff = xla(tmp_path, *args, "--diff")
+    assert "+torch_xla.sync()" in diff.stdout and "process_index" not in diff.stdout
+    assert "1 unsafe fix is not in this diff (--unsafe-fixes adds them)" in diff.stderr
+    unsafe_diff = xla(tmp_path, *args, "--diff", "--unsafe-fixes")
+    assert "+if xr.process_index() == 0:" in unsafe_diff.stdout
+    assert "1 of the fixes in this diff is unsafe" in unsafe_diff.stderr
+    assert "train.py:4:4: XLA005 call `process_index()` instead" in unsafe_diff.stderr
+    assert (tmp_path / "train.py").read_text() == SPMD_IDENTITY  # --diff writes nothing
+
+    fixed = xla(tmp_path, *args, "--fix")
+    text = (tmp_path / "train.py").read_text()
+    assert "xr.global_ordinal()" in text and "torch_xla.sync()" in text
+    assert fixed.returncode == 1 and "XLA005" in fixed.stdout
+    xla(tmp_path, *args, "--fix", "--unsafe-fixes")
+    text = (tmp_path / "train.py").read_text()
+    assert "xr.process_index() == 0" in text and "global_ordinal" not in text
+    assert xla(tmp_path, *args).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "table,expect_identity_fixed,expect_sync_fixed",
+    [
+        ("unsafe-fixes = true", True, True),
+        ('extend-safe-fixes = ["XLA005"]', True, True),
+        ('extend-unsafe-fixes = ["XLA3"]', False, False),
+        ('unfixable = ["XLA302"]\nunsafe-fixes = true', True, False),
+        ('unfixable = ["XLA0"]\nextend-safe-fixes = ["XLA005"]', False, True),
+    ],
+)
+def test_fix_safety_from_configuration(tmp_path, table, expect_identity_fixed, expect_sync_fixed):
+    write_tree(
+        tmp_path,
+        {"train.py": SPMD_IDENTITY, "pyproject.toml": f"[tool.xla-lint]\n{table}\n"},
+    )
+    xla(tmp_path, "--no-cache", "--select", "XLA005,XLA302", "--fix")
+    text = (tmp_path / "train.py").read_text()
+    assert ("xr.process_index()" in text) == expect_identity_fixed
+    assert ("torch_xla.sync()" in text) == expect_sync_fixed
+
+
+def test_unfixable_code_shows_no_fix_and_no_unsafe_hint(tmp_path):
+    write_tree(
+        tmp_path,
+        {"train.py": SPMD_IDENTITY, "pyproject.toml": '[tool.xla-lint]\nunfixable = ["XLA005"]\n'},
+    )
+    proc = xla(tmp_path, "--no-cache", "--select", "XLA005", "--output-format", "json")
+    [d] = json.loads(proc.stdout)
+    assert d["code"] == "XLA005" and d["fix"] is None
+    text = xla(tmp_path, "--no-cache", "--select", "XLA005")
+    assert lines(text)[-1] == "Found 1 diagnostic in 1 file."
+
+
+def test_no_unsafe_fixes_overrides_the_configuration(tmp_path):
+    write_tree(
+        tmp_path,
+        {"train.py": SPMD_IDENTITY, "pyproject.toml": "[tool.xla-lint]\nunsafe-fixes = true\n"},
+    )
+    xla(tmp_path, "--no-cache", "--select", "XLA005", "--fix", "--no-unsafe-fixes")
+    assert (tmp_path / "train.py").read_text() == SPMD_IDENTITY
+
+
+@pytest.mark.parametrize(
+    "table,message",
+    [
+        ('unsafe-fixes = "yes"', "unsafe-fixes must be true or false"),
+        ('unfixable = ["XLA9999"]', "XLA9999"),
+        ("extend-safe-fixes = 5", "extend-safe-fixes"),
+    ],
+)
+def test_fix_safety_keys_are_validated(tmp_path, table, message):
+    write_tree(
+        tmp_path, {"train.py": SPMD_IDENTITY, "pyproject.toml": f"[tool.xla-lint]\n{table}\n"}
+    )
+    proc = xla(tmp_path, "--no-cache")
+    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.splitlines()) == 1

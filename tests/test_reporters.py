@@ -17,8 +17,7 @@ import jsonschema
 import pytest
 
 from xla_lint.diagnostics import Diagnostic, Edit, Fix, Severity
-from xla_lint.reporters import Report, reporters, rule_to_json
-from xla_lint.reporters import statistics
+from xla_lint.reporters import Report, reporters, rule_to_json, statistics
 from xla_lint.reporters.explain import render_markdown, render_rule
 from xla_lint.reporters.github import escape_data, escape_property
 from xla_lint.reporters.gitlab import fingerprint, project_path
@@ -120,10 +119,12 @@ def test_text_and_concise():
         f"pkg/train.py:3:2: XLA004 {MSG4}\n"
         "pkg/train.py:4:1: XLA302 use torch_xla.sync()\n"
         "odd, name:1.py:1:1: XLA000 cannot parse: bad thing\n"
-        "Found 4 diagnostics in 2 files (1 fixable with --fix).\n"
+        "Found 4 diagnostics in 2 files (1 fixable with --fix, 1 more with --fix --unsafe-fixes).\n"
     )
     assert render("concise") == out
     assert render("text", quiet=True) == out.rsplit("Found", 1)[0]
+    # With --unsafe-fixes the unsafe fix is one --fix applies.
+    assert render("text", unsafe_fixes=True).endswith("(2 fixable with --fix).\n")
     assert render("text", color=True) != out and "\x1b[1mpkg/train.py\x1b[0m" in render(
         "text", color=True
     )
@@ -131,11 +132,19 @@ def test_text_and_concise():
     assert reporters()["text"](Report([], files=1, quiet=True)) == ""
 
 
-def test_show_fixes_lists_only_safe_fixes():
+def test_show_fixes_lists_safe_fixes_then_the_unsafe_ones_apart():
     out = render("text", show_fixes=True).splitlines()
-    assert out[4:6] == [
+    assert out[4:8] == [
         "Fixes --fix would apply (1):",
         "  pkg/train.py:3:2: XLA004 add `flush=True`",
+        "Unsafe fixes, applied only with --unsafe-fixes (1):",
+        "  pkg/train.py:4:1: XLA302 [unsafe] call torch_xla.sync()",
+    ]
+    out = render("text", show_fixes=True, unsafe_fixes=True).splitlines()
+    assert out[4:7] == [
+        "Fixes --fix would apply (2):",
+        "  pkg/train.py:3:2: XLA004 add `flush=True`",
+        "  pkg/train.py:4:1: XLA302 [unsafe] call torch_xla.sync()",
     ]
     applied = reporters()["text"](
         Report([], files=1, fixed=1, show_fixes=True, applied=[DIAGNOSTICS[1]])
@@ -166,10 +175,14 @@ def test_full_shows_source_caret_and_fix_diff():
     )
     unsafe = blocks[2].splitlines()
     assert (
-        unsafe[5] == "  = fix: call torch_xla.sync() (unsafe: shown only, --fix does not apply it)"
+        unsafe[5]
+        == "  = fix: call torch_xla.sync() (unsafe: shown only; --fix applies it with --unsafe-fixes)"
     )
     assert "  - xm.mark_step()" in unsafe and "  + torch_xla.sync()" in unsafe
-    assert blocks[-1] == "Found 4 diagnostics in 2 files (1 fixable with --fix).\n"
+    assert (
+        blocks[-1]
+        == "Found 4 diagnostics in 2 files (1 fixable with --fix, 1 more with --fix --unsafe-fixes).\n"
+    )
 
 
 def test_full_without_source_shows_the_line_only():
@@ -200,7 +213,7 @@ def test_sarif_is_valid_and_complete():
     run = log["runs"][0]
     rules = run["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == [r.code for r in all_rules()]
-    for descriptor, rule in zip(rules, all_rules()):
+    for descriptor, rule in zip(rules, all_rules(), strict=True):
         data = rule_to_json(rule)  # the one source of the rule table
         assert descriptor["name"] == data["name"]
         assert descriptor["shortDescription"]["text"] == data["summary"]

@@ -8,11 +8,10 @@ the fixed source, ``--fix`` must produce exactly that. A valid example must not 
 from __future__ import annotations
 
 import pytest
+from helpers import fix_text, lint_tree, write_tree
 
 from xla_lint.fixes import parses
 from xla_lint.rules import all_rules
-
-from helpers import fix_text, lint_tree, write_tree
 
 RULES = [r for r in all_rules() if r.code != "XLA000"]
 
@@ -60,6 +59,14 @@ def test_invalid_example_is_reported(tmp_path, rule, example):
         )
         assert fixed == example.fixed
         assert parses(fixed)
+    if example.unsafe_fixed is not None:
+        kw = dict(preview=rule.preview, **_entry(example))
+        select = [rule.code, *rule.examples_need]
+        unsafe = fix_text(tmp_path, "example.py", select, unsafe_fixes=True, **kw)
+        assert unsafe == example.unsafe_fixed
+        assert parses(unsafe)
+        if example.fixed is None:  # --fix alone leaves an unsafe fix out
+            assert fix_text(tmp_path, "example.py", select, **kw) == example.code
 
 
 @pytest.mark.parametrize("rule,example", list(_cases("valid")))
@@ -91,6 +98,6 @@ def test_rule_is_documented_and_proven(rule):
     assert rule.invalid, f"{rule.code} has no invalid example"
     assert rule.valid, f"{rule.code} has no valid example"
     if rule.fixable:
-        assert any(e.fixed is not None for e in rule.invalid), (
+        assert any(e.fixed is not None or e.unsafe_fixed is not None for e in rule.invalid), (
             f"{rule.code} is fixable but no example shows the fix"
         )

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -28,7 +28,15 @@ from .engine import (
     run,
     syntax_error,
 )
-from .fixes import WriteError, fix_loop, parses, unified_diff, write_atomic
+from .fixes import (
+    WriteError,
+    applies,
+    fix_loop,
+    hidden_unsafe,
+    parses,
+    unified_diff,
+    write_atomic,
+)
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
 from .reporters.explain import render_rule
@@ -159,6 +167,12 @@ def main() -> None:
     "--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source)."
 )
 @click.option(
+    "--unsafe-fixes/--no-unsafe-fixes",
+    default=None,
+    help="Let --fix and --diff apply fixes marked unsafe too: they change what the code computes, "
+    "check each (default from config `unsafe-fixes`, else off).",
+)
+@click.option(
     "--add-noqa",
     is_flag=True,
     help="Add `# noqa: CODE` to every line with a diagnostic (merged with an existing noqa), so a "
@@ -246,6 +260,7 @@ def check(
     output_format,
     exit_zero,
     fix,
+    unsafe_fixes,
     add_noqa,
     diff,
     show_fixes,
@@ -306,7 +321,9 @@ def check(
             force_exclude=force_exclude,
             preview=preview,
             max_file_size=max_file_size,
+            unsafe_fixes=unsafe_fixes,
         )
+        options = replace(options, unsafe_fixes=settings.unsafe_fixes)
         for warning in settings.warnings:
             click.echo(f"xla-lint: warning: {warning}", err=True)
         if paths == ("-",):
@@ -351,6 +368,7 @@ def check(
     if fix or diff:
         diagnostics, fixed, write_failed, applied = _fix(targets, settings, result, write=not diff)
         if diff:
+            _diff_notes(applied, hidden_unsafe(result.diagnostics, settings.unsafe_fixes))
             sys.exit(EXIT_FOUND if fixed else EXIT_CLEAN)
         if write_failed and not exit_zero:
             _emit(options, diagnostics, len(targets), fixed, applied)
@@ -361,13 +379,15 @@ def check(
 
 @dataclass(frozen=True)
 class Output:
-    """How to show a run: format name, colors on, --quiet, --show-fixes, --statistics."""
+    """How to show a run: format name, colors on, --quiet, --show-fixes, --statistics, and
+    whether unsafe fixes count as fixable (--unsafe-fixes)."""
 
     format: str
     color: bool
     quiet: bool = False
     show_fixes: bool = False
     statistics: bool = False
+    unsafe_fixes: bool = False
 
 
 def use_color(choice: str, stream=None) -> bool:
@@ -400,6 +420,7 @@ def _report(
         quiet=options.quiet,
         show_fixes=options.show_fixes,
         applied=applied,
+        unsafe_fixes=options.unsafe_fixes,
     )
     if options.statistics:
         return statistics_report.render(report, as_json=options.format == "json")
@@ -486,15 +507,17 @@ def _check_stdin(
         def relint(version: str) -> list:
             return finalize([lint_file(target, settings, text=version)], program, settings)[0]
 
-        outcome = fix_loop(name, text, relint)
+        outcome = fix_loop(name, text, relint, settings.unsafe_fixes)
         fixed = outcome.applied
-        applied = [d for d in diagnostics if d.fix is not None and d.fix.safe] if fixed else []
+        applied = [d for d in diagnostics if applies(d, settings.unsafe_fixes)] if fixed else []
         if diff:
             _write_bytes(unified_diff(text, outcome.fixed, name, encoding))
+            _diff_notes(applied, hidden_unsafe(diagnostics, settings.unsafe_fixes))
             sys.exit(EXIT_FOUND if fixed else EXIT_CLEAN)
         diagnostics = relint(outcome.fixed)
         text = outcome.fixed
     elif diff:
+        _diff_notes([], hidden_unsafe(diagnostics, settings.unsafe_fixes))
         sys.exit(EXIT_CLEAN)
     sources = {name: text} if text is not None else {}
     out = _report(options, diagnostics, 1, fixed, applied, sources)
@@ -508,15 +531,16 @@ def _check_stdin(
 
 
 def _fix(targets: list[Target], settings: Settings, result, write: bool):
-    """Fix every file with a safe fix; return the diagnostics left, the fixes applied, whether
-    a write failed, and the diagnostics whose fixes went in (those of the first round)."""
+    """Fix every file with a fix ``--fix`` applies (safe ones; unsafe too with
+    ``settings.unsafe_fixes``); return the diagnostics left, the fixes applied, whether a write
+    failed, and the diagnostics whose fixes went in (those of the first round)."""
+    unsafe = settings.unsafe_fixes
     by_path = {t.path: t for t in targets}
     fixable = sorted(
         {
             d.path
             for d in result.diagnostics
-            if d.fix is not None
-            and d.fix.safe
+            if applies(d, unsafe)
             and by_path.get(d.path) is not None
             and by_path[d.path].kind == "python"
         }
@@ -539,7 +563,7 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
                 0
             ]
 
-        outcome = fix_loop(path, text, relint)
+        outcome = fix_loop(path, text, relint, unsafe)
         if outcome.fixed != text:
             if not write:
                 _write_bytes(unified_diff(text, outcome.fixed, path, encoding))
@@ -552,12 +576,31 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
                     remaining.extend(relint(text))
                     continue
             total += outcome.applied
-            applied.extend(
-                d for d in result.diagnostics if d.path == path and d.fix is not None and d.fix.safe
-            )
+            applied.extend(d for d in result.diagnostics if d.path == path and applies(d, unsafe))
         remaining.extend(relint(outcome.fixed if write else text))
     remaining.sort(key=lambda d: d.sort_key)
     return remaining, total, failed, applied
+
+
+def _diff_notes(applied: list, hidden: list) -> None:
+    """After ``--diff``, on standard error: which fixes in the diff are unsafe, and how many
+    unsafe fixes it leaves out (``--unsafe-fixes`` would add them)."""
+    unsafe = [d for d in applied if d.fix is not None and not d.fix.safe]
+    if unsafe:
+        click.echo(
+            f"xla-lint: {len(unsafe)} of the fixes in this diff {'is' if len(unsafe) == 1 else 'are'} "
+            "unsafe (they change what the code computes; check them):",
+            err=True,
+        )
+        for d in unsafe:
+            click.echo(f"  {d.path}:{d.line}:{d.column}: {d.code} {d.fix.description}", err=True)
+    if hidden:
+        n = len(hidden)
+        click.echo(
+            f"xla-lint: {n} unsafe {'fix is' if n == 1 else 'fixes are'} not in this diff "
+            "(--unsafe-fixes adds them)",
+            err=True,
+        )
 
 
 def _add_noqa(targets: list[Target], diagnostics) -> int:

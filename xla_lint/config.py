@@ -11,6 +11,10 @@ Keys (all optional)::
     target-version = "2.9"           # torch_xla version linted for
     max-file-size = "2MB"            # files larger than this are skipped, with a warning ("0": no limit)
     preview = false                  # also run preview rules (new, precision on real code not yet known)
+    unsafe-fixes = false             # --fix also applies fixes marked unsafe (they change what the code does)
+    unfixable = ["XLA005"]           # codes (or prefixes) whose fixes are never offered or applied
+    extend-safe-fixes = ["XLA005"]   # treat these codes' unsafe fixes as safe
+    extend-unsafe-fixes = ["XLA013"] # treat these codes' safe fixes as unsafe
     docs = false                     # lint code blocks of .md/.rst found in folders, and docstring examples
     cache-dir = ".xla_lint_cache"
     # Entries whose launcher lives outside the tree, and the mode it runs them in:
@@ -37,6 +41,10 @@ DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes: LibCST needs ~30 s and ~1 GB per MB 
 KNOWN_KEYS = {
     "max-file-size",
     "preview",
+    "unsafe-fixes",
+    "unfixable",
+    "extend-safe-fixes",
+    "extend-unsafe-fixes",
     "select",
     "extend-select",
     "ignore",
@@ -74,6 +82,12 @@ class Settings:
     entry_points: tuple[tuple[str, frozenset[str]], ...] = ()
     preview: bool = False
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; 0: no limit
+    # Fixes, as in Ruff: `--fix` applies unsafe ones too when `unsafe_fixes`; codes (prefixes)
+    # in `unfixable` get no fix; `extend_safe_fixes`/`extend_unsafe_fixes` re-mark a code's fixes.
+    unsafe_fixes: bool = False
+    unfixable: tuple[str, ...] = ()
+    extend_safe_fixes: tuple[str, ...] = ()
+    extend_unsafe_fixes: tuple[str, ...] = ()
     # Things the user asked for that this run does not do (a preview rule selected by its code
     # without preview mode); the command line prints them as warnings.
     warnings: tuple[str, ...] = ()
@@ -97,9 +111,28 @@ class Settings:
                 codes = frozenset(c for c in codes if not any(c.startswith(i) for i in ignored))
         return codes
 
+    def fix_safety(self, code: str, safe: bool) -> bool | None:
+        """How a fix of ``code`` that its rule marks ``safe`` (or not) is treated in this run.
+
+        True: safe (``--fix`` applies it); False: unsafe (applied only with ``--unsafe-fixes``);
+        None: the code is ``unfixable``, the fix is not offered at all. ``unfixable`` wins, then
+        ``extend-unsafe-fixes`` (the more cautious), then ``extend-safe-fixes``.
+        """
+        if _has_prefix(code, self.unfixable):
+            return None
+        if _has_prefix(code, self.extend_unsafe_fixes):
+            return False
+        if _has_prefix(code, self.extend_safe_fixes):
+            return True
+        return safe
+
     def fingerprint(self) -> str:
         """Text that changes whenever a setting that changes diagnostics changes (cache key)."""
         return repr((sorted(self.selected), self.target_version, self.docs))
+
+
+def _has_prefix(code: str, prefixes: tuple[str, ...]) -> bool:
+    return any(code.startswith(p) for p in prefixes)
 
 
 def _path_matches(path: str, pattern: str, root: str) -> bool:
@@ -256,6 +289,7 @@ def build_settings(
     entry_points: dict[str, Any] | None = None,
     preview: bool | None = None,
     max_file_size: str | None = None,
+    unsafe_fixes: bool | None = None,
 ) -> Settings:
     """Merge the config file (found from ``cwd`` unless given) with command-line values.
 
@@ -283,6 +317,13 @@ def build_settings(
     preview_on = table.get("preview", False) if preview is None else preview
     if not isinstance(preview_on, bool):
         raise ConfigError(f"{source}: preview must be true or false")
+    unsafe_on = table.get("unsafe-fixes", False) if unsafe_fixes is None else unsafe_fixes
+    if not isinstance(unsafe_on, bool):
+        raise ConfigError(f"{source}: unsafe-fixes must be true or false")
+    fix_lists = {
+        key: tuple(_codes(table.get(key, []), key, source))
+        for key in ("unfixable", "extend-safe-fixes", "extend-unsafe-fixes")
+    }
     chosen = cli_select if cli_select is not None else file_select
     ignored = cli_ignore if cli_ignore is not None else file_ignore
     extend = file_extend + cli_extend
@@ -355,6 +396,10 @@ def build_settings(
         entry_points=entries,
         preview=preview_on,
         max_file_size=size_limit,
+        unsafe_fixes=unsafe_on,
+        unfixable=fix_lists["unfixable"],
+        extend_safe_fixes=fix_lists["extend-safe-fixes"],
+        extend_unsafe_fixes=fix_lists["extend-unsafe-fixes"],
         warnings=tuple(warnings),
     )
 

@@ -23,6 +23,7 @@ from .config import Settings
 from .diagnostics import Diagnostic, Edit, Fix, Severity
 from .discovery import Target
 from .facts import TEST_DEFINITION, FileFacts, is_library_call
+from .fixes import with_fix_policy
 from .program import Launch, ProgramModel
 from .source import SourceError, decode, read_source
 from .suppress import Suppressions
@@ -524,7 +525,7 @@ class _Pool:
         from concurrent.futures.process import BrokenProcessPool
 
         done: dict[int, FileResult] = {}
-        for job, future in zip(self._jobs, self._futures):
+        for future in self._futures:
             if future is None:
                 continue
             try:
@@ -664,6 +665,9 @@ def finalize(
 ) -> tuple[list[Diagnostic], int]:
     """Keep the diagnostics whose facts hold and that no comment suppresses; sort them.
 
+    With ``settings`` given, each fix is as the run treats it (``unfixable``,
+    ``extend-safe-fixes``: :func:`~xla_lint.fixes.with_fix_policy`).
+
     With ``settings`` given, files for which XLA900 is enabled also get a diagnostic for
     each ``# noqa`` naming XLA codes that silence nothing (see :func:`unused_noqa`).
     """
@@ -676,15 +680,14 @@ def finalize(
             if r.suppressions.suppresses(d.code, d.line):
                 suppressed += 1
                 continue
-            kept.append(
-                replace(d, message=d.message + program.note(r.path, d.requires), requires=())
-            )
+            d = replace(d, message=d.message + program.note(r.path, d.requires), requires=())
+            kept.append(d if settings is None else with_fix_policy(d, settings))
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
             for d in unused_noqa(r, settings):
                 if r.suppressions.suppresses(d.code, d.line):
                     suppressed += 1
                 else:
-                    kept.append(d)
+                    kept.append(with_fix_policy(d, settings))
     kept.sort(key=lambda d: d.sort_key)
     return kept, suppressed
 

@@ -3,6 +3,10 @@
 A fix is applied only if the whole file still parses afterwards; fixes whose edits
 overlap one already taken wait for the next round, and rounds repeat until no safe fix
 is left, so a second ``--fix`` run changes nothing.
+
+Safety, as in Ruff: a rule marks a fix unsafe when applying it can change what the program
+computes (the user must check the result); ``--fix`` applies unsafe fixes only with
+``--unsafe-fixes``. Configuration re-marks fixes by code (:meth:`Settings.fix_safety`).
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ import difflib
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from .config import Settings
 from .diagnostics import Diagnostic, Edit, Fix
 from .source import call_with_deep_stack, line_starts, nesting_error, split_lines
 
@@ -21,6 +26,27 @@ MAX_ROUNDS = 10
 
 def _span(edit: Edit, starts: list[int]) -> tuple[int, int]:
     return starts[edit.line - 1] + edit.column - 1, starts[edit.end_line - 1] + edit.end_column - 1
+
+
+def with_fix_policy(d: Diagnostic, settings: Settings) -> Diagnostic:
+    """``d`` with its fix as this run treats it: dropped for an ``unfixable`` code, re-marked
+    safe or unsafe by ``extend-safe-fixes``/``extend-unsafe-fixes``, else unchanged."""
+    if d.fix is None:
+        return d
+    safety = settings.fix_safety(d.code, d.fix.safe)
+    if safety is None:
+        return replace(d, fix=None)
+    return d if safety == d.fix.safe else replace(d, fix=replace(d.fix, safe=safety))
+
+
+def applies(d: Diagnostic, unsafe: bool) -> bool:
+    """True when ``--fix`` applies ``d``'s fix: it has one, and it is safe or ``unsafe`` is on."""
+    return d.fix is not None and bool(d.fix.edits) and (d.fix.safe or unsafe)
+
+
+def hidden_unsafe(diagnostics: list[Diagnostic], unsafe: bool) -> list[Diagnostic]:
+    """The diagnostics with an unsafe fix that ``--fix`` leaves out (none when ``unsafe``)."""
+    return [] if unsafe else [d for d in diagnostics if d.fix is not None and not d.fix.safe]
 
 
 def parses(text: str | None) -> bool:
@@ -48,10 +74,9 @@ def add_imports(text: str, imports: list[tuple[str, str | None]]) -> str | None:
     if not imports:
         return text
     # Imported here: libcst.codemod pulls in libcst.matchers (~0.3 s), needed only by --fix.
+    import libcst as cst
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import AddImportsVisitor
-
-    import libcst as cst
 
     def run() -> tuple[str, str]:
         tree = cst.parse_module(text)
@@ -88,13 +113,16 @@ def _carry_changes(text: str, before: str, after: str) -> str | None:
     return "".join(out)
 
 
-def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, int]:
-    """Apply the non-overlapping safe ``fixes`` whose result parses; return the text and how many applied."""
+def apply_fixes(text: str, fixes: list[Fix], unsafe: bool = False) -> tuple[str, int]:
+    """Apply the non-overlapping ``fixes`` whose result parses; return the text and how many applied.
+
+    Unsafe fixes are skipped unless ``unsafe``.
+    """
     starts = line_starts(split_lines(text))
     taken: list[tuple[int, int]] = []
     chosen: list[tuple[Fix, list[tuple[int, int, str]]]] = []
     for fix in fixes:
-        if not fix.safe or not fix.edits:
+        if not (fix.safe or unsafe) or not fix.edits:
             continue
         spans = [(*_span(e, starts), e.content) for e in fix.edits]
         if any(a < tb and ta < b or (a == b == ta) for a, b, _ in spans for ta, tb in taken):
@@ -167,16 +195,17 @@ class FixOutcome:
     applied: int
 
 
-def fix_loop(path: str, text: str, relint) -> FixOutcome:
-    """Apply fixes in rounds until none is left; ``relint(text) -> list[Diagnostic]`` lints a version."""
+def fix_loop(path: str, text: str, relint, unsafe: bool = False) -> FixOutcome:
+    """Apply fixes in rounds until none is left; ``relint(text) -> list[Diagnostic]`` lints a
+    version. Unsafe fixes go in only when ``unsafe``."""
     current = text
     applied = 0
     diagnostics: list[Diagnostic] = relint(current)
     for _ in range(MAX_ROUNDS):
-        fixes = [d.fix for d in diagnostics if d.fix is not None and d.fix.safe]
+        fixes = [d.fix for d in diagnostics if d.fix is not None and applies(d, unsafe)]
         if not fixes:
             break
-        new, count = apply_fixes(current, fixes)
+        new, count = apply_fixes(current, fixes, unsafe)
         if count == 0 or new == current:
             break
         applied += count

@@ -13,8 +13,9 @@ same fields.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
@@ -27,12 +28,14 @@ if TYPE_CHECKING:  # pragma: no cover
 @dataclass(frozen=True)
 class Invalid:
     """An example the rule must flag: ``lines`` are the 1-based lines reported (exactly),
-    ``fixed`` the source after ``--fix`` (None: the example has no safe fix to check)."""
+    ``fixed`` the source after ``--fix`` (None: the example has no safe fix to check),
+    ``unsafe_fixed`` the source after ``--fix --unsafe-fixes`` (None: nothing to check)."""
 
     code: str
     lines: tuple[int, ...]
     fixed: str | None = None
     files: tuple[tuple[str, str], ...] = ()  # other modules of the same program (name, source)
+    unsafe_fixed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class Rule:
     # removed API raises (the program works); True: deprecated APIs, which run there and are reported.
     version_guarded: ClassVar[bool | str] = False
 
-    def __init__(self, ctx: "FileContext") -> None:
+    def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
 
     def report(

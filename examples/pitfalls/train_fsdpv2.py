@@ -4,7 +4,6 @@ Run `xla-lint examples/pitfalls` to see them, `xla-lint --fix examples/pitfalls`
 (on a copy) to fix the ones with a safe fix. Each mistake is marked with the rule code.
 """
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch_xla

@@ -12,8 +12,8 @@ Ruff's. :func:`rule_to_json` is the one description of a rule as data: the ``rul
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..diagnostics import Diagnostic
 
@@ -26,7 +26,8 @@ class Report:
     many files were linted; ``fixed``: how many fixes ``--fix`` applied. ``color``: use ANSI
     styles. ``sources``: path -> text, for formats that quote lines (``full``). ``quiet``:
     diagnostics only, no summary. ``show_fixes``: list the fixes (``applied`` holds the
-    diagnostics whose fixes ``--fix`` applied; None when not fixing).
+    diagnostics whose fixes ``--fix`` applied; None when not fixing). ``unsafe_fixes``:
+    ``--fix`` applies unsafe fixes too, so they count as fixable.
     """
 
     diagnostics: list[Diagnostic]
@@ -37,6 +38,7 @@ class Report:
     quiet: bool = False
     show_fixes: bool = False
     applied: list[Diagnostic] | None = None
+    unsafe_fixes: bool = False
 
 
 Reporter = Callable[[Report], str]

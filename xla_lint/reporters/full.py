@@ -78,11 +78,16 @@ def _snippet(d: Diagnostic, lines: list[str], color: bool) -> list[str]:
     ]
 
 
-def _fix_lines(d: Diagnostic, lines: list[str] | None, color: bool) -> list[str]:
+def _fix_lines(d: Diagnostic, lines: list[str] | None, color: bool, unsafe: bool) -> list[str]:
     fix = d.fix
     if fix is None:
         return []
-    note = "" if fix.safe else " (unsafe: shown only, --fix does not apply it)"
+    if fix.safe:
+        note = ""
+    elif unsafe:
+        note = " (unsafe: --unsafe-fixes applies it; check the result)"
+    else:
+        note = " (unsafe: shown only; --fix applies it with --unsafe-fixes)"
     out = [f"  = {style('fix', color, bold=True)}: {fix.description}{note}"]
     change = apply_one(lines, fix) if lines is not None else None
     if change is not None:
@@ -106,7 +111,7 @@ def render(report: Report) -> str:
         rows = [line(d, report.color)]
         if lines is not None:
             rows += _snippet(d, lines, report.color)
-        rows += _fix_lines(d, lines, report.color)
+        rows += _fix_lines(d, lines, report.color, report.unsafe_fixes)
         blocks.append("\n".join(rows))
     tail = []
     if report.show_fixes:

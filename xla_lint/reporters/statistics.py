@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from ..fixes import applies
 from . import Report
-from .text import fixable, style
+from .text import style
 
 
 def counts(report: Report) -> list[dict]:
@@ -23,7 +24,8 @@ def counts(report: Report) -> list[dict]:
     by_code = Counter(d.code for d in report.diagnostics)
     names = {d.code: d.name for d in report.diagnostics}
     fix_all = {
-        code: all(fixable(d) for d in report.diagnostics if d.code == code) for code in by_code
+        code: all(applies(d, report.unsafe_fixes) for d in report.diagnostics if d.code == code)
+        for code in by_code
     }
     return [
         {"code": c, "name": names[c], "count": n, "fixable": fix_all[c]}

@@ -9,17 +9,13 @@ from __future__ import annotations
 import click
 
 from ..diagnostics import Diagnostic, Severity
+from ..fixes import applies, hidden_unsafe
 from . import Report
 
 
 def style(text: str, color: bool, **styles) -> str:
     """``text`` with click ANSI ``styles`` when ``color`` is on, else unchanged."""
     return click.style(text, **styles) if color else text
-
-
-def fixable(d: Diagnostic) -> bool:
-    """True when ``--fix`` applies this diagnostic's fix."""
-    return d.fix is not None and d.fix.safe
 
 
 def code_style(d: Diagnostic, color: bool) -> str:
@@ -38,7 +34,11 @@ def line(d: Diagnostic, color: bool = False) -> str:
 
 
 def summary(report: Report) -> str:
-    """``Found 3 diagnostics in 2 files (1 fixable with --fix).`` or ``All checks passed (N files).``"""
+    """``Found 3 diagnostics in 2 files (1 fixable with --fix).`` or ``All checks passed (N files).``
+
+    Unsafe fixes that ``--fix`` leaves out are counted apart: ``(1 fixable with --fix, 2 more
+    with --fix --unsafe-fixes)``.
+    """
     n = len(report.diagnostics)
     fixed = (
         f" Fixed {report.fixed} {'diagnostic' if report.fixed == 1 else 'diagnostics'}."
@@ -49,9 +49,13 @@ def summary(report: Report) -> str:
         return (
             f"All checks passed ({report.files} {'file' if report.files == 1 else 'files'}).{fixed}"
         )
-    fixable_count = sum(1 for d in report.diagnostics if fixable(d))
+    fixable_count = sum(1 for d in report.diagnostics if applies(d, report.unsafe_fixes))
+    hidden = len(hidden_unsafe(report.diagnostics, report.unsafe_fixes))
     files = len({d.path for d in report.diagnostics})
-    tail = f" ({fixable_count} fixable with --fix)" if fixable_count else ""
+    counts = [f"{fixable_count} fixable with --fix"] if fixable_count else []
+    if hidden:
+        counts.append(f"{hidden} {'more with' if counts else 'fixable with'} --fix --unsafe-fixes")
+    tail = f" ({', '.join(counts)})" if counts else ""
     return (
         f"Found {n} {'diagnostic' if n == 1 else 'diagnostics'} in {files} "
         f"{'file' if files == 1 else 'files'}{tail}.{fixed}"
@@ -60,18 +64,35 @@ def summary(report: Report) -> str:
 
 def fixes_section(report: Report) -> list[str]:
     """The ``--show-fixes`` lines: the fixes ``--fix`` applied, or would apply."""
+    hidden = hidden_unsafe(report.diagnostics, report.unsafe_fixes)
     if report.applied is not None:
         items, heading = report.applied, "Applied fixes"
     else:
-        items, heading = [d for d in report.diagnostics if fixable(d)], "Fixes --fix would apply"
-    if not items:
+        items = [d for d in report.diagnostics if applies(d, report.unsafe_fixes)]
+        heading = "Fixes --fix would apply"
+    out = []
+    if items:
+        out.append(style(f"{heading} ({len(items)}):", report.color, bold=True))
+        out += [_fix_line(d, report.color) for d in items]
+    elif not hidden:
         return ["No fixes applied." if report.applied is not None else "No fixes available."]
-    out = [style(f"{heading} ({len(items)}):", report.color, bold=True)]
-    out += [
-        f"  {location(d, report.color)} {code_style(d, report.color)} {d.fix.description}"
-        for d in items
-    ]
+    if hidden and report.applied is None:
+        out.append(
+            style(
+                f"Unsafe fixes, applied only with --unsafe-fixes ({len(hidden)}):",
+                report.color,
+                bold=True,
+            )
+        )
+        out += [_fix_line(d, report.color) for d in hidden]
     return out
+
+
+def _fix_line(d: Diagnostic, color: bool) -> str:
+    """``  path:line:col: CODE description`` (``[unsafe]`` before an unsafe fix's description)."""
+    assert d.fix is not None
+    mark = "" if d.fix.safe else "[unsafe] "
+    return f"  {location(d, color)} {code_style(d, color)} {mark}{d.fix.description}"
 
 
 def render(report: Report) -> str:

@@ -7,7 +7,7 @@ import libcst as cst
 from .. import apis
 from ..context import find_arg, literal_string
 from ..diagnostics import Severity
-from ..rule import Invalid, Rule, Valid
+from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 from ..walk import TRIVIA, walk
 
 
@@ -125,12 +125,20 @@ PROCESS_IDENTITY = {
 }
 
 
+# The renames XLA005's unsafe fix makes (torch_xla/runtime.py has both names).
+RENAMED_IDENTITY = {
+    f"{apis.XR}.global_ordinal": "process_index",
+    f"{apis.XR}.world_size": "process_count",
+}
+
+
 class SpmdProcessIdentity(Rule):
     code = "XLA005"
     name = "spmd-process-identity"
     summary = "global_ordinal/world_size/is_master_ordinal are constants in SPMD; use process_index/process_count."
     message = "in SPMD `{api}` is the same on every host; use {use}"
     severity = Severity.ERROR
+    fixable = True
     explanation = """\
 ## What it does
 In a program that enables SPMD, flags `xr.global_ordinal()`, `xr.world_size()`,
@@ -167,6 +175,11 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
 ```
 `xr.process_index()` and `xr.process_count()` number the hosts (processes) of the job;
 `xr.global_runtime_device_count()` counts all devices.
+
+The fix renames `xr.global_ordinal()` to `xr.process_index()` and `xr.world_size()` to
+`xr.process_count()`. It is unsafe (applied only with `--fix --unsafe-fixes`): the value
+changes, which is the point, but code shared with a one-process-per-device launch, or that
+used the value as a device index, needs a look after it.
 
 ## References
 - https://docs.pytorch.org/xla/master/perf/spmd_basic.html
@@ -211,9 +224,23 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
             "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
             "if xr.global_ordinal() == 0:\n    pass\nchief = xm.is_master_ordinal(local=False)\n",
             (4, 6),
+            unsafe_fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+            "xr.use_spmd()\nif xr.process_index() == 0:\n    pass\n"
+            "chief = xm.is_master_ordinal(local=False)\n",
         ),
         Invalid(
-            "from torch_xla import runtime\nruntime.use_spmd()\nn = runtime.world_size()\n", (3,)
+            "from torch_xla import runtime\nruntime.use_spmd()\nn = runtime.world_size()\n",
+            (3,),
+            unsafe_fixed="from torch_xla import runtime\nruntime.use_spmd()\n"
+            "n = runtime.process_count()\n",
+        ),
+        # Imported by name: no fix (it would need a new import), still reported.
+        Invalid(
+            "from torch_xla.runtime import global_ordinal, use_spmd\nuse_spmd()\n"
+            "rank = global_ordinal()\n",
+            (3,),
+            unsafe_fixed="from torch_xla.runtime import global_ordinal, use_spmd\nuse_spmd()\n"
+            "rank = global_ordinal()\n",
         ),
         Invalid(
             "import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\n"
@@ -241,8 +268,26 @@ if xr.process_index() == 0:          # host index, 0 .. xr.process_count() - 1
                     self.message.format(api=short, use=use),
                     requires=[("spmd", True)],
                     severity=severity,
+                    fix=self._fix(node, api),
                 )
                 return
+
+    def _fix(self, node: cst.Call, api: str) -> PendingFix | None:
+        """Unsafe: ``<runtime alias>.global_ordinal()`` -> ``.process_index()``, ``world_size``
+        -> ``process_count`` (same alias, no import needed); None for other forms."""
+        new = RENAMED_IDENTITY.get(api)
+        func = node.func
+        if (
+            new is None
+            or not isinstance(func, cst.Attribute)
+            or apis.XR not in self.ctx.qnames(func.value)
+        ):
+            return None
+        return PendingFix(
+            f"call `{new}()` instead",
+            [Replacement(func.attr, new)],
+            safe=False,
+        )
 
     def _guards_only_logs(self) -> bool:
         """True when the call is (part of) the test of an ``if`` whose body only prints or logs."""
@@ -428,7 +473,7 @@ def other_arm_enables_spmd(ctx) -> bool:
         class Uses(cst.CSTVisitor):
             def visit_Call(self, call: cst.Call) -> None:
                 if ctx.is_call_to(call, apis.USE_SPMD):
-                    found.append(call)
+                    found.append(call)  # noqa: B023 (walked in this iteration)
 
         walk(other, Uses(), TRIVIA)
         if found:
@@ -1086,7 +1131,7 @@ in a statement of its own, at start-up) or to test it (`is_spmd()`) is the autho
 
 # ---- XLA027: a seed that differs per host before the model is built ---------------------------
 
-from typing import Sequence  # noqa: E402  (kept with the XLA027 section it serves)
+from collections.abc import Sequence  # noqa: E402  (kept with the XLA027 section it serves)
 
 from ..context import is_environ_item  # noqa: E402
 from ..names import dotted_name  # noqa: E402
