@@ -1,6 +1,6 @@
 """End-to-end runs of ``xla-lint trace`` on CPU: every script of examples/trace, and the bad
 inputs (a script that raises, one that swallows the stop, one that hangs, ``-m MODULE``, a
-missing module, ``torch_xla.launch``).
+missing module). One process per device is in test_trace_multiprocess.py.
 
 Each scenario is ``python -m xla_lint trace --json --events FILE ... -- python SCRIPT`` in a
 subprocess; the tests assert the report (validated against REPORT_SCHEMA), every events
@@ -60,17 +60,6 @@ for i in range(2):
     w = w + 1
     torch_xla.sync()
 time.sleep(3600)
-"""
-LAUNCH = """\
-import torch_xla
-
-
-def _mp_fn(index):
-    print(index)
-
-
-if __name__ == "__main__":
-    torch_xla.launch(_mp_fn, args=())
 """
 MODULE = """\
 import sys
@@ -146,7 +135,6 @@ def runs(tmp_path_factory) -> dict[str, Future]:
         ("raises.py", RAISES),
         ("catches.py", CATCHES),
         ("hangs.py", HANGS),
-        ("launch.py", LAUNCH),
     ):
         (scripts / name).write_text(text)
     (scripts / "pkg").mkdir()
@@ -168,7 +156,6 @@ def runs(tmp_path_factory) -> dict[str, Future]:
         "raises": (["--no-static"], ["python", str(scripts / "raises.py")], ROOT),
         "catches": (["--steps", "3", "--no-static"], ["python", str(scripts / "catches.py")], ROOT),
         "module": (["--steps", "3"], ["python", "-m", "pkg.train", "--lr", "0.1"], scripts),
-        "launch": ([], ["python", str(scripts / "launch.py")], ROOT),
         "missing_module": ([], ["python", "-m", "no_such_module_here"], scripts),
     }
     pool = ThreadPoolExecutor(max_workers=2)
@@ -337,17 +324,6 @@ def test_a_module_runs_as_main_with_its_arguments(runs):
     assert run.report["status"] == "stopped" and run.report["steps_traced"] == 3
     assert run.report["target"].endswith(os.path.join("pkg", "train.py"))
     assert run.report["static"] == []
-
-
-def test_one_process_per_device_is_refused_in_one_line(runs):
-    run = get(runs, "launch")
-    assert run.code == 2 and run.report is None
-    assert (
-        "torch_xla.launch" in run.stderr
-        and "not traced yet" in run.stderr
-        and "launch.py:9" in run.stderr
-    )
-    assert "Traceback" not in run.stderr
 
 
 def test_a_missing_module_is_a_one_line_error(runs):

@@ -143,6 +143,20 @@ def test_resolve_target_accepts_python_prefix_module_and_args(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "words",
+    [
+        ["torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"],
+        ["/venv/bin/torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"],
+        ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py", "--lr", "1"],
+    ],
+)
+def test_torchrun_runs_the_launcher_module_whose_workers_are_ranks(tmp_path, words):
+    t = resolve_target(words, str(tmp_path))
+    assert (t.kind, t.target, t.launcher) == ("module", "torch.distributed.run", "torchrun")
+    assert t.args == ("--nproc-per-node", "2", "train.py", "--lr", "1")
+
+
+@pytest.mark.parametrize(
     "words, message",
     [
         ([], "nothing to trace"),
@@ -150,8 +164,8 @@ def test_resolve_target_accepts_python_prefix_module_and_args(tmp_path):
         (["missing.py"], "no such script: missing.py"),
         (["python", "-m"], "-m needs a module"),
         (["python", "-u", "train.py"], "interpreter option '-u'"),
-        (["torchrun", "--nproc-per-node", "4", "train.py"], "one process per device"),
-        (["python", "-m", "torch.distributed.run", "train.py"], "one process per device"),
+        (["accelerate", "launch", "train.py"], "`accelerate` is not traced; .*torchrun"),
+        (["python", "-m", "deepspeed.launcher.runner", "t.py"], "is not traced; .*xmp.spawn"),
     ],
 )
 def test_resolve_target_refuses_in_one_line(tmp_path, words, message):

@@ -13,10 +13,14 @@ only until the script imports torch_xla). Events stream to a JSONL file as they 
 (:mod:`xla_lint.trace.events`); :mod:`xla_lint.trace.report` turns them into findings and
 the text or JSON report, beside the static diagnostics of the script's program.
 
-Exit status: 0 the traced steps showed no finding; 1 a finding, or the script raised, exited
-non-zero, died or hit ``--timeout``; 2 a usage error or a script that cannot be traced (no
-such script or module, torch_xla not installed, one process per device). This package is
-never imported by the linter itself.
+Scripts with one process per device (``torch_xla.launch``, ``xmp.spawn``, ``torchrun``) are
+traced rank by rank: every Python process the script starts loads the hook, and each rank
+writes its own events file (``events.rankN.jsonl``).
+
+Exit status: 0 the traced steps showed no finding; 1 a finding, or the script (or a rank)
+raised, exited non-zero, died or hit ``--timeout``; 2 a usage error or a script that cannot be
+traced (no such script or module, torch_xla not installed, ``accelerate``/``deepspeed``
+launchers). This package is never imported by the linter itself.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from .runner import (
     StaticLint,
     TraceOptions,
     TraceUsageError,
+    rank_files,
     resolve_target,
     run_child,
     torch_xla_available,
@@ -60,21 +65,20 @@ def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
     trace = read_events(result.events_file)
     if trace.missing is not None:
         raise TraceUsageError(trace.missing.get("what", "the script does not exist"))
-    if trace.unsupported is not None:
-        place = trace.unsupported.get("location") or {}
-        at = f" (at {place.get('path')}:{place.get('line')})" if place else ""
-        raise TraceUsageError(
-            f"the script calls {trace.unsupported.get('what')}{at}: one process per device is not "
-            "traced yet; trace a single-process or SPMD script (`xr.use_spmd()`)"
-        )
-    diagnostics, static_error = [], None
+    files = rank_files(result.events_file)
+    ranks = {rank: read_events(path) for rank, path in files.items()}
+    script = (trace.script or {}).get("path")
+    if target.launcher is not None:  # torchrun: the script is what its workers ran
+        script = next((t.start.get("target") for t in ranks.values() if t.start), None)
+    diagnostics: list = []
+    static_error: str | None = None
     if opts.static:
-        path = target.target if target.kind == "path" else (trace.script or {}).get("path")
+        path = target.target if target.kind == "path" else script
         diagnostics, static_error = static.result(path)
     report = build_report(
         trace,
         command=list(opts.command),
-        target=(trace.script or {}).get("path") or target.target,
+        target=script or target.target,
         steps_requested=opts.steps,
         wall_s=result.wall_s,
         events_file=result.events_file,
@@ -83,6 +87,8 @@ def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
         interrupted=result.interrupted,
         static=diagnostics if opts.static else None,
         static_error=static_error,
+        ranks=ranks,
+        rank_files=files,
     )
     if as_json:
         out.write(json.dumps(report, indent=2) + "\n")

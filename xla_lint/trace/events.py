@@ -14,9 +14,11 @@ MpDeviceLoader was made: where, batch size, drop_last, input_sharding), ``compil
 ``execution`` only for graphs run mid-step, i.e. by a value read), ``host_read`` (a tensor
 copied to the host: kind, place, count in the step, how many made a graph run), ``step``
 (one per step: time, compiles, executions, transfers, inputs), ``parameters`` (once: every
-parameter's sharding), ``stop`` (the trace stopped the script), ``exit``/``error``/``missing``/
-``unsupported`` (how the script ended), ``end`` (final counters); the parent adds
-``timeout`` and ``child_exit``; with ``--explain``, ``ir_diff`` (the IR lines that changed in
+parameter's sharding), ``stop`` (the trace stopped the script), ``exit``/``error``/``missing``
+(how the script ended), ``end`` (final counters), ``launch``
+(``torch_xla.launch``/``xmp.spawn`` called: each rank then writes the same kinds to its own
+file, ``events.rankN.jsonl``, with ``rank`` in its ``start`` and ``step`` events); the parent
+adds ``timeout``, ``child_exit`` and ``peers_ended`` (a rank failed, the others were ended); with ``--explain``, ``ir_diff`` (the IR lines that changed in
 a step that compiled, each with the place its node was made); ``internal`` records a failure of the instrumentation itself
 (the script goes on).
 """
@@ -92,7 +94,12 @@ EVENT_FIELDS: dict[str, dict[str, Any]] = {
         "inputs": {"type": ["array", "null"], "items": _INPUT},
     },
     "parameters": {"step": {"type": "integer"}, "parameters": {"type": "array"}},
-    "stop": {"reason": {"enum": ["steps", "no-boundary"]}, "steps": {"type": "integer"}},
+    "stop": {
+        "reason": {"enum": ["steps", "no-boundary", "peer-error"]},
+        "steps": {"type": "integer"},
+    },
+    "launch": {"what": {"type": "string"}, "location": LOCATION_SCHEMA},
+    "peers_ended": {"seconds": {"type": "number"}},
     "exit": {"code": {"type": "integer"}, "reason": {"type": "string"}},
     "error": {
         "type": {"type": "string"},
@@ -100,7 +107,6 @@ EVENT_FIELDS: dict[str, dict[str, Any]] = {
         "traceback": {"type": "string"},
     },
     "missing": {"what": {"type": "string"}},
-    "unsupported": {"what": {"type": "string"}, "location": LOCATION_SCHEMA},
     "end": {"steps": {"type": "integer"}},
     "timeout": {"seconds": {"type": "number"}},
     "child_exit": {"code": {"type": ["integer", "null"]}},
@@ -141,6 +147,51 @@ _REPORT_LOCATION = {
     },
 }
 
+#: One rank of a run with one process per device, in the report.
+_RANK: dict = {
+    "type": "object",
+    "required": [
+        "rank",
+        "events_file",
+        "pid",
+        "status",
+        "steps_traced",
+        "compile_count",
+        "compile_s",
+        "median_step_s",
+        "host_reads",
+        "steps",
+        "compiles",
+        "error",
+    ],
+    "properties": {
+        "rank": {"type": "integer"},
+        "events_file": {"type": ["string", "null"]},
+        "pid": {"type": ["integer", "null"]},
+        "thread": {"type": ["string", "null"]},
+        "status": {
+            "enum": [
+                "error",
+                "stopped",
+                "peer-error",
+                "no-boundary",
+                "exited",
+                "finished",
+                "ended",
+                "crashed",
+            ]
+        },
+        "steps_traced": {"type": "integer"},
+        "compile_count": {"type": "integer"},
+        "compile_s": {"type": "number"},
+        "median_step_s": {"type": ["number", "null"]},
+        "host_reads": {"type": "integer"},
+        "steps": {"type": "array", "items": {"type": "object"}},
+        "compiles": {"type": "array", "items": {"type": "object"}},
+        "error": {"type": ["object", "null"]},
+    },
+}
+
 #: JSON schema of ``xla-lint trace --json`` (documented in docs/trace.md).
 REPORT_SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -164,6 +215,7 @@ REPORT_SCHEMA: dict = {
         "findings",
         "static",
         "error",
+        "ranks",
         "notes",
     ],
     "properties": {
@@ -189,6 +241,8 @@ REPORT_SCHEMA: dict = {
                 "spmd": {"type": "boolean"},
                 "torch_xla": {"type": ["string", "null"]},
                 "xla_flags_added": {"type": ["string", "null"]},
+                "launcher": {"enum": [None, "torch_xla.launch", "xmp.spawn", "torchrun"]},
+                "processes": {"type": ["integer", "null"]},
             },
         },
         "steps": {
@@ -299,6 +353,7 @@ REPORT_SCHEMA: dict = {
                     "related": {"type": "array", "items": _REPORT_LOCATION},
                     "steps": {"type": "array", "items": {"type": "integer"}},
                     "cost_s": {"type": "number"},
+                    "ranks": {"type": "array", "items": {"type": "integer"}},
                 },
             },
         },
@@ -318,6 +373,7 @@ REPORT_SCHEMA: dict = {
             },
         },
         "error": {"type": ["object", "null"]},
+        "ranks": {"type": ["array", "null"], "items": _RANK},
         "notes": {"type": "array", "items": {"type": "string"}},
     },
 }
@@ -332,7 +388,7 @@ class Location:
     function: str | None = None
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "Location | None":
+    def from_json(cls, data: dict | None) -> Location | None:
         """The location of an event (``None`` stays ``None``)."""
         if not data or data.get("path") is None or data.get("line") is None:
             return None
@@ -361,7 +417,7 @@ class Step:
     boundary: Location | None
 
     @classmethod
-    def from_json(cls, data: dict) -> "Step":
+    def from_json(cls, data: dict) -> Step:
         """Read a ``step`` event."""
         return cls(
             int(data["step"]),
@@ -398,7 +454,7 @@ class Compile:
     kind: str = "compile"
 
     @classmethod
-    def from_json(cls, data: dict) -> "Compile":
+    def from_json(cls, data: dict) -> Compile:
         """Read a ``compile`` or ``execution`` event."""
         frames = [
             f for f in (Location.from_json(x) for x in data.get("frames") or []) if f is not None
@@ -424,7 +480,7 @@ class HostRead:
     count: int
 
     @classmethod
-    def from_json(cls, data: dict) -> "HostRead":
+    def from_json(cls, data: dict) -> HostRead:
         """Read a ``host_read`` event."""
         return cls(
             int(data["step"]),
@@ -453,11 +509,12 @@ class Trace:
     exit: dict | None = None
     error: dict | None = None
     missing: dict | None = None
-    unsupported: dict | None = None
     end: dict | None = None
     timeout: dict | None = None
     child_exit: dict | None = None
     script: dict | None = None
+    launch: dict | None = None
+    peers_ended: dict | None = None
     ir_diffs: dict[int, dict] = field(default_factory=dict)  # step -> ir_diff event (--explain)
     other: list[dict] = field(default_factory=list)
     bad_lines: int = 0
@@ -490,11 +547,12 @@ class Trace:
             "exit",
             "error",
             "missing",
-            "unsupported",
             "end",
             "timeout",
             "child_exit",
             "script",
+            "launch",
+            "peers_ended",
         ):
             if getattr(self, kind) is None:
                 setattr(self, kind, data)

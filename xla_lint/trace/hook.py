@@ -29,7 +29,22 @@ What is patched, and why (torch_xla 2.9.0):
   ``ShardingSpec`` construction sites and the batches the main thread receives; the outermost
   ``nn.Module`` calls of the first step (global module hooks, removed after it) to find the
   model, its parameters' shardings and its inputs.
-* ``torch_xla.launch`` and ``xmp.spawn``: refused (one process per device is not traced yet).
+* ``torch_xla.launch`` and ``xmp.spawn``: recorded (a ``launch`` event); the per-device
+  function runs in other processes (see *One process per device* below).
+
+One process per device. Every Python process the script starts inherits
+``PYTHONPATH`` with a folder whose ``sitecustomize.py`` (written by the runner) loads this file
+by path and calls :func:`worker_main` (``site`` imports ``sitecustomize`` at every interpreter
+start, before ``__main__``; the traced process itself adds the folder only after it started).
+A worker becomes a *rank* when it runs torch_xla's per-device function
+(``torch_xla._internal.pjrt._SpawnFn.__call__``, reached from ``xmp.spawn`` and
+``torch_xla.launch`` in a ``ProcessPoolExecutor`` process, one thread per addressable device:
+on CPU one process holds every device) or when it is a ``torchrun`` worker (``RANK`` and
+``TORCHELASTIC_RUN_ID`` set, not a multiprocessing child). Each rank has its own
+:class:`Tracer` and events file (:func:`rank_events_path`); ranks that share a process tell
+their blocks of torch_xla's debug file apart by a marker frame (``xla_lint_rank_N``) the
+per-device function is called through. Every rank stops at the same step boundary; a rank that
+raises creates the abort file, and the others stop at their next boundary.
 
 Events are appended to the JSONL file named by ``XLA_LINT_TRACE_EVENTS`` as they happen (one
 JSON object a line; :mod:`xla_lint.trace.events` documents each kind). After ``--steps``
@@ -39,6 +54,7 @@ it is ended with ``os._exit`` at a later boundary or after a grace period.
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import functools
 import json
@@ -50,11 +66,22 @@ import sysconfig
 import threading
 import time
 import traceback
+from typing import Any
 
 EVENTS_ENV = "XLA_LINT_TRACE_EVENTS"
 STEPS_ENV = "XLA_LINT_TRACE_STEPS"
 STACKS_ENV = "XLA_LINT_TRACE_STACKS"
 EXPLAIN_ENV = "XLA_LINT_TRACE_EXPLAIN"
+#: The folder holding the ``sitecustomize.py`` that hooks every Python process the script starts.
+SITE_ENV = "XLA_LINT_TRACE_SITE"
+#: The path of this file, for that ``sitecustomize.py``.
+HOOK_ENV = "XLA_LINT_TRACE_HOOK"
+#: A file created when a rank raises: the other ranks stop at their next boundary.
+ABORT_ENV = "XLA_LINT_TRACE_ABORT"
+#: Set in the launcher (``xmp.spawn``) so its worker processes patch torch_xla when importing it.
+SPAWN_ENV = "XLA_LINT_TRACE_SPAWN"
+#: The function name of the frame each rank's per-device function is called through.
+RANK_MARKER = "xla_lint_rank_"
 #: IR lines differing between two steps that an ``ir_diff`` event lists at most.
 MAX_IR_CHANGES = 8
 DEBUG_FILE_ENV = "PT_XLA_DEBUG_FILE"
@@ -65,8 +92,6 @@ STOP_MARGIN = 2
 EXIT_GRACE_SECONDS = 30.0
 #: Boundaries without any optimizer.step() after which every boundary counts as a step.
 NO_OPTIMIZER_SPANS = 8
-#: Exit status of the child when the script starts one process per device (not traced yet).
-EXIT_UNSUPPORTED = 3
 #: Exit status of the child when the script or module does not exist.
 EXIT_MISSING = 4
 #: The Python frames torch_xla prints per block (PT_XLA_DEBUG_MAX_FRAME, default 8).
@@ -285,7 +310,7 @@ def _safe(method):
     def safe(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - reported as an event, the script goes on
+        except Exception as exc:
             self.internal_error(method.__name__, exc)
             return None
 
@@ -296,16 +321,125 @@ class _Local(threading.local):
     busy = False
 
 
-class Tracer:
-    """The per-process trace state: step counting, counters, and the event stream."""
+#: Set while a patched call runs torch's own code (a host read inside a host read is one read).
+_LOCAL = _Local()
+#: The tracer of each traced thread: the main thread, or each rank's thread.
+_THREADS: dict[int, Tracer] = {}
+#: The tracer that hears about what other threads do (optimizers, loaders): the first one made.
+_DEFAULT: list = []
 
-    def __init__(self, events_path: str, steps: int, debug_path: str | None) -> None:
+
+def _current() -> Tracer | None:
+    """The calling thread's tracer, else the process's first one (None before any)."""
+    tracer = _THREADS.get(threading.get_ident())
+    if tracer is None and _DEFAULT:
+        return _DEFAULT[0]
+    return tracer
+
+
+def _register(tracer: Tracer) -> None:
+    """Make ``tracer`` the tracer of its thread (and the default if it is the first)."""
+    _THREADS[tracer.thread.ident or threading.get_ident()] = tracer
+    if not _DEFAULT:
+        _DEFAULT.append(tracer)
+
+
+def block_rank(block: dict) -> int | None:
+    """The rank whose marker frame (``xla_lint_rank_N``) is in a debug block's frames."""
+    for frame in block["frames"]:
+        function = frame.get("function") or ""
+        if function.startswith(RANK_MARKER) and function[len(RANK_MARKER) :].isdigit():
+            return int(function[len(RANK_MARKER) :])
+    return None
+
+
+class DebugReader:
+    """Reads what torch_xla appends to one process's ``PT_XLA_DEBUG_FILE`` and hands each
+    tracer its blocks: all of them when the process has one tracer, else the blocks whose
+    frames hold the tracer's rank marker (a block without a marker goes to the reader)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.offset = 0
+        self.tail = ""
+        self.lock = threading.Lock()
+        self.queues: dict = {}
+
+    def take(self, key: object, every_block: bool) -> list[dict]:
+        """The complete blocks for ``key`` (a rank, or None) appended since the last call.
+        ``every_block``: also parse a read that holds only boundary executions (to count them)."""
+        if not self.path:
+            return []
+        with self.lock:
+            try:
+                with open(self.path, encoding="utf-8", errors="replace") as handle:
+                    handle.seek(self.offset)
+                    text = handle.read()
+                    self.offset = handle.tell()
+            except OSError:
+                text = ""
+            if text:
+                text = self.tail + text
+                if (
+                    every_block
+                    or self.tail
+                    or "Compilation Analysis" in text
+                    or "most likely user code" in text
+                ):
+                    blocks = parse_debug_blocks(text)
+                    if blocks and not blocks[-1]["complete"]:
+                        self.tail = text[blocks[-1]["start"] :]  # torch_xla is still writing it
+                        blocks.pop()
+                    else:
+                        self.tail = ""
+                    local = {t.rank for t in list(_THREADS.values())}
+                    for block in blocks:
+                        rank = block_rank(block)
+                        if rank is not None and rank not in local:
+                            continue  # another process's rank (a debug file shared after fork)
+                        self.queues.setdefault(key if rank is None else rank, []).append(block)
+                # else: only the step's own graph ran, at its boundary: nothing to report
+            return self.queues.pop(key, [])
+
+
+_READERS: dict = {}
+
+
+def _reader(path: str | None) -> DebugReader:
+    """The one reader of a debug file in this process."""
+    reader = _READERS.get(path)
+    if reader is None:
+        reader = _READERS[path] = DebugReader(path)
+    return reader
+
+
+class Tracer:
+    """The trace state of the script's process, or of one rank: step counting, counters, and
+    the event stream (one file each)."""
+
+    def __init__(
+        self,
+        events_path: str,
+        steps: int,
+        debug_path: str | None,
+        *,
+        rank: int | None = None,
+        thread: threading.Thread | None = None,
+        shared: bool = False,
+    ) -> None:
         self.out = open(events_path, "a", buffering=1, encoding="utf-8")
         self.lock = threading.Lock()
         self.steps_limit = max(1, steps)
         self.debug_path = debug_path
-        self.debug_offset = 0
-        self.debug_tail = ""
+        self.reader = _reader(debug_path)
+        self.rank = rank
+        self.thread = thread or threading.main_thread()
+        #: Several ranks in this process (one thread per device): the process's counters are
+        #: shared, so a step's compiles and executions are counted from the rank's own blocks.
+        self.shared = shared
+        self.windows: list[tuple[float, float]] = []  # wall-clock spans of this rank's syncs
+        self.rank_counts = {"compiles": 0, "executions": 0, "transfers": 0, "transfer_s": 0.0}
+        self.abort_path = os.environ.get(ABORT_ENV) if rank is not None else None
         self.t0 = time.perf_counter()
         self.step = 1  # the step in progress
         self.step_started = self.t0
@@ -323,22 +457,23 @@ class Tracer:
         self.model_inputs: list | None = None
         self.top_modules: list = []
         self.top_hooks: list = []
-        self.global_hooks: list = []
+        self.launched = False  # a launch event was written
+        self.ended = False  # an exit or error event was written
+        self.dynamo_regions: set = set()  # torch.compile regions run in this step (no syncs)
         self.depth = 0
         self.parameters_sent = False
         self.stopping = False
         self.after_stop = 0
         self.finished = False
-        self.local = _Local()
         self.internal_errors: set = set()
-        self.counters = None
-        self.torch = None
-        self.xla = None
+        self.counters: dict | None = None
+        self.torch: Any = None
+        self.xla: Any = None
         self.spmd = False
         self.explain = os.environ.get(EXPLAIN_ENV) == "1"
         self.ir_pending: str | None = None  # this step's IR text, taken before its boundary
         self.ir_previous: str | None = None  # the last different graph's
-        self.ir_hash = None  # the graph hash of ir_previous/ir_pending
+        self.ir_hash: object = None  # the graph hash of ir_previous/ir_pending
 
     # -- output --
     def emit(self, event: dict) -> None:
@@ -397,7 +532,7 @@ class Tracer:
     # -- step boundaries --
     @_safe
     def on_sync(self, frame) -> None:
-        """Called after every real ``torch_xla.sync`` of the main thread."""
+        """Called after every real ``torch_xla.sync`` of the traced thread."""
         if self.stopping:
             self.after_stop += 1
             if self.after_stop >= STOP_MARGIN:
@@ -410,13 +545,45 @@ class Tracer:
             if self.optimizer_steps == 0:
                 self.spans_without_optimizer += 1
                 if self.spans_without_optimizer < NO_OPTIMIZER_SPANS:
+                    self.check_abort(frame)
                     return
                 self.every_boundary_is_step = True
             else:
+                self.check_abort(frame)
                 return  # a boundary inside a step (torch_xla.step() syncs on entry too)
         self.end_step(user_location(frame))
         if self.step > self.steps_limit:
             self.stop("steps")
+        self.check_abort(frame)
+
+    @_safe
+    def on_dynamo_run(self, region: object, frame) -> None:
+        """A graph compiled by ``torch.compile`` is about to run. In a script that has made no
+        step boundary of its own (a compiled step function needs none), the step ends when a
+        region that already ran in it runs again (with graph breaks a step runs A, B, C: the
+        next A starts the next step)."""
+        self.optimizer_steps_unsynced = 0  # the graph runs now: nothing piles up
+        if self.total_boundaries:
+            return  # the script's own boundaries end its steps
+        if self.stopping:
+            self.after_stop += 1
+            if self.after_stop >= STOP_MARGIN:
+                self.hard_exit("the script kept running after the stop")
+            raise TraceStop(0)
+        if region in self.dynamo_regions:
+            self.dynamo_regions = set()
+            self.end_step(user_location(frame))
+            if self.step > self.steps_limit:
+                self.stop("steps")
+            self.check_abort(frame)
+        self.dynamo_regions.add(region)
+
+    def check_abort(self, frame) -> None:
+        """A rank stops at this boundary when another rank failed (the abort file exists)."""
+        if self.abort_path and os.path.exists(self.abort_path):
+            self.flush_reads(self.step)
+            self.flush_debug(self.step)
+            self.stop("peer-error", user_location(frame))
 
     @_safe
     def end_step(self, boundary: dict | None) -> None:
@@ -435,14 +602,16 @@ class Tracer:
     def _emit_step(self, boundary: dict | None) -> None:
         """Write the step's debug-file blocks, host reads and ``step`` event."""
         now = time.perf_counter()
-        counters = self.snapshot()
-        before = self.counters or {k: 0 for k in counters}
-        self.counters = counters
-        new_compiles = counters["compile_samples"] - before["compile_samples"]
-        _, _, samples = self._metric("CompileTime") if new_compiles > 0 else (0, 0.0, [])
         step = self.step
+        figures = self._shared_figures() if self.shared else self._counter_figures()
         self.flush_debug(step)
         self.flush_reads(step)
+        if self.shared:  # counted from this rank's own blocks, which flush_debug just read
+            figures["compiles"] = self.rank_counts["compiles"]
+            figures["executions"] = self.rank_counts["executions"]
+            figures["compile_times_s"] = self._compile_times(figures["compiles"])
+            figures["compile_s"] = round(sum(figures["compile_times_s"]), 6)
+        self.rank_counts = dict.fromkeys(self.rank_counts, 0)
         event = {
             "event": "step",
             "step": step,
@@ -450,6 +619,30 @@ class Tracer:
             "duration_s": round(now - self.step_started, 6),
             "boundaries": self.boundaries_in_step,
             "boundary": boundary,
+            **figures,
+            "optimizer_steps": self.optimizer_steps,
+            "inputs": self.batch if self.batch is not None else self.model_inputs,
+            "inputs_from": "loader"
+            if self.batch is not None
+            else ("model" if self.model_inputs is not None else None),
+            "optimizers": self.optimizer_states(),
+        }
+        if self.rank is not None:
+            event["rank"] = self.rank
+        self.emit(event)
+        if self.explain:
+            self.diff_ir(step, event["compiles"])
+        if not self.parameters_sent and (self.top_modules or self.optimizer_steps):
+            self.send_parameters(step)  # also drops the global module hooks of the first step
+
+    def _counter_figures(self) -> dict:
+        """The step's compiles, executions and transfers from the process's counters."""
+        counters = self.snapshot()
+        before = self.counters or {k: 0 for k in counters}
+        self.counters = counters
+        new_compiles = counters["compile_samples"] - before["compile_samples"]
+        _, _, samples = self._metric("CompileTime") if new_compiles > 0 else (0, 0.0, [])
+        return {
             "compiles": counters["compiles"] - before["compiles"],
             "compile_s": round((counters["compile_ns"] - before["compile_ns"]) / 1e9, 6),
             "compile_times_s": [round(s[1] / 1e9, 6) for s in samples[-new_compiles:]]
@@ -459,18 +652,35 @@ class Tracer:
             "executions": counters["executions"] - before["executions"],
             "transfers": counters["transfers"] - before["transfers"],
             "transfer_s": round((counters["transfer_ns"] - before["transfer_ns"]) / 1e9, 6),
-            "optimizer_steps": self.optimizer_steps,
-            "inputs": self.batch if self.batch is not None else self.model_inputs,
-            "inputs_from": "loader"
-            if self.batch is not None
-            else ("model" if self.model_inputs is not None else None),
-            "optimizers": self.optimizer_states(),
         }
-        self.emit(event)
-        if self.explain:
-            self.diff_ir(step, event["compiles"])
-        if not self.parameters_sent and (self.top_modules or self.optimizer_steps):
-            self.send_parameters(step)  # also drops the global module hooks of the first step
+
+    def _shared_figures(self) -> dict:
+        """The step's transfers from this rank's own host reads (the process's counters are
+        shared by its ranks); compiles and executions are filled in from its blocks."""
+        return {
+            "compiles": 0,
+            "compile_s": 0.0,
+            "compile_times_s": [],
+            "cached_compiles": 0,
+            "executions": 0,
+            "transfers": self.rank_counts["transfers"],
+            "transfer_s": round(self.rank_counts["transfer_s"], 6),
+            "counted": "rank",
+        }
+
+    def _compile_times(self, compiles: int) -> list[float]:
+        """``compiles`` times for a rank sharing its process: the ``CompileTime`` samples
+        (stamped when recorded) inside this rank's boundaries and reads of the step, averaged
+        (ranks compiling at the same moment see each other's samples)."""
+        windows, self.windows = self.windows, []
+        if not compiles:
+            return []
+        _, _, samples = self._metric("CompileTime")
+        inside = [v / 1e9 for ts, v in samples if any(a <= ts <= b for a, b in windows)]
+        if not inside:
+            return []
+        mean = sum(inside) / len(inside)
+        return [round(mean, 6)] * compiles
 
     def stop(self, reason: str, location: dict | None = None) -> None:
         """Stop the script: from now on every boundary raises :class:`TraceStop`."""
@@ -492,17 +702,28 @@ class Tracer:
         raise TraceStop(0)
 
     def _exit_later(self) -> None:
+        """The watchdog of a stop: end the process if it still runs after the grace period (a
+        rank whose function returned is done; other ranks of the process still running their
+        steps are waited for)."""
         time.sleep(EXIT_GRACE_SECONDS)
+        while True:
+            if self.rank is not None and self.finished:
+                return
+            if all(t.stopping or t.finished for t in list(_THREADS.values()) if t is not self):
+                break
+            time.sleep(1.0)
         self.hard_exit(f"the script did not exit within {EXIT_GRACE_SECONDS:.0f} s of the stop")
 
     def hard_exit(self, why: str) -> None:
         """Flush everything and end the process now (the script swallowed the stop, or hangs)."""
         self.emit({"event": "exit", "code": 0, "reason": "forced", "detail": why})
         self.finish()
+        for other in list(_THREADS.values()):
+            other.finish()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001 - a closed or broken stream must not keep us alive
+            except Exception:
                 pass
         os._exit(0)
 
@@ -510,33 +731,13 @@ class Tracer:
     @_safe
     def flush_debug(self, step: int) -> None:
         """Turn what torch_xla appended to PT_XLA_DEBUG_FILE into events of ``step``."""
-        if not self.debug_path:
-            return
-        try:
-            with open(self.debug_path, "r", encoding="utf-8", errors="replace") as handle:
-                handle.seek(self.debug_offset)
-                text = handle.read()
-                self.debug_offset = handle.tell()
-        except OSError:
-            return
-        if not text:
-            return
-        text = self.debug_tail + text
-        if (
-            not self.debug_tail
-            and "Compilation Analysis" not in text
-            and "most likely user code" not in text
-        ):
-            return  # only the step's own graph ran, at its boundary: nothing to report
-        blocks = parse_debug_blocks(text)
-        if blocks and not blocks[-1]["complete"]:
-            self.debug_tail = text[blocks[-1]["start"] :]  # torch_xla is still writing it
-            blocks.pop()
-        else:
-            self.debug_tail = ""
-        for block in blocks:
-            if block["kind"] != "compile" and is_sync_cause(block["cause"]):
-                continue  # the step's own graph running at its boundary
+        for block in self.reader.take(self.rank, self.shared):
+            if block["kind"] == "compile":
+                self.rank_counts["compiles"] += 1
+            else:
+                self.rank_counts["executions"] += 1
+                if is_sync_cause(block["cause"]) or _from_compiler(block):
+                    continue  # the step's own graph at its boundary, or the openxla bridge's
             self.emit(block_event(block, step))
 
     # -- --explain: the IR of each step --
@@ -579,9 +780,9 @@ class Tracer:
             return
         import difflib
 
-        previous, current = _ir_lines(previous), _ir_lines(current)
-        old = [op for op, _ in previous]
-        new = [op for op, _ in current]
+        old_lines, new_lines = _ir_lines(previous), _ir_lines(current)
+        old = [op for op, _ in old_lines]
+        new = [op for op, _ in new_lines]
         changes = []
         matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -590,7 +791,7 @@ class Tracer:
             for k in range(max(i2 - i1, j2 - j1)):
                 before = old[i1 + k] if i1 + k < i2 else None
                 after = new[j1 + k] if j1 + k < j2 else None
-                where = current[j1 + k][1] if j1 + k < j2 else previous[i1 + k][1]
+                where = new_lines[j1 + k][1] if j1 + k < j2 else old_lines[i1 + k][1]
                 changes.append({"before": before, "after": after, "location": where})
         self.emit(
             {
@@ -606,11 +807,17 @@ class Tracer:
         """Run one host read of an XLA tensor and count it at the user's line. (Whether it made
         a graph run is told by torch_xla's execution report for that line, not by counters:
         the step's own asynchronous execution may finish during the read.)"""
-        self.local.busy = True
+        _LOCAL.busy = True
+        started = time.time() if self.shared else 0.0
         try:
             return original(tensor, *args, **kwargs)
         finally:
-            self.local.busy = False
+            _LOCAL.busy = False
+            if self.shared:
+                ended = time.time()
+                self.windows.append((started, ended))
+                self.rank_counts["transfers"] += 1
+                self.rank_counts["transfer_s"] += ended - started
             self.record_read(kind, sys._getframe(2))
 
     @_safe
@@ -676,7 +883,7 @@ class Tracer:
             optimizer = ref()
             if optimizer is None:
                 continue
-            value = None
+            value: str | float | None = None
             try:
                 for state in optimizer.state.values():
                     step = state.get("step") if isinstance(state, dict) else None
@@ -686,7 +893,7 @@ class Tracer:
                         else:
                             value = float(step)
                         break
-            except Exception:  # noqa: BLE001 - an optimizer's state is the user's business
+            except Exception:
                 value = None
             out.append({"id": index, "step": value})
         return out
@@ -736,15 +943,15 @@ class Tracer:
 
     @_safe
     def on_batch(self, batch) -> None:
-        """A batch the main thread received from a loader."""
-        if threading.current_thread() is _MAIN_THREAD:
+        """A batch the traced thread received from a loader."""
+        if threading.current_thread() is self.thread:
             self.batch = self.describe(batch)
 
     # -- modules --
     @_safe
     def on_module_pre(self, module, args) -> None:
         """Global forward pre-hook of the first step: find the outermost module calls."""
-        if threading.current_thread() is not _MAIN_THREAD:
+        if threading.current_thread() is not self.thread or self.parameters_sent:
             return
         if self.depth == 0:
             if module not in self.top_modules and any(True for _ in module.parameters()):
@@ -756,22 +963,20 @@ class Tracer:
     @_safe
     def on_module_post(self, module, args, output) -> None:
         """Global forward hook (always called) of the first step."""
-        if threading.current_thread() is _MAIN_THREAD:
+        if threading.current_thread() is self.thread and not self.parameters_sent:
             self.depth = max(0, self.depth - 1)
 
     @_safe
     def on_top_module_pre(self, module, args) -> None:
         """Forward pre-hook on the model after the first step: its inputs."""
-        if self.model_inputs is None and threading.current_thread() is _MAIN_THREAD:
+        if self.model_inputs is None and threading.current_thread() is self.thread:
             self.model_inputs = self.describe(args)
 
     @_safe
     def send_parameters(self, step: int) -> None:
         """Once: each parameter of the outermost modules with its sharding and bytes per device."""
         self.parameters_sent = True
-        for handle in self.global_hooks:
-            handle.remove()
-        self.global_hooks = []
+        _release_module_hooks()
         for module in self.top_modules:
             self.top_hooks.append(module.register_forward_pre_hook(self.on_top_module_pre))
         params = []
@@ -824,7 +1029,7 @@ class Tracer:
                         "counters": counters,
                     }
                 )
-            except Exception as exc:  # noqa: BLE001 - torch_xla may be half torn down
+            except Exception as exc:
                 self.emit(
                     {
                         "event": "end",
@@ -838,18 +1043,24 @@ class Tracer:
             self.out.flush()
             self.out.close()
 
-    # -- patching --
+    # -- torch_xla is there --
     def patch_torch_xla(self, torch_xla) -> None:
-        """Install every patch; called right after ``import torch_xla`` finished."""
+        """Install every patch (once per process) and start tracing; called right after
+        ``import torch_xla`` finished."""
+        install_patches(torch_xla)
+        self.attach(torch_xla)
+
+    def attach(self, torch_xla) -> None:
+        """Start measuring with torch_xla imported: the ``torch_xla`` event, the counters step 1
+        is measured from, and the first step's module hooks."""
         import torch
 
         self.torch, self.xla = torch, torch_xla
-        _set_library_dirs(torch, torch_xla)
         try:
             import torch_xla.runtime as xr
 
             self.spmd = bool(xr.is_spmd())
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         self.emit(
             {
@@ -862,219 +1073,418 @@ class Tracer:
         )
         self.counters = self.snapshot()
         self.step_started = time.perf_counter()  # step 1 starts once torch_xla is there
-        self._patch_sync(torch_xla)
-        self._patch_tensor(torch)
-        self._patch_optim(torch)
-        self._patch_data(torch)
-        self._patch_modules(torch)
-        self._patch_launch(torch_xla)
-        _after_import("torch_xla.distributed.parallel_loader", self._patch_parallel_loader)
-        _after_import("torch_xla.distributed.xla_multiprocessing", self._patch_spawn)
-        _after_import("torch_xla.distributed.spmd.xla_sharding", self._patch_sharding_spec)
-        _after_import("torch_xla.runtime", self._patch_use_spmd)
+        _ensure_module_hooks()
 
-    def _patch_sync(self, torch_xla) -> None:
-        original = torch_xla.sync
-        tracer = self
+    def outcome(self, exc: BaseException | None) -> tuple[int, str | None]:
+        """Record how the script (or a rank's function) ended: ``exit`` or ``error``. Returns
+        the exit status and, for an exception, its traceback as Python prints it."""
+        self.ended = True
+        if exc is None or isinstance(exc, TraceStop):
+            stopped = exc is not None or self.stopping
+            self.emit({"event": "exit", "code": 0, "reason": "stopped" if stopped else "finished"})
+            return 0, None
+        if isinstance(exc, SystemExit):
+            if self.stopping:  # the script turned our stop into its own exit
+                return 0, None
+            code = exc.code
+            status = code if isinstance(code, int) else (0 if code is None else 1)
+            self.emit({"event": "exit", "code": status, "reason": "sys.exit"})
+            return status, None
+        text, location = _format_exception(exc)
+        self.emit(
+            {
+                "event": "error",
+                "type": type(exc).__name__,
+                "message": str(exc)[:2000],
+                "traceback": text[-8000:],
+                "location": location,
+            }
+        )
+        return 1, text
+
+
+# --- patches (once per process; each call goes to the calling thread's tracer) -----------------
+
+_PATCHED: list = []
+_MODULE_HOOKS: list = []
+
+
+def _is_compiling() -> bool:
+    """``torch.compiler.is_compiling`` once torch is imported: dynamo folds it to True while it
+    traces a function, so a patch that returns at once when it is True is skipped from the
+    graph instead of breaking it (``threading.get_ident`` is not traceable)."""
+    return False
+
+
+#: Folders of torch's and torch_xla's compilers: a host read made from there (dynamo printing
+#: or guarding a tensor) or a graph run there (the openxla bridge) is not the script's.
+_COMPILER_DIRS: tuple[str, ...] = ()
+#: The pid of the traced script's own process (empty in a worker started by ``spawn``).
+_TOP_PID: list = []
+
+
+def install_patches(torch_xla) -> None:
+    """Patch torch and torch_xla once in this process (see the module docstring)."""
+    if _PATCHED:
+        return
+    _PATCHED.append(True)
+    import torch
+
+    global _is_compiling, _COMPILER_DIRS
+    _is_compiling = torch.compiler.is_compiling
+    torch_dir, xla_dir = os.path.dirname(torch.__file__), os.path.dirname(torch_xla.__file__)
+    _COMPILER_DIRS = tuple(
+        os.path.join(root, name) + os.sep
+        for root, names in (
+            (torch_dir, ("_dynamo", "_functorch", "_inductor", "fx", "_subclasses", "_export")),
+            (xla_dir, ("_dynamo",)),
+        )
+        for name in names
+    )
+    _set_library_dirs(torch, torch_xla)
+    _patch_sync(torch_xla)
+    _patch_tensor(torch)
+    _patch_optim(torch)
+    _patch_data(torch)
+    _patch_launch(torch_xla)
+    _after_import("torch_xla.distributed.parallel_loader", _patch_parallel_loader)
+    _after_import("torch_xla.distributed.xla_multiprocessing", _patch_spawn)
+    _after_import("torch_xla._internal.pjrt", _patch_spawn_fn)
+    _after_import("torch_xla._dynamo.dynamo_bridge", _patch_dynamo_bridge)
+    _after_import("torch_xla.distributed.spmd.xla_sharding", _patch_sharding_spec)
+    _after_import("torch_xla.runtime", _patch_use_spmd)
+
+
+def _patch_sync(torch_xla) -> None:
+    original = torch_xla.sync
+
+    @functools.wraps(original)
+    def sync(*args, **kwargs):
+        tracer = None if _LOCAL.busy else _THREADS.get(threading.get_ident())
+        if tracer is None or _in_compiler(sys._getframe(1)):
+            return original(*args, **kwargs)  # the openxla bridge syncs while it compiles
+        if tracer.explain:
+            tracer.capture_ir()
+        started = time.time() if tracer.shared else 0.0
+        result = original(*args, **kwargs)
+        if tracer.shared:
+            tracer.windows.append((started, time.time()))
+        tracer.on_sync(sys._getframe(1))
+        return result
+
+    torch_xla.sync = sync
+    module: Any = sys.modules.get("torch_xla.torch_xla")
+    if module is not None and getattr(module, "sync", None) is original:
+        module.sync = sync
+
+
+def _patch_tensor(torch) -> None:
+    def to_cpu(args, kwargs) -> bool:
+        device = kwargs.get("device", args[0] if args else None)
+        if isinstance(device, str):
+            return device.startswith("cpu")
+        return isinstance(device, torch.device) and device.type == "cpu"
+
+    def wrap(name: str, kind: str, check=None) -> None:
+        original = getattr(torch.Tensor, name, None)
+        if original is None:
+            return
 
         @functools.wraps(original)
-        def sync(*args, **kwargs):
-            main = threading.current_thread() is _MAIN_THREAD and not tracer.local.busy
-            if main and tracer.explain:
-                tracer.capture_ir()
-            result = original(*args, **kwargs)
-            if main:
-                tracer.on_sync(sys._getframe(1))
-            return result
+        def method(self, *args, **kwargs):
+            if _is_compiling():
+                return original(self, *args, **kwargs)
+            if _LOCAL.busy or not self.is_xla or (check is not None and not check(args, kwargs)):
+                return original(self, *args, **kwargs)
+            tracer = _current()
+            if tracer is None or _in_compiler(sys._getframe(1)):
+                return original(self, *args, **kwargs)
+            return tracer.host_read(kind, original, self, args, kwargs)
 
-        torch_xla.sync = sync
-        module = sys.modules.get("torch_xla.torch_xla")
-        if module is not None and getattr(module, "sync", None) is original:
-            module.sync = sync
+        setattr(torch.Tensor, name, method)
 
-    def _patch_tensor(self, torch) -> None:
-        tracer = self
-        local = self.local
+    for name, kind in (
+        ("item", ".item()"),
+        ("tolist", ".tolist()"),
+        ("cpu", ".cpu()"),
+        ("numpy", ".numpy()"),
+        ("__bool__", "bool(tensor)"),
+        ("__int__", "int(tensor)"),
+        ("__float__", "float(tensor)"),
+        ("__index__", "tensor as an index"),
+        ("__format__", "format(tensor)"),
+        ("__repr__", "print(tensor)"),
+        ("__array__", "numpy.asarray(tensor)"),
+    ):
+        wrap(name, kind)
+    wrap("to", '.to("cpu")', to_cpu)
 
-        def to_cpu(args, kwargs) -> bool:
-            device = kwargs.get("device", args[0] if args else None)
-            if isinstance(device, str):
-                return device.startswith("cpu")
-            return isinstance(device, torch.device) and device.type == "cpu"
 
-        def wrap(name: str, kind: str, check=None) -> None:
-            original = getattr(torch.Tensor, name, None)
-            if original is None:
-                return
+def _patch_optim(torch) -> None:
+    optimizer_cls = torch.optim.Optimizer
+    original = optimizer_cls.__init__
 
-            @functools.wraps(original)
-            def method(self, *args, **kwargs):
-                if local.busy or not self.is_xla or (check is not None and not check(args, kwargs)):
-                    return original(self, *args, **kwargs)
-                return tracer.host_read(kind, original, self, args, kwargs)
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if _is_compiling():
+            return
+        tracer = _current()
+        if tracer is not None and not getattr(self, "_xla_lint_traced", False):
+            self._xla_lint_traced = True
+            tracer.on_optimizer_init(self, sys._getframe(1))
 
-            setattr(torch.Tensor, name, method)
+    optimizer_cls.__init__ = __init__
+    from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        for name, kind in (
-            ("item", ".item()"),
-            ("tolist", ".tolist()"),
-            ("cpu", ".cpu()"),
-            ("numpy", ".numpy()"),
-            ("__bool__", "bool(tensor)"),
-            ("__int__", "int(tensor)"),
-            ("__float__", "float(tensor)"),
-            ("__index__", "tensor as an index"),
-            ("__format__", "format(tensor)"),
-            ("__repr__", "print(tensor)"),
-            ("__array__", "numpy.asarray(tensor)"),
-        ):
-            wrap(name, kind)
-        wrap("to", '.to("cpu")', to_cpu)
+    def stepped(optimizer, args, kwargs) -> None:
+        if _is_compiling():
+            return
+        tracer = _current()
+        if tracer is not None:
+            tracer.on_optimizer_step()
 
-    def _patch_optim(self, torch) -> None:
-        tracer = self
-        optimizer_cls = torch.optim.Optimizer
-        original = optimizer_cls.__init__
+    register_optimizer_step_post_hook(stepped)
 
-        @functools.wraps(original)
-        def __init__(self, *args, **kwargs):
-            original(self, *args, **kwargs)
-            if not getattr(self, "_xla_lint_traced", False):
-                self._xla_lint_traced = True
-                tracer.on_optimizer_init(self, sys._getframe(1))
 
-        optimizer_cls.__init__ = __init__
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+def _patch_data(torch) -> None:
+    import torch.utils.data.dataloader as dl
 
-        register_optimizer_step_post_hook(
-            lambda optimizer, args, kwargs: tracer.on_optimizer_step()
+    original_init = dl.DataLoader.__init__
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        tracer = _current()
+        if tracer is None:
+            return
+        try:
+            size = len(self.dataset)
+        except TypeError:
+            size = None
+        tracer.on_loader(
+            "DataLoader",
+            self,
+            sys._getframe(1),
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            dataset_size=size,
         )
 
-    def _patch_data(self, torch) -> None:
-        import torch.utils.data.dataloader as dl
+    dl.DataLoader.__init__ = __init__  # type: ignore[method-assign]
+    original_next = dl._BaseDataLoaderIter.__next__
 
-        tracer = self
-        original_init = dl.DataLoader.__init__
+    @functools.wraps(original_next)
+    def __next__(self):
+        batch = original_next(self)
+        tracer = _THREADS.get(threading.get_ident())
+        if tracer is not None:
+            tracer.on_batch(batch)
+        return batch
 
-        @functools.wraps(original_init)
-        def __init__(self, *args, **kwargs):
-            original_init(self, *args, **kwargs)
-            try:
-                size = len(self.dataset)
-            except TypeError:
-                size = None
-            tracer.on_loader(
-                "DataLoader",
-                self,
-                sys._getframe(1),
-                batch_size=self.batch_size,
-                drop_last=self.drop_last,
-                dataset_size=size,
+    dl._BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
+
+
+def _module_pre(module, args) -> None:
+    if _is_compiling():
+        return
+    tracer = _THREADS.get(threading.get_ident())
+    if tracer is not None:
+        tracer.on_module_pre(module, args)
+
+
+def _module_post(module, args, output) -> None:
+    if _is_compiling():
+        return
+    tracer = _THREADS.get(threading.get_ident())
+    if tracer is not None:
+        tracer.on_module_post(module, args, output)
+
+
+def _ensure_module_hooks() -> None:
+    """Global module hooks while a traced thread has not finished its first step (they cost a
+    call per module call, so they go once every tracer has its model)."""
+    if _MODULE_HOOKS or all(t.parameters_sent for t in _THREADS.values()):
+        return
+    from torch.nn.modules.module import (
+        register_module_forward_hook,
+        register_module_forward_pre_hook,
+    )
+
+    _MODULE_HOOKS[:] = [
+        register_module_forward_pre_hook(_module_pre),
+        register_module_forward_hook(_module_post, always_call=True),
+    ]
+
+
+def _release_module_hooks() -> None:
+    """Remove the global module hooks once no traced thread needs them."""
+    if any(not t.parameters_sent for t in _THREADS.values()):
+        return
+    for handle in _MODULE_HOOKS:
+        handle.remove()
+    _MODULE_HOOKS.clear()
+
+
+def _launcher(name: str, original):
+    """``torch_xla.launch`` / ``xmp.spawn``: a ``launch`` event (the outermost call), and the
+    worker processes it starts patch torch_xla when they import it."""
+
+    @functools.wraps(original)
+    def launch(*args, **kwargs):
+        tracer = _current()
+        if tracer is not None and not tracer.launched:
+            tracer.launched = True
+            tracer.emit(
+                {
+                    "event": "launch",
+                    "what": name,
+                    "location": user_location(sys._getframe(1)),
+                    "start_method": kwargs.get("start_method", "spawn"),
+                }
             )
+        os.environ[SPAWN_ENV] = "1"
+        return original(*args, **kwargs)
 
-        dl.DataLoader.__init__ = __init__
-        original_next = dl._BaseDataLoaderIter.__next__
+    return launch
 
-        @functools.wraps(original_next)
-        def __next__(self):
-            batch = original_next(self)
-            if threading.current_thread() is _MAIN_THREAD:
-                tracer.on_batch(batch)
-            return batch
 
-        dl._BaseDataLoaderIter.__next__ = __next__
+def _patch_launch(torch_xla) -> None:
+    original = getattr(torch_xla, "launch", None)
+    if original is None:
+        return
+    torch_xla.launch = _launcher("torch_xla.launch", original)
+    module: Any = sys.modules.get("torch_xla.torch_xla")
+    if module is not None and getattr(module, "launch", None) is original:
+        module.launch = torch_xla.launch
 
-    def _patch_modules(self, torch) -> None:
-        from torch.nn.modules.module import (
-            register_module_forward_hook,
-            register_module_forward_pre_hook,
-        )
 
-        self.global_hooks = [
-            register_module_forward_pre_hook(self.on_module_pre),
-            register_module_forward_hook(self.on_module_post, always_call=True),
-        ]
+def _patch_spawn(xmp) -> None:
+    xmp.spawn = _launcher("xmp.spawn", xmp.spawn)
 
-    def _patch_launch(self, torch_xla) -> None:
-        tracer = self
 
-        def refuse(name: str):
-            def launcher(*args, **kwargs):
-                tracer.emit(
-                    {
-                        "event": "unsupported",
-                        "what": name,
-                        "location": user_location(sys._getframe(1)),
-                    }
-                )
-                tracer.finish()
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(EXIT_UNSUPPORTED)
+def _patch_spawn_fn(pjrt) -> None:
+    """``_SpawnFn.__call__`` runs the per-device function in each thread of each worker
+    process (torch_xla/_internal/pjrt.py ``_run_thread_per_device``): there it is a rank. In the
+    script's own process (``nprocs=1``) the main thread's tracer already traces it."""
+    original = pjrt._SpawnFn.__call__
 
-            return launcher
+    @functools.wraps(original)
+    def __call__(self):
+        if _is_top_process():
+            return original(self)
+        return _run_rank(lambda: original(self), "xmp.spawn")
 
-        if hasattr(torch_xla, "launch"):
-            torch_xla.launch = refuse("torch_xla.launch")
-            module = sys.modules.get("torch_xla.torch_xla")
-            if module is not None:
-                module.launch = torch_xla.launch
-        self._refuse = refuse
+    pjrt._SpawnFn.__call__ = __call__
 
-    def _patch_spawn(self, xmp) -> None:
-        xmp.spawn = self._refuse("xmp.spawn")
 
-    def _patch_use_spmd(self, xr) -> None:
-        tracer = self
-        original = xr.use_spmd
+def _in_compiler(frame) -> bool:
+    """Whether a patched function was called by torch's or torch_xla's compiler: a frame of
+    theirs between ``frame`` (the caller) and the first user frame (dynamo's AOT pass prints
+    tensors through a dataclass ``__repr__``, for one)."""
+    if not _COMPILER_DIRS:
+        return False
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_COMPILER_DIRS):
+            return True
+        if is_user_file(filename):
+            return False
+        frame = frame.f_back
+    return False
 
-        @functools.wraps(original)
-        def use_spmd(*args, **kwargs):
-            result = original(*args, **kwargs)
+
+def _from_compiler(block: dict) -> bool:
+    """Whether a debug block's frames pass through torch_xla's dynamo bridge (a graph it ran
+    while compiling, which torch_xla's cause guess calls user code)."""
+    return bool(_COMPILER_DIRS) and any(
+        f["path"].startswith(_COMPILER_DIRS[-1]) for f in block["frames"]
+    )
+
+
+def _patch_dynamo_bridge(bridge) -> None:
+    """Each graph compiled by ``torch.compile(backend="openxla")`` runs, without a
+    ``torch_xla.sync``, when its ``optimized_mod`` is called (``extract_internal`` in
+    torch_xla/_dynamo/dynamo_bridge.py runs it with ``_run_cached_graph``): in a script that
+    never syncs itself, a compiled region running again ends the step (see
+    :meth:`Tracer.on_dynamo_run`)."""
+    original = bridge.extract_internal
+
+    @functools.wraps(original)
+    def extract_internal(*args, **kwargs):
+        run = original(*args, **kwargs)
+        region = object()
+
+        @functools.wraps(run)
+        def optimized_mod(*inputs):
+            tracer = None if _LOCAL.busy else _THREADS.get(threading.get_ident())
+            if tracer is not None:
+                tracer.on_dynamo_run(region, sys._getframe(1))
+            return run(*inputs)
+
+        return optimized_mod
+
+    bridge.extract_internal = extract_internal
+
+
+def _patch_use_spmd(xr) -> None:
+    original = xr.use_spmd
+
+    @functools.wraps(original)
+    def use_spmd(*args, **kwargs):
+        result = original(*args, **kwargs)
+        tracer = _current()
+        if tracer is not None:
             tracer.spmd = True
             tracer.emit({"event": "spmd", "location": user_location(sys._getframe(1))})
-            return result
+        return result
 
-        xr.use_spmd = use_spmd
+    xr.use_spmd = use_spmd
 
-    def _patch_parallel_loader(self, pl) -> None:
-        tracer = self
-        original_init = pl.MpDeviceLoader.__init__
 
-        @functools.wraps(original_init)
-        def __init__(self, loader, device, **kwargs):
-            original_init(self, loader, device, **kwargs)
-            spec = kwargs.get("input_sharding")
-            facts = {"input_sharding": _describe_spec(spec)}
-            site = getattr(spec, "_xla_lint_site", None)
-            if site is not None:
-                facts["sharding_location"] = site
-            facts["wraps"] = id(loader)
-            tracer.on_loader("MpDeviceLoader", self, sys._getframe(1), **facts)
+def _patch_parallel_loader(pl) -> None:
+    original_init = pl.MpDeviceLoader.__init__
 
-        pl.MpDeviceLoader.__init__ = __init__
-        original_next = pl.PerDeviceLoader.next
+    @functools.wraps(original_init)
+    def __init__(self, loader, device, **kwargs):
+        original_init(self, loader, device, **kwargs)
+        tracer = _current()
+        if tracer is None:
+            return
+        spec = kwargs.get("input_sharding")
+        facts = {"input_sharding": _describe_spec(spec)}
+        site = getattr(spec, "_xla_lint_site", None)
+        if site is not None:
+            facts["sharding_location"] = site
+        facts["wraps"] = id(loader)
+        tracer.on_loader("MpDeviceLoader", self, sys._getframe(1), **facts)
 
-        @functools.wraps(original_next)
-        def next_batch(self):
-            batch = original_next(self)
+    pl.MpDeviceLoader.__init__ = __init__
+    original_next = pl.PerDeviceLoader.next
+
+    @functools.wraps(original_next)
+    def next_batch(self):
+        batch = original_next(self)
+        tracer = _THREADS.get(threading.get_ident())
+        if tracer is not None:
             tracer.on_batch(batch)
-            return batch
+        return batch
 
-        pl.PerDeviceLoader.next = next_batch
+    pl.PerDeviceLoader.next = next_batch
 
-    def _patch_sharding_spec(self, xs) -> None:
-        original = xs.ShardingSpec.__post_init__
 
-        @functools.wraps(original)
-        def __post_init__(self):
-            original(self)
-            try:
-                self._xla_lint_site = user_location(sys._getframe(1))
-            except AttributeError:
-                pass
+def _patch_sharding_spec(xs) -> None:
+    original = xs.ShardingSpec.__post_init__
 
-        xs.ShardingSpec.__post_init__ = __post_init__
+    @functools.wraps(original)
+    def __post_init__(self):
+        original(self)
+        try:
+            self._xla_lint_site = user_location(sys._getframe(1))
+        except AttributeError:
+            pass
+
+    xs.ShardingSpec.__post_init__ = __post_init__
 
 
 def _ir_lines(text: str) -> list[tuple[str, str | None]]:
@@ -1153,7 +1563,7 @@ class _AfterImport:
             if hook is not None:
                 hook(module)
 
-        loader.exec_module = exec_module
+        loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
@@ -1183,7 +1593,10 @@ def _format_exception(exc: BaseException) -> tuple[str, dict | None]:
     innermost user frame."""
     tb = exc.__traceback__
     skip = (os.path.abspath(__file__), runpy.__file__, "<frozen runpy>")
-    while tb is not None and tb.tb_frame.f_code.co_filename in skip:
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename in skip
+        or tb.tb_frame.f_code.co_filename.startswith("<xla-lint rank ")
+    ):
         tb = tb.tb_next
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     location = None
@@ -1224,48 +1637,210 @@ def _run(tracer: Tracer, kind: str, target: str, args: list[str]) -> int:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             runpy.run_path(target, run_name="__main__")
-    except TraceStop:
-        tracer.emit({"event": "exit", "code": 0, "reason": "stopped"})
-        return 0
-    except SystemExit as exc:
-        if tracer.stopping:  # the script turned our stop into its own exit
-            return 0
-        code = exc.code
-        if code is None:
-            status = 0
-        elif isinstance(code, int):
-            status = code
-        else:
-            print(code, file=sys.stderr)
-            status = 1
-        tracer.emit({"event": "exit", "code": status, "reason": "sys.exit"})
+    except BaseException as exc:
+        if isinstance(exc, SystemExit) and not isinstance(exc, TraceStop) and not tracer.stopping:
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+        status, text = tracer.outcome(exc)
+        if text and type(exc.__cause__).__name__ == "_RemoteTraceback":
+            # a rank's exception, re-raised by the launcher: the rank printed its traceback
+            text = f"{type(exc).__name__}: {exc} (raised in a worker process; traceback above)\n"
+        if text:
+            sys.stderr.write(text)
+            sys.stderr.flush()
         return status
-    except BaseException as exc:  # noqa: BLE001 - the script's error is reported, not ours
-        text, location = _format_exception(exc)
-        sys.stderr.write(text)
-        sys.stderr.flush()
-        tracer.emit(
-            {
-                "event": "error",
-                "type": type(exc).__name__,
-                "message": str(exc)[:2000],
-                "traceback": text[-8000:],
-                "location": location,
-            }
-        )
-        return 1
-    tracer.emit(
-        {"event": "exit", "code": 0, "reason": "stopped" if tracer.stopping else "finished"}
+    return tracer.outcome(None)[0]
+
+
+# --- one process per device -----------------------------------------------------------------------
+
+
+def rank_events_path(events_path: str, rank: int) -> str:
+    """The events file of one rank, beside the run's: ``events.jsonl`` -> ``events.rank3.jsonl``."""
+    base = events_path[: -len(".jsonl")] if events_path.endswith(".jsonl") else events_path
+    return f"{base}.rank{rank}.jsonl"
+
+
+def worker_file(path: str, pid: int) -> str:
+    """A per-process twin of a file of the run's folder: ``pt_xla_debug.txt`` ->
+    ``pt_xla_debug.1234.txt`` (each worker's torch_xla writes its own debug file)."""
+    stem, ext = os.path.splitext(os.path.basename(path))
+    return os.path.join(os.path.dirname(path), f"{stem}.{pid}{ext}")
+
+
+def _is_top_process() -> bool:
+    """Whether this is the traced script's own process (not a worker it started)."""
+    return bool(_TOP_PID) and _TOP_PID[0] == os.getpid()
+
+
+def _after_fork() -> None:
+    """A forked child (a DataLoader worker, a ``fork`` launch) traces nothing it inherited."""
+    _THREADS.clear()
+    _DEFAULT.clear()
+    _READERS.clear()
+
+
+def _marked(rank: int, call):
+    """``call()`` through a frame named ``xla_lint_rank_N``: torch_xla's debug report lists the
+    Python frames of each compile and execution, so a block names the rank that made it."""
+    name = f"{RANK_MARKER}{rank}"
+    namespace: dict = {}
+    exec(
+        compile(f"def {name}(call):\n    return call()\n", f"<xla-lint rank {rank}>", "exec"),
+        namespace,
     )
-    return 0
+    return namespace[name](call)
+
+
+def _start_rank(rank: int, launcher: str, shared: bool, thread: threading.Thread) -> Tracer:
+    """A tracer for one rank, its ``start`` event in its own file, measuring from now."""
+    import torch_xla
+
+    tracer = Tracer(
+        rank_events_path(os.environ[EVENTS_ENV], rank),
+        int(os.environ.get(STEPS_ENV, "20")),
+        os.environ.get(DEBUG_FILE_ENV),
+        rank=rank,
+        thread=thread,
+        shared=shared,
+    )
+    _register(tracer)
+    main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
+    tracer.emit(
+        {
+            "event": "start",
+            "schema": SCHEMA_VERSION,
+            "pid": os.getpid(),
+            "kind": "path",
+            "target": os.path.abspath(getattr(main, "__file__", None) or sys.argv[0] or "?"),
+            "argv": sys.argv[1:] if launcher == "torchrun" else [],
+            "python": sys.executable,
+            "cwd": os.getcwd(),
+            "steps_limit": tracer.steps_limit,
+            "rank": rank,
+            "launcher": launcher,
+            "thread": thread.name,
+            "shared": shared,
+            "debug_file": os.environ.get(DEBUG_FILE_ENV),
+        }
+    )
+    tracer.attach(torch_xla)
+    return tracer
+
+
+def _rank_ended(tracer: Tracer, exc: BaseException | None) -> str | None:
+    """Record how a rank ended; a rank that failed makes the others stop at their next boundary
+    (so that none waits forever in a collective for it). Returns the traceback of an exception."""
+    status, text = tracer.outcome(exc)
+    abort = os.environ.get(ABORT_ENV)
+    if status != 0 and abort:
+        try:
+            with open(abort, "a", encoding="utf-8") as handle:
+                handle.write(f"{tracer.rank}\n")
+        except OSError:
+            pass
+    return text
+
+
+def _run_rank(call, launcher: str):
+    """Run one rank's per-device function (in its thread) with its own tracer."""
+    import torch_xla.runtime as xr
+
+    rank = xr.global_ordinal()
+    thread = threading.current_thread()
+    tracer = _start_rank(rank, launcher, xr.addressable_device_count() > 1, thread)
+    try:
+        result = _marked(rank, call)
+    except BaseException as exc:
+        text = _rank_ended(tracer, exc)
+        if text:  # the launcher may re-raise another rank's exception: print each rank's own
+            sys.stderr.write(f"rank {rank}: {text}")
+            sys.stderr.flush()
+        raise
+    finally:
+        tracer.finish()
+        if _THREADS.get(threading.get_ident()) is tracer:
+            del _THREADS[threading.get_ident()]
+        _release_module_hooks()
+    _rank_ended(tracer, None)
+    return result
+
+
+def _torchrun_rank() -> int | None:
+    """``RANK`` of a torchrun worker (``TORCHELASTIC_RUN_ID`` set); None elsewhere, and in a
+    multiprocessing child of a worker (a DataLoader worker inherits ``RANK``)."""
+    rank = os.environ.get("RANK", "")
+    if not os.environ.get("TORCHELASTIC_RUN_ID") or not rank.isdigit():
+        return None
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        return None
+    return int(rank)
+
+
+def _on_worker_torch_xla(torch_xla) -> None:
+    """A worker imported torch_xla: a torchrun worker is a rank from now on (its main thread);
+    a worker of ``xmp.spawn`` gets the patches (its ranks start in ``_SpawnFn.__call__``)."""
+    rank = _torchrun_rank()
+    if rank is not None:
+        install_patches(torch_xla)
+        tracer = _start_rank(rank, "torchrun", False, threading.main_thread())
+        previous = sys.excepthook
+
+        def excepthook(kind, value, tb):
+            _rank_ended(tracer, value)
+            previous(kind, value, tb)
+
+        def at_exit() -> None:
+            if tracer.stopping and not tracer.ended:  # TraceStop (a SystemExit) ended the script
+                tracer.outcome(TraceStop(0))
+            tracer.finish()
+
+        sys.excepthook = excepthook
+        atexit.register(at_exit)
+    elif os.environ.get(SPAWN_ENV):
+        install_patches(torch_xla)
+
+
+def worker_main() -> None:
+    """Entry of every Python process the traced script starts (the ``sitecustomize`` of
+    ``XLA_LINT_TRACE_SITE``): its own ``PT_XLA_DEBUG_FILE`` and stacks file, then wait for
+    ``import torch_xla``."""
+    if not os.environ.get(EVENTS_ENV) or _PATCHED or _THREADS:
+        return
+    debug = os.environ.get(DEBUG_FILE_ENV)
+    if debug:  # read by torch_xla when it loads: each process reports to its own file
+        os.environ[DEBUG_FILE_ENV] = worker_file(_top_file(debug), os.getpid())
+    stacks = os.environ.get(STACKS_ENV)
+    if stacks and hasattr(signal, "SIGUSR1"):
+        handle = open(worker_file(stacks, os.getpid()), "w", encoding="utf-8")
+        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+    os.register_at_fork(after_in_child=_after_fork)
+    _set_library_dirs()
+    _after_import("torch_xla", _on_worker_torch_xla)
+
+
+def _top_file(path: str) -> str:
+    """``pt_xla_debug.1234.txt`` (a worker's, inherited by its own children) -> ``pt_xla_debug.txt``."""
+    stem, ext = os.path.splitext(path)
+    head, _, tail = stem.rpartition(".")
+    return head + ext if head and tail.isdigit() else path
 
 
 def main() -> None:
     """Bootstrap entry: ``sys.argv[1:] == [KIND, TARGET, *ARGS]`` with KIND ``path`` or ``module``."""
     kind, target, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    _TOP_PID.append(os.getpid())
+    site = os.environ.get(SITE_ENV)
+    if site:  # every Python process the script starts loads the hook (not this one: started)
+        old = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = site + (os.pathsep + old if old else "")
+    os.register_at_fork(after_in_child=_after_fork)
     tracer = Tracer(
         os.environ[EVENTS_ENV], int(os.environ.get(STEPS_ENV, "20")), os.environ.get(DEBUG_FILE_ENV)
     )
+    _register(tracer)
     _set_library_dirs()
     stacks = os.environ.get(STACKS_ENV)
     if stacks and hasattr(signal, "SIGUSR1"):

@@ -99,10 +99,11 @@ class Finding:
     related: list[Location] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
     cost_s: float = 0.0
+    ranks: list[int] | None = None  # one process per device: the ranks that showed it
 
     def to_json(self) -> dict:
         """The finding as in ``--json``."""
-        return {
+        out = {
             "code": self.code,
             "name": rule_name(self.code),
             "title": self.title,
@@ -113,6 +114,9 @@ class Finding:
             "steps": self.steps,
             "cost_s": round(self.cost_s, 6),
         }
+        if self.ranks is not None:
+            out["ranks"] = self.ranks
+        return out
 
     def places(self) -> list[Location]:
         """The location and the related ones."""
@@ -548,61 +552,65 @@ def status_of(trace: Trace, timed_out: bool, interrupted: bool) -> str:
     return "crashed"
 
 
-def build_report(
-    trace: Trace,
-    *,
-    command: list[str],
-    target: str,
-    steps_requested: int,
-    wall_s: float,
-    events_file: str,
-    device: dict,
-    timed_out: bool = False,
-    interrupted: bool = False,
-    static: list | None = None,
-    static_error: str | None = None,
-) -> dict:
-    """The report as a JSON-able dict (:data:`~xla_lint.trace.events.REPORT_SCHEMA`)."""
-    analysis = analyse(trace)
-    status = status_of(trace, timed_out, interrupted)
-    findings = analysis.findings
-    notes: list[str] = []
-    if trace.bad_lines:
-        notes.append(f"{trace.bad_lines} line(s) of the events file could not be read")
-    if static_error:
-        notes.append(f"static lint failed: {static_error}")
-    if status == "timeout":
-        where = (trace.timeout or {}).get("location")
-        at = f" while at {_where(Location.from_json(where))}" if where else ""
-        what = (
-            "interrupted"
-            if interrupted
-            else f"stopped by --timeout after {(trace.timeout or {}).get('seconds')} s"
-        )
-        notes.append(f"the run was {what}{at}; the report holds what happened until then")
-    code = (trace.child_exit or {}).get("code")
-    if status == "crashed" and isinstance(code, int) and code < 0:
-        notes.append(f"the script's process was killed by signal {-code}")
-    elif status == "crashed" and code not in (None, 0):
-        notes.append(f"the script's process exited with status {code} without an exception")
-    if any(c["partial"] for c in analysis.compiles):
-        notes.append("a graph was still compiling when the script ended")
-    for other in trace.other:
-        if other.get("event") == "internal":
-            notes.append(
-                f"trace instrumentation error in {other.get('where')}: {other.get('message')}"
-            )
-    error = None
+def rank_status(trace: Trace) -> str:
+    """How one rank ended: ``error``, ``stopped`` (--steps), ``peer-error`` (stopped because
+    another rank failed), ``no-boundary``, ``exited``, ``finished``, ``ended`` (the run was
+    ended around it: --timeout, Ctrl-C, or a failed peer it waited for) or ``crashed``."""
     if trace.error is not None:
-        error = {k: trace.error.get(k) for k in ("type", "message", "traceback", "location")}
-    script_exit = (trace.exit or {}).get("code")
-    if script_exit is None and trace.error is not None:
-        script_exit = 1
-    warm = analysis.warmup
+        return "error"
+    if trace.stop is not None:
+        reason = str(trace.stop.get("reason"))
+        return {"no-boundary": "no-boundary", "peer-error": "peer-error"}.get(reason, "stopped")
+    if trace.exit is not None:
+        if trace.exit.get("reason") == "sys.exit" and trace.exit.get("code"):
+            return "exited"
+        return "finished"
+    if trace.timeout is not None:
+        return "ended"
+    return "finished" if trace.end is not None else "crashed"
+
+
+def _ranks_status(main: Trace, ranks: dict[int, Trace], timed_out: bool, interrupted: bool) -> str:
+    """The run's status from the launcher's events and every rank's."""
+    if timed_out or interrupted:
+        return "timeout"
+    statuses = {rank_status(t) for t in ranks.values()}
+    if "error" in statuses or main.error is not None:
+        return "error"
+    if "exited" in statuses:
+        return "exited"
+    if main.peers_ended is not None or "crashed" in statuses:
+        return "crashed"
+    if "no-boundary" in statuses:
+        return "no-boundary"
+    if "stopped" in statuses:
+        return "stopped"
+    return status_of(main, False, False)
+
+
+def _merge_findings(analyses: dict[int, Analysis]) -> list[Finding]:
+    """The findings of every rank, one per rule and place, with the ranks that showed it (the
+    lowest rank's message and steps; the highest cost)."""
+    merged: dict[tuple, Finding] = {}
+    for rank, analysis in sorted(analyses.items()):
+        for f in analysis.findings:
+            key = (f.code, f.title, f.location)
+            if key not in merged:
+                merged[key] = Finding(
+                    f.code, f.title, f.message, f.location, f.related, f.steps, f.cost_s, [rank]
+                )
+            else:
+                merged[key].ranks = [*(merged[key].ranks or []), rank]
+                merged[key].cost_s = max(merged[key].cost_s, f.cost_s)
+    return sorted(merged.values(), key=lambda f: -f.cost_s)
+
+
+def _steps_json(trace: Trace, warm: set[int]) -> list[dict]:
+    """The ``steps`` of the report for one trace."""
     reads_per_step: dict[int, int] = {}
     for r in trace.host_reads:
         reads_per_step[r.step] = reads_per_step.get(r.step, 0) + r.count
-    steps = [
+    return [
         {
             "step": s.step,
             "duration_s": s.duration_s,
@@ -616,9 +624,114 @@ def build_report(
         }
         for s in trace.steps
     ]
-    torch_xla = (trace.torch_xla or {}).get("version")
-    if trace.start is not None and trace.torch_xla is None and status not in ("error", "timeout"):
+
+
+def _error_json(trace: Trace) -> dict | None:
+    if trace.error is None:
+        return None
+    return {k: trace.error.get(k) for k in ("type", "message", "traceback", "location")}
+
+
+def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) -> dict:
+    """One rank in the report: its status, steps and compiles, as the top-level ones."""
+    start = trace.start or {}
+    steps = _steps_json(trace, analysis.warmup)
+    after = [s["duration_s"] for s in steps if not s["warmup"]]
+    return {
+        "rank": rank,
+        "events_file": path,
+        "pid": start.get("pid"),
+        "thread": start.get("thread"),
+        "status": rank_status(trace),
+        "steps_traced": len(trace.steps),
+        "compile_count": len(analysis.compiles),
+        "compile_s": round(sum(s.compile_s for s in trace.steps), 6),
+        "median_step_s": round(statistics.median(after), 6) if after else None,
+        "host_reads": sum(r.count for r in trace.host_reads),
+        "steps": steps,
+        "compiles": analysis.compiles,
+        "error": _error_json(trace),
+    }
+
+
+def build_report(
+    trace: Trace,
+    *,
+    command: list[str],
+    target: str,
+    steps_requested: int,
+    wall_s: float,
+    events_file: str,
+    device: dict,
+    timed_out: bool = False,
+    interrupted: bool = False,
+    static: list | None = None,
+    static_error: str | None = None,
+    ranks: dict[int, Trace] | None = None,
+    rank_files: dict[int, str] | None = None,
+) -> dict:
+    """The report as a JSON-able dict (:data:`~xla_lint.trace.events.REPORT_SCHEMA`).
+
+    With ``ranks`` (one process per device: each rank's trace, by rank), the steps, compiles,
+    host reads and sharding are rank 0's (the lowest rank's), the findings those of every rank
+    (with the ranks that showed each), and ``ranks`` lists each rank's status, steps and
+    compiles; ``trace`` is then the launcher's (the script's own process)."""
+    ranks = ranks or {}
+    primary = ranks[min(ranks)] if ranks else trace
+    analysis = analyse(primary)
+    analyses = {r: analysis if t is primary else analyse(t) for r, t in ranks.items()}
+    if ranks:
+        status = _ranks_status(trace, ranks, timed_out, interrupted)
+        findings = _merge_findings(analyses)
+    else:
+        status = status_of(trace, timed_out, interrupted)
+        findings = analysis.findings
+    notes: list[str] = []
+    bad_lines = trace.bad_lines + sum(t.bad_lines for t in ranks.values())
+    if bad_lines:
+        notes.append(f"{bad_lines} line(s) of the events file could not be read")
+    if static_error:
+        notes.append(f"static lint failed: {static_error}")
+    if status == "timeout":
+        where = (trace.timeout or {}).get("location") or next(
+            (t.timeout.get("location") for t in ranks.values() if t.timeout), None
+        )
+        at = f" while at {_where(Location.from_json(where))}" if where else ""
+        what = (
+            "interrupted"
+            if interrupted
+            else f"stopped by --timeout after {(trace.timeout or {}).get('seconds')} s"
+        )
+        notes.append(f"the run was {what}{at}; the report holds what happened until then")
+    code = (trace.child_exit or {}).get("code")
+    if status == "crashed" and isinstance(code, int) and code < 0:
+        notes.append(f"the script's process was killed by signal {-code}")
+    elif status == "crashed" and code not in (None, 0) and not ranks:
+        notes.append(f"the script's process exited with status {code} without an exception")
+    notes += _rank_notes(trace, ranks)
+    if any(c["partial"] for a in (analysis, *analyses.values()) for c in a.compiles):
+        notes.append("a graph was still compiling when the script ended")
+    for other in [*trace.other, *(o for t in ranks.values() for o in t.other)]:
+        if other.get("event") == "internal":
+            notes.append(
+                f"trace instrumentation error in {other.get('where')}: {other.get('message')}"
+            )
+    error = next(
+        ({**(_error_json(t) or {}), "rank": r} for r, t in sorted(ranks.items()) if t.error),
+        None,
+    ) or _error_json(trace)
+    script_exit = (trace.exit or {}).get("code")
+    if script_exit is None and trace.error is not None:
+        script_exit = 1
+    torch_xla = (primary.torch_xla or trace.torch_xla or {}).get("version")
+    if (
+        trace.start is not None
+        and trace.torch_xla is None
+        and not ranks
+        and status not in ("error", "timeout")
+    ):
         notes.append("the script never imported torch_xla: nothing to trace")
+    stop, end = primary.stop or {}, primary.end or {}
     report = {
         "version": 1,
         "command": list(command),
@@ -627,14 +740,18 @@ def build_report(
         "exit_code": 1 if findings or status in ("error", "timeout", "crashed", "exited") else 0,
         "script_exit": script_exit,
         "steps_requested": steps_requested,
-        "steps_traced": len(trace.steps),
-        "optimizer_steps": (trace.stop or {}).get(
-            "optimizer_steps", (trace.end or {}).get("optimizer_steps")
-        ),
+        "steps_traced": len(primary.steps),
+        "optimizer_steps": stop.get("optimizer_steps", end.get("optimizer_steps")),
         "wall_s": round(wall_s, 3),
         "events_file": events_file,
-        "device": {**device, "spmd": analysis.sharding["spmd"], "torch_xla": torch_xla},
-        "steps": steps,
+        "device": {
+            **device,
+            "spmd": analysis.sharding["spmd"],
+            "torch_xla": torch_xla,
+            "launcher": _launcher(trace, ranks),
+            "processes": len({(t.start or {}).get("pid") for t in ranks.values()}) or None,
+        },
+        "steps": _steps_json(primary, analysis.warmup),
         "compiles": analysis.compiles,
         "host_reads": [
             {**r, "location": r["location"].to_json() if r["location"] else None}
@@ -644,9 +761,65 @@ def build_report(
         "findings": [f.to_json() for f in findings],
         "static": confirm_static(static, findings) if static is not None else None,
         "error": error,
+        "ranks": [
+            _rank_json(r, t, analyses[r], (rank_files or {}).get(r))
+            for r, t in sorted(ranks.items())
+        ]
+        or None,
         "notes": notes,
     }
     return report
+
+
+def _launcher(trace: Trace, ranks: dict[int, Trace]) -> str | None:
+    """``torch_xla.launch``, ``xmp.spawn`` or ``torchrun`` when the ranks ran apart."""
+    if not ranks:
+        return None
+    if trace.launch is not None:
+        return str(trace.launch.get("what"))
+    return next((str((t.start or {}).get("launcher")) for t in ranks.values()), None)
+
+
+def _rank_notes(trace: Trace, ranks: dict[int, Trace]) -> list[str]:
+    """What to know about the ranks: threads sharing a process, who failed, who was ended."""
+    notes = []
+    shared = sorted(r for r, t in ranks.items() if (t.start or {}).get("shared"))
+    if shared:
+        notes.append(
+            f"ranks {_span(shared)} ran as threads of one process (torch_xla gives each device "
+            "a thread when one process holds several, as on CPU): each rank's compiles are its "
+            "own, their times are the process's compile times during its steps"
+        )
+    failed = sorted(r for r, t in ranks.items() if t.error is not None)
+    stopped = sorted(r for r, t in ranks.items() if rank_status(t) == "peer-error")
+    if failed and stopped:
+        notes.append(
+            f"rank {_span(failed)} failed; rank {_span(stopped)} stopped at its next step boundary"
+        )
+    if trace.peers_ended is not None:
+        ended = sorted(r for r, t in ranks.items() if rank_status(t) in ("ended", "crashed"))
+        notes.append(
+            f"a rank failed and rank {_span(ended) or '?'} did not reach a step boundary within "
+            f"{trace.peers_ended.get('seconds'):.0f} s (waiting in a collective?): every process "
+            "was ended"
+        )
+    missing = sorted(
+        r for r, t in ranks.items() if rank_status(t) == "crashed" and trace.peers_ended is None
+    )
+    if missing:
+        notes.append(f"rank {_span(missing)} ended without a word (killed, or os._exit)")
+    return notes
+
+
+def _span(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2, 5``."""
+    parts: list[str] = []
+    for r in ranks:
+        if parts and parts[-1].split("-")[-1] == str(r - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{r}"
+        else:
+            parts.append(str(r))
+    return ", ".join(parts)
 
 
 # --- text ------------------------------------------------------------------------------------
@@ -694,8 +867,16 @@ def render_text(report: dict) -> str:
     device = report["device"]
     where = device.get("pjrt_device") or "the machine's device"
     if device.get("cpu_devices"):
-        where = f"{where} with {device['cpu_devices']} devices"
+        n = device["cpu_devices"]
+        where = f"{where} with {n} device{'s' if n != 1 else ''}"
     mode = "SPMD" if device.get("spmd") else "single process"
+    ranks = report.get("ranks") or []
+    if ranks:
+        processes = device.get("processes") or 1
+        mode = (
+            f"one process per device: {len(ranks)} ranks in {processes} "
+            f"process{'es' if processes > 1 else ''}, {device.get('launcher')}"
+        )
     version = device.get("torch_xla")
     out.append(
         f"xla-lint trace: {_short(report['target'])} ({mode}, {where}, "
@@ -714,6 +895,7 @@ def render_text(report: dict) -> str:
         out.append(
             f"error: {error['type']}: {error['message']}"
             + (f" at {_where(error['location'])}" if error.get("location") else "")
+            + (f" (rank {error['rank']})" if error.get("rank") is not None else "")
         )
     out.append("")
     findings = report["findings"]
@@ -722,7 +904,8 @@ def render_text(report: dict) -> str:
         for f in findings:
             code = f["code"] or "----"
             cost = f"  [{_ms(f['cost_s'])}]" if f["cost_s"] else ""
-            out.append(f"  {code} {f['name']}: {f['title']}  {_where(f['location'])}{cost}")
+            on = f"  (rank {_span(f['ranks'])})" if f.get("ranks") is not None and ranks else ""
+            out.append(f"  {code} {f['name']}: {f['title']}  {_where(f['location'])}{cost}{on}")
             out.append(f"    {f['message']}")
             if f["related"]:
                 out.append("    see also: " + ", ".join(_where(r) for r in f["related"]))
@@ -731,7 +914,7 @@ def render_text(report: dict) -> str:
         out.append("Findings: none")
     out.append("")
     if report["steps"]:
-        out.append("Steps")
+        out.append(f"Steps (rank {ranks[0]['rank']})" if ranks else "Steps")
         out.append("  step       time  compiles                   host reads  inputs")
         for s in report["steps"]:
             compiles = f"{s['compiles']} ({_ms(s['compile_s'])})" if s["compiles"] else "0"
@@ -746,7 +929,7 @@ def render_text(report: dict) -> str:
             out.append(f"  median step after warm-up: {_ms(statistics.median(durations))}")
         out.append("")
     if report["compiles"]:
-        out.append("Compiles")
+        out.append(f"Compiles (rank {ranks[0]['rank']})" if ranks else "Compiles")
         for c in report["compiles"]:
             time_s = f" in {_ms(c['time_s'])}" if c.get("time_s") else ""
             reason = {
@@ -770,6 +953,8 @@ def render_text(report: dict) -> str:
                 f"  {r['kind']:<16} {_where(r['location'])}: {r['count']} in {len(r['steps'])} step(s){forced}"
             )
         out.append("")
+    if ranks:
+        out += _render_ranks(ranks)
     sharding = report["sharding"]
     if sharding["spmd"]:
         out.append("Sharding (SPMD)")
@@ -799,6 +984,41 @@ def render_text(report: dict) -> str:
     for note in report["notes"]:
         out.append(f"note: {note}")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _render_ranks(ranks: list[dict]) -> list[str]:
+    """The ``Ranks`` section: per rank its status, steps, compiles (with where they were
+    triggered) and median step."""
+    out = [
+        "Ranks",
+        "  rank  status      steps  compiles          median step  host reads  compiled at",
+    ]
+    for r in ranks:
+        compiles = f"{r['compile_count']} ({_ms(r['compile_s'])})" if r["compile_count"] else "0"
+        median = _ms(r["median_step_s"]) if r["median_step_s"] is not None else "-"
+        places: dict[str, list[int]] = {}
+        for c in r["compiles"]:
+            places.setdefault(_where(c["location"]), []).append(c["step"])
+        at = ", ".join(
+            f"{where} (step{'s' if len(set(steps)) > 1 else ''} {_span(sorted(set(steps)))})"
+            for where, steps in places.items()
+        )
+        out.append(
+            f"  {r['rank']:>4}  {r['status']:<10} {r['steps_traced']:>6}  {compiles:<17} "
+            f"{median:>11}  {r['host_reads']:>10}  {at or '-'}"
+        )
+        if r["error"]:
+            e = r["error"]
+            out.append(
+                f"        {e['type']}: {e['message']}"
+                + (f" at {_where(e['location'])}" if e.get("location") else "")
+            )
+    files = [r["events_file"] for r in ranks if r["events_file"]]
+    if files:
+        more = f" ... {os.path.basename(files[-1])}" if len(files) > 1 else ""
+        out.append(f"  events: {files[0]}{more} (a file per rank)")
+    out.append("")
+    return out
 
 
 def _bytes(n: float) -> str:

@@ -28,12 +28,14 @@ from pathlib import Path
 from . import hook
 
 PYTHON_NAMES = ("python", "python3")
-LAUNCHERS = (
-    "torchrun",
-    "torch.distributed.run",
-    "torch.distributed.launch",
-    "accelerate",
-    "deepspeed",
+#: Launchers whose workers are traced (each worker a rank): the command, or the module.
+TORCHRUN = ("torchrun",)
+TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+#: Launchers that are refused (exit status 2).
+LAUNCHERS = ("accelerate", "deepspeed")
+SUPPORTED_MODES = (
+    "trace the script itself (single process, SPMD, or one process per device with "
+    "`torch_xla.launch`/`xmp.spawn`), or run it with `torchrun`"
 )
 DEFAULT_STEPS = 20
 DEFAULT_TIMEOUT = 600.0
@@ -41,6 +43,52 @@ DEFAULT_CPU_DEVICES = 8
 #: Seconds between asking the child for its Python stacks (SIGUSR1) and killing it.
 STACK_GRACE_SECONDS = 1.0
 KILL_GRACE_SECONDS = 3.0
+#: Seconds the other ranks get to stop after one failed (a rank blocked in a collective that
+#: waits for the failed one never reaches its next boundary); then every process is ended.
+PEER_ERROR_GRACE_SECONDS = 20.0
+POLL_SECONDS = 0.25
+
+#: The ``sitecustomize.py`` that loads the hook in every Python process the script starts
+#: (``site`` imports ``sitecustomize`` from ``sys.path`` at every interpreter start; the folder
+#: holding it is put on ``PYTHONPATH`` by the traced process for its children only).
+SITECUSTOMIZE = """\
+\"\"\"Written by xla-lint trace: load its hook in every Python process the traced script starts.\"\"\"
+
+import os as _os
+import sys as _sys
+
+
+def _xla_lint_trace():
+    path = _os.environ.get("XLA_LINT_TRACE_HOOK")
+    if not path or "_xla_lint_trace_hook" in _sys.modules:
+        return
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_xla_lint_trace_hook", path)
+    module = importlib.util.module_from_spec(spec)
+    _sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    module.worker_main()
+
+
+def _next_sitecustomize():
+    \"\"\"Leave sys.path as it would be, and run the sitecustomize this folder hides.\"\"\"
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
+    this = _sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # noqa: F401
+    except ImportError:
+        pass
+    _sys.modules.setdefault("sitecustomize", this)  # the import that runs this file needs one
+
+
+try:
+    _xla_lint_trace()
+except Exception as _exc:
+    _sys.stderr.write(f"xla-lint trace: no hook in process {_os.getpid()}: {_exc!r}\\n")
+_next_sitecustomize()
+"""
 
 BOOTSTRAP = (
     "import importlib.util as _u, sys as _s\n"
@@ -62,6 +110,7 @@ class Target:
     kind: str
     target: str
     args: tuple[str, ...] = ()
+    launcher: str | None = None  # "torchrun": the target is torch.distributed.run
 
     def display(self) -> str:
         """The command as the user would type it."""
@@ -132,21 +181,19 @@ def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
         if len(words) < 2 or not words[1]:
             raise TraceUsageError("-m needs a module name")
         module = words[1]
-        if module in LAUNCHERS:
-            raise TraceUsageError(
-                f"`-m {module}` starts one process per device, which trace does not follow yet; "
-                "trace the training script itself (single process or SPMD)"
-            )
+        if module in TORCHRUN_MODULES:
+            return Target("module", module, tuple(words[2:]), launcher="torchrun")
+        if module.split(".")[0] in LAUNCHERS:
+            raise TraceUsageError(f"`-m {module}` is not traced; {SUPPORTED_MODES}")
         return Target("module", module, tuple(words[2:]))
     if head.startswith("-"):
         raise TraceUsageError(
             f"interpreter option {head!r} is not supported; give a script or `-m MODULE`"
         )
+    if os.path.basename(head) in TORCHRUN:
+        return Target("module", "torch.distributed.run", tuple(words[1:]), launcher="torchrun")
     if os.path.basename(head) in LAUNCHERS:
-        raise TraceUsageError(
-            f"`{os.path.basename(head)}` starts one process per device, which trace does not "
-            "follow yet; trace the training script itself (single process or SPMD)"
-        )
+        raise TraceUsageError(f"`{os.path.basename(head)}` is not traced; {SUPPORTED_MODES}")
     path = head if os.path.isabs(head) else os.path.join(cwd, head)
     if not os.path.exists(path):
         raise TraceUsageError(f"no such script: {head}")
@@ -202,6 +249,11 @@ def build_env(
     env[hook.EVENTS_ENV] = events_file
     env[hook.STEPS_ENV] = str(opts.steps)
     env[hook.STACKS_ENV] = os.path.join(workdir, "stacks.txt")
+    env[hook.SITE_ENV] = os.path.join(workdir, "site")
+    env[hook.HOOK_ENV] = os.path.abspath(hook.__file__)
+    env[hook.ABORT_ENV] = os.path.join(workdir, "abort")
+    for name in (hook.SPAWN_ENV,):
+        env.pop(name, None)
     if opts.explain:
         env["XLA_IR_DEBUG"] = (
             "1"  # IR nodes get location=func@file:line (read when torch_xla loads)
@@ -238,7 +290,11 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
         raise TraceUsageError(
             f"cannot write the events file {events_file}: {exc.strerror or exc}"
         ) from None
+    _remove_rank_files(events_file)
     env, facts = build_env(opts, events_file, workdir)
+    site = Path(env[hook.SITE_ENV])
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
     stream = sys.stderr if output is None else output
     try:
         stream.flush()
@@ -254,7 +310,7 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
         stderr=stream,
         start_new_session=True,
     )
-    timed_out = interrupted = False
+    timed_out = interrupted = peers_ended = False
     # SIGTERM (`timeout`, a cancelled CI job) stops the run as Ctrl-C does: the child runs in
     # its own process group and would otherwise be left running.
     previous = (
@@ -262,14 +318,29 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
         if threading.current_thread() is threading.main_thread()
         else None
     )
+    abort = env[hook.ABORT_ENV]
+    failed_at: float | None = None
     try:
-        proc.wait(timeout=opts.timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _stop_child(proc)
+        while True:
+            now = time.perf_counter()
+            if now - started >= opts.timeout:
+                timed_out = True
+                _stop_child(proc, events_file)
+                break
+            try:
+                proc.wait(timeout=min(POLL_SECONDS, opts.timeout - (now - started)))
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if failed_at is None and os.path.exists(abort):
+                failed_at = time.perf_counter()
+            if failed_at is not None and time.perf_counter() - failed_at > PEER_ERROR_GRACE_SECONDS:
+                peers_ended = True  # a rank failed and the others did not stop: end them all
+                _stop_child(proc, events_file)
+                break
     except KeyboardInterrupt:
         interrupted = True
-        _stop_child(proc)
+        _stop_child(proc, events_file)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -277,11 +348,59 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
     _append_parent_events(
         events_file, env, proc.returncode, timed_out, interrupted, opts.timeout, wall
     )
-    if opts.events:  # everything is in the named events file now; drop torch_xla's raw report
+    for rank, path in rank_files(events_file).items():
+        _append_rank_events(path, rank, timed_out or interrupted or peers_ended, wall, env)
+    if peers_ended:
+        with open(events_file, "a", encoding="utf-8") as handle:
+            handle.write(
+                json.dumps(
+                    {
+                        "event": "peers_ended",
+                        "t": round(wall, 6),
+                        "seconds": PEER_ERROR_GRACE_SECONDS,
+                    }
+                )
+                + "\n"
+            )
+    if opts.events:  # everything is in the named events files now; drop torch_xla's raw report
         shutil.rmtree(workdir, ignore_errors=True)
     return RunResult(
         target, events_file, workdir, proc.returncode, timed_out, interrupted, wall, facts
     )
+
+
+def rank_files(events_file: str) -> dict[int, str]:
+    """The per-rank events files beside ``events_file`` (``events.rank3.jsonl``), by rank."""
+    probe = hook.rank_events_path(events_file, 0)
+    head, tail = probe[: -len("0.jsonl")], ".jsonl"
+    folder = os.path.dirname(head) or "."
+    prefix = os.path.basename(head)
+    found: dict[int, str] = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return found
+    for name in names:
+        number = (
+            name[len(prefix) : -len(tail)]
+            if name.startswith(prefix) and name.endswith(tail)
+            else ""
+        )
+        if number.isdigit():
+            found[int(number)] = os.path.join(folder, name)
+    return dict(sorted(found.items()))
+
+
+def _remove_rank_files(events_file: str) -> None:
+    """Remove the rank files an earlier trace left beside ``events_file`` (events files only)."""
+    for path in rank_files(events_file).values():
+        try:
+            with open(path, encoding="utf-8") as handle:
+                first = handle.readline()
+            if not first.strip() or "event" in json.loads(first):
+                os.remove(path)
+        except (OSError, ValueError, TypeError):
+            continue
 
 
 def _raise_interrupt(signum, frame) -> None:
@@ -309,29 +428,96 @@ def _check_events_file(path: str, target: Target) -> None:
         )
 
 
-def _stop_child(proc: subprocess.Popen) -> None:
-    """Ask for the child's Python stacks (faulthandler on SIGUSR1), then end its process group."""
-    try:
-        os.kill(proc.pid, signal.SIGUSR1)
-    except (ProcessLookupError, AttributeError):
-        pass
+def _stop_child(proc: subprocess.Popen, events_file: str | None = None) -> None:
+    """Ask the child and its ranks for their Python stacks (faulthandler on SIGUSR1), then end
+    the child's process group and every process below it (torchrun starts each worker in its
+    own session, so the group alone would leave them running)."""
+    ranks = _rank_pids(events_file) if events_file else []
+    family = [pid for pid in _descendants(proc.pid) if pid != proc.pid]
+    for pid in [proc.pid, *ranks]:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError, AttributeError):
+            pass
     try:
         proc.wait(timeout=STACK_GRACE_SECONDS)
-        return
+        if not family:
+            return
     except subprocess.TimeoutExpired:
         pass
+    family = sorted(set(family) | set(_descendants(proc.pid)) - {proc.pid})
     for sig, grace in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, None)):
+        for pid in family:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
-            break
+            pass
         try:
             proc.wait(timeout=grace)
-            break
+            if not any(_alive(pid) for pid in family):
+                break
+            if grace is not None:
+                time.sleep(min(grace, 1.0))
         except subprocess.TimeoutExpired:
             continue
     if proc.returncode is None:
         proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root`` (from /proc; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _rank_pids(events_file: str) -> list[int]:
+    """The processes of the ranks that have started (from their ``start`` events)."""
+    pids = set()
+    for path in rank_files(events_file).values():
+        try:
+            with open(path, encoding="utf-8") as handle:
+                first = json.loads(handle.readline() or "{}")
+        except (OSError, ValueError):
+            continue
+        if isinstance(first, dict) and isinstance(first.get("pid"), int):
+            pids.add(first["pid"])
+    return sorted(pids)
 
 
 def _append_parent_events(
@@ -384,6 +570,56 @@ def _append_parent_events(
             handle.write(json.dumps(event, default=str) + "\n")
 
 
+def _append_rank_events(path: str, rank: int, stopped: bool, wall: float, env: dict) -> None:
+    """Add to a rank's file what only the parent knows: compiles of its debug report that the
+    rank could not turn into events, and, when the run was ended, where the rank was."""
+    from .events import read_events
+
+    trace = read_events(path)
+    start = trace.start or {}
+    lines: list[dict] = []
+    debug = start.get("debug_file")
+    if debug and os.path.exists(debug):
+        try:
+            text = Path(debug).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        hook._set_library_dirs(*_library_modules(trace))
+        blocks = [
+            b
+            for b in hook.parse_debug_blocks(text)
+            if b["kind"] == "compile" and hook.block_rank(b) in (rank, None)
+        ]
+        if start.get("shared"):  # unmarked blocks belong to no rank in particular
+            blocks = [b for b in blocks if hook.block_rank(b) == rank]
+        step = (trace.steps[-1].step + 1) if trace.steps else 1
+        for block in blocks[len(trace.compiles) :]:
+            event = hook.block_event(block, step)
+            event["from"] = "parent"
+            lines.append(event)
+    if stopped and trace.end is None and isinstance(start.get("pid"), int):
+        hook._set_library_dirs(*_library_modules(trace))
+        stack = _read_stack(
+            hook.worker_file(env[hook.STACKS_ENV], start["pid"]),
+            f"<xla-lint rank {rank}>" if start.get("shared") else None,
+        )
+        lines.append(
+            {
+                "event": "timeout",
+                "seconds": round(wall, 3),
+                "stack": stack[: hook.MAX_FRAMES],
+                "location": next((f for f in stack if hook.is_user_file(f["path"])), None),
+            }
+        )
+    if not lines:
+        return
+    t = round(wall, 6)
+    with open(path, "a", encoding="utf-8") as handle:
+        for event in lines:
+            event.setdefault("t", t)
+            handle.write(json.dumps(event, default=str) + "\n")
+
+
 def _library_modules(trace) -> list:
     """Stand-ins whose ``__file__`` makes torch and torch_xla library code for user-frame tests."""
 
@@ -402,8 +638,9 @@ def _library_modules(trace) -> list:
     return found
 
 
-def _read_stack(path: str | None) -> list[dict]:
-    """The main thread's frames (innermost first) from a faulthandler dump."""
+def _read_stack(path: str | None, marker: str | None = None) -> list[dict]:
+    """The script's thread's frames (innermost first) from a faulthandler dump; with
+    ``marker``, the thread whose frames hold that file name (a rank sharing its process)."""
     if not path or not os.path.exists(path):
         return []
     try:
@@ -411,9 +648,13 @@ def _read_stack(path: str | None) -> list[dict]:
     except OSError:
         return []
     chunks = [c for c in text.split("\n\n") if "File " in c]
-    # The script's thread is the one running a <module> frame (runpy -> the script's top level).
-    main = next((c for c in chunks if "<module>" in c), None) or next(
-        (c for c in chunks if "Current thread" in c), chunks[0] if chunks else ""
+    # The script's thread is the one running a <module> frame (runpy -> the script's top level),
+    # or a rank's per-device function (its marker frame).
+    main = next((c for c in chunks if marker and marker in c), None)
+    main = (
+        main
+        or next((c for c in chunks if "<module>" in c), None)
+        or next((c for c in chunks if "Current thread" in c), chunks[0] if chunks else "")
     )
     frames = []
     for line in main.splitlines():
@@ -446,7 +687,7 @@ def lint_static(path: str) -> tuple[list, str | None]:
         result = run(targets, settings, 1, cache=False, launchers=launchers, folders=[folder])
     except (ConfigError, DiscoveryError) as exc:
         return [], str(exc)
-    except Exception as exc:  # noqa: BLE001 - the trace stands without the static view
+    except Exception as exc:
         return [], f"{type(exc).__name__}: {exc}"
     entry = os.path.abspath(path)
     members = {entry}
