@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import corpus as corpus_mod  # noqa: E402
+import corpus as corpus_mod
 
 WRAPPER = r"""
 import json, resource, subprocess, sys, time
@@ -355,7 +355,7 @@ def _run(args, work: Path) -> int:
         )
     notes.append(f"- pre-commit single file: {hook_row['wall']:.2f} s (target < 0.5 s)")
     notes.append(
-        f"- peak RSS of xla-lint: {max(m['rss_mb'] for l, _, m, _ in rows if l.startswith('xla-lint')):.0f} MB"
+        f"- peak RSS of xla-lint: {max(m['rss_mb'] for label, _, m, _ in rows if label.startswith('xla-lint')):.0f} MB"
         " (target < 500 MB)"
     )
     text = "\n".join(table + notes) + "\n"

@@ -118,7 +118,7 @@ def test_corrupt_and_foreign_entries_are_ignored_and_rewritten(tmp_path):
             }
         ).encode(),
     ]
-    for path, data in zip(stored, damage):
+    for path, data in zip(stored, damage, strict=True):
         path.write_bytes(data)
     # An entry copied from another file: right format, wrong key.
     stored[-1].write_bytes(stored[-2].read_bytes())

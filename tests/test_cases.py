@@ -6,9 +6,9 @@ compares the exact set of (path, line, code) reported.
 
 from __future__ import annotations
 
-from xla_lint.rules import rule_by_code
-
 from helpers import lint_tree, write_tree
+
+from xla_lint.rules import rule_by_code
 
 
 def check(

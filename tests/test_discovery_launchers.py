@@ -7,10 +7,10 @@ import os
 import subprocess
 import sys
 
+from helpers import write_tree
+
 from xla_lint.config import build_settings
 from xla_lint.discovery import discover
-
-from helpers import write_tree
 
 
 def _discover(root, paths):

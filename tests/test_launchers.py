@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 import os
+
+import pytest
 
 from xla_lint.launchers import is_pytest_launch, project_scripts, scan, spmd_flag_on
 

@@ -66,7 +66,7 @@ def test_code_cells_are_linted_as_one_program_on_the_notebook_s_lines(tmp_path):
         "XLA303",
     ]  # names imported in cell 2 resolve in 3 and 4
     # Each position is the notebook file's line holding that code, at its column.
-    for d, text in zip(diagnostics, ["xm.xla_device()", "print(", "xmp.spawn("]):
+    for d, text in zip(diagnostics, ["xm.xla_device()", "print(", "xmp.spawn("], strict=True):
         assert file_lines[d.line - 1][d.column - 1 :].startswith(text), (d, file_lines[d.line - 1])
     assert all(d.fix is None for d in diagnostics)  # notebooks are never rewritten
 
@@ -247,7 +247,7 @@ def test_a_notebook_in_another_nbformat_than_4_is_xla000_at_its_version(tmp_path
         ("cells3.ipynb", "XLA000"),
         ("v3.ipynb", "XLA000"),
     ]
-    for d, text in zip(diagnostics, [cells, worksheets]):
+    for d, text in zip(diagnostics, [cells, worksheets], strict=True):
         assert d.message == (
             "cannot parse: nbformat 3 is not read, only nbformat 4 "
             "(`jupyter nbconvert --to notebook --inplace FILE` upgrades it)"

@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from helpers import lint_tree, write_tree
 
 from xla_lint.facts import FileFacts, module_name
 from xla_lint.program import Launch, ProgramModel, import_edges, is_test_file
-
-from helpers import lint_tree, write_tree
 
 SPMD = (("spmd", True),)
 NO_SPMD = (("spmd", False),)

@@ -12,11 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from xla_lint.fixes import WriteError, apply_fixes, write_atomic
-from xla_lint.diagnostics import Edit, Fix
-
 from helpers import without_file_powers
+
+from xla_lint.diagnostics import Edit, Fix
+from xla_lint.fixes import WriteError, apply_fixes, write_atomic
 
 PRINT = "import torch_xla\nprint('a')\n"
 PRINT_FIXED = "import torch_xla\nprint('a', flush=True)\n"
@@ -255,7 +254,7 @@ def test_deep_nesting_never_crashes(tmp_path, expr):
     (tmp_path / "deep.py").write_text(f"import torch_xla\nx = {expr}\n")
     (tmp_path / "good.py").write_text(PRINT)
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "-j", "1", ".")
-    assert f"good.py:2:1: XLA004" in proc.stdout  # the process survived and linted the rest
+    assert "good.py:2:1: XLA004" in proc.stdout  # the process survived and linted the rest
     deep = [r for r in rows(proc) if r.startswith("deep.py:")]
     assert all(" XLA000 cannot parse: " in r for r in deep)
 

@@ -17,6 +17,7 @@ import click
 
 from . import __version__
 from .config import ConfigError, Settings, build_settings
+from .diagnostics import Diagnostic
 from .discovery import DOCUMENT_SUFFIXES, DiscoveryError, Target, discover
 from .engine import (
     TOO_LARGE,
@@ -546,7 +547,7 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
         }
     )
     remaining = [d for d in result.diagnostics if d.path not in fixable]
-    applied = []
+    applied: list[Diagnostic] = []
     total, failed = 0, False
     for path in fixable:
         target = by_path[path]

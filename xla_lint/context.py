@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import builtins
 import functools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import TypeGuard, TypeVar, cast
 
 import libcst as cst
 
 from . import apis
+from .diagnostics import Severity
 from .facts import Condition, FileFacts, is_library_call
 from .guards import in_dead_code, runs_on_target, runs_on_xla
-from .diagnostics import Severity
 from .names import BindingCollector, Scope, dotted_name, qualified_names
 from .rule import PendingFix, Rule
 from .walk import iter_nodes
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 
 @dataclass
@@ -107,11 +110,9 @@ class FileContext:
         """Qualified names ``node`` (a Name/Attribute, or a Call's callee) may stand for,
         in their public spelling (see :func:`xla_lint.apis.canonical`) and as written;
         read in ``scope`` (default: the scope of the node being visited)."""
-        kind = type(node)
-        if kind is cst.Call:
+        if type(node) is cst.Call:
             node = node.func
-            kind = type(node)
-        if kind is not cst.Name and kind is not cst.Attribute:
+        if type(node) is not cst.Name and type(node) is not cst.Attribute:
             return _NO_NAMES
         if scope is None:
             scope = self.scope_stack[-1]
@@ -123,7 +124,7 @@ class FileContext:
             self._qnames_cache[key] = cached
         return cached
 
-    def is_call_to(self, node: cst.CSTNode, *names: str | Iterable[str]) -> bool:
+    def is_call_to(self, node: cst.CSTNode, *names: str | Iterable[str]) -> TypeGuard[cst.Call]:
         """True when ``node`` is a call of one of ``names`` (dotted, public spelling)."""
         if type(node) is not cst.Call:
             return False
@@ -147,17 +148,19 @@ class FileContext:
         index = len(self.stack) - 1 - depth
         return self.stack[index] if index >= 0 else None
 
-    def enclosing(self, *types: type) -> Iterable[cst.CSTNode]:
+    def enclosing(self, *types: type[_Node]) -> Iterator[_Node]:
         """Ancestors of the current node of the given types, innermost first."""
         current = self.stack[-1] if self.stack else None
         if len(types) == 1 and types[0] in self.typed_stacks:
-            for node in reversed(self.typed_stacks[types[0]]):
+            # the stack of a type holds the nodes of that type (Dispatcher.on_visit)
+            typed = cast("list[_Node]", self.typed_stacks[types[0]])
+            for node in reversed(typed):
                 if node is not current:
                     yield node
             return
-        for node in reversed(self.stack[:-1]):
-            if isinstance(node, types):
-                yield node
+        for ancestor in reversed(self.stack[:-1]):
+            if isinstance(ancestor, types):
+                yield ancestor
 
     def spmd_branch(self) -> bool | None:
         """True under ``if xr.is_spmd():``, False under its ``else`` or ``if not xr.is_spmd():``, else None.
@@ -396,11 +399,11 @@ class FactsCollector:
                 self._set("unbuffered")
         if names & {"os.environ.setdefault", "os.putenv", "os.environ.__setitem__"}:
             key = find_arg(node, None, 0)
-            value = find_arg(node, None, 1)
+            setting = find_arg(node, None, 1)
             if (
                 key is not None
                 and literal_string(key.value) == "XLA_USE_SPMD"
-                and _turns_spmd_on(value)
+                and _turns_spmd_on(setting)
             ):
                 self._set("spmd")
 
@@ -660,7 +663,7 @@ def parse_expression(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _callbacks(visitor_type: type) -> tuple[tuple[str, type], ...]:
     """``(method name, node type)`` of every ``visit_<Node>``/``leave_<Node>`` method of ``visitor_type``."""
     out = []
@@ -681,7 +684,8 @@ class Dispatcher(cst.CSTVisitor):
         self._visit: dict[type, list[Callable]] = {}
         self._leave: dict[type, list[Callable]] = {}
         for v in visitors:
-            for attr, node_type in _callbacks(type(v)):
+            visitor_type: type = type(v)  # mypy takes type[object] for not Hashable (cache key)
+            for attr, node_type in _callbacks(visitor_type):
                 table = self._visit if attr.startswith("visit_") else self._leave
                 table.setdefault(node_type, []).append(getattr(v, attr))
 

@@ -41,7 +41,7 @@ class Edit:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Edit":
+    def from_json(cls, data: dict) -> Edit:
         """Inverse of :meth:`to_json`; raises KeyError/TypeError/ValueError on a malformed object."""
         return cls(
             int(data["line"]),
@@ -76,7 +76,7 @@ class Fix:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Fix":
+    def from_json(cls, data: dict) -> Fix:
         """Inverse of :meth:`to_json`; raises KeyError/TypeError/ValueError on a malformed object."""
         return cls(
             _text(data["description"]),
@@ -131,7 +131,7 @@ class Diagnostic:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Diagnostic":
+    def from_json(cls, data: dict) -> Diagnostic:
         """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs, when
         present (the result cache stores it), is read back too. Raises KeyError/TypeError/
         ValueError on a malformed object."""

@@ -126,7 +126,7 @@ def discover(
             found.setdefault(norm, Target(norm, _kind(given)))
             continue
 
-        def unreadable(exc: OSError) -> None:
+        def unreadable(exc: OSError, given: str = given) -> None:
             path = os.path.normpath(exc.filename if exc.filename is not None else given)
             found.setdefault(
                 path, Target(path, "python", f"cannot read folder: {exc.strerror or exc}")

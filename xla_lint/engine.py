@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from .catalogue import BY_CODE
@@ -481,7 +482,9 @@ def lint_targets(
         results[index] = lint_bytes(target, settings, data)
         if cache is not None and key is not None:
             cache.store(target.path, key, results[index])
-    return results  # type: ignore[return-value]
+    linted = [r for r in results if r is not None]
+    assert len(linted) == len(results)  # every target's index was filled above
+    return linted
 
 
 class _Pool:
@@ -495,7 +498,9 @@ class _Pool:
     def __init__(self, settings: Settings, cache_dir: str | None, workers: int) -> None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing.context import BaseContext
 
+        self._context: BaseContext
         try:  # fork: workers inherit the imported rules instead of importing them again
             self._context = multiprocessing.get_context("fork")
         except ValueError:  # pragma: no cover - not on Linux/macOS
@@ -566,7 +571,7 @@ class _Pool:
 def program_facts(
     results: list[FileResult],
     settings: Settings | None = None,
-    launches: list[Launch] = (),
+    launches: Sequence[Launch] = (),
     entries: tuple[str, ...] = (),
 ) -> ProgramModel:
     """The program model of every linted file (:mod:`xla_lint.program`): a document's code
@@ -780,8 +785,8 @@ def run(
     settings: Settings,
     jobs: int = 1,
     cache: bool = False,
-    launchers: list[str] = (),
-    folders: list[str] = (),
+    launchers: Sequence[str] = (),
+    folders: Sequence[str] = (),
 ) -> RunResult:
     """Lint ``targets`` in up to ``jobs`` processes and return the diagnostics to report.
 

@@ -146,7 +146,7 @@ class FileFacts:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "FileFacts":
+    def from_json(cls, data: dict) -> FileFacts:
         """Inverse of :meth:`to_json`; raises KeyError/TypeError on a malformed object
         (values are checked, never converted: ``"yes"`` is not a flag)."""
 

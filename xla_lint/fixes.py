@@ -143,12 +143,12 @@ def apply_fixes(text: str, fixes: list[Fix], unsafe: bool = False) -> tuple[str,
     if not chosen:
         return text, 0
     candidate = build(chosen)
-    if parses(candidate):
+    if candidate is not None and parses(candidate):
         return candidate, len(chosen)
     # Some fix breaks the file: keep only those that parse one by one, together.
     good = [c for c in chosen if parses(build([c]))]
     candidate = build(good)
-    if good and parses(candidate):
+    if good and candidate is not None and parses(candidate):
         return candidate, len(good)
     return text, 0
 

@@ -70,6 +70,7 @@ one walk over the statements; each question then checks the traversal's ancestor
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -89,7 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import FileContext
 
 
-def runs_on_target(ctx: "FileContext", caught: bool = True) -> bool:
+def runs_on_target(ctx: FileContext, caught: bool = True) -> bool:
     """True when the node being visited (``ctx.stack[-1]``) may run on ``ctx.target_version``.
 
     False when one of its ancestors (``ctx.stack``) is a branch of a version test that is
@@ -111,7 +112,7 @@ def runs_on_target(ctx: "FileContext", caught: bool = True) -> bool:
         if node in dead:
             return False
         kind = type(node)
-        if kind is cst.IfExp and i + 1 < len(stack):
+        if type(node) is cst.IfExp and i + 1 < len(stack):
             child = stack[i + 1]
             if child is node.body or child is node.orelse:
                 truth = guards.ifexp_truth(node, stack, i)
@@ -134,7 +135,7 @@ def runs_on_target(ctx: "FileContext", caught: bool = True) -> bool:
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
 _LEAVES = (cst.Return, cst.Raise, cst.Continue, cst.Break)
-_TRY_TYPES = (cst.Try,) + ((cst.TryStar,) if hasattr(cst, "TryStar") else ())
+_TRY_TYPES = (cst.Try, cst.TryStar)
 
 
 class _Guards:
@@ -142,7 +143,7 @@ class _Guards:
     bodies protected by an ImportError/AttributeError handler (``protected``), and the
     evaluator of version tests."""
 
-    def __init__(self, ctx: "FileContext") -> None:
+    def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.eval = _Evaluator(ctx)
         self.dead: set[cst.CSTNode] = set()
@@ -237,19 +238,19 @@ class _Guards:
         while True:
             if self.eval.truth(node.test, scope) is not None:
                 return True
-            node = node.orelse
-            if type(node) is not cst.If:
+            orelse = node.orelse
+            if type(orelse) is not cst.If:
                 return False
+            node = orelse
 
     def _block_leaves(self, block: cst.BaseSuite, scope: Scope) -> bool:
         if type(block) is cst.SimpleStatementSuite:
             return any(isinstance(small, _LEAVES) for small in block.body)
         for stmt in block.body:
-            kind = type(stmt)
-            if kind is cst.SimpleStatementLine:
+            if type(stmt) is cst.SimpleStatementLine:
                 if any(isinstance(small, _LEAVES) for small in stmt.body):
                     return True
-            elif kind is cst.If and self._chain_leaves(stmt, scope):
+            elif type(stmt) is cst.If and self._chain_leaves(stmt, scope):
                 return True
         return False
 
@@ -261,11 +262,12 @@ def _caught(handler: cst.ExceptHandler) -> frozenset[str]:
         if isinstance(handler.type, cst.Tuple)
         else [handler.type]
     )
-    names = {
-        v.value if type(v) is cst.Name else v.attr.value
-        for v in values
-        if type(v) is cst.Name or type(v) is cst.Attribute
-    }
+    names = set()
+    for v in values:
+        if type(v) is cst.Name:
+            names.add(v.value)
+        elif type(v) is cst.Attribute:
+            names.add(v.attr.value)
     return frozenset(names & _IMPORT_ERRORS)
 
 
@@ -406,13 +408,14 @@ def requirement_truth(target: tuple[int, int], text: str) -> bool | None:
             if literal is None:
                 return None
             prefix = literal.release
+            same: bool | None
             if len(prefix) == 1:
                 same = target[0] == prefix[0]
             elif len(prefix) == 2:
                 same = target == prefix
             else:
                 same = None if target == prefix[:2] else False
-            one = same if op == "==" or same is None else not same
+            one: bool | None = same if op == "==" or same is None else not same
         else:
             literal = parse_version(version)
             if literal is None:
@@ -504,9 +507,10 @@ _POISON = object()  # a name bound by something other than a plain assignment
 class _Evaluator:
     """Evaluates test expressions of one file on the target version, three-valued."""
 
-    def __init__(self, ctx: "FileContext") -> None:
+    def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
-        self.target: tuple[int, int] = tuple(ctx.target_version)[:2]  # type: ignore[assignment]
+        major, minor = ctx.target_version[:2]
+        self.target: tuple[int, int] = (major, minor)
         self._truth: dict[cst.CSTNode, bool | None] = {}
         self._assigns: dict[
             int, dict[str, list]
@@ -529,42 +533,41 @@ class _Evaluator:
         an int or str literal, or None (unknown)."""
         if depth > 30:
             return _UNKNOWN
-        kind = type(expr)
         depth += 1
-        if kind is cst.UnaryOperation:
+        if type(expr) is cst.UnaryOperation:
             if type(expr.operator) is cst.Not:
                 inner = self._value(expr.expression, scope, depth)
                 return _not(inner) if type(inner) is bool else _UNKNOWN
             return _UNKNOWN
-        if kind is cst.BooleanOperation:
+        if type(expr) is cst.BooleanOperation:
             left = self._bool(expr.left, scope, depth)
             right = self._bool(expr.right, scope, depth)
             return _and(left, right) if type(expr.operator) is cst.And else _or(left, right)
-        if kind is cst.Comparison:
+        if type(expr) is cst.Comparison:
             return self._comparison(expr, scope, depth)
-        if kind is cst.Name or kind is cst.Attribute:
+        if type(expr) is cst.Name or type(expr) is cst.Attribute:
             return self._reference(expr, scope, depth)
-        if kind is cst.Call:
+        if type(expr) is cst.Call:
             return self._call(expr, scope, depth)
-        if kind is cst.SimpleString:
+        if type(expr) is cst.SimpleString:
             try:
                 value = expr.evaluated_value
             except Exception:  # pragma: no cover - malformed literal the parser accepted
                 return _UNKNOWN
             return value if isinstance(value, str) else _UNKNOWN
-        if kind is cst.Integer:
+        if type(expr) is cst.Integer:
             try:
                 return int(expr.value.replace("_", ""), 0)
             except ValueError:  # pragma: no cover
                 return _UNKNOWN
-        if kind is cst.Tuple:
+        if type(expr) is cst.Tuple:
             numbers = []
             for element in expr.elements:
                 if type(element) is not cst.Element or type(element.value) is not cst.Integer:
                     return _UNKNOWN
                 numbers.append(int(element.value.value))
             return _Literal(tuple(numbers), True) if numbers else _UNKNOWN
-        if kind is cst.Subscript:
+        if type(expr) is cst.Subscript:
             # V.split("+")[0]: the version without its local part
             if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
                 index = expr.slice[0].slice.value
@@ -631,7 +634,7 @@ class _Evaluator:
                 return _compare_ints(a, op, b)
         return None
 
-    def _reference(self, expr: cst.CSTNode, scope: Scope, depth: int):
+    def _reference(self, expr: cst.Name | cst.Attribute, scope: Scope, depth: int):
         names = self.ctx.qnames(expr, scope)
         if names & _VERSION_SOURCES:
             return TARGET
@@ -648,7 +651,9 @@ class _Evaluator:
             if names:
                 return self._imported(names)
             return _UNKNOWN
-        return self._name(expr.value, scope, depth, names)
+        if type(expr) is cst.Name:
+            return self._name(expr.value, scope, depth, names)
+        return _UNKNOWN  # pragma: no cover - expr is a Name or an Attribute
 
     def _imported(self, names: frozenset[str]):
         """A name from another module: read from its spelling (all spellings must agree)."""
@@ -805,13 +810,11 @@ class _Evaluator:
         found = {}
         node = scope.node
         if node is not None:
-            body = (
-                node.body
-                if type(node) is cst.Module
-                else node.body.body
-                if type(node.body) is cst.IndentedBlock
-                else []
-            )
+            body: Sequence[cst.BaseStatement] = ()
+            if type(node) is cst.Module:
+                body = node.body
+            elif type(node.body) is cst.IndentedBlock:
+                body = node.body.body
             _collect(body, scope, found)
         self._assigns[id(scope)] = found
         return found
@@ -884,19 +887,18 @@ def _collect_suite(suite: cst.BaseSuite, scope: Scope, out: dict[str, list]) -> 
 
 
 def _collect_small(small: cst.CSTNode, scope: Scope, out: dict[str, list]) -> None:
-    kind = type(small)
-    if kind is cst.Assign:
+    if type(small) is cst.Assign:
         for target in small.targets:
             if type(target.target) is cst.Name:
                 out.setdefault(target.target.value, []).append((small.value, scope))
             else:
                 _poison_target(target.target, out)
-    elif kind is cst.AnnAssign:
+    elif type(small) is cst.AnnAssign:
         if type(small.target) is cst.Name:
             out.setdefault(small.target.value, []).append(
                 (small.value, scope) if small.value is not None else _POISON
             )
-    elif kind is cst.AugAssign:
+    elif type(small) is cst.AugAssign:
         _poison_target(small.target, out)
 
 
@@ -987,15 +989,14 @@ def constant_truth(test: cst.BaseExpression) -> bool | None:
     """The truth of a test whose value is fixed in the source: ``False``, ``None``, ``0``,
     ``True``, ``1``, and ``and``/``or``/``not`` of those (``debug and False`` is False); None
     when it depends on anything else."""
-    kind = type(test)
-    if kind is cst.Name:
+    if type(test) is cst.Name:
         return {"True": True, "False": False, "None": False}.get(test.value)
-    if kind is cst.Integer:
+    if type(test) is cst.Integer:
         return int(test.value, 0) != 0
-    if kind is cst.UnaryOperation and type(test.operator) is cst.Not:
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = constant_truth(test.expression)
         return None if inner is None else not inner
-    if kind is cst.BooleanOperation:
+    if type(test) is cst.BooleanOperation:
         left, right = constant_truth(test.left), constant_truth(test.right)
         if type(test.operator) is cst.And:
             return (
@@ -1009,14 +1010,14 @@ def constant_truth(test: cst.BaseExpression) -> bool | None:
     return None
 
 
-def in_dead_code(ctx: "FileContext") -> bool:
+def in_dead_code(ctx: FileContext) -> bool:
     """True when the node being visited can never run: the body of ``if False:`` /
     ``if debug and False:`` / ``while 0:``, or the ``else`` of ``if True:``. Findings and
     program facts there are not about any program."""
     stack = ctx.stack
     for i in range(len(stack) - 2, -1, -1):
         node = stack[i]
-        if type(node) not in (cst.If, cst.IfExp, cst.While):
+        if type(node) is not cst.If and type(node) is not cst.IfExp and type(node) is not cst.While:
             continue
         truth = constant_truth(node.test)
         if truth is None:
@@ -1027,7 +1028,7 @@ def in_dead_code(ctx: "FileContext") -> bool:
     return False
 
 
-def runs_on_xla(ctx: "FileContext") -> bool:
+def runs_on_xla(ctx: FileContext) -> bool:
     """False when the node being visited is in a branch that runs only on another platform:
     the body of ``if is_sagemaker_dp_enabled():`` / ``if torch.cuda.is_available():`` (also as
     one operand of ``and``), or the ``else`` of ``if is_torch_xla_available():``. Findings and

@@ -52,6 +52,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from .program import Launch
 
@@ -148,11 +150,11 @@ def _shell_blocks(text: str, rst: bool) -> list[tuple[int, str]]:
         return out
     i = 0
     while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if m is None:
+        opening = _FENCE.match(lines[i])
+        if opening is None:
             i += 1
             continue
-        fence, lang = m.group("fence"), m.group("lang").lower()
+        fence, lang = opening.group("fence"), opening.group("lang").lower()
         j = i + 1
         while j < len(lines) and not lines[j].strip().startswith(
             fence[:3] if fence[0] == "`" else fence
@@ -254,12 +256,11 @@ def _tokens(s: str) -> list[tuple]:
         elif c == "$":
             i = _dollar(s, i, buf, subs, quoted=False)
             word = True
-        elif c == "<" and _PLACEHOLDER.match(
-            s, i
+        elif c == "<" and (
+            placeholder := _PLACEHOLDER.match(s, i)
         ):  # --nodes=<NUM_NODES>: a doc's placeholder, not a redirection
-            m = _PLACEHOLDER.match(s, i)
-            buf.append(m.group())
-            word, i = True, m.end()
+            buf.append(placeholder.group())
+            word, i = True, placeholder.end()
         elif c in "<>" and s.startswith("(", i + 1):  # <(cmd): process substitution
             j = _closing(s, i + 2, "(", ")")
             subs.append(s[i + 2 : j])
@@ -270,7 +271,9 @@ def _tokens(s: str) -> list[tuple]:
                 buf.clear()
                 word = False
             flush()
-            op = _REDIRECT.match(s, i).group()
+            redirect = _REDIRECT.match(s, i)
+            assert redirect is not None  # _REDIRECT matches every `<`, `>` and `&>`
+            op = redirect.group()
             out.append(("redir", op))
             i += len(op)
         elif c == "(":
@@ -413,6 +416,7 @@ class _Shell:
 
     def assign(self, word: str, export: bool = False) -> str:
         m = _ASSIGN.match(word)
+        assert m is not None  # callers pass VAR=value words only
         name, value = m.group(1), word[m.end() :]
         self.vars[name] = self.vars.get(name, "") + value if m.group(2) else value
         if export or self.allexport:
@@ -769,9 +773,9 @@ class _Scanner:
         elif program in _PYTEST_MODULES:
             self.pytest(rest, env, where, program, [])
         elif program in _SHELLS:
-            options, operands = _split_options(rest, "oO", frozenset({"rcfile", "init-file"}))
-            if any(name == "-c" for name, _ in options) and operands:
-                self.nested(operands[0], _Shell(env), where, depth + 1)
+            options, arguments = _split_options(rest, "oO", frozenset({"rcfile", "init-file"}))
+            if any(name == "-c" for name, _ in options) and arguments:
+                self.nested(arguments[0], _Shell(env), where, depth + 1)
         elif program == "ssh":
             command = _ssh_command(rest)
             if command:
@@ -853,7 +857,7 @@ class _Scanner:
         env: dict[str, str],
         where: str,
         why: list[str],
-        facts: set[str] = frozenset(),
+        facts: AbstractSet[str] = frozenset(),
         ignore_env: bool = False,
     ) -> None:
         facts = {*facts, "multiprocess"}
@@ -883,7 +887,7 @@ class _Scanner:
         where: str,
         command: str,
         why: list[str],
-        facts: set[str] = frozenset(),
+        facts: AbstractSet[str] = frozenset(),
         ignore_env: bool = False,
     ) -> None:
         """``pytest ARGS``: one launch per path argument (``"."`` when there is none)."""
@@ -925,21 +929,21 @@ class _Scanner:
         runs: str,
         module: bool,
         env: dict[str, str],
-        facts: set[str],
+        facts: AbstractSet[str],
         why: list[str],
         ignore_env: bool,
         tests: bool = False,
     ) -> None:
-        facts, why = set(facts), list(why)
+        found, why = set(facts), list(why)
         value = env.get("XLA_USE_SPMD")
         if value is not None and spmd_flag_on(value):
-            facts.add("spmd")
+            found.add("spmd")
             why.append(f"XLA_USE_SPMD={value}")
         if env.get("PYTHONUNBUFFERED") and not ignore_env:  # Python: "set to a non-empty string"
-            facts.add("unbuffered")
+            found.add("unbuffered")
             why.append("PYTHONUNBUFFERED")
         self.out.append(
-            Launch(where, runs, module, self.folder, frozenset(facts), ", ".join(why), tests)
+            Launch(where, runs, module, self.folder, frozenset(found), ", ".join(why), tests)
         )
 
 
@@ -1053,7 +1057,7 @@ def _ssh_command(words: list[str]) -> str:
     return " ".join(rest)
 
 
-def read_launches(paths: list[str], folders: list[str] = ()) -> list[Launch]:
+def read_launches(paths: Sequence[str], folders: Sequence[str] = ()) -> list[Launch]:
     """The launches in the files ``paths`` (shell scripts, docs and ``pyproject.toml`` files'
     ``[project.scripts]``, as discovery found them) and the ``[project.scripts]`` of the
     ``pyproject.toml`` in each of ``folders`` (the folders named on the command line). Unreadable files and bad TOML are skipped: a launcher only

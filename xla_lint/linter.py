@@ -48,7 +48,7 @@ def _rules_for(settings: Settings, path: str) -> list[type[Rule]]:
     ]
 
 
-def _syntax_error_position(text: str, exc: "cst.ParserSyntaxError") -> tuple[str, int, int]:
+def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
     """Message, 1-based line and column of a syntax error.
 
     LibCST's native parser reports the token after the error, and its message and its
@@ -73,7 +73,7 @@ def _syntax_error_position(text: str, exc: "cst.ParserSyntaxError") -> tuple[str
 
 def parse_source(
     text: str, path: str, line_offset: int = 0, column_offset: int = 0
-) -> "tuple[cst.Module, ast.Module | None] | Diagnostic":
+) -> tuple[cst.Module, ast.Module | None] | Diagnostic:
     """The LibCST module of ``text`` with CPython's (None when CPython refuses the text), or
     the XLA000 diagnostic saying why it cannot be parsed."""
     syntax, deep = python_syntax(
@@ -109,7 +109,7 @@ def lint_text(
     group: str | None = None,
     globals_scope=None,
     tree: cst.Module | None = None,
-    syntax: "ast.Module | None" = None,
+    syntax: ast.Module | None = None,
     in_xla_program: bool = False,
 ) -> tuple[list[Diagnostic], FileFacts | None]:
     """Lint one piece of Python source (``tree``: its parse, when the caller already has it,

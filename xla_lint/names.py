@@ -35,25 +35,25 @@ class Scope:
     """The names bound in one module, function or class body."""
 
     kind: str  # "module" | "function" | "class"
-    parent: "Scope | None"
+    parent: Scope | None
     bindings: dict[str, set[str]] = field(default_factory=dict)
     globals: set[str] = field(default_factory=set)
     nonlocals: set[str] = field(default_factory=set)
     star_imports: list[str] = field(default_factory=list)
-    node: "cst.CSTNode | None" = None  # the Module/FunctionDef/ClassDef whose body this is
+    node: cst.Module | cst.FunctionDef | cst.ClassDef | None = None  # whose body this is
 
     def bind(self, name: str, qualified: str) -> None:
         self.bindings.setdefault(name, set()).add(qualified)
 
     @property
-    def module(self) -> "Scope":
+    def module(self) -> Scope:
         scope = self
         while scope.parent is not None:
             scope = scope.parent
         return scope
 
 
-def dotted_name(node: cst.BaseExpression) -> str | None:
+def dotted_name(node: cst.CSTNode) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     parts: list[str] = []
     while isinstance(node, cst.Attribute):
@@ -124,9 +124,9 @@ class BindingCollector:
             params = stmt.params
             for p in (*params.posonly_params, *params.params, *params.kwonly_params):
                 inner.bind(p.name.value, LOCAL)
-            for p in (params.star_arg, params.star_kwarg):
-                if isinstance(p, cst.Param):
-                    inner.bind(p.name.value, LOCAL)
+            for star in (params.star_arg, params.star_kwarg):
+                if isinstance(star, cst.Param):
+                    inner.bind(star.name.value, LOCAL)
             self._block(stmt.body, inner)
         elif isinstance(stmt, cst.ClassDef):
             scope.bind(stmt.name.value, LOCAL)
@@ -149,7 +149,7 @@ class BindingCollector:
             self._block(stmt.body, scope)
             if stmt.orelse is not None:
                 self._block(stmt.orelse.body, scope)
-        elif isinstance(stmt, (cst.Try, getattr(cst, "TryStar", cst.Try))):
+        elif isinstance(stmt, (cst.Try, cst.TryStar)):
             self._block(stmt.body, scope)
             for handler in stmt.handlers:
                 if handler.name is not None:
@@ -247,7 +247,7 @@ def top_level_imports(
 ) -> list[tuple[cst.CSTNode, frozenset[str], frozenset[str]]]:
     """Every top-level statement of ``module`` in order, with the names its imports bind and
     the modules they name (both empty for other statements)."""
-    out = []
+    out: list[tuple[cst.CSTNode, frozenset[str], frozenset[str]]] = []
     for statement in module.body:
         names: set[str] = set()
         modules: set[str] = set()
@@ -274,9 +274,9 @@ def top_level_imports(
                     modules.add(base)
                     if not isinstance(small.names, cst.ImportStar):
                         for alias in small.names:
-                            asname = alias.asname.name if alias.asname is not None else alias.name
-                            if isinstance(asname, cst.Name):
-                                names.add(asname.value)
+                            bound = alias.asname.name if alias.asname is not None else alias.name
+                            if isinstance(bound, cst.Name):
+                                names.add(bound.value)
         out.append((statement, frozenset(names), frozenset(modules)))
     return out
 

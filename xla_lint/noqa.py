@@ -52,7 +52,7 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> NoqaEdit:
         end = line[len(body) :]
         comment = existing.get(number)
         if comment is not None and comment.codes is None:
-            continue  # a bare `# noqa` silences every code already
+            continue  # a bare noqa comment silences every code already
         have = set(comment.codes or ()) if comment is not None else set()
         new = sorted(set(wanted[number]) - have)
         if not new:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import bisect
 import json
 import re
-
 from dataclasses import dataclass
 
 from .source import CodeBlock, SourceError, split_lines
@@ -244,7 +243,7 @@ def _mask(code: str) -> str | None:
             return None
         lines[0] = "\n"
     out = []
-    for line, starts_statement in zip(lines, _statement_starts(lines)):
+    for line, starts_statement in zip(lines, _statement_starts(lines), strict=True):
         if not starts_statement:  # `% x` continuing a bracket, `!` inside a string: Python, kept
             out.append(line)
             continue

@@ -18,7 +18,8 @@ slow way (the module-level statement, then the whole module). The positions are 
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import cast
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, PositionProvider
@@ -49,7 +50,13 @@ def module_positions(tree: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     provider = PositionProvider()
     provider._computed = {}
     provider._gen_impl(tree)
-    return provider._computed
+    return _ranges(provider)
+
+
+def _ranges(provider: PositionProvider) -> dict[cst.CSTNode, CodeRange]:
+    """``provider``'s table of positions. Its codegen state stores plain CodeRanges, never
+    lazy values (LibCST types ``_computed`` for every provider: maybe-lazy)."""
+    return cast("dict[cst.CSTNode, CodeRange]", provider._computed)
 
 
 def statement_positions(
@@ -80,7 +87,7 @@ def statement_positions(
             remaining -= 1
         else:
             line += _line_breaks(tree.code_for_node(stmt))
-    return provider._computed
+    return _ranges(provider)
 
 
 def _line_breaks(code: str) -> int:
@@ -194,7 +201,8 @@ def _place(
         statement._codegen(state, is_elif=True)
     else:
         statement._codegen(state)
-    own = provider._computed.get(statement)
+    computed = _ranges(provider)
+    own = computed.get(statement)
     if own is None:
         return False
     if (own.start.line, own.start.column) != expected:
@@ -203,9 +211,9 @@ def _place(
             return False  # CPython and LibCST disagree on where it starts: not trusted
         # LibCST drops form feeds before a line's first token (``\fx = 1`` generates
         # ``x = 1``): every position on that line moves right by what was dropped.
-        _shift_line(provider._computed, own.start.line, shift)
+        _shift_line(computed, own.start.line, shift)
     done.add(id(statement))
-    found.update(provider._computed)
+    found.update(computed)
     return True
 
 
@@ -250,6 +258,7 @@ def _start(
                 return None
             step = path[at + 1]
             if type(stmt) is cst.If and step is stmt.orelse and type(step) is cst.If:
+                assert type(node) is ast.If  # _match pairs a cst.If with an ast.If only
                 if len(node.orelse) != 1 or type(node.orelse[0]) is not ast.If:
                     return None
                 stmt, node, at, is_elif = step, node.orelse[0], at + 1, True
@@ -294,7 +303,12 @@ def _descend(stmt: cst.CSTNode, node: ast.AST, path: Sequence[cst.CSTNode], at: 
     return None, None, at
 
 
-def _match(block: Sequence[cst.CSTNode], ast_block: Sequence[ast.stmt], stmt: cst.CSTNode):
+_Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
+
+
+def _match(
+    block: Sequence[cst.CSTNode], ast_block: Sequence[ast.stmt], stmt: cst.CSTNode
+) -> tuple[_Statement, ast.stmt] | None:
     """``stmt`` (a statement of ``block``) and CPython's statement for it, or None."""
     index = _block_index(block).get(id(stmt))
     if index is None or index >= len(ast_block):
@@ -304,7 +318,8 @@ def _match(block: Sequence[cst.CSTNode], ast_block: Sequence[ast.stmt], stmt: cs
         type(stmt), ()
     ):
         return None
-    return stmt, node
+    # found in the index of ``block`` by id: one of its statements
+    return cast(_Statement, stmt), node
 
 
 _INDEXES: dict[
@@ -327,7 +342,12 @@ def _block_index(block: Sequence[cst.CSTNode]) -> dict[int, int]:
     return index
 
 
-def _first_line(stmt: cst.CSTNode, node: ast.stmt, indents: list[str], is_elif: bool):
+def _first_line(
+    stmt: _Statement,
+    node: ast.stmt,
+    indents: list[str],
+    is_elif: bool,
+) -> tuple[int, list[str], bool, tuple[int, int]] | None:
     decorators = getattr(stmt, "decorators", ())
     leading = len(stmt.leading_lines)
     if decorators:

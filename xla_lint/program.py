@@ -55,8 +55,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
 
 from .facts import Condition, FileFacts
 
@@ -245,10 +245,10 @@ class ProgramModel:
                 facts.setdefault(
                     fact, f"{launch.where} ({launch.why})" if launch.why else launch.where
                 )
-        for path, facts in (declared or {}).items():
+        for path, declared_facts in (declared or {}).items():
             if path in self.files:
                 entry_paths.add(path)
-                for fact in facts:
+                for fact in declared_facts:
                     if fact != "single":
                         extra.setdefault(path, {}).setdefault(fact, "configuration (entry-points)")
         self.programs: list[Program] = []
@@ -497,7 +497,7 @@ class ProgramModel:
                 for p in sorted(self.programs, key=lambda p: (p.kind != "script", p.entry))
             ],
             "unresolved_launches": [
-                {"where": l.where, "runs": l.runs} for l in self.unresolved if not l.module
+                {"where": u.where, "runs": u.runs} for u in self.unresolved if not u.module
             ],
         }
 
@@ -818,9 +818,9 @@ def resolve_launch(
     if len(parts) < 2:  # a bare `train.py` not beside the launcher: any train.py is a guess
         return None
     tail = "/".join(parts)
-    found = [
+    matches = [
         p
         for p in files
         if p.replace("\\", "/") == tail or p.replace("\\", "/").endswith("/" + tail)
     ]
-    return found[0] if len(found) == 1 else None
+    return matches[0] if len(matches) == 1 else None

@@ -17,7 +17,9 @@ import stat
 import sys
 import threading
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass
+from types import FrameType
 
 
 class SourceError(Exception):
@@ -105,7 +107,9 @@ def python_syntax(text: str) -> tuple[ast.Module | None, SourceError | None]:
     old_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(min(old_limit, PYTHON_RECURSION_LIMIT + _stack_depth()))
-        return compile(text, "<xla-lint>", "exec", ast.PyCF_ONLY_AST), None
+        tree = compile(text, "<xla-lint>", "exec", ast.PyCF_ONLY_AST)
+        assert isinstance(tree, ast.Module)  # what mode "exec" compiles to
+        return tree, None
     except SyntaxError as exc:
         if "too many nested" in str(exc.msg) or "too complex" in str(exc.msg):
             return None, SourceError(str(exc.msg), exc.lineno or 1, exc.offset or 1)
@@ -124,7 +128,7 @@ PYTHON_RECURSION_LIMIT = 1000  # the interpreter's default sys.getrecursionlimit
 def _stack_depth() -> int:
     """Frames on this thread's Python stack."""
     depth = 0
-    frame = sys._getframe()
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         depth += 1
         frame = frame.f_back
@@ -151,12 +155,13 @@ def call_with_deep_stack(fn, *args, **kwargs):
     input CPython accepts. Exceptions raised by ``fn`` are re-raised in the caller.
     """
     box: dict[str, object] = {}
+    errors: list[BaseException] = []
 
     def target() -> None:
         try:
             box["value"] = fn(*args, **kwargs)
         except BaseException as exc:  # re-raised below, in the caller's thread
-            box["error"] = exc
+            errors.append(exc)
 
     with _DEEP_LOCK:
         old_size = threading.stack_size()
@@ -173,8 +178,8 @@ def call_with_deep_stack(fn, *args, **kwargs):
             worker.join()
         finally:
             sys.setrecursionlimit(old_limit)
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
+    if errors:
+        raise errors[0]
     return box.get("value")
 
 
@@ -339,7 +344,7 @@ def doctest_blocks(text: str, line_offset: int = 0, extra_indent: int = 0) -> li
     return blocks
 
 
-def code_blocks(path: str, text: str) -> list[CodeBlock]:
+def code_blocks(path: str, text: str) -> Sequence[CodeBlock]:
     """Python blocks of a ``.md``/``.markdown`` or ``.rst`` document, or the code cells of a
     ``.ipynb`` notebook (empty for other suffixes).
 

@@ -38,7 +38,7 @@ class NoqaComment:
     remove_end_column: int = 0
     replacement: str = ""
 
-    def moved(self, line_offset: int, column_offset: int) -> "NoqaComment":
+    def moved(self, line_offset: int, column_offset: int) -> NoqaComment:
         """The same comment at a position moved by a code block's offsets."""
         return NoqaComment(
             self.line + line_offset,
@@ -60,7 +60,7 @@ class Suppressions:
     disabled_codes: frozenset[str] = frozenset()
     disable_all: bool = False
 
-    def shift(self, line_offset: int, column_offset: int) -> "Suppressions":
+    def shift(self, line_offset: int, column_offset: int) -> Suppressions:
         """The same comments, with positions moved by a code block's offsets."""
         return Suppressions(
             {
@@ -71,7 +71,7 @@ class Suppressions:
             self.disable_all,
         )
 
-    def merge(self, other: "Suppressions") -> None:
+    def merge(self, other: Suppressions) -> None:
         self.noqa.update(other.noqa)
         self.disabled_codes |= other.disabled_codes
         self.disable_all = self.disable_all or other.disable_all
@@ -101,7 +101,7 @@ class Suppressions:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Suppressions":
+    def from_json(cls, data: dict) -> Suppressions:
         """Inverse of :meth:`to_json`; raises KeyError/TypeError/ValueError on a malformed object
         (including one written by a version whose :class:`NoqaComment` had other fields, or a
         value of the wrong type: checked, never converted)."""

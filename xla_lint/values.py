@@ -37,8 +37,8 @@ a call are unknown.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import libcst as cst
 
@@ -197,7 +197,7 @@ def is_replica_test(ctx, test: cst.BaseExpression, site: Site | None = None) -> 
     return table.replica_test(test, site, 0)
 
 
-def file_values(ctx) -> "FileValues":
+def file_values(ctx) -> FileValues:
     """The file's value table, built once per file (``ctx.memo``)."""
     return ctx.memo("xla_lint.values", lambda: FileValues(ctx))
 
@@ -663,18 +663,15 @@ class FileValues:
         if not every:
             return Unknown(OTHER, f"`{name}`, not defined in this file", node, site)
         if binding is None:
-            plain = [b for b in every if b.kind == "assign" and b.value is not None]
+            plain = [(b.value, b.site) for b in every if b.kind == "assign" and b.value is not None]
             if len(plain) == len(every):
                 return Unknown(
-                    SEVERAL,
-                    f"`{name}`, assigned in several places",
-                    node,
-                    site,
-                    tuple((b.value, b.site) for b in plain),
+                    SEVERAL, f"`{name}`, assigned in several places", node, site, tuple(plain)
                 )
             return Unknown(OTHER, f"`{name}`, bound in several ways", node, site)
         kind = binding.kind
         if kind == "param":
+            assert type(binding.stmt) is cst.FunctionDef  # a parameter's stmt is its function
             function = binding.stmt.name.value
             if name in _NAMESPACE_PARAMS and self.has_parser:
                 return Unknown(
@@ -691,6 +688,7 @@ class FileValues:
                 type=_annotation_type(binding.param),
             )
         if kind == "assign":
+            assert binding.value is not None  # `x = v` and `x: T = v` (not `x: T`) bind "assign"
             value = self.value(binding.value, binding.site, depth + 1)
             stored = self.stores.get((id(owner.node), name))
             if stored is not None:
@@ -720,6 +718,7 @@ class FileValues:
 
     def _unpacked(self, binding: _Binding, node: cst.Name, site: Site, depth: int) -> Value:
         value, index = binding.value, binding.index
+        assert value is not None  # an "unpack" binding keeps the value assigned
         if (
             isinstance(value, (cst.Tuple, cst.List))
             and index is not None
@@ -739,6 +738,7 @@ class FileValues:
 
     def _loop_target(self, binding: _Binding, node: cst.Name, site: Site) -> Value:
         iterable, index = binding.value, binding.index
+        assert iterable is not None  # a "for" binding keeps the loop's iterable
         ctx = self.ctx
         if isinstance(iterable, cst.Call):
             names = ctx.qnames(iterable.func, binding.site.scope)
@@ -780,47 +780,48 @@ class FileValues:
         """:func:`value_of` at ``site``; ``depth`` bounds how far names and parts are followed."""
         if depth > _MAX_DEPTH:
             return Unknown(OTHER, "a value computed at run time", node, site)
-        kind = type(node)
-        if kind is cst.Name:
+        if type(node) is cst.Name:
             return self._name(node, site, depth)
-        if kind in (
-            cst.Integer,
-            cst.Float,
-            cst.Imaginary,
-            cst.SimpleString,
-            cst.ConcatenatedString,
+        if (
+            type(node) is cst.Integer
+            or type(node) is cst.Float
+            or type(node) is cst.Imaginary
+            or type(node) is cst.SimpleString
+            or type(node) is cst.ConcatenatedString
         ):
             literal = _literal(node)
             if literal is not _MISSING:
                 return Known(literal, "a literal")
             return Unknown(OTHER, "a string computed at run time", node, site, type="str")
-        if kind is cst.FormattedString:
+        if type(node) is cst.FormattedString:
             return Unknown(OTHER, "a formatted string", node, site, type="str")
-        if kind is cst.UnaryOperation:
+        if type(node) is cst.UnaryOperation:
             inner = self.value(node.expression, site, depth + 1)
             if isinstance(inner, Known):
-                try:
-                    op = type(node.operator)
-                    if op is cst.Minus:
-                        return Known(-inner.value, inner.origin)
-                    if op is cst.Plus:
-                        return Known(+inner.value, inner.origin)
-                    if op is cst.Not:
-                        return Known(not inner.value, inner.origin)
-                except TypeError:
-                    pass
+                operand, op = inner.value, type(node.operator)
+                # Known values are literals: only numbers have a sign (others raise TypeError)
+                if op is cst.Minus and isinstance(operand, (int, float, complex)):
+                    return Known(-operand, inner.origin)
+                if op is cst.Plus and isinstance(operand, (int, float, complex)):
+                    return Known(+operand, inner.origin)
+                if op is cst.Not:
+                    return Known(not operand, inner.origin)
             return Unknown(OTHER, "an expression computed at run time", node, site)
-        if kind is cst.BinaryOperation:
+        if type(node) is cst.BinaryOperation:
             return self._binary(node, site, depth)
-        if kind in (cst.Tuple, cst.List, cst.Set):
+        if type(node) is cst.Tuple or type(node) is cst.List or type(node) is cst.Set:
             return self._sequence(node, site, depth)
-        if kind is cst.Dict:
+        if type(node) is cst.Dict:
             return self._dict(node, site, depth)
-        if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
+        if (
+            type(node) is cst.ListComp
+            or type(node) is cst.SetComp
+            or type(node) is cst.GeneratorExp
+        ):
             return Unknown(CONTAINER, "a comprehension", node, site, ((node.elt, site),))
-        if kind is cst.DictComp:
+        if type(node) is cst.DictComp:
             return Unknown(CONTAINER, "a comprehension", node, site, ((node.value, site),))
-        if kind is cst.IfExp:
+        if type(node) is cst.IfExp:
             body = self.value(node.body, site, depth + 1)
             orelse = self.value(node.orelse, site, depth + 1)
             if (
@@ -836,13 +837,13 @@ class FileValues:
                 site,
                 ((node.body, site), (node.orelse, site)),
             )
-        if kind is cst.Subscript:
+        if type(node) is cst.Subscript:
             return self._subscript(node, site, depth)
-        if kind is cst.Attribute:
+        if type(node) is cst.Attribute:
             return self._attribute(node, site, depth)
-        if kind is cst.Call:
+        if type(node) is cst.Call:
             return self._call(node, site, depth)
-        if kind is cst.NamedExpr:
+        if type(node) is cst.NamedExpr:
             return self.value(node.value, site, depth + 1)
         return Unknown(OTHER, "an expression computed at run time", node, site)
 
@@ -863,16 +864,18 @@ class FileValues:
                     pass
         return Unknown(OTHER, "an expression computed at run time", node, site)
 
-    def _sequence(self, node, site: Site, depth: int) -> Value:
-        values, parts = [], []
+    def _sequence(self, node: cst.Tuple | cst.List | cst.Set, site: Site, depth: int) -> Value:
+        values: list[Value | None] = []
+        parts: list[tuple[cst.BaseExpression, Site]] = []
         for element in node.elements:
             parts.append((element.value, site))
             if isinstance(element, cst.StarredElement):
                 values.append(None)
                 continue
             values.append(self.value(element.value, site, depth + 1))
-        if all(isinstance(v, Known) for v in values):
-            items = [v.value for v in values]
+        known = [v for v in values if isinstance(v, Known)]
+        if len(known) == len(values):
+            items = [v.value for v in known]
             built = (
                 tuple(items)
                 if isinstance(node, cst.Tuple)
@@ -929,10 +932,15 @@ class FileValues:
                 )
         container = self.value(node.value, site, depth + 1)
         if isinstance(container, Known) and index is not None:
-            key = self.value(index, site, depth + 1)
-            if isinstance(key, Known):
+            item = self.value(index, site, depth + 1)
+            if isinstance(item, Known):
+                # the literals that have items: a dict by key, a sequence by int
+                whole, at = container.value, item.value
                 try:
-                    return Known(container.value[key.value], container.origin)  # type: ignore[index]
+                    if isinstance(whole, dict):
+                        return Known(whole[at], container.origin)
+                    if isinstance(whole, (str, bytes, tuple, list)) and isinstance(at, int):
+                        return Known(whole[at], container.origin)
                 except (LookupError, TypeError):
                     pass
         return Unknown(
@@ -1119,10 +1127,12 @@ def _string(node: cst.CSTNode | None) -> str | None:
     return literal_string(node, concatenated=True)
 
 
-def _literal(node: cst.CSTNode) -> object:
+def _literal(
+    node: cst.Integer | cst.Float | cst.Imaginary | cst.SimpleString | cst.ConcatenatedString,
+) -> object:
     """The value of a number or string literal, else _MISSING."""
     try:
-        value = node.evaluated_value  # type: ignore[attr-defined]
+        value = node.evaluated_value
     except Exception:
         return _MISSING
     return _MISSING if value is None else value

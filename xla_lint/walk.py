@@ -29,8 +29,8 @@ import libcst as cst
 _CSTNode = cst.CSTNode
 
 
-@functools.lru_cache(maxsize=None)
-def child_fields(node_type: type) -> tuple[str, ...]:
+@functools.cache
+def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
     """Names of ``node_type``'s fields that may hold child nodes, in LibCST's visit order.
 
     Read from the string constants of its ``_visit_and_replace_children``'s code object
@@ -51,7 +51,7 @@ def child_fields(node_type: type) -> tuple[str, ...]:
     return tuple(ordered + [n for n in names if n not in ordered and n not in _NOT_CHILDREN])
 
 
-def _child_fields_from_source(node_type: type) -> tuple[str, ...]:
+def _child_fields_from_source(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
     """:func:`child_fields` read from the method's source (slower: ~1 ms per type)."""
     names = [f.name for f in dataclasses.fields(node_type)]
     order: list[str] = []
@@ -78,13 +78,14 @@ def _child_fields_from_source(node_type: type) -> tuple[str, ...]:
     return tuple(ordered + [n for n in names if n not in ordered and n not in _NOT_CHILDREN])
 
 
-_NOT_CHILDREN = frozenset()
+_NOT_CHILDREN: frozenset[str] = frozenset()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _subclasses(base: type) -> frozenset[type]:
     out: set[type] = set()
-    for sub in base.__subclasses__():
+    subs: list[type] = base.__subclasses__()  # typeshed: list[type[Never]] for a plain `type`
+    for sub in subs:
         out.add(sub)
         out |= _subclasses(sub)
     return frozenset(out)
@@ -164,7 +165,7 @@ def _node_types_in(hint) -> frozenset[type] | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _annotated_types(node_type: type) -> dict[str, frozenset[type] | None]:
     """Each dataclass field of ``node_type`` -> the node types its annotation allows (None: any)."""
     hints = {f.name: f.type for f in dataclasses.fields(node_type)}
@@ -179,8 +180,8 @@ def _annotated_types(node_type: type) -> dict[str, frozenset[type] | None]:
     }
 
 
-@functools.lru_cache(maxsize=None)
-def _field_types(node_type: type) -> dict[str, frozenset[type] | None]:
+@functools.cache
+def _field_types(node_type: type[cst.CSTNode]) -> dict[str, frozenset[type] | None]:
     """:func:`_annotated_types` for the child fields, in LibCST's visit order."""
     annotated = _annotated_types(node_type)
     return {name: annotated.get(name) for name in child_fields(node_type)}
@@ -196,7 +197,7 @@ class _Plan:
         self.allowed = _NODE_TYPES.difference(skip)
         self.fields: dict[type, tuple[str, ...]] = {}
 
-    def fields_of(self, node_type: type) -> tuple[str, ...]:
+    def fields_of(self, node_type: type[cst.CSTNode]) -> tuple[str, ...]:
         found = self.fields.get(node_type)
         if found is None:
             if node_type not in _NODE_TYPES:  # a node class made after import: learn it
@@ -234,7 +235,7 @@ _ANY = (
 )  # stands for "any node type" in the reachability graph (a field whose annotation is unknown)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _edges(node_type: type) -> frozenset:
     out: set = set()
     for types in _annotated_types(node_type).values():
@@ -250,7 +251,7 @@ def _edges(node_type: type) -> frozenset:
     return frozenset(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _holders() -> dict[object, frozenset[type]]:
     """Node type (or ``_ANY``) -> the node types with a field that may hold it directly."""
     reverse: dict[object, set[type]] = {}

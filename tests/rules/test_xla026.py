@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from helpers import lint_tree, write_tree
+
 from xla_lint.facts import FileFacts
 from xla_lint.program import ProgramModel, own_facts
-
-from helpers import lint_tree, write_tree
 
 
 def _found(tmp_path, files, **kw):

@@ -22,9 +22,9 @@ import pytest
 
 pytest.importorskip("torch_xla")
 
-from helpers import lint_tree, write_tree  # noqa: E402
+from helpers import lint_tree, write_tree
 
-from xla_lint.rules.recompilation import recompile_step  # noqa: E402
+from xla_lint.rules.recompilation import recompile_step
 
 pytestmark = pytest.mark.runtime
 

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("torch_xla")
 
-from helpers import lint_tree, write_tree  # noqa: E402
+from helpers import lint_tree, write_tree
 
 pytestmark = pytest.mark.runtime
 

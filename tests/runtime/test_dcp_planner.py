@@ -10,7 +10,6 @@ sharded weights with the default planner and with ``SPMDSavePlanner``, counts th
 from __future__ import annotations
 
 import pytest
-
 from helpers import run_cpu_script
 
 pytest.importorskip("torch_xla")

@@ -9,7 +9,6 @@ without ``shard_output`` and records what the first forward does. About 10 s.
 from __future__ import annotations
 
 import pytest
-
 from helpers import run_cpu_script
 
 pytest.importorskip("torch_xla")

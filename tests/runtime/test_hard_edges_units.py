@@ -15,6 +15,8 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
+from test_runtime_units import context, make_record  # noqa: E402  (tests/runtime is on sys.path)
+
 from xla_lint.runtime.checks import CheckContext, run_all  # noqa: E402
 from xla_lint.runtime.cli import main  # noqa: E402
 from xla_lint.runtime.hosts import KEY, HostGroup, HostLayout, RendezvousResult  # noqa: E402
@@ -35,8 +37,6 @@ from xla_lint.runtime.progress import (  # noqa: E402
     read_progress,
 )
 from xla_lint.runtime.report import report_lost_hosts  # noqa: E402
-
-from test_runtime_units import context, make_record  # noqa: E402  (tests/runtime is on sys.path)
 
 
 def refused(**kwargs) -> str:

@@ -9,12 +9,11 @@ loaded tensor, or the error, as JSON; the assertions run here. About 10 s.
 from __future__ import annotations
 
 import pytest
-
 from helpers import run_cpu_script
 
 pytest.importorskip("torch_xla")
 
-from xla_lint.rules.data import raises_index_error, spec_applies  # noqa: E402
+from xla_lint.rules.data import raises_index_error, spec_applies
 
 pytestmark = pytest.mark.runtime
 
@@ -106,7 +105,7 @@ def test_one_spec_shards_the_images_and_silently_replicates_the_labels(observed)
     images, labels = tup["shardings"]
     assert tup["shapes"] == [[8, 3, 8, 8], [8]]
     # The rule's model: a spec applies only to tensors of its own rank.
-    for shape, sharding in zip(tup["shapes"], tup["shardings"]):
+    for shape, sharding in zip(tup["shapes"], tup["shardings"], strict=True):
         assert spec_applies(len(spec), len(shape)) == (not _replicated(sharding)), (shape, sharding)
     assert images.startswith("{devices=[4,1,1,1,2]") and "last_tile_dim_replicate" in images
     assert _replicated(labels)

@@ -536,7 +536,7 @@ def _adam_context(rec, **options):
 
 def test_a_late_compile_at_the_predicted_adam_step_is_xla204():
     rec = make_record()
-    for s, count in zip(rec["steps"], (1, 2, 322, 323, 324, 325)):
+    for s, count in zip(rec["steps"], (1, 2, 322, 323, 324, 325), strict=True):
         s["optimizer_step"] = count
     rec["steps"][5]["compiles"] = 1
     rec["probe"] = {"beta2": 0.95, "predicted_step": 325, "set_to": 321, "at_run_step": 2}

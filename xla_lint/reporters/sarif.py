@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from .. import __version__
@@ -96,7 +97,7 @@ def sarif_log(report: Report) -> dict:
     index = {r.code: i for i, r in enumerate(rules)}
     results = []
     for d in report.diagnostics:
-        result = {
+        result: dict[str, Any] = {
             "ruleId": d.code,
             "level": d.severity.value,
             "message": {"text": d.message},

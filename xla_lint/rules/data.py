@@ -245,10 +245,10 @@ def tensor_rank(ctx, node: cst.BaseExpression, site: Site) -> int | None:
     ``torch.zeros((n, 16))`` (2), ``torch.randint(0, 10, (n,))`` (1), ``torch.full((n, 2), 0.)``,
     ``torch.arange(n)``, through names and rank-keeping methods (``.float()``, ``.to(...)``)."""
     found = resolve(ctx, node, site)
-    if found is None or not isinstance(found[0], cst.Call):
+    if found is None:
         return None
     call, site = found
-    if any(a.star for a in call.args):
+    if not isinstance(call, cst.Call) or any(a.star for a in call.args):
         return None
     func = call.func
     if (
@@ -335,7 +335,7 @@ def tensor_batch(ctx, loader_call: cst.Call) -> Batch | None:
             if tensors
             else [tensor_rank(ctx, data_found[0], data_found[1])]
         )
-        return Batch(tuple(ranks), data_found[0]) if None not in ranks else None  # type: ignore[arg-type]
+        return _batch(ranks, data_found[0])
     if call_to(ctx, found, DATA_LOADER) is None or found is None:
         return None
     loader, site = found
@@ -347,17 +347,22 @@ def tensor_batch(ctx, loader_call: cst.Call) -> Batch | None:
         if isinstance(known, Known) and known.value is None:
             return None  # no automatic batching: the loader yields samples
     dataset = find_arg(loader, "dataset", 0)
-    found = resolve(ctx, dataset.value, site) if dataset is not None else None
-    call = call_to(ctx, found, TENSOR_DATASET)
+    dataset_found = resolve(ctx, dataset.value, site) if dataset is not None else None
+    call = call_to(ctx, dataset_found, TENSOR_DATASET)
     if (
         call is None
-        or found is None
+        or dataset_found is None
         or not call.args
         or any(a.star or a.keyword for a in call.args)
     ):
         return None
-    ranks = [tensor_rank(ctx, a.value, found[1]) for a in call.args]
-    return Batch(tuple(ranks), call) if None not in ranks else None  # type: ignore[arg-type]
+    return _batch([tensor_rank(ctx, a.value, dataset_found[1]) for a in call.args], call)
+
+
+def _batch(ranks: list[int | None], source: cst.BaseExpression) -> Batch | None:
+    """The batch of tensors of ``ranks`` built at ``source``; None when a rank is unknown."""
+    known = [r for r in ranks if r is not None]
+    return Batch(tuple(known), source) if len(known) == len(ranks) else None
 
 
 def _spec_text(spec: Sequence[object]) -> str:

@@ -7,7 +7,7 @@ names the file and commit.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -201,11 +201,11 @@ def child_env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple
                     yield key, t
         return
     if isinstance(node, cst.Dict):
-        parent = ctx.parent()
+        parent, call = ctx.parent(), ctx.parent(2)
         passed = (
             isinstance(parent, cst.Arg)
-            and isinstance(ctx.parent(2), cst.Call)
-            and _child_env_arg(ctx, ctx.parent(2)) is node
+            and isinstance(call, cst.Call)
+            and _child_env_arg(ctx, call) is node
         )
         if passed or _environ_copy(ctx, node):
             yield from _dict_keys(node)
@@ -245,7 +245,7 @@ def _is_child_env(ctx: FileContext, node: cst.CSTNode) -> bool:
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
-def _handler_catches(handler: cst.ExceptHandler, wanted: set[str]) -> bool:
+def _handler_catches(handler: cst.ExceptHandler | cst.ExceptStarHandler, wanted: set[str]) -> bool:
     if handler.type is None:
         return True  # bare except
     types = (
@@ -273,7 +273,7 @@ def in_compat_shim(ctx: FileContext, errors: set[str], attribute: str | None = N
         node, child = stack[i], stack[i + 1]
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             return False
-        if isinstance(node, (cst.Try, getattr(cst, "TryStar", cst.Try))) and child is node.body:
+        if isinstance(node, (cst.Try, cst.TryStar)) and child is node.body:
             if any(_handler_catches(h, errors) for h in node.handlers):
                 return True
         if isinstance(node, cst.ExceptHandler) and _handler_catches(node, errors):
@@ -668,8 +668,8 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
         for alias in node.names:
             name = dotted_name(alias.name)
             full = f"{base}.{name}"
-            info = REMOVED_MODULES.get(full) or REMOVED_ATTRS.get(full)
-            if info is None or not self._applies(info.removed_in):
+            removed = REMOVED_MODULES.get(full) or REMOVED_ATTRS.get(full)
+            if removed is None or not self._applies(removed.removed_in):
                 continue
             if in_compat_shim(self.ctx, _IMPORT_ERRORS):
                 return
@@ -680,14 +680,14 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
                 and alias.asname is not None
                 and isinstance(alias.asname.name, cst.Name)
             ):
-                new = self._module_rewrite(info, alias.asname.name.value)
+                new = self._module_rewrite(removed, alias.asname.name.value)
                 if new is not None:
                     parent, _, last = new.rpartition(".")
                     fix = PendingFix(
                         f"import `{new}`",
                         [Replacement(node.module, parent), Replacement(alias.name, last)],
                     )
-            self.report(alias, self._msg(full, info), fix=fix)
+            self.report(alias, self._msg(full, removed), fix=fix)
 
     def _removed_module(self, full: str) -> tuple[str, apis.Removed] | None:
         for old, info in REMOVED_MODULES.items():

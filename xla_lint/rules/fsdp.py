@@ -210,8 +210,8 @@ The fix names positional `mesh` and `shard_output` arguments.
                 ),
             )
             return
-        extra = find_arg(node, "extra_data_axis")
-        axis = literal_string(extra.value) if extra is not None else None
+        extra_axis = find_arg(node, "extra_data_axis")
+        axis = literal_string(extra_axis.value) if extra_axis is not None else None
         if axis is not None and axis not in mesh.axis_names:
             self.report(
                 node,

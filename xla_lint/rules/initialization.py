@@ -143,17 +143,16 @@ class _Scan:
         return None
 
     def statement(self, stmt: cst.CSTNode) -> GraphRun | None:
-        kind = type(stmt)
-        if kind in (cst.FunctionDef, cst.ClassDef):
+        if type(stmt) is cst.FunctionDef or type(stmt) is cst.ClassDef:
             return None
-        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+        if type(stmt) is cst.SimpleStatementLine or type(stmt) is cst.SimpleStatementSuite:
             for small in stmt.body:
                 found = self.expression(small)
                 if found is not None:
                     return found
                 self.bind(small)
             return None
-        if kind is cst.If:
+        if type(stmt) is cst.If:
             return (
                 self.expression(stmt.test)
                 or self.block(stmt.body)
@@ -163,7 +162,7 @@ class _Scan:
                     else self.block(stmt.orelse)
                 )
             )
-        if kind is cst.For:
+        if type(stmt) is cst.For:
             found = self.expression(stmt.iter)
             if found is not None:
                 return found
@@ -179,15 +178,15 @@ class _Scan:
                         "the training loop over it",
                     )
             return self.block(stmt.body) or self.block(stmt.orelse)
-        if kind is cst.While:
+        if type(stmt) is cst.While:
             return self.expression(stmt.test) or self.block(stmt.body) or self.block(stmt.orelse)
-        if kind is cst.With:
+        if type(stmt) is cst.With:
             for item in stmt.items:
                 found = self.expression(item.item)
                 if found is not None:
                     return found
             return self.block(stmt.body)
-        if kind is cst.Try:
+        if type(stmt) is cst.Try:
             found = self.block(stmt.body)
             for handler in stmt.handlers:
                 found = found or self.block(handler)
@@ -199,7 +198,12 @@ class _Scan:
         ``else``/``except``/``finally`` clause."""
         if node is None:
             return None
-        if type(node) in (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally):
+        if (
+            type(node) is cst.Else
+            or type(node) is cst.ExceptHandler
+            or type(node) is cst.ExceptStarHandler
+            or type(node) is cst.Finally
+        ):
             node = node.body
         if type(node) is cst.IndentedBlock:
             return self.statements(node.body)
@@ -234,14 +238,13 @@ class _Scan:
         stack = [node]
         while stack:
             n = stack.pop()
-            kind = type(n)
-            if kind is cst.Name:
+            if type(n) is cst.Name:
                 if self.values.get(n.value) == "computed":
                     return True
                 continue
-            if kind is cst.Attribute and n.attr.value in _METADATA:
+            if type(n) is cst.Attribute and n.attr.value in _METADATA:
                 continue
-            if kind is cst.Lambda:
+            if type(n) is cst.Lambda:
                 continue
             stack.extend(children(n, TRIVIA))
         return False
@@ -249,23 +252,22 @@ class _Scan:
     # -- values ---------------------------------------------------------------------------
     def bind(self, small: cst.CSTNode) -> None:
         """Record what an assignment binds (names to XLA values or devices; others forgotten)."""
-        kind = type(small)
-        if kind is cst.Assign:
+        if type(small) is cst.Assign:
             for target in small.targets:
                 self._assign(target.target, small.value)
-        elif kind is cst.AnnAssign and small.value is not None:
+        elif type(small) is cst.AnnAssign and small.value is not None:
             self._assign(small.target, small.value)
-        elif kind is cst.AugAssign and type(small.target) is cst.Name:
+        elif type(small) is cst.AugAssign and type(small.target) is cst.Name:
             if self.status(small.value) or self.values.get(small.target.value):
                 self.values[small.target.value] = "computed"
 
     def _assign(self, target: cst.CSTNode, value: cst.BaseExpression) -> None:
         if (
-            type(target) in (cst.Tuple, cst.List)
-            and type(value) in (cst.Tuple, cst.List)
+            (type(target) is cst.Tuple or type(target) is cst.List)
+            and (type(value) is cst.Tuple or type(value) is cst.List)
             and len(target.elements) == len(value.elements)
         ):
-            for t, v in zip(target.elements, value.elements):
+            for t, v in zip(target.elements, value.elements, strict=True):
                 self._assign(t.value, v.value)
             return
         status = self.status(value)
@@ -285,23 +287,22 @@ class _Scan:
         if depth > 40:
             return None
         status = functools.partial(self.status, depth=depth + 1)
-        kind = type(node)
-        if kind is cst.Name:
+        if type(node) is cst.Name:
             return self.values.get(node.value)
-        if kind is cst.Attribute:
+        if type(node) is cst.Attribute:
             return None if node.attr.value in _METADATA else status(node.value)
-        if kind is cst.Subscript:
+        if type(node) is cst.Subscript:
             return status(node.value)
-        if kind is cst.BinaryOperation:
+        if type(node) is cst.BinaryOperation:
             return "computed" if status(node.left) or status(node.right) else None
-        if kind is cst.UnaryOperation:
+        if type(node) is cst.UnaryOperation:
             return "computed" if status(node.expression) else None
-        if kind is cst.IfExp:
+        if type(node) is cst.IfExp:
             return status(node.body) or status(node.orelse)
-        if kind in (cst.Tuple, cst.List):
+        if type(node) is cst.Tuple or type(node) is cst.List:
             found = {status(e.value) for e in node.elements} - {None}
             return "computed" if "computed" in found else "data" if found else None
-        if kind is not cst.Call:
+        if type(node) is not cst.Call:
             return None
         ctx = self.ctx
         func = node.func
@@ -342,25 +343,26 @@ def _calls(node: cst.CSTNode) -> list[cst.Call]:
     """The calls under ``node`` in the order they run (arguments before the call that takes
     them), leaving out definitions and lambdas. No recursion (a 10,000-term expression is fine)."""
     out: list[cst.Call] = []
-    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    # (node to expand, None) or (call, call): the call's arguments are done, it runs now
+    stack: list[tuple[cst.CSTNode, cst.Call | None]] = [(node, None)]
     while stack:
         n, done = stack.pop()
-        if done:
-            out.append(n)
+        if done is not None:
+            out.append(done)
             continue
         kind = type(n)
         if kind is cst.Lambda or kind is cst.FunctionDef or kind is cst.ClassDef:
             continue
-        if kind is cst.Call:
-            stack.append((n, True))
-        stack.extend((c, False) for c in reversed(children(n, TRIVIA)))
+        if type(n) is cst.Call:
+            stack.append((n, n))
+        stack.extend((c, None) for c in reversed(children(n, TRIVIA)))
     return out
 
 
 def _names(target: cst.CSTNode) -> list[str]:
     if type(target) is cst.Name:
         return [target.value]
-    if type(target) in (cst.Tuple, cst.List):
+    if type(target) is cst.Tuple or type(target) is cst.List:
         return [n for e in target.elements for n in _names(e.value)]
     if type(target) is cst.StarredElement:
         return _names(target.value)
@@ -545,7 +547,7 @@ model = Model().to(torch_xla.device())
             statements.extend(block[:index])
             holder = block[index]
             if (
-                type(holder) in (cst.For, cst.While)
+                (type(holder) is cst.For or type(holder) is cst.While)
                 and k + 1 < len(levels)
                 and levels[k + 1][0] is getattr(holder.body, "body", None)
             ):

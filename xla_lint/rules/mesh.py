@@ -200,11 +200,12 @@ def literal_mesh(ctx, call: cst.BaseExpression | None) -> LiteralMesh | None:
     shape_arg = find_arg(call, "mesh_shape", 1)
     names_arg = find_arg(call, "axis_names", 2)
     shape_elems = literal_elements(shape_arg.value) if shape_arg is not None else None
-    shape = None
+    shape: tuple[int, ...] | None = None
     if shape_elems is not None:
         ints = [literal_int(e) for e in shape_elems]
-        shape = tuple(ints) if all(i is not None for i in ints) else None
-    names = None
+        known_ints = [i for i in ints if i is not None]
+        shape = tuple(known_ints) if len(known_ints) == len(ints) else None
+    names: tuple[str, ...] | None = None
     names_length = None
     if names_arg is None:
         names = ()
@@ -213,7 +214,8 @@ def literal_mesh(ctx, call: cst.BaseExpression | None) -> LiteralMesh | None:
         if elems is not None:
             names_length = len(elems)
             strings = [literal_string(e) for e in elems]
-            names = tuple(strings) if all(s is not None for s in strings) else None
+            known_strings = [s for s in strings if s is not None]
+            names = tuple(known_strings) if len(known_strings) == len(strings) else None
     return LiteralMesh(
         call,
         shape,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import libcst as cst
 
 from .. import apis
@@ -9,8 +11,8 @@ from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..names import dotted_name
 from ..rule import Invalid, Rule, Valid
-from ..walk import TRIVIA, iter_nodes, walk
 from ..values import Known, Unknown, is_replica_test, parts_of, value_of
+from ..walk import TRIVIA, iter_nodes, walk
 from .spmd import DEVICE_APIS, DeviceUse, function_key
 
 MULTIPROCESS = [("multiprocess", True), ("spmd", False)]
@@ -450,12 +452,14 @@ def _complementary(
         left, right = _conjuncts(ta), _conjuncts(tb)
         if len(left) != len(right):
             return False
-        differ = [(x, y) for x, y in zip(left, right) if _bare(ctx, x) != _bare(ctx, y)]
+        differ = [
+            (x, y) for x, y in zip(left, right, strict=True) if _bare(ctx, x) != _bare(ctx, y)
+        ]
         return len(differ) == 1 and _complementary(ctx, (differ[0][0], True), (differ[0][1], True))
     return False
 
 
-def _conjunction(node: cst.BaseExpression) -> bool:
+def _conjunction(node: cst.BaseExpression) -> TypeGuard[cst.BooleanOperation]:
     return isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And)
 
 
@@ -645,8 +649,7 @@ class LoaderHandoffs:
 
         class Scan:
             def on_visit(self, node: cst.CSTNode) -> bool:
-                kind = type(node)
-                if kind is cst.ClassDef:  # bases are read in the enclosing scope
+                if type(node) is cst.ClassDef:  # bases are read in the enclosing scope
                     for base in node.bases:
                         names = ctx.qnames(base.value, scopes[-1])
                         if (
@@ -658,19 +661,23 @@ class LoaderHandoffs:
                 if scope is not None and node is not ctx.module:
                     scopes.append(scope)
                     pushed.append((node, "scope"))
-                if kind is cst.ClassDef:
+                if type(node) is cst.ClassDef:
                     classes.append(node)
                     pushed.append((node, "class"))
-                elif kind is cst.FunctionDef:
+                elif type(node) is cst.FunctionDef:
                     facts.class_of[id(node)] = classes[-1]  # None unless directly in a class body
                     owners.append(node)
                     classes.append(None)
                     pushed.append((node, "function"))
-                elif kind is cst.Return and node.value is not None and owners[-1] is not ctx.module:
+                elif (
+                    type(node) is cst.Return
+                    and node.value is not None
+                    and owners[-1] is not ctx.module
+                ):
                     facts.returned.setdefault(id(owners[-1]), set()).update(_keys(node.value))
-                elif kind is cst.Call:
+                elif type(node) is cst.Call:
                     facts._call(node, scopes[-1], owners[-1], lightning_calls)
-                elif kind is cst.Assign and type(node.value) is cst.Call:
+                elif type(node) is cst.Assign and type(node.value) is cst.Call:
                     targets: set[str] = set()
                     for t in node.targets:
                         targets |= _keys(t.target)

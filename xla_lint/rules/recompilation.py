@@ -54,6 +54,7 @@ ITERABLE_DATASET = frozenset(
 WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "chain", "trange"})
 _SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _LOOPS = (cst.For, cst.While)
+_Assignment = cst.Assign | cst.AugAssign | cst.AnnAssign
 # What LoopFacts' walk acts on; everything that cannot hold one of these is skipped.
 _LOOP_FACTS_TYPES = frozenset(
     {
@@ -109,7 +110,7 @@ class Steps:
     xla_step: bool = False  # torch_xla.step() / sync() / mark_step() / a torch_xla.compile'd call (marks a step loop)
     backward_roots: set[str] = field(default_factory=set)
 
-    def merge(self, other: "Steps") -> None:
+    def merge(self, other: Steps) -> None:
         self.backward |= other.backward
         self.optimizer |= other.optimizer
         self.boundary |= other.boundary
@@ -154,7 +155,7 @@ class LoopFacts:
         self._full: dict[int, list[tuple[cst.Call, Scope]]] = {}
         self._own: dict[int, list[tuple[cst.Call, Scope]]] = {}
         self._inner: dict[int, list[cst.For | cst.While]] = {}
-        self._assigns: dict[int, list[cst.CSTNode]] = {}
+        self._assigns: dict[int, list[_Assignment]] = {}
         self._loops: dict[int, tuple[Steps, Steps]] = {}
         self._classified: dict[tuple[int, bool], Steps | None] = {}
         self._scan_module()
@@ -177,7 +178,6 @@ class LoopFacts:
             owners.append(node)
 
         def on_visit(node: cst.CSTNode) -> bool:
-            kind = type(node)
             entry = entries.pop(id(node), None) if entries else None
             if entry is not None:
                 what, owner = entry
@@ -186,7 +186,7 @@ class LoopFacts:
                     push(node, (owner, ()))
                 else:  # a loop's body (or a while loop's test): replace (loop, False) by (loop, True)
                     push(node, (function, chain[:-1] + ((owner, True),)))
-            if kind is cst.Call:
+            if type(node) is cst.Call:
                 function, chain = frames[-1]
                 record = (node, scopes[-1])
                 if chain:
@@ -199,7 +199,7 @@ class LoopFacts:
                 elif function is not None:
                     function_calls[id(function)].append(record)
                 visit_call(node)
-            elif kind is cst.For or kind is cst.While:
+            elif type(node) is cst.For or type(node) is cst.While:
                 function, chain = frames[-1]
                 for loop, in_body in chain:
                     if in_body:
@@ -208,21 +208,25 @@ class LoopFacts:
                 full[key], own[key], inner[key], assigns[key] = [], [], [], []
                 push(node, (function, chain + ((node, False),)))
                 entries[id(node.body)] = ("loop", node)
-                if kind is cst.While:
+                if type(node) is cst.While:
                     entries[id(node.test)] = ("loop", node)
-            elif kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
+            elif (
+                type(node) is cst.Assign
+                or type(node) is cst.AugAssign
+                or type(node) is cst.AnnAssign
+            ):
                 for loop, in_body in frames[-1][1]:
                     if in_body:
                         assigns[id(loop)].append(node)
-                if kind is cst.Assign:
+                if type(node) is cst.Assign:
                     visit_assign(node)
-            elif kind is cst.FunctionDef:
+            elif type(node) is cst.FunctionDef:
                 scopes.append(ctx.scopes.get(node, scopes[-1]))
                 functions.append((node, scopes[-1]))
                 function_calls[id(node)] = []
                 push(node, (None, ()))
                 entries[id(node.body)] = ("function", node)
-            elif kind is cst.ClassDef:
+            elif type(node) is cst.ClassDef:
                 scopes.append(ctx.scopes.get(node, scopes[-1]))
                 push(node, (None, ()))
                 for base in node.bases:
@@ -231,7 +235,7 @@ class LoopFacts:
                         or _last_name(base.value) in facts.iterable_classes
                     ):
                         facts.iterable_classes.add(node.name.value)
-            elif kind is cst.Lambda:
+            elif type(node) is cst.Lambda:
                 push(node, (None, ()))
             return True
 
@@ -320,7 +324,7 @@ class LoopFacts:
         lambda or class), in source order."""
         return self._inner.get(id(node), [])
 
-    def assignments(self, node: cst.For | cst.While) -> list[cst.CSTNode]:
+    def assignments(self, node: cst.For | cst.While) -> list[_Assignment]:
         """The ``=``, ``+=`` and annotated assignments in ``node``'s body (at any depth, not
         inside a nested function, lambda or class), in source order."""
         return self._assigns.get(id(node), [])
@@ -832,7 +836,9 @@ print(total_loss.item())                       # once, after the loop
                 for t in node.targets:
                     targets |= _target_names(t.target)
                 assigns.append((targets, node.value))
-            elif node.value is not None:  # AugAssign, AnnAssign with a value
+            elif (type(node) is cst.AugAssign or type(node) is cst.AnnAssign) and (
+                node.value is not None  # an AnnAssign without one binds nothing
+            ):
                 assigns.append((_target_names(node.target), node.value))
         torchy: set[int] = set()
         for i, (_, value) in enumerate(assigns):
@@ -1338,9 +1344,10 @@ def _default_dtype(ctx: FileContext) -> tuple[str, int] | None:
                 arg = find_arg(value, "d", 0)
                 found.add(_literal_dtype(ctx, arg.value) if arg is not None else None)
                 first = index if first < 0 else first
-    if len(found) != 1 or None in found:
+    dtype = next(iter(found)) if len(found) == 1 else None
+    if dtype is None:
         return None
-    return next(iter(found)), first
+    return dtype, first
 
 
 def _built_dtypes(ctx: FileContext) -> dict[str, str | None]:
@@ -1460,7 +1467,7 @@ def literal_iterations(ctx: FileContext, loop: cst.For | cst.While, scope: Scope
         and (it.args[0].keyword is None and not it.args[0].star)
     ):
         it = it.args[0].value
-    if type(it) in (cst.List, cst.Tuple):
+    if type(it) is cst.List or type(it) is cst.Tuple:
         if any(type(e) is cst.StarredElement for e in it.elements):
             return None
         return len(it.elements)
@@ -1533,25 +1540,24 @@ class OptimizerSteps:
                 )
 
         def on_visit(node: cst.CSTNode) -> bool:
-            kind = type(node)
             loop = bodies.pop(id(node), None)
             if loop is not None:
                 frames.append((loop, scopes[-1]))
                 owners.append(node)
-            if kind is cst.Call:
+            if type(node) is cst.Call:
                 kinds[id(node.func)] = "call"
                 self._on_call(node, scopes[-1], tuple(frames), kinds)
-            elif kind is cst.Attribute:
+            elif type(node) is cst.Attribute:
                 not_refs.add(id(node.attr))
                 read(node, node.attr.value, True)
-            elif kind is cst.Name:
+            elif type(node) is cst.Name:
                 if id(node) not in not_refs:
                     read(node, node.value, False)
-            elif kind is cst.For or kind is cst.While:
+            elif type(node) is cst.For or type(node) is cst.While:
                 bodies[id(node.body)] = node
-                if kind is cst.While:
+                if type(node) is cst.While:
                     bodies[id(node.test)] = node
-            elif kind is cst.FunctionDef:
+            elif type(node) is cst.FunctionDef:
                 not_refs.add(id(node.name))
                 if any(
                     TORCH_COMPILE in ctx.qnames(d.decorator, scopes[-1]) for d in node.decorators
@@ -1560,13 +1566,13 @@ class OptimizerSteps:
                 frames.append((node, scopes[-1]))
                 owners.append(node)
                 scopes.append(ctx.scopes.get(node, scopes[-1]))
-            elif kind is cst.ClassDef:
+            elif type(node) is cst.ClassDef:
                 not_refs.add(id(node.name))
                 scopes.append(ctx.scopes.get(node, scopes[-1]))
-            elif kind is cst.Lambda:
+            elif type(node) is cst.Lambda:
                 frames.append((node, scopes[-1]))
                 owners.append(node)
-            elif kind is cst.Arg and node.keyword is not None:
+            elif type(node) is cst.Arg and node.keyword is not None:
                 not_refs.add(id(node.keyword))
             return True
 
@@ -1602,7 +1608,7 @@ class OptimizerSteps:
             steppers.add(_last_name(func.value))
             if first is not None:
                 steppers.add(_last_name(first.value))
-        for name in steppers - {None}:
+        for name in {n for n in steppers if n is not None}:
             self.steps.setdefault(name, []).append(frames)
 
     def executions(self, frames: tuple, seen: frozenset[int] = frozenset()) -> int | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import libcst as cst
 
 from .. import apis
@@ -487,7 +489,7 @@ def function_key(ctx) -> cst.CSTNode:
 
 
 def is_xla_device(
-    ctx, node: cst.BaseExpression | None, device_names: set[str] = frozenset()
+    ctx, node: cst.BaseExpression | None, device_names: AbstractSet[str] = frozenset()
 ) -> bool:
     """True for an expression that is an XLA device.
 
@@ -1169,7 +1171,7 @@ def calls_that_run(node: cst.CSTNode) -> list[cst.Call]:
         kind = type(n)
         if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
             continue
-        if kind is cst.Call:
+        if type(n) is cst.Call:
             out.append(n)
         kids = children(n, TRIVIA)
         kids.reverse()
@@ -1510,7 +1512,7 @@ torch.manual_seed(args.seed + xr.process_index())   # per host from here: data o
     def _local_definitions(self) -> dict[str, cst.CSTNode]:
         out: dict[str, cst.CSTNode] = {}
         for stmt in self.ctx.module.body:
-            if type(stmt) in (cst.FunctionDef, cst.ClassDef):
+            if type(stmt) is cst.FunctionDef or type(stmt) is cst.ClassDef:
                 out.setdefault(stmt.name.value, stmt)
         return out
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -40,7 +41,7 @@ def _shape(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
     if value is None:
         return None
     try:
-        return parse_shape(value, f"--{param.name.replace('_', '-')}")  # type: ignore[union-attr]
+        return parse_shape(value, f"--{param.name.replace('_', '-')}")
     except OptionsError as exc:
         raise click.BadParameter(str(exc)) from None
 
@@ -219,7 +220,11 @@ def _betas(
 @click.option("--simulated-host", "simulated", is_flag=True, hidden=True)
 @click.pass_context
 def command(
-    ctx: click.Context, mesh: str, simulated: bool, inject: tuple[str, ...], **kw: object
+    ctx: click.Context,
+    mesh: str,
+    simulated: bool,
+    inject: tuple[str, ...],
+    **kw: Any,  # the other options, each converted by click to its RuntimeOptions field's type
 ) -> None:
     """Train a small FSDPv2 job on every device and check the SPMD setup: environment,
     rendezvous, mesh, sharding, training, recompilation, consistency, convergence,
@@ -230,7 +235,7 @@ def command(
             mesh_axes=tuple(a.strip() for a in mesh.split(",") if a.strip()),
             simulated=simulated,
             inject=tuple(Injection.parse(i) for i in inject),
-            **kw,  # type: ignore[arg-type]
+            **kw,
         )
     except OptionsError as exc:
         raise click.UsageError(str(exc), ctx) from None

@@ -34,9 +34,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 from .env import HOST_LAYOUT_VARS
 from .options import OptionsError, RuntimeOptions, option_differences
@@ -82,14 +83,14 @@ def _flush_c_stdio() -> None:
         import ctypes
 
         ctypes.CDLL(None).fflush(None)
-    except Exception:  # noqa: BLE001 - best effort
+    except Exception:
         pass
 
 
 class RendezvousError(RuntimeError):
     """The hosts did not all join. ``result`` says who did (a :class:`RendezvousResult`)."""
 
-    def __init__(self, message: str, result: "RendezvousResult | None" = None) -> None:
+    def __init__(self, message: str, result: RendezvousResult | None = None) -> None:
         super().__init__(message)
         self.result = result
 
@@ -159,8 +160,8 @@ def resolve_layout(opts: RuntimeOptions, environ: dict | None = None) -> HostLay
             raise OptionsError("--num-hosts > 1 needs --host-index (0 on the coordinator host)")
         coord = None
         if opts.coordinator:
-            host, _, port = opts.coordinator.rpartition(":")
-            coord = (host, int(port))
+            host, _, port_text = opts.coordinator.rpartition(":")
+            coord = (host, int(port_text))
         source = "simulated" if opts.simulated else "cli"
         return HostLayout(index, num, coord if num > 1 else None, source)
     described = [k for k in _HOST_ENV if env.get(k)]
@@ -204,7 +205,7 @@ class HostGroup:
     @classmethod
     def join(
         cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None = None
-    ) -> "HostGroup":
+    ) -> HostGroup:
         """Rendezvous within ``timeout`` seconds, then create the gloo group whose
         collectives time out after ``group_timeout`` seconds.
 
@@ -228,11 +229,13 @@ class HostGroup:
     @classmethod
     def _join_store(
         cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None
-    ) -> "HostGroup":
+    ) -> HostGroup:
         import torch.distributed as dist
 
         t0 = time.monotonic()
-        host, port = layout.coordinator  # type: ignore[misc]
+        # join() comes here for several hosts, and resolve_layout gives those a coordinator
+        assert layout.coordinator is not None
+        host, port = layout.coordinator
         me, n = layout.host_index, layout.num_hosts
         coord = f"{host}:{port}"
         result = RendezvousResult(
@@ -247,7 +250,7 @@ class HostGroup:
                 timeout=timedelta(seconds=timeout),
                 wait_for_workers=False,
             )
-        except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError or DistStoreError subclasses
+        except Exception as exc:
             if me == 0 and (
                 "EADDRINUSE" in str(exc) or "address already in use" in str(exc).lower()
             ):
@@ -280,7 +283,7 @@ class HostGroup:
             try:
                 store.wait([f"{KEY}verdict"], timedelta(seconds=timeout + 30))
                 verdict = json.loads(store.get(f"{KEY}verdict"))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 msg = (
                     f"host {me} of {n}: host 0 gave no rendezvous verdict within {timeout + 30:g} s"
                 )
@@ -300,7 +303,7 @@ class HostGroup:
                     world_size=n,
                     timeout=timedelta(seconds=group_timeout),
                 )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             result.message = f"host {me}: the gloo process group did not form: {exc}"
             raise RendezvousError(result.message, result) from None
         result.elapsed_s = round(time.monotonic() - t0, 3)
@@ -360,7 +363,7 @@ class HostGroup:
     @classmethod
     def _maybe_join_xla(
         cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None
-    ) -> "HostGroup | None":
+    ) -> HostGroup | None:
         """On a multi-process PJRT runtime (a TPU pod), the gloo group from ``xla://``."""
         if os.environ.get("PJRT_DEVICE", "").upper().startswith("CPU"):
             return None
@@ -448,10 +451,12 @@ class HostGroup:
                     death(i, "never reached the gather (it died or hung)", progress, last_seen=True)
                 )
             return out
-        except Exception:  # noqa: BLE001 - the store's server (host 0) is gone
+        except Exception:
             return None
 
-    def share_status(self, code: int | None, timeout: float = 60.0, lost: list[int] = ()) -> int:
+    def share_status(
+        self, code: int | None, timeout: float = 60.0, lost: Sequence[int] = ()
+    ) -> int:
         """Host 0 publishes the exit status; the others wait (bounded) and return it.
 
         Host 0 waits (at most ``timeout`` s) until every host except those in ``lost``
@@ -464,7 +469,9 @@ class HostGroup:
 
             box = [code]
             dist.broadcast_object_list(box, src=0)
-            return int(box[0])
+            status = box[0]  # host 0's code: only the other hosts pass None
+            assert status is not None
+            return int(status)
         if self.host_index == 0:
             self.store.set(f"{KEY}status", str(code))
             readers = self.num_hosts - 1 - len([i for i in set(lost) if i != 0])
@@ -477,7 +484,7 @@ class HostGroup:
             status = int(self.store.get(f"{KEY}status"))
             self.store.add(f"{KEY}status_read", 1)
             return status
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             print(
                 f"host {self.host_index}: host 0 published no result ({first_line(exc)})",
                 file=sys.stderr,
@@ -493,7 +500,7 @@ class HostGroup:
             import torch.distributed as dist
 
             dist.destroy_process_group()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

@@ -95,7 +95,7 @@ class RunRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "RunRecord":
+    def from_json(cls, data: dict) -> RunRecord:
         """Inverse of :meth:`to_json` (unknown keys are ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
@@ -195,7 +195,8 @@ def build_mesh(opts: RuntimeOptions) -> tuple[Any, dict]:
         if opts.mesh_shape is None:
             per_slice = n // max(1, math.prod(dcn))
             ici = (per_slice,) + (1,) * (len(axes) - 1)
-        shape = tuple(i * d for i, d in zip(ici, dcn))
+        shape = tuple(i * d for i, d in zip(ici, dcn, strict=False))
+        mesh: xs.Mesh
         if xr.device_type() == "TPU":
             mesh = xs.HybridMesh(
                 ici_mesh_shape=tuple(ici), dcn_mesh_shape=tuple(dcn), axis_names=axes
@@ -219,10 +220,12 @@ def build_mesh(opts: RuntimeOptions) -> tuple[Any, dict]:
             )
         mesh = xs.Mesh(np.arange(n), tuple(ici), axes)
     xs.set_global_mesh(mesh)
+    names = mesh.axis_names
+    assert names is not None  # every mesh above is built with axis_names=axes
     desc = {
         "kind": kind,
-        "axis_names": list(mesh.axis_names),
-        "axis_sizes": {a: int(s) for a, s in zip(mesh.axis_names, mesh.mesh_shape)},
+        "axis_names": list(names),
+        "axis_sizes": {a: int(s) for a, s in zip(names, mesh.mesh_shape, strict=True)},
         "device_ids": [int(d) for d in np.asarray(mesh.get_logical_mesh()).reshape(-1)],
         "global_devices": n,
         "ici_mesh_shape": list(ici),
@@ -430,7 +433,7 @@ class Stage:
     def __init__(self, record: RunRecord, name: str, progress: Progress) -> None:
         self.record, self.name, self.progress = record, name, progress
 
-    def __enter__(self) -> "Stage":
+    def __enter__(self) -> Stage:
         self.t0 = time.perf_counter()
         self.progress.update(self.name)
         return self
@@ -528,7 +531,7 @@ def run_job(
         if num_hosts == 1 and not opts.simulated:
             try:
                 rec.compile_cache["second_process"] = probe_compile_cache(opts)
-            except Exception as exc:  # noqa: BLE001 - e.g. unreadable output: a finding, not a crash
+            except Exception as exc:
                 rec.compile_cache["second_process"] = {
                     "counters": {},
                     "error": f"{type(exc).__name__}: {exc}",
@@ -638,7 +641,7 @@ def local_shard_abs_sum(params: list[torch.Tensor]) -> float:
             continue
         shards = torch_xla._XLAC._get_local_shards([p])[0]
         replicas = torch_xla._XLAC._get_local_shard_replica_and_indices([p])[0]
-        for (data, _dev), (replica, indices) in zip(shards, replicas):
+        for (data, _dev), (replica, indices) in zip(shards, replicas, strict=True):
             if replica != 0:
                 continue
             if indices is not Ellipsis:
@@ -669,7 +672,7 @@ def checkpoint_round_trip(
 
     base = opts.checkpoint_dir
     made_base = base is None
-    if made_base:
+    if base is None:
         base = tempfile.mkdtemp(prefix="xla-lint-ckpt-")
     run_dir = os.path.join(base, f"xla-lint-runtime-{opts.seed}")
     if not spans_hosts:
@@ -758,7 +761,9 @@ def checkpoint_round_trip(
             "bytes": size,
             "max_abs_diff": max(after) if after else 0.0,
             "diff_before_load": max(before) if before else 0.0,
-            "mismatches": [strip_wrapper_names(k) for k, d in zip(keys, after) if d != 0.0],
+            "mismatches": [
+                strip_wrapper_names(k) for k, d in zip(keys, after, strict=True) if d != 0.0
+            ],
             "not_written": not_written_info,
             "sharding_mismatches": sharding_mismatches,
             "save_s": round(save_s, 4),

@@ -163,7 +163,7 @@ def load_user_model(spec: str, seed: int) -> nn.Module:
         raise OptionsError(
             f"--model {spec}: importing {module_name} raised {first_line(exc)}"
         ) from None
-    except Exception as exc:  # noqa: BLE001 - any error of the user's module
+    except Exception as exc:
         raise OptionsError(
             f"--model {spec}: importing {module_name} raised {first_line(exc)}"
         ) from None
@@ -177,7 +177,7 @@ def load_user_model(spec: str, seed: int) -> nn.Module:
     torch.manual_seed(seed)
     try:
         model = fn()
-    except Exception as exc:  # noqa: BLE001 - any error of the user's builder
+    except Exception as exc:
         raise OptionsError(f"--model {spec}: {fn_name}() raised {first_line(exc)}") from None
     if not isinstance(model, nn.Module):
         raise OptionsError(

@@ -73,7 +73,7 @@ class Injection:
     host: int | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "Injection":
+    def parse(cls, text: str) -> Injection:
         """Parse ``kind``, ``kind:N`` or ``sigkill:H@S``; raises :class:`OptionsError`
         (one line naming the accepted forms) otherwise."""
         kind, _, arg = text.partition(":")
@@ -522,7 +522,7 @@ def mesh_device_problem(opts: RuntimeOptions, devices: int, where: str) -> str |
                     f"{devices} {where}; the product must divide {devices}"
                 )
             return None
-        total = math.prod(i * d for i, d in zip(ici, opts.dcn_mesh_shape))
+        total = math.prod(i * d for i, d in zip(ici, opts.dcn_mesh_shape, strict=False))
         if total != devices:
             return (
                 f"--mesh-shape {fmt_shape(ici)} x --dcn-mesh-shape {fmt_shape(opts.dcn_mesh_shape)} covers {total} "

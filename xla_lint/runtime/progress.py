@@ -51,14 +51,15 @@ class Progress:
 
     def __init__(self, host_index: int, steps: int, path: str | None = None) -> None:
         self.host_index, self.steps, self.path = host_index, steps, path
-        self.stage, self.step = "start", None
+        self.stage = "start"
+        self.step: int | None = None
         self.store: Any = None
         self.key = ""
         self.raise_on_loss = False
         self.host0: dict | None = None  # host 0's last progress, as this host last read it
 
     @classmethod
-    def from_env(cls, host_index: int, steps: int) -> "Progress":
+    def from_env(cls, host_index: int, steps: int) -> Progress:
         """A Progress writing to ``$XLA_LINT_RUNTIME_PROGRESS`` if it is set."""
         return cls(host_index, steps, os.environ.get(PROGRESS_ENV) or None)
 
@@ -100,7 +101,7 @@ class Progress:
                 key0 = self.key.rsplit("/", 1)[0] + "/0"
                 if self.host0 is not None or self.store.check([key0]):
                     self.host0 = json.loads(self.store.get(key0))
-        except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError / RuntimeError
+        except Exception as exc:
             self.store = None  # one failure is enough: host 0's store is gone
             if self.raise_on_loss:
                 where = describe_progress(self.as_dict())

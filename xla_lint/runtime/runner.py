@@ -155,7 +155,7 @@ def _run_joined(
         ).to_json()
     except (KeyboardInterrupt, SystemExit, OptionsError, HostLost):
         raise
-    except BaseException as exc:  # noqa: BLE001 - e.g. torch_xla failing to import or to start PJRT
+    except BaseException as exc:
         record = {
             "host_index": me,
             "num_hosts": group.num_hosts,
@@ -176,7 +176,7 @@ def _run_joined(
     lost: list[dict] = []
     try:
         records = group.gather(record)
-    except Exception as exc:  # noqa: BLE001 - a host died after joining: name it instead of hanging
+    except Exception as exc:
         found = group.lost_hosts()
         if found is None:  # the store is gone with host 0
             if opts.simulated:  # the launcher names host 0 with its exit status

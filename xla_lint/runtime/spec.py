@@ -50,7 +50,7 @@ class ParsedSharding:
         """The per-device shard shape of a tensor of global ``shape`` (ceil division, as XLA pads)."""
         if self.kind != "tiled" or len(self.tiles) != len(shape):
             return tuple(shape)
-        return tuple(-(-s // t) for s, t in zip(shape, self.tiles))
+        return tuple(-(-s // t) for s, t in zip(shape, self.tiles, strict=True))
 
 
 def parse_sharding(spec: str, rank: int) -> ParsedSharding:

@@ -8,8 +8,8 @@ only for the report: :data:`CHECK_ORDER`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
@@ -98,6 +98,15 @@ class CheckContext:
     def first(self) -> dict | None:
         """Host 0's record (or the first present one)."""
         return self.present[0] if self.present else None
+
+    @property
+    def first_record(self) -> dict:
+        """:attr:`first` for a check that :func:`gate` lets run: gate SKIPs every check when
+        the rendezvous failed or a host delivered no record."""
+        first = self.first
+        if first is None:
+            raise LookupError("no host delivered a run record")
+        return first
 
     @property
     def simulated(self) -> bool:
@@ -249,7 +258,7 @@ def run_all(ctx: CheckContext) -> list[CheckResult]:
     for name in names:
         try:
             out.append(funcs[name](ctx))
-        except Exception as exc:  # noqa: BLE001 - a broken check must not hide the others
+        except Exception as exc:
             out.append(
                 CheckResult(name, FAIL, f"the check itself raised {type(exc).__name__}: {exc}")
             )

@@ -49,7 +49,7 @@ def check(ctx: CheckContext) -> CheckResult:
             problems.append(
                 f"host {h}: the load targets already equalled the saved tensors, so the round trip proves nothing"
             )
-    c0 = per_host[str(ctx.first["host_index"])]
+    c0 = per_host[str(ctx.first_record["host_index"])]
     values = {"hosts": per_host}
     if problems:
         generic = (

@@ -25,7 +25,7 @@ def check(ctx: CheckContext) -> CheckResult:
         return CheckResult(
             NAME, blocked.status if blocked.status == SKIP else SKIP, blocked.summary
         )
-    data = ctx.first.get("compile_cache") or {}
+    data = ctx.first_record.get("compile_cache") or {}
     first = data.get("first_process") or {}
     values = {"dir": ctx.options.get("compile_cache"), **data}
     wrote = (
@@ -46,7 +46,7 @@ def check(ctx: CheckContext) -> CheckResult:
         )
     )
     details = [wrote, f"second process: {measured}" if counters else "second process: no counters"]
-    device = (ctx.first.get("environment") or {}).get("device_kind", "")
+    device = (ctx.first_record.get("environment") or {}).get("device_kind", "")
     if counters.get("PersistentCacheDeserializeFailure") or second.get("unimplemented"):
         if str(device).upper().startswith("CPU"):
             return CheckResult(

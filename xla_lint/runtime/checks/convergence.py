@@ -12,7 +12,7 @@ def check(ctx: CheckContext) -> CheckResult:
     blocked = gate(ctx, "convergence")
     if blocked:
         return blocked
-    rec = ctx.first
+    rec = ctx.first_record
     losses = rec["losses"]
     values = {
         "losses": losses,

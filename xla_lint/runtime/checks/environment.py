@@ -30,7 +30,7 @@ def check(ctx: CheckContext) -> CheckResult:
     per_host = {
         str(r["host_index"]): {k: r["environment"].get(k) for k in FIELDS} for r in ctx.present
     }
-    first = ctx.first["environment"]
+    first = ctx.first_record["environment"]
     n_hosts = len(ctx.records)
     problems, rules, causes = [], [], []
     for key in ("torch", "torch_xla", "device_kind", "addressable_devices", "global_devices"):

@@ -24,7 +24,7 @@ def check(ctx: CheckContext) -> CheckResult:
             problems.append(
                 f"host {r['host_index']}: mesh devices {ids} (duplicated {dup}, absent {absent}) for {n} global devices"
             )
-    m = ctx.first["mesh"]
+    m = ctx.first_record["mesh"]
     axes = " x ".join(f"{a}={s}" for a, s in m["axis_sizes"].items())
     values = {
         "axis_sizes": m["axis_sizes"],

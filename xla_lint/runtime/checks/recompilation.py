@@ -59,7 +59,7 @@ def check(ctx: CheckContext) -> CheckResult:
     for r in ctx.present:
         steps = r["steps"]
         per_host[str(r["host_index"])] = [s["compiles"] for s in steps]
-        for prev, s in zip([None] + steps[:-1], steps):
+        for prev, s in zip([None, *steps[:-1]], steps, strict=True):
             if s["step"] > warmup and s["compiles"] > 0:
                 late_all.append(
                     {
@@ -72,7 +72,7 @@ def check(ctx: CheckContext) -> CheckResult:
                         "optimizer_step": s.get("optimizer_step"),
                     }
                 )
-    steps0 = ctx.first["steps"]
+    steps0 = ctx.first_record["steps"]
     warm = sum(s["compiles"] for s in steps0[:warmup])
     values = {
         "warmup_steps": warmup,
@@ -98,10 +98,12 @@ def check(ctx: CheckContext) -> CheckResult:
             for x in late
             if x["previous_input_shape"] and x["input_shape"] != x["previous_input_shape"]
         ]
-        adam_steps = adam_recompile_steps(ctx.options, ctx.first)
+        adam_steps = adam_recompile_steps(ctx.options, ctx.first_record)
         scalar = [x for x in late if x.get("optimizer_step") in adam_steps]
         if scalar and not shape_changes:
-            explanation = _xla204_explanation(ctx.options, scalar[0], ctx.first.get("probe") or {})
+            explanation = _xla204_explanation(
+                ctx.options, scalar[0], ctx.first_record.get("probe") or {}
+            )
             rules = ["XLA204"]
             summary += f"; optimizer step {scalar[0]['optimizer_step']} is the XLA204 scalar-constant recompile"
         elif shape_changes:
@@ -136,7 +138,7 @@ def check(ctx: CheckContext) -> CheckResult:
             f"not run: all {len(steps0)} step(s) were warm-up steps, which may compile; "
             "run more --steps than --warmup-steps to look for recompiles",
             values,
-            details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"],
+            details=[f"graphs compiled per step: {per_host[str(ctx.first_record['host_index'])]}"],
         )
     summary = f"{warm} graph(s) compiled in the {warmup} warm-up step(s), none in the {len(steps0) - warmup} step(s) after"
     return CheckResult(
@@ -144,5 +146,5 @@ def check(ctx: CheckContext) -> CheckResult:
         PASS,
         summary,
         values,
-        details=[f"graphs compiled per step: {per_host[str(ctx.first['host_index'])]}"],
+        details=[f"graphs compiled per step: {per_host[str(ctx.first_record['host_index'])]}"],
     )

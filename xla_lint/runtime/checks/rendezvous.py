@@ -30,13 +30,18 @@ def check(ctx: CheckContext) -> CheckResult:
             "hosts",
         )
     }
-    where = {
-        "single": "one host",
-        "cli": "--coordinator",
-        "env": "MASTER_ADDR/WORLD_SIZE/RANK",
-        "simulated": "simulated hosts on 127.0.0.1",
-        "xla": "init_method='xla://'",
-    }.get(rv.get("source"), rv.get("source"))
+    source = rv.get("source")
+    where = (
+        {
+            "single": "one host",
+            "cli": "--coordinator",
+            "env": "MASTER_ADDR/WORLD_SIZE/RANK",
+            "simulated": "simulated hosts on 127.0.0.1",
+            "xla": "init_method='xla://'",
+        }.get(source, source)
+        if source is not None
+        else None
+    )
     values["died"] = rv.get("died") or []
     if values["died"]:
         return CheckResult(

@@ -19,7 +19,7 @@ def check(ctx: CheckContext) -> CheckResult:
     if blocked:
         return blocked
     opts = ctx.options
-    rec = ctx.first
+    rec = ctx.first_record
     threshold = int(opts.get("shard_threshold_bytes", 0))
     axis_sizes = rec["mesh"]["axis_sizes"]
     data_parallel = list(opts.get("mesh_axes", [])) == ["data"]

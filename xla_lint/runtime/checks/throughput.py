@@ -12,7 +12,7 @@ def check(ctx: CheckContext) -> CheckResult:
         return (
             blocked if blocked.status == SKIP else CheckResult("throughput", SKIP, blocked.summary)
         )
-    t = ctx.first["timings"]
+    t = ctx.first_record["timings"]
     step = t.get("step_s_median")
     tokens = t.get("tokens_per_step")
     tps = tokens / step if step else None
