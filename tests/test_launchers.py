@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from xla_lint.launchers import is_pytest_launch, project_scripts, scan, spmd_flag_on
 
@@ -419,3 +421,38 @@ def test_odd_shell_text_never_raises():
         text = " ".join(rng.choice(pieces) for _ in range(rng.randint(1, 25)))
         for name in ("x.sh", "x.md"):
             scan(name, text if name == "x.sh" else f"```bash\n{text}\n```\n")
+
+
+def test_a_non_breaking_space_is_part_of_a_word_as_in_bash():
+    """A doc's shell block with U+00A0 (cambrian-mllm/cambrian docs/TPUs_Torch_XLA.md) crashed
+    the whole run with StopIteration; bash keeps the character inside the word."""
+    text = "```bash\nTPU_TYPE=v4-8\u00a0 # c\npython train.py --spmd\n```\n"
+    [launch] = scan("docs/setup.md", text)
+    assert launch.runs == "train.py" and not launch.module
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=60))
+def test_any_shell_text_scans_without_an_error(text):
+    """A launcher only adds facts: any text in a shell script or doc block scans to a list
+    (possibly empty), never an exception."""
+    assert isinstance(scan("run.sh", text), list)
+    assert isinstance(scan("README.md", f"```bash\n{text}\n```\n"), list)
+
+
+def test_a_launcher_that_cannot_be_scanned_does_not_stop_the_run(tmp_path, monkeypatch):
+    """read_launches skips a file whose scan fails (and lint goes on) instead of ending the run."""
+    from xla_lint import launchers
+
+    (tmp_path / "bad.sh").write_text("python train.py\n")
+    (tmp_path / "good.sh").write_text("python train.py\n")
+    real = launchers.scan
+
+    def scan_or_fail(path, text):
+        if path.endswith("bad.sh"):
+            raise RuntimeError("boom")
+        return real(path, text)
+
+    monkeypatch.setattr(launchers, "scan", scan_or_fail)
+    found = launchers.read_launches([str(tmp_path / "bad.sh"), str(tmp_path / "good.sh")])
+    assert [os.path.basename(launch.where.split(":")[0]) for launch in found] == ["good.sh"]

@@ -188,7 +188,10 @@ def _logical_lines(text: str, first_line: int):
 
 # ---- words: bash's quoting, substitutions and operators -----------------------------------
 
-_PLAIN = re.compile(r"[^\s'\"\\`$<>&;|()#]+")
+# Words split on blanks only, as bash does with the default IFS: `\s` would also stop at a
+# no-break space or \x1c-\x1f, which bash keeps inside the word (a doc's U+00A0 once ended the
+# run). A carriage return is a blank too, for scripts saved with Windows line ends.
+_PLAIN = re.compile(r"[^ \t\r\n'\"\\`$<>&;|()#]+")
 _DQ_PLAIN = re.compile(r'[^"\\$`]+')
 _PLACEHOLDER = re.compile(r"<[A-Za-z][\w.:/-]*>")
 _REDIRECT = re.compile(r"&>>?|>>|>&|>\||<<<|<<-?|<&|<>|>|<")
@@ -1074,7 +1077,10 @@ def read_launches(paths: Sequence[str], folders: Sequence[str] = ()) -> list[Lau
                 text = handle.read().decode("utf-8", "replace")
         except OSError:
             continue
-        out.extend(scan(path, text))
+        try:
+            out.extend(scan(path, text))
+        except Exception:  # a launcher only adds facts: one we cannot read never ends the run
+            continue
     seen = {
         os.path.normpath(os.path.dirname(p))
         for p in paths
