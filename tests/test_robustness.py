@@ -497,3 +497,23 @@ def test_write_atomic_refuses_text_the_encoding_cannot_hold(tmp_path):
         write_atomic(str(path), "# -*- coding: latin-1 -*-\nx = '\u4e2d'\n", "iso-8859-1")
     assert path.read_bytes() == b"# -*- coding: latin-1 -*-\nx = '\xe9'\n"
     assert [p.name for p in tmp_path.iterdir()] == ["l1.py"]  # no temporary file left behind
+
+
+def test_deep_stack_calls_nest_without_deadlock():
+    """call_with_deep_stack from inside a deep-stack thread runs in place (the language server
+    parses in one, then lints in it: a second thread waited for the first's lock forever)."""
+    import threading
+
+    from xla_lint.source import call_with_deep_stack
+
+    def inner() -> str:
+        return threading.current_thread().name
+
+    def outer() -> tuple[str, str]:
+        return threading.current_thread().name, call_with_deep_stack(inner)
+
+    done: list[tuple[str, str]] = []
+    runner = threading.Thread(target=lambda: done.append(call_with_deep_stack(outer)), daemon=True)
+    runner.start()
+    runner.join(timeout=30)
+    assert done == [("xla-lint-parse", "xla-lint-parse")]

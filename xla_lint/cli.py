@@ -131,7 +131,7 @@ def main() -> None:
     `xla-lint [OPTIONS] [PATH]...` lints (see `xla-lint check --help`);
     `xla-lint rule CODE` explains a rule; `xla-lint runtime` runs the runtime checker;
     `xla-lint trace -- python train.py` runs your script for a few steps and shows what it
-    compiles, syncs and shards, line by line.
+    compiles, syncs and shards, line by line; `xla-lint server` is the language server for editors.
     """
 
 
@@ -823,3 +823,18 @@ def runtime_command(args: tuple[str, ...]) -> None:
     except ImportError as exc:
         _fail(f"the runtime checker is not available: {exc}")
     sys.exit(runtime_main(list(args), prog_name="xla-lint runtime"))
+
+
+@main.command("server")
+@click.option(
+    "--stdio", is_flag=True, help="Speak LSP over standard input and output (the default)."
+)
+def server_command(stdio: bool) -> None:
+    """Run the language server (LSP over standard input and output); see docs/editors.md."""
+    try:
+        from .server import serve
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        _fail("xla-lint server needs the lsp extra: pip install 'xla-lint[lsp]'")
+    sys.exit(serve())

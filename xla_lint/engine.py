@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .catalogue import BY_CODE
@@ -627,13 +627,17 @@ PROGRAM_RULES = frozenset(PROGRAM_RULES_NEED)
 
 
 def lint_reached(
-    results: list[FileResult], program: ProgramModel, settings: Settings
+    results: list[FileResult],
+    program: ProgramModel,
+    settings: Settings,
+    texts: Mapping[str, str] | None = None,
 ) -> list[FileResult]:
     """``results``, with the files the prefilter skipped linted again by :data:`PROGRAM_RULES`
     where an XLA program reaches them: a script program one of whose modules imports torch_xla
     unconditionally (a library's optional import does not make its users XLA programs). A
     cheap byte test first: each rule runs only on a file that contains its
-    :data:`PROGRAM_RULES_NEED` bytes. Their findings then depend on that program's facts."""
+    :data:`PROGRAM_RULES_NEED` bytes. Their findings then depend on that program's facts.
+    ``texts``: path -> the text to lint instead of the file on disk (an editor's buffer)."""
     xla_members: set[str] = set()
     for p in program.programs:
         if p.kind == "script" and any(program.files[m].requires_torch_xla for m in p.members):
@@ -649,12 +653,13 @@ def lint_reached(
         codes = settings.codes_for(r.path) & PROGRAM_RULES
         if not codes:
             continue
+        given = texts.get(r.path) if texts is not None else None
         try:
-            data = read_source(r.path)
+            data = read_source(r.path) if given is None else given.encode("utf-8", "replace")
             codes = frozenset(c for c in codes if PROGRAM_RULES_NEED[c] in data)
             if not codes or too_large(settings, data):
                 continue
-            text = decode(data)
+            text = decode(data) if given is None else given
         except (OSError, SourceError):
             continue
         from .linter import lint_in_xla_program

@@ -234,41 +234,46 @@ def lint_text(
     return out, facts.facts
 
 
-def lint_decoded(target: Target, settings: Settings, text: str) -> FileResult:
+def lint_decoded(
+    target: Target,
+    settings: Settings,
+    text: str,
+    parsed: tuple[cst.Module, ast.Module | None] | None = None,
+) -> FileResult:
     """Lint decoded source text (see :func:`xla_lint.engine.lint_file`); never raises for bad input.
+
+    ``parsed``: LibCST's module of ``text`` and CPython's (or None), when the caller has
+    parsed it already (the language server parses again only around an edit).
 
     An error inside the linter costs the file (an XLA000 naming it), not the run. That
     includes LibCST's native parser panicking: pyo3 raises ``PanicException``, which derives
     from ``BaseException``; only interrupts and exits are let through.
     """
-    # In a thread with a deep stack: LibCST recurses once or more per nesting level.
-    try:
-        return call_with_deep_stack(_lint_decoded_here, target, settings, text)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except (
-        BaseException
-    ) as exc:  # a bug of ours (or a parser panic) must cost one file, not the run
-        result = FileResult(target.path)
-        result.diagnostics.append(
-            syntax_error(
-                target.path,
-                f"xla-lint internal error, file skipped (please report): {type(exc).__name__}: {exc}",
-                1,
-                1,
-            )
-        )
-        return result
+    return _guarded(target, settings, text, False, parsed)
 
 
 def lint_in_xla_program(target: Target, settings: Settings, text: str) -> FileResult:
     """Lint a module that does not name torch_xla but that an XLA program imports (the
     engine's second pass, :func:`xla_lint.engine.lint_reached`), with ``settings``' rules."""
+    return _guarded(target, settings, text, True)
+
+
+def _guarded(
+    target: Target,
+    settings: Settings,
+    text: str,
+    in_xla_program: bool,
+    parsed: tuple[cst.Module, ast.Module | None] | None = None,
+) -> FileResult:
+    """:func:`_lint_decoded_here` in a thread with a deep stack (LibCST recurses once or more
+    per nesting level); a bug of ours, or a parser panic, costs the file, not the run."""
     try:
-        return call_with_deep_stack(_lint_decoded_here, target, settings, text, True)
+        return call_with_deep_stack(
+            _lint_decoded_here, target, settings, text, in_xla_program, parsed
+        )
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
-    except BaseException as exc:  # as in lint_decoded: a bug of ours costs the file
+    except BaseException as exc:
         result = FileResult(target.path)
         result.diagnostics.append(
             syntax_error(
@@ -282,7 +287,11 @@ def lint_in_xla_program(target: Target, settings: Settings, text: str) -> FileRe
 
 
 def _lint_decoded_here(
-    target: Target, settings: Settings, text: str, in_xla_program: bool = False
+    target: Target,
+    settings: Settings,
+    text: str,
+    in_xla_program: bool = False,
+    parsed: tuple[cst.Module, ast.Module | None] | None = None,
 ) -> FileResult:
     path = target.path
     result = FileResult(path)
@@ -305,6 +314,8 @@ def _lint_decoded_here(
         module=module,
         is_package=is_package,
         in_xla_program=in_xla_program,
+        tree=parsed[0] if parsed is not None else None,
+        syntax=parsed[1] if parsed is not None else None,
     )
     result.diagnostics = diags
     if settings.docs and facts is not None:  # `>>>` examples in docstrings (xla_lint/docstrings.py)

@@ -152,12 +152,16 @@ def call_with_deep_stack(fn, *args, **kwargs):
 
     LibCST's parser and visitors recurse once or more per nesting level; the main
     thread's 8 MiB stack and Python's default limit of 1,000 frames are too small for
-    input CPython accepts. Exceptions raised by ``fn`` are re-raised in the caller.
+    input CPython accepts. Exceptions raised by ``fn`` are re-raised in the caller. Called
+    from such a thread already (the language server parses, then lints), ``fn`` runs in it.
     """
+    if getattr(_DEEP, "active", False):
+        return fn(*args, **kwargs)
     box: dict[str, object] = {}
     errors: list[BaseException] = []
 
     def target() -> None:
+        _DEEP.active = True
         try:
             box["value"] = fn(*args, **kwargs)
         except BaseException as exc:  # re-raised below, in the caller's thread
@@ -184,6 +188,7 @@ def call_with_deep_stack(fn, *args, **kwargs):
 
 
 _DEEP_LOCK = threading.Lock()
+_DEEP = threading.local()  # `active`: this thread is one call_with_deep_stack started
 
 
 def decode(data: bytes) -> str:
