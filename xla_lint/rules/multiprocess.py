@@ -9,6 +9,7 @@ import libcst as cst
 from .. import apis
 from ..context import find_arg, literal_string
 from ..diagnostics import Severity
+from ..holds import may_hold_tensors, name_words
 from ..names import dotted_name
 from ..rule import Invalid, Rule, Valid
 from ..values import Known, Unknown, is_replica_test, parts_of, value_of
@@ -35,6 +36,9 @@ SYNC_APIS = {
     "torch.distributed.barrier": "dist.barrier",
 }
 SYNC_METHODS = {"item": ".item()", "cpu": ".cpu()"}
+# Calls that run the pending graph but are no collective themselves: `xm.save` syncs the XLA
+# tensors of its data (`_maybe_convert_to_cpu`: `_xla_sync_multi`), nothing else.
+_GRAPH_RUNNERS = ("torch_xla.sync", "xm.mark_step", "xm.save")
 
 # Calls that initialise the PJRT runtime in the calling process (torch_xla/runtime.py:
 # they read the device list or ordinals from the PJRT client).
@@ -110,21 +114,6 @@ def _target_names(node: cst.BaseExpression) -> str:
     return "_".join(reversed(parts))
 
 
-def _words(name: str) -> list[str]:
-    """``testDataset_v2`` -> ``["test", "dataset", "v2"]``."""
-    out = []
-    for chunk in name.split("_"):
-        word = ""
-        for ch in chunk:
-            if ch.isupper() and word and not word[-1].isupper():
-                out.append(word.lower())
-                word = ""
-            word += ch
-        if word:
-            out.append(word.lower())
-    return out
-
-
 class ReplicaDivergentSync(Rule):
     code = "XLA015"
     name = "replica-divergent-sync"
@@ -149,17 +138,20 @@ Not flagged: the "master goes first" idiom, where the same barrier (`xm.rendezvo
 `xm.xla_rendezvous` or `dist.barrier`, with the same arguments: the same tag) is called in
 the same function under complementary branches (`if not xm.is_master_ordinal():` /
 `if xm.is_master_ordinal():`, `rank != 0` / `rank == 0`, the `if` and `else` of one test):
-every replica enters exactly one of the two, so all of them meet in one rendezvous.
+every replica enters exactly one of the two, so all of them meet in one rendezvous. Nor
+`xm.save` of data that holds no XLA tensor (a scheduler's `state_dict()`, the arguments,
+numbers): it syncs nothing.
 
 ## Why is this bad
 Every replica runs the same program and the collectives in it must be entered by all of
 them. In torch_xla 2.9.0 (`torch_xla/core/xla_model.py`): `rendezvous` is an
 `xla_rendezvous`, an XLA `all_gather` over all replicas; `mesh_reduce` is a
-`rendezvous`; `save` is meant to be called by every replica (it syncs the tensors on
-every replica, `_maybe_convert_to_cpu`, and writes only on the master itself,
-`should_write_data = not master_only or is_master_ordinal(...)`). Called from one
-replica, these wait for replicas that never come: the job hangs. `.item()`, `.cpu()`
-and `torch_xla.sync()` on one replica execute the pending graph there alone: when that
+`rendezvous`. Called from one replica, these wait for replicas that never come: the job
+hangs. `save` is meant to be called by every replica: it syncs the XLA tensors of its data
+on each (`_maybe_convert_to_cpu`, `_xla_sync_multi`) and writes only on the master itself
+(`should_write_data = not master_only or is_master_ordinal(...)`). `save` of XLA tensors,
+`.item()`, `.cpu()` and `torch_xla.sync()` on one replica execute the pending graph there
+alone: when that
 graph holds the step's gradient all-reduce, the master waits for the others forever;
 otherwise the master compiles and runs a graph the others do not, and its later graphs
 differ from theirs.
@@ -233,6 +225,15 @@ if xm.is_master_ordinal():
             "    if xm.is_master_ordinal(local=False):\n        xm.rendezvous('ckpt')\n"
             "    else:\n        xm.rendezvous('ckpt')\ntorch_xla.launch(_mp_fn)\n"
         ),
+        # xm.save of a scheduler's state syncs nothing (cambrian-mllm/cambrian's trainer).
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    sched = torch.optim.lr_scheduler.StepLR(opt, 1)\n"
+            "    lr_scheduler_state_dict = sched.state_dict()\n"
+            "    if xm.is_master_ordinal(local=False):\n"
+            "        xm.save(lr_scheduler_state_dict, 'sched.pt', master_only=True)\n"
+            "        xm.save({'epoch': 3, 'args': vars(args)}, 'meta.pt')\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
         # A flag that is a parameter (accelerate's `_goes_first(self, is_main)`) is not known to diverge.
         Valid(
             _LAUNCH
@@ -299,9 +300,13 @@ if xm.is_master_ordinal():
         test, positive = branch
         if api in _BARRIERS and self._paired(node, api, (test, positive)):
             return
+        if api == "xm.save":
+            data = find_arg(node, "data", 0)
+            if data is not None and not may_hold_tensors(self.ctx, data.value):
+                return  # no XLA tensor in it: `_maybe_convert_to_cpu` syncs nothing
         why = (
             "the other replicas never enter the collective and the job hangs"
-            if api not in SYNC_METHODS.values() and api not in ("torch_xla.sync", "xm.mark_step")
+            if api not in SYNC_METHODS.values() and api not in _GRAPH_RUNNERS
             else "it executes the pending graph on these replicas alone, which hangs if the graph "
             "holds a collective and makes the replicas' graphs diverge otherwise"
         )
@@ -1020,7 +1025,7 @@ Call `sampler.set_epoch(epoch)` each epoch to reshuffle.
             names.extend(_target_names(t.target) for t in parent.targets)
         if dataset is not None:
             names.append(_target_names(dataset.value))
-        return any(EVAL_WORDS & set(_words(n)) for n in names)
+        return any(EVAL_WORDS & set(name_words(n)) for n in names)
 
     def _is_iterable(self, node: cst.BaseExpression) -> bool:
         """An instance of an ``IterableDataset`` subclass defined in this file."""

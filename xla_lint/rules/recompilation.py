@@ -542,7 +542,8 @@ training loop (a loop whose body runs `backward()`, an optimizer step, `torch_xl
 `.tolist()`, `.cpu()`, `.numpy()`, `float(t)`/`int(t)`, printing or formatting a tensor
 (`print(loss)`, `f"{loss:.3f}"`). A "tensor" for `float`/`int`/printing is the value
 `backward()` is called on, or a name the loop computes from it, from a `torch.*` call or
-from a `torch_xla.compile`d function. Not flagged: code under `if step % N == 0:` (or `if step == 0:`),
+from a `torch_xla.compile`d function. Not flagged: code under `if step % N == 0:` (or `if step == 0:`,
+or a flag assigned such a test: `log_now = step % N == 0` ... `if log_now:`),
 inside a function or lambda given to `xm.add_step_closure`, after the loop, in a loop
 that only evaluates (no step), a loop over a literal list or tuple (a few
 configurations, not steps), inside `assert` statements and `assert*` calls (a test
@@ -596,6 +597,13 @@ print(total_loss.item())                       # once, after the loop
             "import torch_xla\nfor step, (x, y) in enumerate(loader):\n    with torch_xla.step():\n"
             "        loss = model(x).sum()\n        loss.backward()\n        opt.step()\n"
             "    if step % 10 == 0:\n        print(loss.item(), flush=True)\n"
+        ),
+        # The periodic test saved in a flag first (TaiMingLu/vision_transformers_torch_xla).
+        Valid(
+            "import torch_xla\nfor step, (x, y) in enumerate(loader):\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n    torch_xla.sync()\n"
+            "    log_now = step < 5 or (step + 1) % 100 == 0\n"
+            "    if log_now:\n        print(loss.item(), flush=True)\n"
         ),
         Valid(
             "import torch_xla\nimport torch_xla.core.xla_model as xm\nfor x in loader:\n"
@@ -805,6 +813,10 @@ print(total_loss.item())                       # once, after the loop
                 return None
             if isinstance(node, (cst.If, cst.IfExp)) and child is node.body:
                 guarded.append(node.test)
+                if type(node.test) is cst.Name:  # `log_now = step % 100 == 0` ... `if log_now:`
+                    found = definition(self.ctx, node.test)
+                    if found is not None:
+                        guarded.append(found[0])
             if isinstance(node, _LOOPS):
                 if not (child is node.body or isinstance(node, cst.While) and child is node.test):
                     continue  # a for-loop's iterable, or an else branch: runs once
