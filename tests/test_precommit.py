@@ -116,3 +116,22 @@ def test_hooks_report_and_fix(tmp_path, pre_commit_home, hooks_repo):
     again = hook("xla-lint")
     assert again.returncode == 1, again.stdout + again.stderr  # the notebook's finding stays
     assert "train.py:" not in again.stdout and "train.ipynb:" in again.stdout
+
+
+def test_the_projects_own_hooks_are_valid_and_match_ci():
+    """.pre-commit-config.yaml (the project's own hooks) parses for pre-commit, and runs the
+    gates .ci/run runs before the tests."""
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "validate-config", ".pre-commit-config.yaml"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    config = (root / ".pre-commit-config.yaml").read_text(encoding="utf-8")
+    ci = (root / ".ci" / "run").read_text(encoding="utf-8")
+    for command in ("ruff check", "ruff format --check", "mypy"):
+        assert f"entry: {command}" in config
+        assert f"\n{command}" in ci
