@@ -855,3 +855,62 @@ def test_lint_after_edits_equals_the_engine(tmp_path: Path) -> None:
         shown = finalize([expected], project.program_for(path, expected), project.settings)[0]
         prefix = f"{root}{os.sep}"  # other files are named relative to the folder
         assert diagnostics == [replace(d, message=d.message.replace(prefix, "")) for d in shown]
+
+
+def test_rapid_edits_lint_the_last_text_not_every_one(tmp_path: Path, monkeypatch) -> None:
+    """Typing queues a lint per pause; one whose document has changed since is dropped, so the
+    last text's diagnostics come one lint after the last edit, not one lint per edit later
+    (a fresh user typed 20 edits at 4 a second and waited 10.7 s)."""
+    from xla_lint.server import project as project_module
+
+    root = workspace(tmp_path, {"train.py": TRAIN, "model.py": MODEL})
+    linted: list[str] = []
+    real = project_module.Project.lint
+
+    def slow_lint(self, path, text):  # a lint as slow as a big file's
+        linted.append(text)
+        threading.Event().wait(0.2)
+        return real(self, path, text)
+
+    monkeypatch.setattr(project_module.Project, "lint", slow_lint)
+
+    async def scenario() -> None:
+        async with Session(root) as s:
+            uri = s.open(root / "model.py")
+            await s.diagnostics(uri, 1)
+            before = len(linted)
+            for i in range(20):
+                version = s.change(uri, MODEL + f"x = {i}\n")
+                await asyncio.sleep(0.01)
+            edited = MODEL + "x = 19\nxm.mark_step()\n"
+            version = s.change(uri, edited)
+            found = await s.diagnostics(uri, version)
+            assert "XLA302" in codes(found)
+            assert linted[-1] == edited
+            assert len(linted) - before <= 4, len(linted) - before
+
+    run(scenario())
+
+
+def test_a_file_above_max_file_size_is_named_once(tmp_path: Path) -> None:
+    big = MODEL + "".join(f"value_{i} = {i}\n" for i in range(400))
+    root = workspace(
+        tmp_path,
+        {
+            "model.py": big,
+            "train.py": TRAIN,
+            "pyproject.toml": '[tool.xla-lint]\nmax-file-size = "1KB"\n',
+        },
+    )
+
+    async def scenario() -> None:
+        async with Session(root) as s:
+            uri = s.open(root / "model.py")
+            assert await s.diagnostics(uri, 1) == []
+            version = s.change(uri, big + "y = 1\n")
+            assert await s.diagnostics(uri, version) == []
+            warnings = [m for m in s.messages if m.type == lsp.MessageType.Warning]
+            assert len(warnings) == 1
+            assert "model.py is not linted (too large" in warnings[0].message
+
+    run(scenario())

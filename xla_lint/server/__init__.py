@@ -37,7 +37,7 @@ from pygls.workspace import TextDocument
 
 from .. import __version__
 from ..diagnostics import Diagnostic
-from ..engine import FileResult
+from ..engine import TOO_LARGE, FileResult
 from ..fixes import applies, apply_fixes, fix_loop
 from ..noqa import add_noqa
 from ..suppress import find_suppressions
@@ -64,7 +64,9 @@ class XlaLintServer(LanguageServer):
         self._open: set[str] = set()  # the open documents' URIs, as the client writes them
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, tuple[int | None, str, asyncio.Future[Linted]]] = {}
-        self._messages: list[str] = []  # configuration errors found by the worker, to show
+        # Messages found by the worker (configuration errors, files too large), to show.
+        self._messages: list[tuple[str, lsp.MessageType]] = []
+        self._too_large: set[str] = set()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xla-lint")
         self._on(lsp.INITIALIZE, self.initialize)
         self._on(lsp.INITIALIZED, self.initialized)
@@ -320,10 +322,12 @@ class XlaLintServer(LanguageServer):
             return linted
         running = self._running.get(uri)  # a lint of this text asked for by another request
         if running is None or running[0] != version or running[1] != text:
-            future = asyncio.ensure_future(self._run(self._lint_now, path, version, text))
+            future = asyncio.ensure_future(self._run(self._lint_now, uri, path, version, text))
             running = self._running[uri] = (version, text, future)
         try:
             linted = await asyncio.shield(running[2])
+        except _Stale:  # edited again before its turn came: the newer text is linted instead
+            return None
         except Exception as exc:  # a bug of ours: shown, and the server goes on
             self._show(f"{SOURCE}: internal error linting {path} (please report): {exc!r}")
             return None
@@ -331,16 +335,28 @@ class XlaLintServer(LanguageServer):
             if self._running.get(uri) is running and running[2].done():
                 del self._running[uri]
             while self._messages:
-                self._show(self._messages.pop(0))
+                self._show(*self._messages.pop(0))
         if uri in self._open:
             self.linted[uri] = linted
         return linted
 
-    def _lint_now(self, path: str, version: int | None, text: str) -> Linted:
+    def _lint_now(self, uri: str, path: str, version: int | None, text: str) -> Linted:
+        """Lint ``text`` (version ``version`` of ``uri``) in the worker; raises :class:`_Stale`
+        when the document changed while this lint waited its turn (typing queues one lint per
+        pause: each would otherwise run, one after another, seconds behind the keyboard)."""
+        document = self._document(uri)
+        if document is not None and document.version != version:
+            raise _Stale
         project = self._project(path)
         if not project.lints(path):
             return Linted(version, text, None)
         result, diagnostics = project.lint(path, text)
+        reason = result.skipped_reason
+        if reason and reason.startswith(TOO_LARGE) and path not in self._too_large:
+            self._too_large.add(path)  # said once per file, as the command line says it once a run
+            self._messages.append(
+                (f"{SOURCE}: {path} is not linted ({reason})", lsp.MessageType.Warning)
+            )
         return Linted(version, text, result, diagnostics)
 
     def _project(self, path: str) -> Project:
@@ -353,7 +369,10 @@ class XlaLintServer(LanguageServer):
             project = self.projects[key] = Project(root, os.path.dirname(path), self.jobs)
             if project.error:
                 self._messages.append(
-                    f"{SOURCE}: {project.error} (using the default settings until it is fixed)"
+                    (
+                        f"{SOURCE}: {project.error} (using the default settings until it is fixed)",
+                        lsp.MessageType.Error,
+                    )
                 )
         return project
 
@@ -424,8 +443,8 @@ class XlaLintServer(LanguageServer):
             )
         )
 
-    def _show(self, message: str) -> None:
-        self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, message))
+    def _show(self, message: str, kind: lsp.MessageType = lsp.MessageType.Error) -> None:
+        self.window_show_message(lsp.ShowMessageParams(kind, message))
 
     @staticmethod
     def _action(
@@ -443,6 +462,10 @@ class XlaLintServer(LanguageServer):
             edit=lsp.WorkspaceEdit(changes={uri: edits}),
             is_preferred=preferred or None,
         )
+
+
+class _Stale(Exception):
+    """A queued lint whose document has changed since: dropped for the newer text's lint."""
 
 
 def _with_noqa(text: str, line: int, code: str) -> str | None:
