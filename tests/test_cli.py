@@ -957,3 +957,20 @@ def test_fix_safety_keys_are_validated(tmp_path, table, message):
     )
     proc = xla(tmp_path, "--no-cache")
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_add_noqa_names_notebooks_it_does_not_rewrite(tmp_path):
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    notebook = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"language_info": {"name": "python"}},
+        "cells": [{**cell, "source": "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"}],
+    }
+    text = json.dumps(notebook, indent=1)
+    write_tree(tmp_path, {"nb.ipynb": text, "a.py": PRINTS})
+    proc = xla(tmp_path, "--no-cache", "--select", "XLA004,XLA302", "--add-noqa")
+    assert proc.returncode == 0
+    assert "nb.ipynb: no noqa added for 1 diagnostic: notebooks and documents" in proc.stderr
+    assert (tmp_path / "nb.ipynb").read_text() == text
+    assert "# noqa: XLA004" in (tmp_path / "a.py").read_text()

@@ -18,7 +18,7 @@ import click
 from . import __version__
 from .config import ConfigError, Settings, build_settings
 from .diagnostics import Diagnostic
-from .discovery import DOCUMENT_SUFFIXES, DiscoveryError, Target, discover
+from .discovery import DOCUMENT_SUFFIXES, NOTEBOOK_SUFFIX, DiscoveryError, Target, discover
 from .engine import (
     TOO_LARGE,
     FileResult,
@@ -612,9 +612,21 @@ def _add_noqa(targets: list[Target], diagnostics) -> int:
 
     python = {t.path for t in targets if t.kind == "python"}
     wanted: dict[str, dict[int, set[str]]] = {}
+    left: dict[str, int] = {}  # notebooks and documents: diagnostics no comment was added for
     for d in diagnostics:
-        if d.path in python and d.code != "XLA000":
+        if d.code == "XLA000":
+            continue
+        if d.path in python and not d.path.endswith(NOTEBOOK_SUFFIX):
             wanted.setdefault(d.path, {}).setdefault(d.line, set()).add(d.code)
+        else:
+            left[d.path] = left.get(d.path, 0) + 1
+    for path, count in sorted(left.items()):
+        click.echo(
+            f"xla-lint: {path}: no noqa added for {count} "
+            f"{'diagnostic' if count == 1 else 'diagnostics'}: notebooks and documents are not "
+            "rewritten; add the comments by hand or use per-file-ignores",
+            err=True,
+        )
     added = files = 0
     failed = False
     for path in sorted(wanted):
@@ -775,9 +787,16 @@ def rule_command(code: str | None, show_all: bool, output_format: str, color: st
     help="For a compile after warm-up, name the IR nodes that changed and where they were made "
     "(XLA_IR_DEBUG=1; slows each step a little).",
 )
+@click.option(
+    "--simulate-hosts",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Run N copies of the script, each a simulated host of a pod (xr.process_index() is "
+    "its index, xr.process_count() N), and report the first step where their graphs differ.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def trace_command(
-    steps, timeout, device, cpu_devices, events, as_json, static, explain, command
+    steps, timeout, device, cpu_devices, events, as_json, static, explain, simulate_hosts, command
 ) -> None:
     """Run a training script for a few steps: what compiled, synced and was sharded, per step.
 
@@ -799,6 +818,7 @@ def trace_command(
                 events=events,
                 static=static,
                 explain=explain,
+                simulate_hosts=simulate_hosts,
             ),
             as_json=as_json,
         )
