@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any, TextIO
 
 from .events import REPORT_SCHEMA, Trace, read_events
 from .report import build_report, render_text
 from .runner import (
+    RunResult,
     StaticLint,
+    Target,
     TraceOptions,
     TraceUsageError,
     rank_files,
@@ -61,6 +64,8 @@ def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
             "install xla-lint[runtime] (torch and torch_xla 2.9)"
         )
     static = StaticLint(target.target if opts.static and target.kind == "path" else None)
+    if opts.simulate_hosts:
+        return _run_hosts(opts, target, static, as_json, out)
     result = run_child(opts, target)
     trace = read_events(result.events_file)
     if trace.missing is not None:
@@ -75,26 +80,87 @@ def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
     if opts.static:
         path = target.target if target.kind == "path" else script
         diagnostics, static_error = static.result(path)
-    report = build_report(
+    report = _report(
+        opts,
+        trace,
+        result,
+        script or target.target,
+        result.wall_s,
+        (diagnostics, static_error),
+        ranks=ranks,
+        rank_files=files,
+    )
+    _write(report, as_json, out)
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return report["exit_code"]
+
+
+def _report(
+    opts: TraceOptions,
+    trace: Trace,
+    result: RunResult,
+    target: str,
+    wall: float,
+    static: tuple[list, str | None],
+    **extra: Any,
+) -> dict:
+    """:func:`~xla_lint.trace.report.build_report` of one traced process (``result``: how
+    :func:`~xla_lint.trace.runner.run_child` ran it), with the static diagnostics."""
+    return build_report(
         trace,
         command=list(opts.command),
-        target=script or target.target,
+        target=target,
         steps_requested=opts.steps,
-        wall_s=result.wall_s,
+        wall_s=wall,
         events_file=result.events_file,
         device=result.env_facts,
         timed_out=result.timed_out,
         interrupted=result.interrupted,
-        static=diagnostics if opts.static else None,
-        static_error=static_error,
-        ranks=ranks,
-        rank_files=files,
+        static=static[0] if opts.static else None,
+        static_error=static[1],
+        **extra,
     )
-    if as_json:
-        out.write(json.dumps(report, indent=2) + "\n")
-    else:
-        out.write(render_text(report))
+
+
+def _write(report: dict, as_json: bool, out: TextIO, extra: list[str] | None = None) -> None:
+    """The report on ``out``: JSON, or the text (with ``extra`` lines: the hosts' section)."""
+    out.write(json.dumps(report, indent=2) + "\n" if as_json else render_text(report, extra))
     out.flush()
-    if result.interrupted:
+
+
+def _run_hosts(
+    opts: TraceOptions, target: Target, static: StaticLint, as_json: bool, out: TextIO
+) -> int:
+    """``--simulate-hosts N``: trace N copies of the script, one per simulated host; the report
+    is host 0's, with every host's failures, the first step where the hosts' graphs differ and
+    a ``hosts`` table."""
+    from .hosts import divergence, failures, host_rows, render_hosts, run_hosts
+
+    results, wall = run_hosts(opts, target)
+    hosts = {h: read_events(r.events_file) for h, r in results.items()}
+    first = hosts[min(hosts)]
+    if first.missing is not None:
+        raise TraceUsageError(first.missing.get("what", "the script does not exist"))
+    script = (first.script or {}).get("path")
+    diagnostics, static_error = static.result(target.target if target.kind == "path" else script)
+    report = _report(
+        opts,
+        first,
+        results[min(results)],
+        script or target.target,
+        wall,
+        (diagnostics, static_error),
+    )
+    found = failures(hosts, results)
+    diverged = divergence(hosts)
+    found += [diverged] if diverged else []
+    report["findings"] = found + report["findings"]
+    report["hosts"] = host_rows(hosts, results)
+    report["device"]["hosts"] = len(hosts)
+    if found:
+        report["exit_code"] = 1
+    _write(report, as_json, out, render_hosts(report["hosts"]))
+    if any(r.interrupted for r in results.values()):
         return EXIT_INTERRUPTED
     return report["exit_code"]

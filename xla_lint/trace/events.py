@@ -111,6 +111,16 @@ EVENT_FIELDS: dict[str, dict[str, Any]] = {
     "timeout": {"seconds": {"type": "number"}},
     "child_exit": {"code": {"type": ["integer", "null"]}},
     "internal": {"where": {"type": "string"}, "message": {"type": "string"}},
+    "seed": {  # --simulate-hosts: a seed of torch's or torch_xla's generator
+        "what": {"type": "string"},
+        "location": LOCATION_SCHEMA,
+    },
+    "graph": {  # --simulate-hosts: every graph a host compiled or ran, boundary ones included
+        "step": {"type": "integer"},
+        "kind": {"type": "string"},
+        "graph_hash": {"type": ["string", "null"]},
+        "location": LOCATION_SCHEMA,
+    },
     "ir_diff": {
         "step": {"type": "integer"},
         "changed": {"type": "integer"},
@@ -243,6 +253,7 @@ REPORT_SCHEMA: dict = {
                 "xla_flags_added": {"type": ["string", "null"]},
                 "launcher": {"enum": [None, "torch_xla.launch", "xmp.spawn", "torchrun"]},
                 "processes": {"type": ["integer", "null"]},
+                "hosts": {"type": "integer"},
             },
         },
         "steps": {
@@ -374,6 +385,27 @@ REPORT_SCHEMA: dict = {
         },
         "error": {"type": ["object", "null"]},
         "ranks": {"type": ["array", "null"], "items": _RANK},
+        "hosts": {  # --simulate-hosts only
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["host", "status", "steps_traced", "compiles", "graphs"],
+                "properties": {
+                    "host": {"type": "integer"},
+                    "status": {"type": "string"},
+                    "steps_traced": {"type": "integer"},
+                    "compiles": {"type": "integer"},
+                    "graphs": {
+                        "type": "object",
+                        "additionalProperties": {
+                            "type": "array",
+                            "items": {"type": ["string", "null"]},
+                        },
+                    },
+                    "events_file": {"type": ["string", "null"]},
+                },
+            },
+        },
         "notes": {"type": "array", "items": {"type": "string"}},
     },
 }

@@ -80,6 +80,8 @@ HOOK_ENV = "XLA_LINT_TRACE_HOOK"
 ABORT_ENV = "XLA_LINT_TRACE_ABORT"
 #: Set in the launcher (``xmp.spawn``) so its worker processes patch torch_xla when importing it.
 SPAWN_ENV = "XLA_LINT_TRACE_SPAWN"
+#: ``--simulate-hosts``: ``"I/N"``, this process is host I of a simulated pod of N hosts.
+HOST_ENV = "XLA_LINT_TRACE_HOST"
 #: The function name of the frame each rank's per-device function is called through.
 RANK_MARKER = "xla_lint_rank_"
 #: IR lines differing between two steps that an ``ir_diff`` event lists at most.
@@ -730,8 +732,22 @@ class Tracer:
     # -- debug file --
     @_safe
     def flush_debug(self, step: int) -> None:
-        """Turn what torch_xla appended to PT_XLA_DEBUG_FILE into events of ``step``."""
-        for block in self.reader.take(self.rank, self.shared):
+        """Turn what torch_xla appended to PT_XLA_DEBUG_FILE into events of ``step``. A
+        simulated host (``--simulate-hosts``) also writes a ``graph`` event for every graph it
+        compiled or ran, boundary executions included: the hosts are compared by them."""
+        host = simulated_host() is not None
+        for block in self.reader.take(self.rank, self.shared or host):
+            if host:
+                self.emit(
+                    {
+                        "event": "graph",
+                        "step": step,
+                        "kind": block["kind"],
+                        "graph_hash": block["graph_hash"],
+                        "cause": block["cause"],
+                        "location": block_location(block),
+                    }
+                )
             if block["kind"] == "compile":
                 self.rank_counts["compiles"] += 1
             else:
@@ -1152,7 +1168,9 @@ def install_patches(torch_xla) -> None:
     _after_import("torch_xla._internal.pjrt", _patch_spawn_fn)
     _after_import("torch_xla._dynamo.dynamo_bridge", _patch_dynamo_bridge)
     _after_import("torch_xla.distributed.spmd.xla_sharding", _patch_sharding_spec)
-    _after_import("torch_xla.runtime", _patch_use_spmd)
+    _after_import("torch_xla.runtime", _patch_runtime)
+    if simulated_host() is not None:
+        _patch_seeds(torch, torch_xla)
 
 
 def _patch_sync(torch_xla) -> None:
@@ -1425,6 +1443,72 @@ def _patch_dynamo_bridge(bridge) -> None:
         return optimized_mod
 
     bridge.extract_internal = extract_internal
+
+
+def simulated_host() -> tuple[int, int] | None:
+    """``(host index, host count)`` of a process traced with ``--simulate-hosts``, else None."""
+    index, _, count = os.environ.get(HOST_ENV, "").partition("/")
+    if not (index.isdigit() and count.isdigit()):
+        return None
+    return int(index), int(count)
+
+
+def _patch_runtime(xr) -> None:
+    _patch_use_spmd(xr)
+    _patch_host(xr)
+
+
+def _patch_host(xr) -> None:
+    """Give a simulated host the identity a host of a pod sees: ``xr.process_index()`` and
+    ``xr.process_count()`` (torch_xla/runtime.py, which read the PJRT client's process index
+    and count) return the host's index and the number of hosts. Device counts are left as
+    they are."""
+    host = simulated_host()
+    if host is None:
+        return
+    index, count = host
+    originals = (xr.process_index, xr.process_count)
+
+    @functools.wraps(originals[0])
+    def process_index() -> int:
+        return index
+
+    @functools.wraps(originals[1])
+    def process_count() -> int:
+        return count
+
+    xr.process_index, xr.process_count = process_index, process_count
+
+
+def _patch_seeds(torch, torch_xla) -> None:
+    """A simulated host writes a ``seed`` event for each seed of torch's generators it sets
+    (torch/random.py ``manual_seed``, also ``torch.random.manual_seed``; torch_xla/torch_xla.py
+    ``manual_seed``, which calls ``xm.set_rng_state``): hosts seeded differently are what
+    XLA027 (per-host-seed) flags."""
+
+    def patched(module, name: str, what: str) -> None:
+        original = getattr(module, name)
+
+        @functools.wraps(original)
+        def seed(value, *args, **kwargs):
+            tracer = _current()
+            if tracer is not None and not _is_compiling():
+                tracer.emit(
+                    {
+                        "event": "seed",
+                        "what": what,
+                        "value": _number(value),
+                        "location": user_location(sys._getframe(1)),
+                    }
+                )
+            return original(value, *args, **kwargs)
+
+        setattr(module, name, seed)
+
+    patched(torch, "manual_seed", "torch.manual_seed")
+    if getattr(torch.random, "manual_seed", None) is not None:
+        patched(torch.random, "manual_seed", "torch.manual_seed")
+    patched(torch_xla, "manual_seed", "torch_xla.manual_seed")
 
 
 def _patch_use_spmd(xr) -> None:

@@ -860,9 +860,10 @@ _STATUS_TEXT = {
 }
 
 
-def render_text(report: dict) -> str:
+def render_text(report: dict, extra: list[str] | None = None) -> str:
     """The readable report: header, findings (most costly first), steps, compiles, host reads,
-    sharding, static diagnostics, notes."""
+    sharding, static diagnostics, notes. ``extra``: lines shown after the host reads (the
+    ``Hosts`` section of ``--simulate-hosts``)."""
     out: list[str] = []
     device = report["device"]
     where = device.get("pjrt_device") or "the machine's device"
@@ -877,6 +878,8 @@ def render_text(report: dict) -> str:
             f"one process per device: {len(ranks)} ranks in {processes} "
             f"process{'es' if processes > 1 else ''}, {device.get('launcher')}"
         )
+    if device.get("hosts"):
+        mode = f"{device['hosts']} simulated hosts, {mode} each; host 0 shown"
     version = device.get("torch_xla")
     out.append(
         f"xla-lint trace: {_short(report['target'])} ({mode}, {where}, "
@@ -955,6 +958,7 @@ def render_text(report: dict) -> str:
         out.append("")
     if ranks:
         out += _render_ranks(ranks)
+    out += extra or []
     sharding = report["sharding"]
     if sharding["spmd"]:
         out.append("Sharding (SPMD)")

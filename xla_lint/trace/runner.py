@@ -131,6 +131,7 @@ class TraceOptions:
     static: bool = True
     explain: bool = False
     cwd: str = field(default_factory=os.getcwd)
+    simulate_hosts: int | None = None  # N >= 2: N copies of the script, each a host of a pod
 
 
 @dataclass
@@ -252,7 +253,7 @@ def build_env(
     env[hook.SITE_ENV] = os.path.join(workdir, "site")
     env[hook.HOOK_ENV] = os.path.abspath(hook.__file__)
     env[hook.ABORT_ENV] = os.path.join(workdir, "abort")
-    for name in (hook.SPAWN_ENV,):
+    for name in (hook.SPAWN_ENV, hook.HOST_ENV):
         env.pop(name, None)
     if opts.explain:
         env["XLA_IR_DEBUG"] = (
@@ -274,10 +275,13 @@ def child_command(target: Target) -> list[str]:
     ]
 
 
-def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
+def run_child(
+    opts: TraceOptions, target: Target, output=None, extra_env: dict | None = None
+) -> RunResult:
     """Run the traced script to its end, the step limit or the timeout; never raises for the
     script's own failures. ``output``: where the script's stdout and stderr go (default: our
-    standard error, so that standard output carries only the report)."""
+    standard error, so that standard output carries only the report). ``extra_env``: more
+    variables for the child (a simulated host's identity)."""
     workdir = tempfile.mkdtemp(prefix="xla-lint-trace-")
     events_file = (
         os.path.abspath(opts.events) if opts.events else os.path.join(workdir, "events.jsonl")
@@ -292,6 +296,7 @@ def run_child(opts: TraceOptions, target: Target, output=None) -> RunResult:
         ) from None
     _remove_rank_files(events_file)
     env, facts = build_env(opts, events_file, workdir)
+    env.update(extra_env or {})
     site = Path(env[hook.SITE_ENV])
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")

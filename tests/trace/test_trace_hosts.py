@@ -1,0 +1,201 @@
+"""``xla-lint trace --simulate-hosts N``: N copies of the script, each a simulated host of a pod
+(``xr.process_index()`` its index, ``xr.process_count()`` N), compared step by step.
+
+The runs are real (``python -m xla_lint trace --json --simulate-hosts 2 ...`` on CPU with one
+device, 3 steps; each starts two torch_xla processes, ~15-20 s); the comparison of hosts is
+also tested on hand-made events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from xla_lint.trace.events import EVENT_SCHEMA, REPORT_SCHEMA, Trace
+from xla_lint.trace.hosts import divergence, failures, host_events_path
+
+jsonschema = pytest.importorskip("jsonschema")
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "trace" / "host_divergence.py"
+RUN_TIMEOUT = 300
+
+
+def line_of(path: Path, text: str) -> int:
+    """The 1-based line of ``path`` that contains ``text`` (exactly one)."""
+    found = [i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    assert len(found) == 1, (path, text, found)
+    return found[0]
+
+
+def _trace(script_args: list[str], events: Path) -> tuple[int, dict, dict[int, list[dict]], str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "trace", "--json", "--events", str(events)]
+        + ["--simulate-hosts", "2", "--cpu-devices", "1", "--steps", "3", "--no-static"]
+        + ["--", "python", str(EXAMPLE), *script_args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    hosts = {}
+    for host in (0, 1):
+        path = Path(host_events_path(str(events), host))
+        hosts[host] = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return proc.returncode, report, hosts, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Future]:
+    pytest.importorskip("torch_xla")
+    base = tmp_path_factory.mktemp("hosts")
+    scenarios = {
+        "diverge": [],
+        "seeds": ["--same", "--seed-per-host"],
+        "same": ["--same"],
+        "raises": ["--same", "--fail-at", "2"],
+    }
+    pool = ThreadPoolExecutor(max_workers=2)
+    futures = {
+        name: pool.submit(_trace, args, base / f"{name}.jsonl") for name, args in scenarios.items()
+    }
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def get(runs, name: str) -> tuple[int, dict, dict[int, list[dict]], str]:
+    code, report, hosts, stderr = runs[name].result(timeout=RUN_TIMEOUT * 2)
+    assert report, stderr
+    jsonschema.validate(report, REPORT_SCHEMA)
+    for events in hosts.values():
+        for event in events:
+            jsonschema.validate(event, EVENT_SCHEMA)
+    return code, report, hosts, stderr
+
+
+@pytest.mark.runtime
+def test_a_host_running_another_graph_is_reported_at_its_step_and_line(runs):
+    code, report, hosts, stderr = get(runs, "diverge")
+    assert code == 1, stderr
+    [finding] = report["findings"]
+    assert finding["name"] == "host-divergence" and finding["code"] is None
+    assert finding["related"] == []
+    assert finding["steps"] == [1] and finding["title"] == "hosts diverge at step 1"
+    assert finding["message"].startswith("hosts diverge at step 1: host 1 ran graph ")
+    sync = line_of(EXAMPLE, "torch_xla.sync()")
+    assert finding["location"]["line"] == sync
+    assert f"host_divergence.py:{sync}), host 0 ran graph " in finding["message"]
+    rows = report["hosts"]
+    assert [(r["host"], r["status"], r["steps_traced"]) for r in rows] == [
+        (0, "stopped", 3),
+        (1, "stopped", 3),
+    ]
+    assert rows[0]["graphs"]["2"] != rows[1]["graphs"]["2"]
+    assert report["device"]["hosts"] == 2
+
+
+@pytest.mark.runtime
+def test_hosts_running_the_same_graphs_agree(runs):
+    code, report, hosts, stderr = get(runs, "same")
+    assert code == 0, stderr
+    assert report["findings"] == [] and report["status"] == "stopped"
+    rows = report["hosts"]
+    assert [r["status"] for r in rows] == ["stopped", "stopped"]
+    assert rows[0]["graphs"] == rows[1]["graphs"] and len(rows[0]["graphs"]) == 3
+    assert not [e for e in hosts[0] if e["event"] == "seed"]
+
+
+@pytest.mark.runtime
+def test_hosts_diverging_after_per_host_seeds_is_xla027(runs):
+    code, report, hosts, stderr = get(runs, "seeds")
+    assert code == 1, stderr
+    [finding] = report["findings"]
+    assert finding["code"] == "XLA027" and finding["steps"] == [1]
+    assert finding["message"].endswith("host 1 seeded torch with [1], host 0 with [0]")
+    assert [r["line"] for r in finding["related"]] == [
+        line_of(EXAMPLE, "torch.manual_seed(xr.process_index())")
+    ]
+    assert [e["value"] for e in hosts[1] if e["event"] == "seed"] == [1]
+
+
+@pytest.mark.runtime
+def test_a_host_that_raises_is_named_and_the_run_ends(runs):
+    code, report, hosts, stderr = get(runs, "raises")
+    assert code == 1, stderr
+    [finding] = report["findings"]
+    assert finding["name"] == "host-failed" and finding["title"] == "host 1 error"
+    assert finding["message"].startswith("host 1 raised RuntimeError: host 1 lost its data")
+    assert finding["location"]["line"] == line_of(EXAMPLE, "raise RuntimeError")
+    assert [(r["host"], r["status"]) for r in report["hosts"]] == [(0, "stopped"), (1, "error")]
+    assert [e["reason"] for e in hosts[0] if e["event"] == "stop"] == ["steps"]
+
+
+# --- the comparison, on hand-made events ----------------------------------------------------------
+
+
+def _host(graphs: dict[int, list[str]], steps: int, line: int = 9) -> Trace:
+    trace = Trace()
+    for step, hashes in graphs.items():
+        for h in hashes:
+            trace.add(
+                {
+                    "event": "graph",
+                    "step": step,
+                    "kind": "execution",
+                    "graph_hash": h,
+                    "location": {"path": "/x/train.py", "line": line},
+                }
+            )
+    for step in range(1, steps + 1):
+        trace.add(
+            {
+                "event": "step",
+                "step": step,
+                "duration_s": 0.1,
+                "compiles": 0,
+                "compile_s": 0.0,
+                "executions": 1,
+                "transfers": 0,
+            }
+        )
+    trace.add({"event": "stop", "reason": "steps", "steps": steps})
+    return trace
+
+
+def test_divergence_names_the_first_differing_step_and_graph():
+    a = _host({1: ["aa", "bb"], 2: ["aa"], 3: ["aa"]}, 3)
+    b = _host({1: ["aa", "bb"], 2: ["aa", "cc"], 3: ["dd"]}, 3, line=12)
+    finding = divergence({0: a, 1: b})
+    assert finding is not None and finding["steps"] == [2]
+    assert finding["message"].startswith(
+        "hosts diverge at step 2: host 1 ran graph cc (triggered at /x/train.py:12), "
+        "host 0 ran no graph;"
+    )
+    assert divergence({0: a, 1: a}) is None
+
+
+def test_divergence_only_compares_steps_every_host_completed():
+    a = _host({1: ["aa"], 2: ["aa"]}, 2)
+    b = _host({1: ["aa"], 2: ["zz"]}, 1)
+    assert divergence({0: a, 1: b}) is None
+
+
+def test_a_host_without_a_boundary_is_named():
+    ok = _host({1: ["aa"]}, 1)
+    never = Trace()
+    never.add({"event": "stop", "reason": "no-boundary", "steps": 0})
+    [finding] = failures({0: ok, 1: never}, {})
+    assert finding["message"] == "host 1 never reached a step boundary after 0 step(s)"
+
+
+def test_host_events_path():
+    assert host_events_path("/t/events.jsonl", 1) == "/t/events.host1.jsonl"
+    assert host_events_path("/t/ev", 0) == "/t/ev.host0.jsonl"
