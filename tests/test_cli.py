@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 from helpers import without_file_powers, write_tree
 
+from xla_lint.reporters import reporters
 from xla_lint.rules import all_rules
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
@@ -737,21 +738,7 @@ def test_options_that_cannot_be_shown_together_are_a_usage_error(tmp_path, args)
 @pytest.mark.skipif(
     sys.platform != "linux", reason="needs a file system that takes any bytes as a name"
 )
-@pytest.mark.parametrize(
-    "fmt",
-    [
-        "text",
-        "concise",
-        "full",
-        "json",
-        "json-lines",
-        "sarif",
-        "github",
-        "gitlab",
-        "junit",
-        "pylint",
-    ],
-)
+@pytest.mark.parametrize("fmt", sorted(reporters()))
 def test_a_file_name_that_is_not_utf8_is_written_by_every_format(tmp_path, fmt):
     with open(os.path.join(os.fsencode(tmp_path), b"bad\xffname.py"), "wb") as f:
         f.write(PRINTS.encode())

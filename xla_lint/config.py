@@ -108,7 +108,7 @@ class Settings:
         codes = self.selected
         for pattern, ignored in self.per_file_ignores:
             if _path_matches(path, pattern, self.root):
-                codes = frozenset(c for c in codes if not any(c.startswith(i) for i in ignored))
+                codes = frozenset(c for c in codes if not _has_prefix(c, tuple(ignored)))
         return codes
 
     def fix_safety(self, code: str, safe: bool) -> bool | None:

@@ -46,7 +46,7 @@ def applies(d: Diagnostic, unsafe: bool) -> bool:
 
 def hidden_unsafe(diagnostics: list[Diagnostic], unsafe: bool) -> list[Diagnostic]:
     """The diagnostics with an unsafe fix that ``--fix`` leaves out (none when ``unsafe``)."""
-    return [] if unsafe else [d for d in diagnostics if d.fix is not None and not d.fix.safe]
+    return [] if unsafe else [d for d in diagnostics if applies(d, True) and not applies(d, False)]
 
 
 def parses(text: str | None) -> bool:

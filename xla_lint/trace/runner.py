@@ -22,8 +22,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import hook
 
@@ -540,20 +542,7 @@ def _append_parent_events(
     from .events import read_events
 
     trace = read_events(events_file)
-    step = (trace.steps[-1].step + 1) if trace.steps else 1
-    lines: list[dict] = []
-    debug = env.get("PT_XLA_DEBUG_FILE")
-    if debug and os.path.exists(debug):
-        try:
-            text = Path(debug).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        hook._set_library_dirs(*_library_modules(trace))
-        blocks = [b for b in hook.parse_debug_blocks(text) if b["kind"] == "compile"]
-        for block in blocks[len(trace.compiles) :]:
-            event = hook.block_event(block, step)
-            event["from"] = "parent"
-            lines.append(event)
+    lines = _late_compiles(trace, env.get("PT_XLA_DEBUG_FILE"))
     if timed_out or interrupted:
         hook._set_library_dirs(
             *_library_modules(trace)
@@ -568,11 +557,7 @@ def _append_parent_events(
         }
         lines.append(event)
     lines.append({"event": "child_exit", "code": returncode})
-    t = round(wall, 6)
-    with open(events_file, "a", encoding="utf-8") as handle:
-        for event in lines:
-            event.setdefault("t", t)
-            handle.write(json.dumps(event, default=str) + "\n")
+    _append_events(events_file, lines, wall)
 
 
 def _append_rank_events(path: str, rank: int, stopped: bool, wall: float, env: dict) -> None:
@@ -582,26 +567,10 @@ def _append_rank_events(path: str, rank: int, stopped: bool, wall: float, env: d
 
     trace = read_events(path)
     start = trace.start or {}
-    lines: list[dict] = []
-    debug = start.get("debug_file")
-    if debug and os.path.exists(debug):
-        try:
-            text = Path(debug).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        hook._set_library_dirs(*_library_modules(trace))
-        blocks = [
-            b
-            for b in hook.parse_debug_blocks(text)
-            if b["kind"] == "compile" and hook.block_rank(b) in (rank, None)
-        ]
-        if start.get("shared"):  # unmarked blocks belong to no rank in particular
-            blocks = [b for b in blocks if hook.block_rank(b) == rank]
-        step = (trace.steps[-1].step + 1) if trace.steps else 1
-        for block in blocks[len(trace.compiles) :]:
-            event = hook.block_event(block, step)
-            event["from"] = "parent"
-            lines.append(event)
+    # A rank's own blocks; unmarked ones too unless ranks share the process (then they belong
+    # to no rank in particular).
+    owners = (rank,) if start.get("shared") else (rank, None)
+    lines = _late_compiles(trace, start.get("debug_file"), lambda b: hook.block_rank(b) in owners)
     if stopped and trace.end is None and isinstance(start.get("pid"), int):
         hook._set_library_dirs(*_library_modules(trace))
         stack = _read_stack(
@@ -616,8 +585,36 @@ def _append_rank_events(path: str, rank: int, stopped: bool, wall: float, env: d
                 "location": next((f for f in stack if hook.is_user_file(f["path"])), None),
             }
         )
-    if not lines:
-        return
+    if lines:
+        _append_events(path, lines, wall)
+
+
+def _late_compiles(
+    trace: Any, debug: str | None, keep: Callable[[dict], bool] = lambda block: True
+) -> list[dict]:
+    """Compile events for the blocks of the debug report ``debug`` (those ``keep`` accepts)
+    that the traced process had no chance to turn into events itself (it crashed, hung or was
+    killed mid-compile): the blocks after the ``trace.compiles`` it wrote, placed in the step
+    after its last."""
+    if not debug or not os.path.exists(debug):
+        return []
+    try:
+        text = Path(debug).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    hook._set_library_dirs(*_library_modules(trace))
+    blocks = [b for b in hook.parse_debug_blocks(text) if b["kind"] == "compile" and keep(b)]
+    step = (trace.steps[-1].step + 1) if trace.steps else 1
+    out = []
+    for block in blocks[len(trace.compiles) :]:
+        event = hook.block_event(block, step)
+        event["from"] = "parent"
+        out.append(event)
+    return out
+
+
+def _append_events(path: str, lines: list[dict], wall: float) -> None:
+    """Append ``lines`` to the events file ``path``, stamped at ``wall`` seconds if unstamped."""
     t = round(wall, 6)
     with open(path, "a", encoding="utf-8") as handle:
         for event in lines:
