@@ -13,6 +13,7 @@ import builtins
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import TypeGuard, TypeVar, cast
 
 import libcst as cst
@@ -23,7 +24,7 @@ from .facts import Condition, FileFacts, is_library_call
 from .guards import in_dead_code, runs_on_target, runs_on_xla
 from .names import BindingCollector, Scope, dotted_name, qualified_names
 from .rule import PendingFix, Rule
-from .walk import iter_nodes
+from .walk import LEAVES, Flat, iter_nodes, silent_types
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
 
@@ -86,10 +87,20 @@ class FileContext:
         self.in_xla_program = self.imports_torch_xla or in_xla_program
         self.scope_stack: list[Scope] = [self.root_scope]
         self._qnames_cache: dict[tuple[int, int], frozenset[str]] = {}
+        self._last_qnames: tuple[cst.CSTNode | None, Scope | None, frozenset[str]] = (
+            None,
+            None,
+            _NO_NAMES,
+        )
         self._memo: dict[object, object] = {}
+        self._flat: Flat | None = None
         self.stack: list[cst.CSTNode] = []
         # The ancestors of these types, kept apart while the traversal runs (enclosing() reads them).
-        self.typed_stacks: dict[type, list[cst.CSTNode]] = {cst.FunctionDef: [], cst.With: []}
+        self.typed_stacks: dict[type, list[cst.CSTNode]] = {
+            cst.FunctionDef: [],
+            cst.With: [],
+            cst.If: [],
+        }
         self.reports: list[Report] = []
 
     def memo(self, key, factory):
@@ -100,6 +111,22 @@ class FileContext:
         if key not in self._memo:
             self._memo[key] = factory()
         return self._memo[key]
+
+    @property
+    def flat(self) -> Flat:
+        """The module's nodes in traversal order with their subtrees' extents
+        (:class:`xla_lint.walk.Flat`), built once (by the :class:`Dispatcher`, or on first
+        use) and shared by the rule traversal and the per-file analyses that need a pass over
+        the whole module."""
+        return self.flat_without(frozenset())
+
+    def flat_without(self, leaves: frozenset[type]) -> Flat:
+        """:attr:`flat`, built without the nodes of ``leaves`` (:data:`~xla_lint.walk.LEAVES`
+        types) when it is not built yet."""
+        flat = self._flat
+        if flat is None:
+            flat = self._flat = Flat(self.module, leaves)
+        return flat
 
     # -- names -----------------------------------------------------------
     @property
@@ -112,16 +139,20 @@ class FileContext:
         read in ``scope`` (default: the scope of the node being visited)."""
         if type(node) is cst.Call:
             node = node.func
-        if type(node) is not cst.Name and type(node) is not cst.Attribute:
-            return _NO_NAMES
         if scope is None:
             scope = self.scope_stack[-1]
+        last = self._last_qnames  # the rules ask in turn about the node being visited
+        if last[0] is node and last[1] is scope:
+            return last[2]
+        if type(node) is not cst.Name and type(node) is not cst.Attribute:
+            return _NO_NAMES
         key = (id(node), id(scope))  # every rule asks about the same calls: answer once
         cached = self._qnames_cache.get(key)
         if cached is None:
             raw = qualified_names(node, scope)
             cached = frozenset(raw | {apis.canonical(n) for n in raw}) if raw else _NO_NAMES
             self._qnames_cache[key] = cached
+        self._last_qnames = (node, scope, cached)
         return cached
 
     def is_call_to(self, node: cst.CSTNode, *names: str | Iterable[str]) -> TypeGuard[cst.Call]:
@@ -150,14 +181,16 @@ class FileContext:
 
     def enclosing(self, *types: type[_Node]) -> Iterator[_Node]:
         """Ancestors of the current node of the given types, innermost first."""
-        current = self.stack[-1] if self.stack else None
         if len(types) == 1 and types[0] in self.typed_stacks:
-            # the stack of a type holds the nodes of that type (Dispatcher.on_visit)
+            # the stack of a type holds the nodes of that type (Dispatcher.on_visit); no
+            # generator: rules ask for the innermost function on every call
             typed = cast("list[_Node]", self.typed_stacks[types[0]])
-            for node in reversed(typed):
-                if node is not current:
-                    yield node
-            return
+            if typed and self.stack and typed[-1] is self.stack[-1]:
+                return islice(reversed(typed), 1, None)  # not the current node itself
+            return reversed(typed)
+        return self._enclosing(types)
+
+    def _enclosing(self, types: tuple[type[_Node], ...]) -> Iterator[_Node]:
         for ancestor in reversed(self.stack[:-1]):
             if isinstance(ancestor, types):
                 yield ancestor
@@ -272,6 +305,7 @@ class FactsCollector:
         # A call that starts the torch_xla runtime has run at module level (torch_xla's own
         # `jax_import_guard()` does it before it imports JAX): a torchax import after it is safe.
         self.runtime_started = False
+        self._in_body: dict[int, Condition] = {}  # id(an If) -> the conditions in its body
 
     def _set(self, fact: str) -> None:
         """Record ``fact`` (a :func:`xla_lint.program.own_facts` name) where the traversal is:
@@ -300,15 +334,26 @@ class FactsCollector:
         """The equality tests guarding the traversal's place: each enclosing ``if SUBJECT ==
         LITERAL:`` (either side first; an ``elif`` is an ``if`` in its chain) whose body holds it, as
         ``(subject source text, repr of the literal)``; ``else`` branches and other tests add none."""
+        if not self.ctx.typed_stacks[cst.If]:
+            return ()  # no `if` around it
+        return self._conditions_below(len(self.ctx.stack) - 1)
+
+    def _conditions_below(self, top: int) -> Condition:
+        """:meth:`_conditions` of the traversal's ancestor ``stack[top]``: from the ``if``
+        statements below it on the stack; once per ``if`` body (every call in a body asks)."""
         stack = self.ctx.stack
-        pairs = set()
-        for i in range(len(stack) - 2, -1, -1):
+        for i in range(top - 1, -1, -1):
             node = stack[i]
             if type(node) is cst.If and stack[i + 1] is node.body:
-                pair = self._equality(node.test)
-                if pair is not None:
-                    pairs.add(pair)
-        return tuple(sorted(pairs))
+                found = self._in_body.get(id(node))
+                if found is None:
+                    pairs = set(self._conditions_below(i))
+                    pair = self._equality(node.test)
+                    if pair is not None:
+                        pairs.add(pair)
+                    found = self._in_body[id(node)] = tuple(sorted(pairs))
+                return found
+        return ()
 
     def _equality(self, test: cst.BaseExpression) -> tuple[str, str] | None:
         """``("config.tpu_cores", "'spmd'")`` for ``config.tpu_cores == "spmd"``, else None."""
@@ -676,7 +721,14 @@ def _callbacks(visitor_type: type) -> tuple[tuple[str, type], ...]:
 
 
 class Dispatcher(cst.CSTVisitor):
-    """One traversal of a module that calls every visitor's ``visit_``/``leave_`` methods."""
+    """One traversal of a module that calls every visitor's ``visit_``/``leave_`` methods.
+
+    Walked from the module (``walk(module, dispatcher, silent_types(...))``, or LibCST's
+    ``module.visit``), it reads the module's :attr:`FileContext.flat` instead of the tree: the
+    same nodes in the same order (those of :func:`~xla_lint.walk.silent_types` of its callbacks'
+    types left out, as ``walk`` leaves them out), and the list is what the per-file analyses
+    read too, so the module is traversed once.
+    """
 
     def __init__(self, ctx: FileContext, visitors: Iterable[object]) -> None:
         super().__init__()
@@ -688,22 +740,55 @@ class Dispatcher(cst.CSTVisitor):
             for attr, node_type in _callbacks(visitor_type):
                 table = self._visit if attr.startswith("visit_") else self._leave
                 table.setdefault(node_type, []).append(getattr(v, attr))
+        # The types of the nodes that have a scope (modules, functions, classes): only they are
+        # looked up in ctx.scopes (LibCST nodes hash in Python).
+        self._scoped = frozenset(type(n) for n in ctx.scopes)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        ctx = self.ctx
+        if node is ctx.module and not ctx.stack:
+            self._enter(node)
+            self._replay()
+            return False  # its children have been visited
+        self._enter(node)
+        return True
+
+    def _enter(self, node: cst.CSTNode) -> None:
         ctx = self.ctx
         ctx.stack.append(node)
         kind = type(node)
         typed = ctx.typed_stacks.get(kind)
         if typed is not None:
             typed.append(node)
-        scope = ctx.scopes.get(node)
-        if scope is not None and node is not ctx.module:
-            ctx.scope_stack.append(scope)
+        if kind in self._scoped and node is not ctx.module:
+            scope = ctx.scopes.get(node)
+            if scope is not None:
+                ctx.scope_stack.append(scope)
         callbacks = self._visit.get(kind)
         if callbacks:
             for callback in callbacks:
                 callback(node)
-        return True
+
+    def _replay(self) -> None:
+        """Visit and leave the module's nodes below it, in the order of :func:`~xla_lint.walk.walk`."""
+        ctx = self.ctx
+        skip = silent_types(frozenset(self._visit) | frozenset(self._leave))
+        flat = ctx.flat_without(skip & LEAVES)  # no rule looks at those names and literals
+        nodes, ends = flat.nodes, flat.ends
+        enter, leave, stack = self._enter, self.on_leave, ctx.stack
+        opened: list[int] = []  # where the subtree of each visited node still open ends
+        for i in range(1, len(nodes)):
+            node = nodes[i]
+            if type(node) in skip:  # nothing below it is listened to either
+                continue
+            while opened and opened[-1] <= i:
+                opened.pop()
+                leave(stack[-1])
+            enter(node)
+            opened.append(ends[i])
+        while opened:
+            opened.pop()
+            leave(stack[-1])
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         ctx = self.ctx
@@ -712,7 +797,7 @@ class Dispatcher(cst.CSTVisitor):
         if callbacks:
             for callback in callbacks:
                 callback(original_node)
-        if original_node is not ctx.module and original_node in ctx.scopes:
+        if kind in self._scoped and original_node is not ctx.module and original_node in ctx.scopes:
             ctx.scope_stack.pop()
         typed = ctx.typed_stacks.get(kind)
         if typed is not None:

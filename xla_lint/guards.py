@@ -824,7 +824,8 @@ class _Evaluator:
         ``global``/``nonlocal`` or deleted anywhere in the file: their assignments do not tell
         their value. One walk of the file, only once a name's assignments all agree."""
         return self.ctx.memo(
-            "unsafe-names", lambda: names_bound_in_expressions_or_rebound(self.ctx.module)
+            "unsafe-names",
+            lambda: names_bound_in_expressions_or_rebound(self.ctx.module, self.ctx.flat),
         )
 
 

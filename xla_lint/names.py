@@ -20,11 +20,12 @@ with :data:`LOCAL` standing for a value the module computes itself.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .walk import iter_nodes
+from .walk import Flat, iter_nodes
 
 LOCAL = "<local>"
 _BUILTINS = frozenset(dir(builtins))
@@ -56,10 +57,10 @@ class Scope:
 def dotted_name(node: cst.CSTNode) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
@@ -107,17 +108,17 @@ class BindingCollector:
             self._statement(stmt, scope)
 
     def _block(self, block, scope: Scope) -> None:
-        if isinstance(block, cst.IndentedBlock):
+        if type(block) is cst.IndentedBlock:
             self._body(block.body, scope)
-        elif isinstance(block, cst.SimpleStatementSuite):
+        elif type(block) is cst.SimpleStatementSuite:
             for small in block.body:
                 self._small(small, scope)
 
     def _statement(self, stmt, scope: Scope) -> None:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 self._small(small, scope)
-        elif isinstance(stmt, cst.FunctionDef):
+        elif type(stmt) is cst.FunctionDef:
             scope.bind(stmt.name.value, LOCAL)
             inner = Scope("function", scope, node=stmt)
             self.scopes[stmt] = inner
@@ -128,12 +129,12 @@ class BindingCollector:
                 if isinstance(star, cst.Param):
                     inner.bind(star.name.value, LOCAL)
             self._block(stmt.body, inner)
-        elif isinstance(stmt, cst.ClassDef):
+        elif type(stmt) is cst.ClassDef:
             scope.bind(stmt.name.value, LOCAL)
             inner = Scope("class", scope, node=stmt)
             self.scopes[stmt] = inner
             self._block(stmt.body, inner)
-        elif isinstance(stmt, cst.If):
+        elif type(stmt) is cst.If:
             checking = (dotted_name(stmt.test) or "").split(".")[-1] == "TYPE_CHECKING"
             self._type_checking += checking
             self._block(stmt.body, scope)
@@ -143,13 +144,13 @@ class BindingCollector:
                 self._statement(orelse, scope)
             elif isinstance(orelse, cst.Else):
                 self._block(orelse.body, scope)
-        elif isinstance(stmt, (cst.For, cst.While)):
-            if isinstance(stmt, cst.For):
+        elif type(stmt) is cst.For or type(stmt) is cst.While:
+            if type(stmt) is cst.For:
                 self._target(stmt.target, scope)
             self._block(stmt.body, scope)
             if stmt.orelse is not None:
                 self._block(stmt.orelse.body, scope)
-        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+        elif type(stmt) is cst.Try or type(stmt) is cst.TryStar:
             self._block(stmt.body, scope)
             for handler in stmt.handlers:
                 if handler.name is not None:
@@ -159,18 +160,18 @@ class BindingCollector:
                 self._block(stmt.orelse.body, scope)
             if stmt.finalbody is not None:
                 self._block(stmt.finalbody.body, scope)
-        elif isinstance(stmt, cst.With):
+        elif type(stmt) is cst.With:
             for item in stmt.items:
                 if item.asname is not None:
                     self._target(item.asname.name, scope)
             self._block(stmt.body, scope)
-        elif isinstance(stmt, cst.Match):
+        elif type(stmt) is cst.Match:
             for case in stmt.cases:
                 self._pattern(case.pattern, scope)
                 self._block(case.body, scope)
 
     def _small(self, small, scope: Scope) -> None:
-        if isinstance(small, cst.Import):
+        if type(small) is cst.Import:
             for alias in small.names:
                 full = dotted_name(alias.name)
                 if full is None:
@@ -182,7 +183,7 @@ class BindingCollector:
                 else:
                     head = full.split(".")[0]
                     scope.bind(head, head)
-        elif isinstance(small, cst.ImportFrom):
+        elif type(small) is cst.ImportFrom:
             target = dotted_name(small.module) if small.module is not None else None
             level = len(small.relative)
             if level:
@@ -208,14 +209,14 @@ class BindingCollector:
                     scope.bind(alias.asname.name.value, full)
                 else:
                     scope.bind(name, full)
-        elif isinstance(small, cst.Assign):
+        elif type(small) is cst.Assign:
             for t in small.targets:
                 self._target(t.target, scope)
-        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+        elif type(small) is cst.AnnAssign or type(small) is cst.AugAssign:
             self._target(small.target, scope)
-        elif isinstance(small, cst.Global):
+        elif type(small) is cst.Global:
             scope.globals.update(n.name.value for n in small.names)
-        elif isinstance(small, cst.Nonlocal):
+        elif type(small) is cst.Nonlocal:
             scope.nonlocals.update(n.name.value for n in small.names)
 
     def _pattern(self, pattern, scope: Scope) -> None:
@@ -233,12 +234,12 @@ class BindingCollector:
                 stack.extend(node.children)
 
     def _target(self, target, scope: Scope) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             scope.bind(target.value, LOCAL)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) is cst.Tuple or type(target) is cst.List:
             for el in target.elements:
                 self._target(el.value, scope)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self._target(target.value, scope)
 
 
@@ -281,7 +282,9 @@ def top_level_imports(
     return out
 
 
-def names_bound_in_expressions_or_rebound(module: cst.Module) -> frozenset[str]:
+def names_bound_in_expressions_or_rebound(
+    module: cst.Module, flat: Flat | None = None
+) -> frozenset[str]:
     """Names ``module`` binds where :class:`BindingCollector` does not look (comprehension
     targets, lambda parameters, ``:=`` targets, all inside expressions), declares
     ``global``/``nonlocal`` (a function may rebind the module's name) or deletes with ``del``.
@@ -289,14 +292,18 @@ def names_bound_in_expressions_or_rebound(module: cst.Module) -> frozenset[str]:
     The collector's scopes are enough to resolve names; a fix that *writes* a name (such as
     ``torch_xla.sync()``) must also know that no such binding can change what it means
     (a comprehension binding ``torch_xla`` would make it call that value's method). One walk
-    of the module.
+    of the module, or a pass over ``flat`` (the module's :class:`~xla_lint.walk.Flat`) when
+    the caller has it.
     """
     names: set[str] = set()
-    for node in iter_nodes(module):
-        kind = type(node)
-        if kind is cst.CompFor:
+    if flat is None:
+        found: Iterable[cst.CSTNode] = iter_nodes(module)
+    else:
+        found = [flat.nodes[i] for i in flat.of_types(_REBINDING)]
+    for node in found:
+        if type(node) is cst.CompFor or type(node) is cst.NamedExpr or type(node) is cst.Del:
             names.update(_target_names(node.target))
-        elif kind is cst.Lambda:
+        elif type(node) is cst.Lambda:
             params = node.params
             for p in (
                 *params.posonly_params,
@@ -307,13 +314,28 @@ def names_bound_in_expressions_or_rebound(module: cst.Module) -> frozenset[str]:
             ):
                 if isinstance(p, cst.Param):
                     names.add(p.name.value)
-        elif kind is cst.NamedExpr:
-            names.update(_target_names(node.target))
-        elif kind is cst.Global or kind is cst.Nonlocal:
+        elif type(node) is cst.Global or type(node) is cst.Nonlocal:
             names.update(item.name.value for item in node.names)
-        elif kind is cst.Del:
-            names.update(_target_names(node.target))
     return frozenset(names)
+
+
+def bound_names(target: cst.CSTNode | None) -> set[str]:
+    """The names an assignment target binds: ``a``, or those of ``(a, *b)``/``[a, b]``; none
+    for an attribute or subscript target."""
+    if type(target) is cst.Name:
+        return {target.value}
+    if type(target) is cst.Tuple or type(target) is cst.List:
+        out: set[str] = set()
+        for element in target.elements:
+            out |= bound_names(element.value)
+        return out
+    if type(target) is cst.StarredElement:
+        return bound_names(target.value)
+    return set()
+
+
+# What names_bound_in_expressions_or_rebound looks at.
+_REBINDING = frozenset({cst.CompFor, cst.Lambda, cst.NamedExpr, cst.Global, cst.Nonlocal, cst.Del})
 
 
 def _target_names(target: cst.CSTNode) -> set[str]:
@@ -365,10 +387,10 @@ def qualified_names(node: cst.BaseExpression, scope: Scope) -> set[str]:
     Locally computed heads give no name: ``self.mesh.shape`` resolves to nothing.
     """
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return set()
     heads = lookup(node.value, scope)
     tail = ".".join(reversed(parts))

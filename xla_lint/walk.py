@@ -131,6 +131,22 @@ def _trivia() -> frozenset[type]:
 TRIVIA = _trivia()
 
 
+#: Node types with no child nodes but trivia: names, literals, ``pass``/``break``/``continue``.
+LEAVES: frozenset[type] = frozenset(
+    {
+        cst.Name,
+        cst.SimpleString,
+        cst.Integer,
+        cst.Float,
+        cst.Imaginary,
+        cst.Ellipsis,
+        cst.Pass,
+        cst.Break,
+        cst.Continue,
+    }
+)
+
+
 def _source_order(source: str, names: list[str]) -> list[str]:
     """``names`` sorted by where ``visit_*(self, "<name>", ...)`` first appears in ``source``."""
     positions = {}
@@ -343,6 +359,90 @@ def walk(root: cst.CSTNode, visitor, skip: frozenset[type] = frozenset()) -> Non
         if kids:
             kids.reverse()
             extend(kids)
+
+
+class Flat:
+    """Every node under ``root`` in :func:`walk`'s order (``root`` first, :data:`TRIVIA` left
+    out), from one traversal, with the extent of each node's subtree: ``nodes[i:ends[i]]``.
+
+    The per-file analyses that each need a pass over the whole module (the loop structure,
+    child-process environments, names bound in expressions, each scope's assignments) read
+    this list instead of walking the tree again (``FileContext.flat``, once per file): a
+    pass over a list costs a fraction of a walk, which calls ``_children`` on every node.
+    An analysis replays the nesting it needs with a stack of open nodes, closing each one
+    when the index reaches its ``ends`` (``on_leave`` order: innermost first).
+
+    ``leaves``: some of the :data:`LEAVES` types to leave out too (the rule traversal's
+    :func:`silent_types`: no rule looks at them); :meth:`of_types` refuses to look for them.
+    """
+
+    __slots__ = ("nodes", "ends", "skip", "_by_type", "_selected")
+
+    def __init__(self, root: cst.CSTNode, leaves: frozenset[type] = frozenset()) -> None:
+        if not leaves <= LEAVES:
+            raise ValueError(f"not leaf node types: {sorted(t.__name__ for t in leaves - LEAVES)}")
+        self.skip = TRIVIA | leaves
+        plan = _plan(self.skip)
+        allowed, known = plan.allowed, plan.fields
+        backwards: dict[type, tuple[str, ...]] = {}  # node type -> its child fields, last first
+        nodes: list[cst.CSTNode] = []
+        ends: list[int] = []
+        # Each node is pushed with its index (an int) under its children, last child first: the
+        # int comes off the stack when its subtree is done (as walk's ``leave`` marker does).
+        stack: list = [root]
+        pop, push = stack.pop, stack.append
+        add, close = nodes.append, ends.append
+        while stack:
+            item = pop()
+            kind = type(item)
+            if kind is int:
+                ends[item] = len(nodes)
+                continue
+            push(len(nodes))
+            add(item)
+            close(0)
+            fields = backwards.get(kind)
+            if fields is None:
+                forward = known.get(kind)
+                if forward is None:
+                    forward = plan.fields_of(kind)
+                    allowed = plan.allowed
+                fields = backwards[kind] = forward[::-1]
+            for name in fields:  # _children, inlined and backwards
+                value = getattr(item, name)
+                value_type = type(value)
+                if value_type in allowed:
+                    push(value)
+                elif value_type is tuple or value_type is list:
+                    for child in reversed(value):
+                        if type(child) in allowed:
+                            push(child)
+        self.nodes = nodes
+        self.ends = ends
+        self._by_type: dict[type, list[int]] | None = None
+        self._selected: dict[frozenset[type], list[int]] = {}
+
+    def of_types(self, types: frozenset[type]) -> list[int]:
+        """Indices of the nodes whose type is one of ``types`` (exact types), in order."""
+        found = self._selected.get(types)
+        if found is None:
+            if not types.isdisjoint(self.skip):
+                left_out = sorted(t.__name__ for t in types & self.skip)
+                raise ValueError(f"this Flat leaves out {left_out}")
+            by_type = self._by_type
+            if by_type is None:
+                by_type = self._by_type = {}
+                for i, node in enumerate(self.nodes):
+                    kind = type(node)
+                    indices = by_type.get(kind)
+                    if indices is None:
+                        by_type[kind] = [i]
+                    else:
+                        indices.append(i)
+            runs = [by_type[t] for t in types if t in by_type]
+            found = runs[0] if len(runs) == 1 else sorted(i for run in runs for i in run)
+            self._selected[types] = found
+        return found
 
 
 def iter_nodes(root: cst.CSTNode, skip: frozenset[type] = TRIVIA):

@@ -23,7 +23,7 @@ from ..names import (
     top_level_imports,
 )
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..walk import TRIVIA, calls_in, walk
+from ..walk import calls_in
 
 # -- shared helpers ---------------------------------------------------------------
 
@@ -37,21 +37,21 @@ def env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple[str, 
     ``os.putenv("X", v)``, ``os.environ.update({"X": v})`` and ``os.environ.update(X=v)``
     (Calls), under any alias of ``os``/``os.environ``. Only literal names are seen.
     """
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         for target in node.targets:
             t = target.target
             if (
-                isinstance(t, cst.Subscript)
+                type(t) is cst.Subscript
                 and len(t.slice) == 1
                 and "os.environ" in ctx.qnames(t.value)
             ):
                 index = t.slice[0].slice
-                if isinstance(index, cst.Index):
+                if type(index) is cst.Index:
                     key = literal_string(index.value)
                     if key is not None:
                         yield key, t
         return
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return
     names = ctx.qnames(node.func)
     if not names:
@@ -105,12 +105,12 @@ def _environ_copy(ctx: FileContext, node: cst.CSTNode | None, scope: Scope | Non
     """``os.environ.copy()``, ``dict(os.environ, ...)``, ``copy.copy(os.environ)`` or
     ``{**os.environ, ...}``: a new dict holding the current environment (names read in ``scope``,
     default the node being visited's)."""
-    if isinstance(node, cst.Dict):
+    if type(node) is cst.Dict:
         return any(
-            isinstance(e, cst.StarredDictElement) and "os.environ" in ctx.qnames(e.value, scope)
+            type(e) is cst.StarredDictElement and "os.environ" in ctx.qnames(e.value, scope)
             for e in node.elements
         )
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return False
     names = ctx.qnames(node, scope)
     if "os.environ.copy" in names:
@@ -144,41 +144,46 @@ def _child_env_names(ctx: FileContext) -> dict[int, frozenset[str]]:
         found: dict[int, set[str]] = {}
         owners: list[cst.CSTNode] = [ctx.module]
         scopes = [ctx.root_scope]
-        scoped: list[cst.CSTNode] = []
+        # (end of its subtree in flat, pushed a scope, pushed an owner) per open def/class
+        opened: list[tuple[int, bool, bool]] = []
+        flat = ctx.flat
+        nodes, ends = flat.nodes, flat.ends
 
         def add(target: cst.CSTNode) -> None:
             key = dotted_name(target)
             if key is not None:
                 found.setdefault(id(owners[-1]), set()).add(key)
 
-        class Scan:
-            def on_visit(self, node: cst.CSTNode) -> bool:
+        for i in flat.of_types(_CHILD_ENV_TYPES):
+            while opened and opened[-1][0] <= i:
+                _, scoped, owned = opened.pop()
+                if scoped:
+                    scopes.pop()
+                if owned:
+                    owners.pop()
+            node = nodes[i]
+            if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
                 scope = ctx.scopes.get(node)
-                if scope is not None and node is not ctx.module:
+                if scope is not None:
                     scopes.append(scope)
-                    scoped.append(node)
                 if type(node) is cst.FunctionDef:
                     owners.append(node)
-                elif type(node) is cst.Assign and _environ_copy(ctx, node.value, scopes[-1]):
+                opened.append((ends[i], scope is not None, type(node) is cst.FunctionDef))
+            elif type(node) is cst.Assign:
+                if _environ_copy(ctx, node.value, scopes[-1]):
                     for t in node.targets:
                         add(t.target)
-                elif type(node) is cst.Call:
-                    value = _child_env_arg(ctx, node, scopes[-1])
-                    if value is not None and "os.environ" not in ctx.qnames(value, scopes[-1]):
-                        add(value)  # (`env=os.environ` itself is XLA304's ordinary case)
-                return True
-
-            def on_leave(self, node: cst.CSTNode) -> None:
-                if scoped and scoped[-1] is node:
-                    scoped.pop()
-                    scopes.pop()
-                if owners[-1] is node:
-                    owners.pop()
-
-        walk(ctx.module, Scan(), TRIVIA)
+            elif type(node) is cst.Call:
+                value = _child_env_arg(ctx, node, scopes[-1])
+                if value is not None and "os.environ" not in ctx.qnames(value, scopes[-1]):
+                    add(value)  # (`env=os.environ` itself is XLA304's ordinary case)
         return {k: frozenset(v) for k, v in found.items()}
 
     return ctx.memo(_child_env_names, compute)
+
+
+# What _child_env_names looks at: the nodes that open a scope or an owner, and the two it reads.
+_CHILD_ENV_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Assign, cst.Call})
 
 
 def child_env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple[str, cst.CSTNode]]:
@@ -187,30 +192,28 @@ def child_env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple
     ``env.setdefault("X", v)`` on a name :func:`_child_env_names` knows, ``dict(os.environ, X=v)``,
     a ``{**os.environ, "X": v}`` literal, and a dict literal passed as ``env=`` to a
     process-starting call. Only literal names are seen."""
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         for target in node.targets:
             t = target.target
             if (
-                isinstance(t, cst.Subscript)
+                type(t) is cst.Subscript
                 and len(t.slice) == 1
-                and isinstance(t.slice[0].slice, cst.Index)
+                and type(t.slice[0].slice) is cst.Index
                 and _is_child_env(ctx, t.value)
             ):
                 key = literal_string(t.slice[0].slice.value)
                 if key is not None:
                     yield key, t
         return
-    if isinstance(node, cst.Dict):
+    if type(node) is cst.Dict:
         parent, call = ctx.parent(), ctx.parent(2)
         passed = (
-            isinstance(parent, cst.Arg)
-            and isinstance(call, cst.Call)
-            and _child_env_arg(ctx, call) is node
+            type(parent) is cst.Arg and type(call) is cst.Call and _child_env_arg(ctx, call) is node
         )
         if passed or _environ_copy(ctx, node):
             yield from _dict_keys(node)
         return
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return
     if "builtins.dict" in ctx.qnames(node) and _environ_copy(ctx, node):
         for arg in node.args:
@@ -219,7 +222,7 @@ def child_env_assignments(ctx: FileContext, node: cst.CSTNode) -> Iterator[tuple
         return
     func = node.func
     if (
-        isinstance(func, cst.Attribute)
+        type(func) is cst.Attribute
         and func.attr.value in ("update", "setdefault")
         and _is_child_env(ctx, func.value)
     ):
@@ -370,7 +373,9 @@ def _import_prefixes(
 def _unsafe_names(ctx: FileContext) -> frozenset[str]:
     """:func:`~xla_lint.names.names_bound_in_expressions_or_rebound` of the file, once per file
     (on the first fix asked): names a fix must not write."""
-    return ctx.memo("unsafe-names", lambda: names_bound_in_expressions_or_rebound(ctx.module))
+    return ctx.memo(
+        "unsafe-names", lambda: names_bound_in_expressions_or_rebound(ctx.module, ctx.flat)
+    )
 
 
 def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
@@ -387,6 +392,8 @@ def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
 
 
 # -- XLA013 -----------------------------------------------------------------------
+
+_ATTRIBUTES = frozenset({cst.Attribute})
 
 # The table of removed modules and attributes lives in xla_lint/apis.py (guards.py reads it too).
 XLA_COMPILE_API = "torch_xla.compile"
@@ -706,13 +713,11 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
     def _uses_of(self, alias: str) -> set[str]:
         if self._attr_uses is None:
             uses: dict[str, set[str]] = {}
-
-            class _V(cst.CSTVisitor):
-                def visit_Attribute(self, node: cst.Attribute) -> None:
-                    if isinstance(node.value, cst.Name):
-                        uses.setdefault(node.value.value, set()).add(node.attr.value)
-
-            walk(self.ctx.module, _V(), TRIVIA)
+            flat = self.ctx.flat
+            for i in flat.of_types(_ATTRIBUTES):
+                node = flat.nodes[i]
+                if type(node) is cst.Attribute and type(node.value) is cst.Name:
+                    uses.setdefault(node.value.value, set()).add(node.attr.value)
             self._attr_uses = uses
         return self._attr_uses.get(alias, set())
 

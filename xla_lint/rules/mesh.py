@@ -9,9 +9,10 @@ import libcst as cst
 from .. import apis
 from ..context import find_arg, literal_string
 from ..diagnostics import Severity
-from ..names import LOCAL, Scope
+from ..names import LOCAL, Scope, bound_names
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..walk import TRIVIA, walk
+from ..walk import Flat
+from .spmd import expects_error  # (spmd imports nothing from here)
 
 HYBRID_MESH_KEYWORDS = ("ici_mesh_shape", "dcn_mesh_shape", "axis_names")
 
@@ -192,7 +193,7 @@ def _literal_device_count(ctx, node: cst.BaseExpression | None) -> int | None:
 
 def literal_mesh(ctx, call: cst.BaseExpression | None) -> LiteralMesh | None:
     """What a ``Mesh(...)`` call (torch_xla's, any alias) states literally; None for anything else."""
-    if not isinstance(call, cst.Call) or not ctx.is_call_to(call, apis.MESH):
+    if type(call) is not cst.Call or not ctx.is_call_to(call, apis.MESH):
         return None
     if any(a.star for a in call.args):
         return None
@@ -227,52 +228,80 @@ def literal_mesh(ctx, call: cst.BaseExpression | None) -> LiteralMesh | None:
     )
 
 
-class _Assignments(cst.CSTVisitor):
-    """Counts the bindings of one name in one scope body (nested functions/classes skipped)."""
+# What _only_values looks at: the nodes that open a scope body, and every other binding.
+_BINDERS = frozenset(
+    {
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Lambda,
+        cst.Assign,
+        cst.AnnAssign,
+        cst.AugAssign,
+        cst.For,
+        cst.CompFor,
+        cst.NamedExpr,
+        cst.AsName,
+        cst.Global,
+        cst.Nonlocal,
+    }
+)
 
-    def __init__(self, name: str, root: cst.CSTNode) -> None:
-        super().__init__()
-        self.name = name
-        self.root = root
-        self.values: list[cst.BaseExpression] = []
-        self.other = 0
 
-    def _binds(self, target: cst.CSTNode | None) -> bool:
-        if isinstance(target, cst.Name):
-            return target.value == self.name
-        if isinstance(target, (cst.Tuple, cst.List)):
-            return any(self._binds(e.value) for e in target.elements)
-        if isinstance(target, cst.StarredElement):
-            return self._binds(target.value)
-        return False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if node is not self.root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.name.value == self.name:
-                self.other += 1
-            return False
-        if isinstance(node, cst.Assign):
+def _only_values(flat: Flat) -> dict[int, dict[str, cst.BaseExpression]]:
+    """Per scope body under ``flat``'s root (the root, each function, class and lambda, by
+    ``id``): the names it binds exactly once, by ``name = value`` (or ``name: T = value``), and
+    nowhere else in that body (no loop target, ``:=``, ``as``, ``global``, nested ``def`` or
+    ``class`` of the name, other assignment), with the value. A nested function, class or
+    lambda is a body of its own; its name is a binding of the body around it. One pass."""
+    nodes, ends = flat.nodes, flat.ends
+    root = id(nodes[0])
+    values: dict[int, dict[str, list[cst.BaseExpression]]] = {root: {}}
+    others: dict[int, set[str]] = {root: set()}  # names bound some other way
+    owners: list[tuple[int, int]] = [(len(nodes), root)]  # (end of its subtree, id) per body
+    for i in flat.of_types(_BINDERS):
+        if i == 0:
+            continue  # the root's own definition is no binding in its body
+        while owners[-1][0] <= i:
+            owners.pop()
+        node = nodes[i]
+        owner = owners[-1][1]
+        found, other = values[owner], others[owner]
+        if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
+            other.add(node.name.value)
+        if type(node) is cst.FunctionDef or type(node) is cst.ClassDef or type(node) is cst.Lambda:
+            values[id(node)], others[id(node)] = {}, set()
+            owners.append((ends[i], id(node)))
+        elif type(node) is cst.Assign:
             for t in node.targets:
-                if isinstance(t.target, cst.Name) and t.target.value == self.name:
-                    self.values.append(node.value)
-                elif self._binds(t.target):
-                    self.other += 1
-        elif isinstance(node, cst.AnnAssign) and self._binds(node.target):
+                if type(t.target) is cst.Name:
+                    found.setdefault(t.target.value, []).append(node.value)
+                else:
+                    other |= bound_names(t.target)
+        elif type(node) is cst.AnnAssign:
             if node.value is not None:
-                self.values.append(node.value)
+                for name in bound_names(node.target):
+                    found.setdefault(name, []).append(node.value)
             else:
-                self.other += 1
-        elif isinstance(node, (cst.AugAssign, cst.For, cst.CompFor)) and self._binds(node.target):
-            self.other += 1
-        elif isinstance(node, cst.NamedExpr) and self._binds(node.target):
-            self.other += 1
-        elif isinstance(node, cst.AsName) and self._binds(node.name):
-            self.other += 1
-        elif isinstance(node, (cst.Global, cst.Nonlocal)) and any(
-            n.name.value == self.name for n in node.names
+                other |= bound_names(node.target)
+        elif (
+            type(node) is cst.AugAssign
+            or type(node) is cst.For
+            or type(node) is cst.CompFor
+            or type(node) is cst.NamedExpr
         ):
-            self.other += 1
-        return True
+            other |= bound_names(node.target)
+        elif type(node) is cst.AsName:
+            other |= bound_names(node.name)
+        elif type(node) is cst.Global or type(node) is cst.Nonlocal:
+            other.update(n.name.value for n in node.names)
+    return {
+        owner: {
+            name: assigned[0]
+            for name, assigned in found.items()
+            if len(assigned) == 1 and name not in others[owner]
+        }
+        for owner, found in values.items()
+    }
 
 
 def assigned_once(ctx, name: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -306,16 +335,10 @@ def assigned_once(ctx, name: cst.BaseExpression) -> cst.BaseExpression | None:
         )
         if any(p.name.value == name.value for p in every):
             return None
-    return ctx.memo(("assigned_once", id(node), name.value), lambda: _only_value(node, name.value))
-
-
-def _only_value(node: cst.CSTNode, name: str) -> cst.BaseExpression | None:
-    """The value ``name`` is assigned in ``node`` when that is its only binding there."""
-    counter = _Assignments(name, node)
-    walk(node, counter, TRIVIA)
-    if len(counter.values) == 1 and counter.other == 0:
-        return counter.values[0]
-    return None
+    bodies = ctx.memo(_only_values, lambda: _only_values(ctx.flat))
+    if id(node) not in bodies:  # a scope of another module (a docstring example's globals)
+        bodies = ctx.memo((_only_values, id(node)), lambda: _only_values(Flat(node)))
+    return bodies[id(node)].get(name.value)
 
 
 def mesh_of(ctx, node: cst.BaseExpression | None) -> LiteralMesh | None:
@@ -455,21 +478,16 @@ device counts: the mesh must span every device of the job.
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        from .spmd import (
-            expects_error,
-        )  # spmd imports nothing from here; late import keeps the order free
-
-        if expects_error(self.ctx):
-            return
         mesh = literal_mesh(self.ctx, node)
         if mesh is not None:
-            self._check_mesh(node, mesh)
+            if not expects_error(self.ctx):
+                self._check_mesh(node, mesh)
             return
         found = spec_call(self.ctx, node)
         if found is None:
             return
         spec, mesh_arg = found
-        if spec is None or mesh_arg is None:
+        if spec is None or mesh_arg is None or expects_error(self.ctx):
             return
         mesh = mesh_of(self.ctx, mesh_arg.value)
         if mesh is None or mesh.axis_names is None:
@@ -606,8 +624,6 @@ The fix adds the trailing comma. Specs held in variables and nested tuples such 
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        from .spmd import expects_error
-
         found = spec_call(self.ctx, node)
         if found is None or found[0] is None or expects_error(self.ctx):
             return

@@ -18,11 +18,11 @@ import libcst as cst
 from .. import apis
 from ..context import FileContext, find_arg, literal_string
 from ..diagnostics import Severity
-from ..names import Scope
+from ..names import Scope, bound_names
 from ..rule import Invalid, Rule, Valid
 from ..scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
 from ..values import Known, Site, definition, value_of
-from ..walk import TRIVIA, calls_in, iter_nodes, silent_types, walk
+from ..walk import TRIVIA, calls_in, iter_nodes, walk
 
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
 XLA_STEP = "torch_xla.step"
@@ -52,10 +52,8 @@ ITERABLE_DATASET = frozenset(
 )
 # Calls that pass an iterable through: `for i, b in enumerate(loader)` iterates `loader`.
 WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "chain", "trange"})
-_SCOPE_NODES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
-_LOOPS = (cst.For, cst.While)
 _Assignment = cst.Assign | cst.AugAssign | cst.AnnAssign
-# What LoopFacts' walk acts on; everything that cannot hold one of these is skipped.
+# What LoopFacts reads from the module's Flat (FileContext.flat).
 _LOOP_FACTS_TYPES = frozenset(
     {
         cst.Call,
@@ -70,25 +68,32 @@ _LOOP_FACTS_TYPES = frozenset(
     }
 )
 
+# An open loop, function, class or lambda while LoopFacts reads the module (see _scan_module).
+_Opened = tuple[int, cst.For | cst.While | None, cst.FunctionDef | None, int, int, bool]
+
 
 def root_name(node: cst.CSTNode) -> str | None:
     """``loss`` for ``loss``, ``loss.data``, ``loss[0]``; None for calls and literals."""
-    while isinstance(node, (cst.Attribute, cst.Subscript)):
+    while type(node) is cst.Attribute or type(node) is cst.Subscript:
         node = node.value
-    return node.value if isinstance(node, cst.Name) else None
+    return node.value if type(node) is cst.Name else None
 
 
 def chain_root(node: cst.CSTNode) -> str | None:
     """``data`` for ``data.detach().float()[0]``: the name a method chain starts from."""
-    while isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)):
-        node = node.func if isinstance(node, cst.Call) else node.value
-    return node.value if isinstance(node, cst.Name) else None
+    while True:
+        if type(node) is cst.Call:
+            node = node.func
+        elif type(node) is cst.Attribute or type(node) is cst.Subscript:
+            node = node.value
+        else:
+            return node.value if type(node) is cst.Name else None
 
 
 def _last_name(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return node.attr.value
     return None
 
@@ -122,18 +127,19 @@ class Steps:
 
 
 class LoopFacts:
-    """Per-module facts the loop rules share, from one walk of the module (computed once per file).
+    """Per-module facts the loop rules share, from one pass over the module's nodes
+    (:attr:`FileContext.flat`; computed once per file).
 
     ``functions``: same-module function name -> :class:`Steps` of its body outside its own
     loops (a function that *is* one training step); ``loader_names``: names and attributes
     assigned a torch_xla device loader (``MpDeviceLoader``, ``ParallelLoader``,
     ``.per_device_loader()``), or ``iter()`` of one; ``has_device_loader``: the module makes one.
 
-    The walk records where every call and assignment sits: its function (whose body it is
+    The pass records where every call and assignment sits: its function (whose body it is
     directly in) and the chain of loops around it up to the nearest function, lambda or
     class, each with whether it is in that loop's body (a ``while`` loop's test counts as
     body) or elsewhere in the loop (a ``for`` loop's iterable, an ``else`` branch). Calls are
-    classified after the walk, when every name the classification reads is known.
+    classified after the pass, when every name the classification reads is known.
     """
 
     def __init__(self, ctx: FileContext) -> None:
@@ -160,7 +166,7 @@ class LoopFacts:
         self._classified: dict[tuple[int, bool], Steps | None] = {}
         self._scan_module()
 
-    # -- the walk -------------------------------------------------------------------
+    # -- the pass -------------------------------------------------------------------
     def _scan_module(self) -> None:
         ctx = self.ctx
         facts = self
@@ -168,84 +174,8 @@ class LoopFacts:
         function_calls: dict[int, list[tuple[cst.Call, Scope]]] = {}
         full, own, inner, assigns = self._full, self._own, self._inner, self._assigns
         scopes: list[Scope] = [ctx.root_scope]
-        # (function whose body we are directly in, or None; loop chain: ((loop, in_body), ...))
-        frames: list[tuple[cst.FunctionDef | None, tuple]] = [(None, ())]
-        owners: list[cst.CSTNode] = []  # the node that pushed each frame after the first
-        entries: dict[int, tuple[str, cst.CSTNode]] = {}  # id(body node) -> what entering it starts
-
-        def push(node: cst.CSTNode, frame: tuple) -> None:
-            frames.append(frame)
-            owners.append(node)
-
-        def on_visit(node: cst.CSTNode) -> bool:
-            entry = entries.pop(id(node), None) if entries else None
-            if entry is not None:
-                what, owner = entry
-                function, chain = frames[-1]
-                if what == "function":
-                    push(node, (owner, ()))
-                else:  # a loop's body (or a while loop's test): replace (loop, False) by (loop, True)
-                    push(node, (function, chain[:-1] + ((owner, True),)))
-            if type(node) is cst.Call:
-                function, chain = frames[-1]
-                record = (node, scopes[-1])
-                if chain:
-                    last = len(chain) - 1
-                    for i, (loop, in_body) in enumerate(chain):
-                        if in_body:
-                            full[id(loop)].append(record)
-                            if i == last:
-                                own[id(loop)].append(record)
-                elif function is not None:
-                    function_calls[id(function)].append(record)
-                visit_call(node)
-            elif type(node) is cst.For or type(node) is cst.While:
-                function, chain = frames[-1]
-                for loop, in_body in chain:
-                    if in_body:
-                        inner[id(loop)].append(node)
-                key = id(node)
-                full[key], own[key], inner[key], assigns[key] = [], [], [], []
-                push(node, (function, chain + ((node, False),)))
-                entries[id(node.body)] = ("loop", node)
-                if type(node) is cst.While:
-                    entries[id(node.test)] = ("loop", node)
-            elif (
-                type(node) is cst.Assign
-                or type(node) is cst.AugAssign
-                or type(node) is cst.AnnAssign
-            ):
-                for loop, in_body in frames[-1][1]:
-                    if in_body:
-                        assigns[id(loop)].append(node)
-                if type(node) is cst.Assign:
-                    visit_assign(node)
-            elif type(node) is cst.FunctionDef:
-                scopes.append(ctx.scopes.get(node, scopes[-1]))
-                functions.append((node, scopes[-1]))
-                function_calls[id(node)] = []
-                push(node, (None, ()))
-                entries[id(node.body)] = ("function", node)
-            elif type(node) is cst.ClassDef:
-                scopes.append(ctx.scopes.get(node, scopes[-1]))
-                push(node, (None, ()))
-                for base in node.bases:
-                    if (
-                        ctx.qnames(base.value, scopes[-2]) & ITERABLE_DATASET
-                        or _last_name(base.value) in facts.iterable_classes
-                    ):
-                        facts.iterable_classes.add(node.name.value)
-            elif type(node) is cst.Lambda:
-                push(node, (None, ()))
-            return True
-
-        def on_leave(node: cst.CSTNode) -> None:
-            while owners and owners[-1] is node:
-                owners.pop()
-                frames.pop()
-            kind = type(node)
-            if kind is cst.FunctionDef or kind is cst.ClassDef:
-                scopes.pop()
+        flat = ctx.flat
+        nodes, ends = flat.nodes, flat.ends
 
         def visit_call(node: cst.Call) -> None:
             names = ctx.qnames(node, scopes[-1])
@@ -291,11 +221,93 @@ class LoopFacts:
                         if name:
                             facts.iterable_values.add(name)
 
-        walk(
-            ctx.module,
-            SimpleNamespace(on_visit=on_visit, on_leave=on_leave),
-            silent_types(_LOOP_FACTS_TYPES),
-        )
+        # The loops, functions, classes and lambdas around the node being read, outermost first:
+        # (end of its subtree, the loop, the function, start, stop, pushed a scope), [start, stop)
+        # being the range of a function's body or of a loop's body (with a while loop's test,
+        # which runs as often); a class or lambda has neither loop nor function.
+        opened: list[_Opened] = []
+
+        def where(i: int) -> tuple[cst.FunctionDef | None, list[tuple[cst.For | cst.While, bool]]]:
+            """The function whose body ``nodes[i]`` is directly in (or None), and the loops around
+            it up to the nearest function, lambda or class, each with whether it is in that loop's
+            body or elsewhere in the loop (a ``for`` loop's iterable, an ``else`` branch)."""
+            chain: list[tuple[cst.For | cst.While, bool]] = []
+            function = None
+            for _, loop, defined, start, stop, _ in reversed(opened):
+                if loop is not None:
+                    chain.append((loop, start <= i < stop))
+                    continue
+                if defined is not None and start <= i < stop:
+                    function = defined
+                break
+            chain.reverse()
+            return function, chain
+
+        def extent(i: int, node: cst.CSTNode) -> tuple[int, int]:
+            """Where ``node``, a child of ``nodes[i]``, starts and ends in ``nodes`` (an empty
+            range when it is not there)."""
+            j = i + 1
+            while j < ends[i] and nodes[j] is not node:
+                j = ends[j]
+            return (j, ends[j]) if j < ends[i] else (j, j)
+
+        for i in flat.of_types(_LOOP_FACTS_TYPES):
+            while opened and opened[-1][0] <= i:
+                if opened.pop()[5]:
+                    scopes.pop()
+            node = nodes[i]
+            if type(node) is cst.Call:
+                function, chain = where(i)
+                record = (node, scopes[-1])
+                if chain:
+                    last = len(chain) - 1
+                    for k, (loop, in_body) in enumerate(chain):
+                        if in_body:
+                            full[id(loop)].append(record)
+                            if k == last:
+                                own[id(loop)].append(record)
+                elif function is not None:
+                    function_calls[id(function)].append(record)
+                visit_call(node)
+            elif type(node) is cst.For or type(node) is cst.While:
+                for loop, in_body in where(i)[1]:
+                    if in_body:
+                        inner[id(loop)].append(node)
+                key = id(node)
+                full[key], own[key], inner[key], assigns[key] = [], [], [], []
+                start, stop = extent(i, node.body)
+                if type(node) is cst.While:
+                    test_start, test_stop = extent(i, node.test)
+                    if test_start < test_stop:  # (a leaf test, `while True:`, is not in flat)
+                        start = test_start
+                opened.append((ends[i], node, None, start, stop, False))
+            elif (
+                type(node) is cst.Assign
+                or type(node) is cst.AugAssign
+                or type(node) is cst.AnnAssign
+            ):
+                for loop, in_body in where(i)[1]:
+                    if in_body:
+                        assigns[id(loop)].append(node)
+                if type(node) is cst.Assign:
+                    visit_assign(node)
+            elif type(node) is cst.FunctionDef:
+                scopes.append(ctx.scopes.get(node, scopes[-1]))
+                functions.append((node, scopes[-1]))
+                function_calls[id(node)] = []
+                start, stop = extent(i, node.body)
+                opened.append((ends[i], None, node, start, stop, True))
+            elif type(node) is cst.ClassDef:
+                scopes.append(ctx.scopes.get(node, scopes[-1]))
+                opened.append((ends[i], None, None, 0, 0, True))
+                for base in node.bases:
+                    if (
+                        ctx.qnames(base.value, scopes[-2]) & ITERABLE_DATASET
+                        or _last_name(base.value) in facts.iterable_classes
+                    ):
+                        facts.iterable_classes.add(node.name.value)
+            elif type(node) is cst.Lambda:
+                opened.append((ends[i], None, None, 0, 0, False))
         for func, scope in functions:
             steps = Steps()
             decorators = [ctx.qnames(d.decorator, scope) for d in func.decorators]
@@ -332,10 +344,10 @@ class LoopFacts:
     def is_device_loader(self, node: cst.CSTNode, scope: Scope) -> bool:
         """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``,
         a name assigned one, or such a value passed through ``enumerate``/``iter``/``zip``/..."""
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             if self.ctx.qnames(node, scope) & DEVICE_LOADERS:
                 return True
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "per_device_loader":
+            if type(node.func) is cst.Attribute and node.func.attr.value == "per_device_loader":
                 return True
             if _last_name(node.func) in WRAPPERS:
                 return any(
@@ -348,7 +360,7 @@ class LoopFacts:
     def classify(self, call: cst.Call, scope: Scope, use_functions: bool = True) -> Steps | None:
         """What one call does to the step structure, or None when nothing."""
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+        if type(func) is cst.Attribute and func.attr.value == "backward":
             root = root_name(func.value)
             roots = {root} if root else _names_in(func.value)
             return Steps(backward=True, backward_roots=roots)
@@ -451,7 +463,7 @@ class LoopFacts:
 def is_literal_loop(node: cst.For | cst.While) -> bool:
     """``for dynamic in [True, False]:``: a loop over a literal list/tuple/set runs a fixed
     handful of configurations, not training steps."""
-    return isinstance(node, cst.For) and isinstance(node.iter, (cst.List, cst.Tuple, cst.Set))
+    return type(node) is cst.For and type(node.iter) in (cst.List, cst.Tuple, cst.Set)
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
@@ -468,19 +480,6 @@ def _names_in(node: cst.CSTNode) -> set[str]:
 
     walk(node, _V(), TRIVIA)
     return found
-
-
-def _target_names(node: cst.CSTNode) -> set[str]:
-    if isinstance(node, cst.Name):
-        return {node.value}
-    if isinstance(node, (cst.Tuple, cst.List)):
-        out: set[str] = set()
-        for el in node.elements:
-            out |= _target_names(el.value)
-        return out
-    if isinstance(node, cst.StarredElement):
-        return _target_names(node.value)
-    return set()
 
 
 def _has_modulo(node: cst.CSTNode) -> bool:
@@ -707,12 +706,13 @@ print(total_loss.item())                       # once, after the loop
         super().__init__(ctx)
         self._tensors: dict[int, set[str]] = {}
         self._reported_statements: set[int] = set()
+        self._modulo: dict[int, bool] = {}  # id(a test guarding a host read) -> _has_modulo
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.imports_torch_xla:
             return
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in HOST_METHODS:
             if node.args and not HOST_METHODS[func.attr.value]:
                 return
             receiver = func.value
@@ -723,7 +723,7 @@ print(total_loss.item())                       # once, after the loop
             self._check(node, f"`.{func.attr.value}()`", receiver=receiver)
             return
         if (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value in ("float", "int")
             and len(node.args) == 1
             and node.args[0].keyword is None
@@ -793,12 +793,15 @@ print(total_loss.item())                       # once, after the loop
     def _in_verification(self) -> bool:
         """Inside an ``assert`` statement or an ``assert*`` call (``self.assertTrue``,
         ``np.testing.assert_allclose``): checking a value needs the value."""
-        for node in reversed(self.ctx.stack[:-1]):
-            if isinstance(node, _SCOPE_NODES):
+        stack = self.ctx.stack
+        for i in range(len(stack) - 2, -1, -1):
+            node = stack[i]
+            kind = type(node)
+            if kind is cst.FunctionDef or kind is cst.Lambda or kind is cst.ClassDef:
                 return False
-            if isinstance(node, cst.Assert):
+            if kind is cst.Assert:
                 return True
-            if isinstance(node, cst.Call) and (_last_name(node.func) or "").startswith("assert"):
+            if type(node) is cst.Call and (_last_name(node.func) or "").startswith("assert"):
                 return True
         return False
 
@@ -809,28 +812,36 @@ print(total_loss.item())                       # once, after the loop
         guarded: list[cst.CSTNode] = []
         for i in range(len(stack) - 2, -1, -1):
             node, child = stack[i], stack[i + 1]
-            if isinstance(node, _SCOPE_NODES):
+            kind = type(node)
+            if kind is cst.FunctionDef or kind is cst.Lambda or kind is cst.ClassDef:
                 return None
-            if isinstance(node, (cst.If, cst.IfExp)) and child is node.body:
+            if (type(node) is cst.If or type(node) is cst.IfExp) and child is node.body:
                 guarded.append(node.test)
                 if type(node.test) is cst.Name:  # `log_now = step % 100 == 0` ... `if log_now:`
                     found = definition(self.ctx, node.test)
                     if found is not None:
                         guarded.append(found[0])
-            if isinstance(node, _LOOPS):
-                if not (child is node.body or isinstance(node, cst.While) and child is node.test):
+            if type(node) is cst.For or type(node) is cst.While:
+                if not (child is node.body or type(node) is cst.While and child is node.test):
                     continue  # a for-loop's iterable, or an else branch: runs once
                 own, _ = self.facts.loop(node, self.ctx.scope)
                 if not own.trains or is_literal_loop(node):
                     return None
-                counters = _target_names(node.target) if isinstance(node, cst.For) else set()
-                if any(_has_modulo(t) or _compares_counter(t, counters) for t in guarded):
+                counters = bound_names(node.target) if isinstance(node, cst.For) else set()
+                if any(self._has_modulo(t) or _compares_counter(t, counters) for t in guarded):
                     return None
                 return node
         return None
 
+    def _has_modulo(self, test: cst.CSTNode) -> bool:
+        """:func:`_has_modulo` of ``test``, once per test (each host read under it asks)."""
+        found = self._modulo.get(id(test))
+        if found is None:
+            found = self._modulo[id(test)] = _has_modulo(test)
+        return found
+
     def _batch_names(self, loop: cst.For | cst.While) -> set[str]:
-        return _target_names(loop.target) if isinstance(loop, cst.For) else set()
+        return bound_names(loop.target) if isinstance(loop, cst.For) else set()
 
     def _tensor_names(self, loop: cst.For | cst.While) -> set[str]:
         """Names holding device tensors in ``loop``: what ``backward()`` is called on, and
@@ -846,12 +857,12 @@ print(total_loss.item())                       # once, after the loop
             if type(node) is cst.Assign:
                 targets: set[str] = set()
                 for t in node.targets:
-                    targets |= _target_names(t.target)
+                    targets |= bound_names(t.target)
                 assigns.append((targets, node.value))
             elif (type(node) is cst.AugAssign or type(node) is cst.AnnAssign) and (
                 node.value is not None  # an AnnAssign without one binds nothing
             ):
-                assigns.append((_target_names(node.target), node.value))
+                assigns.append((bound_names(node.target), node.value))
         torchy: set[int] = set()
         for i, (_, value) in enumerate(assigns):
             for call in calls_in(value):
@@ -1282,6 +1293,12 @@ _MISSING = object()  # an optimizer argument not passed
 _UNKNOWN = object()  # passed, with a value the file does not fix
 
 
+_CALLS = frozenset({cst.Call})
+_ASSIGNS = frozenset({cst.Assign})
+_CALLS_AND_ASSIGNS = _CALLS | _ASSIGNS
+_DEFINITIONS = frozenset({cst.FunctionDef, cst.ClassDef})
+
+
 def _module_casts(ctx: FileContext) -> dict[str, set[str]]:
     """Name -> the dtypes the module casts it to: ``model.to(torch.bfloat16)``,
     ``model.to(device, dtype=torch.bfloat16)``, ``self.model.bfloat16()``, ``model.half()``
@@ -1312,7 +1329,9 @@ def _module_casts(ctx: FileContext) -> dict[str, set[str]]:
             node = node.func.value
         yield node
 
-    for node in iter_nodes(ctx.module):
+    flat = ctx.flat
+    for i in flat.of_types(_CALLS_AND_ASSIGNS):
+        node = flat.nodes[i]
         if type(node) is cst.Call:
             dtype = cast_dtype(node)
             if dtype is not None:
@@ -1424,14 +1443,19 @@ def _passes_found_inf(ctx: FileContext) -> bool:
             and (find_arg(expr, "found_inf") is not None)
         )
 
+    flat = ctx.flat
     dict_names = {
         t.target.value
-        for node in iter_nodes(ctx.module)
+        for i in flat.of_types(_ASSIGNS)
+        for node in [flat.nodes[i]]
         if type(node) is cst.Assign and has_found_inf(node.value)
         for t in node.targets
         if isinstance(t.target, cst.Name)
     }
-    for call in calls_in(ctx.module):
+    for i in flat.of_types(_CALLS):
+        call = flat.nodes[i]
+        if type(call) is not cst.Call:
+            continue
         func = call.func
         if (
             isinstance(func, cst.Attribute)
@@ -1525,7 +1549,9 @@ class OptimizerSteps:
         self.compiled: set[int] = set()
         self.methods: set[int] = set()
         functions: set[str] = set()
-        for node in iter_nodes(ctx.module):
+        flat = ctx.flat
+        for i in flat.of_types(_DEFINITIONS):
+            node = flat.nodes[i]
             if type(node) is cst.FunctionDef:
                 functions.add(node.name.value)
             elif type(node) is cst.ClassDef:
