@@ -264,6 +264,29 @@ def test_usage_errors_are_one_line(tmp_path, args, named):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("option", ["--select", "--extend-select", "--ignore"])
+def test_an_empty_code_list_is_an_error_not_the_default_set(tmp_path, option):
+    """`--select "$CODES"` with CODES unset ran every default rule as if nothing was given."""
+    write_tree(tmp_path, {"a.py": PRINTS})
+    proc = xla(tmp_path, option, "", "a.py")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"{option} '' names no rule" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args,where",
+    [
+        (["--formt", "x"], "(see xla-lint check --help)"),
+        (["check", "--formt", "x"], "(see xla-lint check --help)"),
+        (["rule", "--formt"], "(see xla-lint rule --help)"),
+        (["server", "--tcp"], "(see xla-lint server --help)"),
+    ],
+)
+def test_usage_errors_point_at_the_help_of_the_command_that_was_run(tmp_path, args, where):
+    proc = xla(tmp_path, *args)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith(where), proc.stderr
+
+
 def test_unknown_code_on_command_line_is_an_error(tmp_path):
     write_tree(tmp_path, {"a.py": PRINTS})
     proc = xla(tmp_path, "--select", "XLA999")

@@ -78,7 +78,8 @@ class DefaultGroup(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.UsageError as exc:
-            click.echo(f"xla-lint: error: {exc.format_message()} (see xla-lint --help)", err=True)
+            where = exc.ctx.command_path if exc.ctx is not None else "xla-lint"
+            click.echo(f"xla-lint: error: {exc.format_message()} (see {where} --help)", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             click.echo(f"xla-lint: error: {exc.format_message()}", err=True)
@@ -117,10 +118,19 @@ def _interrupted() -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
-def _split_codes(values: tuple[str, ...]) -> list[str] | None:
+def _split_codes(values: tuple[str, ...], option: str) -> list[str] | None:
+    """The codes of a repeatable, comma-separated option; None when it was not given.
+
+    Raises click.UsageError when it was given but names nothing (``--select ''``, often an
+    empty shell variable): read as "not given" it would silently run the default set."""
     if not values:
         return None
-    return [c for v in values for c in v.replace(" ", "").split(",") if c]
+    codes = [c for v in values for c in v.replace(" ", "").split(",") if c]
+    if not codes:
+        raise click.UsageError(
+            f"{option} {values[0]!r} names no rule; give codes or prefixes such as XLA001,XLA2"
+        )
+    return codes
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -311,9 +321,9 @@ def check(
         settings = build_settings(
             cwd=Path.cwd(),
             config_file=config_file,
-            select=_split_codes(select),
-            extend_select=_split_codes(extend_select),
-            ignore=_split_codes(ignore),
+            select=_split_codes(select, "--select"),
+            extend_select=_split_codes(extend_select, "--extend-select"),
+            ignore=_split_codes(ignore, "--ignore"),
             exclude=list(exclude),
             target_version=target_version,
             docs=docs,
