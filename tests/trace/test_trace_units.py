@@ -173,6 +173,21 @@ def test_resolve_target_refuses_in_one_line(tmp_path, words, message):
         resolve_target(words, str(tmp_path))
 
 
+def test_a_program_on_path_is_run_only_when_it_is_a_python_script(tmp_path, monkeypatch):
+    """`trace -- bash -c ...` said "no such script: bash"; a console script installed by pip
+    (a `#!.../python` file on PATH) is a Python script and is traced."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, first in (("train-cli", "#!/usr/bin/env python3\n"), ("tool", "#!/bin/sh\n")):
+        (bin_dir / name).write_text(first + "print(1)\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    t = resolve_target(["train-cli", "--lr", "1"], str(tmp_path))
+    assert (t.kind, t.target, t.args) == ("path", str(bin_dir / "train-cli"), ("--lr", "1"))
+    with pytest.raises(TraceUsageError, match=r"`tool` is not a Python script .*trace runs Python"):
+        resolve_target(["tool", "-c", "x"], str(tmp_path))
+
+
 def test_cli_usage_errors_are_one_line_exit_2(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()

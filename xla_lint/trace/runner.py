@@ -159,6 +159,19 @@ def _is_python(word: str) -> bool:
     )
 
 
+def _python_shebang(program: str) -> bool:
+    """Whether the file ``program`` starts with a ``#!`` line naming a Python interpreter
+    (``#!/usr/bin/env python3``, a virtualenv's ``#!/.../bin/python``)."""
+    try:
+        with open(program, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return False
+    return any(_is_python(word) for word in first[2:].decode("utf-8", "replace").split())
+
+
 def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
     """The script or module to run from the words after ``--``.
 
@@ -199,7 +212,15 @@ def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
         raise TraceUsageError(f"`{os.path.basename(head)}` is not traced; {SUPPORTED_MODES}")
     path = head if os.path.isabs(head) else os.path.join(cwd, head)
     if not os.path.exists(path):
-        raise TraceUsageError(f"no such script: {head}")
+        program = shutil.which(head) if os.sep not in head else None
+        if program is None:
+            raise TraceUsageError(f"no such script: {head}")
+        if not _python_shebang(program):
+            raise TraceUsageError(
+                f"`{head}` is not a Python script ({program}); trace runs Python: "
+                "`xla-lint trace -- python train.py ARGS` or `-- python -m MODULE ARGS`"
+            )
+        path = program  # a console script on PATH, e.g. one installed by pip
     if os.path.isdir(path):
         if not os.path.exists(os.path.join(path, "__main__.py")):
             raise TraceUsageError(f"{head} is a folder without __main__.py")
