@@ -191,6 +191,18 @@ def test_other_kernels_are_not_python_and_broken_json_is_an_error():
         notebook_blocks("[" * 100_000 + "]" * 100_000)
 
 
+def test_a_cell_whose_source_is_not_text_makes_the_notebook_xla000(tmp_path):
+    """Jupyter will not open such a file either; it was skipped without a word, so a broken
+    notebook passed as clean."""
+    broken = json.loads(notebook(cell("import torch_xla\n"), cell("xm.mark_step()\n")))
+    broken["cells"][1]["source"] = ["xm.mark_step()\n", 7]
+    with pytest.raises(SourceError, match="the `source` of cell 2 is not text"):
+        notebook_blocks(json.dumps(broken, indent=1))
+    diagnostics = found(tmp_path, {"nb.ipynb": json.dumps(broken, indent=1)}, select=["XLA000"])
+    assert [(d.code, d.line) for d in diagnostics] == [("XLA000", 1)]
+    assert "cell 2" in diagnostics[0].message
+
+
 def run_verbose(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """``xla-lint -v`` on ``files`` written in ``tmp_path``."""
     for name, text in files.items():

@@ -148,8 +148,12 @@ def notebook_blocks(text: str) -> list[NotebookCell]:
             continue
         source = cell.get("source", "")
         pieces = source if isinstance(source, list) else [source]
-        if not pieces or not all(isinstance(p, str) for p in pieces):
-            continue
+        if not all(isinstance(p, str) for p in pieces):
+            # Jupyter refuses such a file too (nbformat validation): name it, do not skip quietly.
+            raise SourceError(
+                f"not a notebook: the `source` of cell {number} is not text "
+                "(nbformat 4: a string or a list of strings)"
+            )
         code = _mask("".join(pieces))
         if code is None or not code.strip():
             continue
