@@ -65,6 +65,21 @@ def test_warm_run_equals_cold_run_and_uses_the_cache(tmp_path):
     assert [p.stat().st_mtime_ns for p in entries(cache)] == mtimes  # answered, not rewritten
 
 
+def test_relative_and_absolute_runs_keep_their_own_entries(tmp_path):
+    """The CLI names files relative to the current folder and the editor server absolutely:
+    with one entry per file they evicted each other, and every run missed."""
+    tree(tmp_path, n=2)
+    cache = tmp_path / "cache"
+    relative = xla(tmp_path, "--cache-dir", str(cache), ".").stdout
+    absolute = xla(tmp_path, "--cache-dir", str(cache), str(tmp_path)).stdout
+    stored = entries(cache)
+    assert len(stored) == 2 * 4  # train.py, pkg/model.py, pkg/m0.py, pkg/m1.py, twice
+    mtimes = [p.stat().st_mtime_ns for p in stored]
+    assert xla(tmp_path, "--cache-dir", str(cache), ".").stdout == relative
+    assert xla(tmp_path, "--cache-dir", str(cache), str(tmp_path)).stdout == absolute
+    assert [p.stat().st_mtime_ns for p in entries(cache)] == mtimes  # all answered
+
+
 def test_program_facts_are_applied_after_the_cache(tmp_path):
     # model.py's cached result does not change when train.py stops enabling SPMD;
     # the finding that needs SPMD off must still appear.

@@ -74,7 +74,10 @@ class ResultCache:
 
     # -- keys ----------------------------------------------------------------
     def entry_path(self, path: str) -> Path:
-        name = hashlib.sha256(f"{self.salt}\0{os.path.abspath(path)}".encode()).hexdigest()
+        """Where the entry of ``path`` lives. The path as written is part of the name, beside
+        the absolute one: the CLI names files relative to where it runs and the editor server
+        absolutely, and one shared entry made each evict the other's."""
+        name = hashlib.sha256(f"{self.salt}\0{os.path.abspath(path)}\0{path}".encode()).hexdigest()
         return self.root / name[:2] / f"{name}.json"
 
     def key(
