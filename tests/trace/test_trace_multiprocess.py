@@ -9,17 +9,12 @@ attribution, the merged report) are tested on hand-made events at the end.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
-import sys
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from tracerun import ROOT, RUN_TIMEOUT, Run, line_of, trace
 
 from xla_lint.trace import hook
 from xla_lint.trace.events import EVENT_SCHEMA, REPORT_SCHEMA, Trace
@@ -28,9 +23,7 @@ from xla_lint.trace.runner import rank_files
 
 jsonschema = pytest.importorskip("jsonschema")
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trace" / "multiprocess.py"
-RUN_TIMEOUT = 600
 
 RANK_RAISES = """\
 import torch, torch_xla
@@ -94,48 +87,6 @@ print("done", loss.item())
 """
 
 
-@dataclass
-class Run:
-    """One finished trace: exit status, report, the events of each file, output."""
-
-    code: int
-    report: dict | None
-    events: list[dict]
-    ranks: dict[int, list[dict]]
-    stdout: str
-    stderr: str
-    wall_s: float
-
-
-def line_of(path: Path, text: str) -> int:
-    """The 1-based line of ``path`` that contains ``text`` (exactly one)."""
-    found = [i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line]
-    assert len(found) == 1, (path, text, found)
-    return found[0]
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _trace(args: list[str], command: list[str], events: Path) -> Run:
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "xla_lint", "trace", "--json", "--events", str(events), *args, "--"]
-        + command,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    wall = time.perf_counter() - t0
-    report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
-    lines = _lines(events) if events.exists() else []
-    ranks = {rank: _lines(Path(path)) for rank, path in rank_files(str(events)).items()}
-    return Run(proc.returncode, report, lines, ranks, proc.stdout, proc.stderr, wall)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Future]:
     pytest.importorskip("torch_xla")
@@ -162,7 +113,7 @@ def runs(tmp_path_factory) -> dict[str, Future]:
     }
     pool = ThreadPoolExecutor(max_workers=2)
     futures = {
-        name: pool.submit(_trace, args, command, base / f"{name}.jsonl")
+        name: pool.submit(trace, args, command, base / f"{name}.jsonl")
         for name, (args, command) in scenarios.items()
     }
     yield futures

@@ -11,28 +11,25 @@ takes ~5-20 s, most of it importing torch_xla and compiling.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch_xla")
 jsonschema = pytest.importorskip("jsonschema")
 
+from tracerun import ROOT, RUN_TIMEOUT, Run, line_of, trace  # noqa: E402
+
 from xla_lint.trace.events import EVENT_SCHEMA, REPORT_SCHEMA  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "trace"
-RUN_TIMEOUT = 600
 
 RAISES = """\
 import torch, torch_xla
@@ -72,60 +69,6 @@ for i in range(100):
 """
 
 
-@dataclass
-class Run:
-    """One finished trace: exit status, report, events, output."""
-
-    code: int
-    report: dict | None
-    events: list[dict]
-    stdout: str
-    stderr: str
-    wall_s: float
-
-    def finding(self, code: str) -> dict:
-        return next(f for f in self.report["findings"] if f["code"] == code)
-
-    def static(self, code: str) -> list[dict]:
-        return [d for d in self.report["static"] or [] if d["code"] == code]
-
-
-def line_of(path: Path, text: str) -> int:
-    """The 1-based line of ``path`` that contains ``text`` (exactly one)."""
-    found = [i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line]
-    assert len(found) == 1, (path, text, found)
-    return found[0]
-
-
-def _trace(args: list[str], command: list[str], events: Path, cwd: Path) -> Run:
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "xla_lint",
-            "trace",
-            "--json",
-            "--events",
-            str(events),
-            *args,
-            "--",
-            *command,
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    wall = time.perf_counter() - t0
-    report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
-    lines = []
-    if events.exists():
-        lines = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
-    return Run(proc.returncode, report, lines, proc.stdout, proc.stderr, wall)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Future]:
     base = tmp_path_factory.mktemp("trace")
@@ -160,7 +103,7 @@ def runs(tmp_path_factory) -> dict[str, Future]:
     }
     pool = ThreadPoolExecutor(max_workers=2)
     futures = {
-        name: pool.submit(_trace, args, command, base / f"{name}.jsonl", cwd)
+        name: pool.submit(trace, args, command, base / f"{name}.jsonl", cwd)
         for name, (args, command, cwd) in scenarios.items()
     }
     yield futures
