@@ -193,4 +193,12 @@ REMOVED_ATTRS = {
     f"{XM}.get_ordinal": Removed((2, 7), f"{XR}.global_ordinal"),
     f"{XM}.parse_xla_device": Removed((2, 7), None),
     "torch_xla.experimental.compile": Removed((2, 7), "torch_xla.compile"),  # same signature (f)
+    # 1784a081d3 "Refactor call_jax to allow implementing ops in python (#9354)", first in v2.8.0
+    # (added in 2.7 by 53b3ab8140, #8789): the computation is built inside call_jax now
+    "torch_xla.core.xla_builder.jax_func_to_xla_computation": Removed(
+        (2, 8),
+        None,
+        hint="run the JAX function with `xb.call_jax(jax_func, args, kwargs)` "
+        "(torch_xla.core.xla_builder), which builds and caches the computation itself",
+    ),
 }

@@ -428,6 +428,7 @@ default 2.9), each only from the release that removed it:
 | `xm.get_ordinal()` | 2.7 | `torch_xla.runtime.global_ordinal()` |
 | `xm.parse_xla_device()` | 2.7 | (no public replacement) |
 | `torch_xla.experimental.compile` | 2.7 | `torch_xla.compile` |
+| `xla_builder.jax_func_to_xla_computation` | 2.8 | `xb.call_jax(jax_func, args, kwargs)` |
 | `XRT_*` variables (`XRT_TPU_CONFIG`, ...) set in code | 2.1 | `PJRT_DEVICE=TPU` |
 | `XLA_USE_FP16`, `XLA_DOWNCAST_FP16` set in code | 2.5 | cast the model (`model.half()`) or autocast |
 
@@ -457,6 +458,10 @@ Checked against torch_xla 2.9.0 and the pytorch/xla history:
 - `torch_xla/core/xla_model.py` no longer defines `xrt_world_size`, `get_ordinal` or
   `parse_xla_device` (2.5 and 2.6 kept them as deprecated aliases of `runtime.world_size`
   and `runtime.global_ordinal`, "will be removed in release 2.7"; removed by da7fdca2d2, #8939, v2.7.0).
+- `torch_xla/core/xla_builder.py` had `jax_func_to_xla_computation` only in 2.7 (53b3ab8140,
+  #8789); 1784a081d3 (#9354, v2.8.0) folded it into `call_jax`, which builds, caches and runs
+  the computation: `from torch_xla.core.xla_builder import jax_func_to_xla_computation` raises
+  `ImportError` on 2.8 and 2.9.0.
 - XRT was deleted before 2.1 (f6409de358, #5240): no `XRT_*` string is left in the 2.9.0 Python
   sources or in `_XLAC.so`, so `XRT_TPU_CONFIG` configures nothing.
 - `torch_xla/__init__.py` `_check_deprecated_env_var` only warns about `XLA_USE_FP16` and
@@ -617,6 +622,13 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
             "    new_args = xla_dist.get_args_parser().parse_args(argv)\n"
             "    xla_dist.resolve_and_execute(new_args)\n",
             (3,),
+        ),
+        # IsNoobgrammer/Optimized-Attention-Torch-XLA splash.py: a 2.7-only helper
+        Invalid(
+            "import torch_xla.core.xla_builder as xb\n"
+            "from torch_xla.core.xla_builder import jax_func_to_xla_computation\n"
+            "c = xb.jax_func_to_xla_computation(f, args, {})\n",
+            (2, 3),
         ),
         Invalid(
             "import torch_xla.distributed.xla_dist as xla_dist\n"
