@@ -203,6 +203,50 @@ def test_branches_for_other_platforms_are_not_xla_code():
     """)
 
 
+def test_device_strings_and_xla_flags_mark_the_branches_of_other_platforms():
+    """ronghanghu/moco_v3_tpu: `if is_xla(): ...; return`, then NCCL set-up with prints that
+    XLA004 flagged as torch_xla code."""
+    check("""\
+        import torch_xla.core.xla_model as xm
+        def init(cfg, device):
+            if cfg.device == "xla":
+                xm.mark_step()  # reported
+            else:
+                xm.mark_step()
+            if device.type != "xla":
+                xm.mark_step()
+            if "cuda" == cfg.device:
+                xm.mark_step()
+            if cfg.device == "cuda" and cfg.fast:
+                xm.mark_step()
+            if args.use_tpu:
+                xm.mark_step()  # reported
+            else:
+                xm.mark_step()
+            if cfg.device == mode:
+                xm.mark_step()  # reported
+            if is_xla():
+                xm.mark_step()  # reported
+                return
+            xm.mark_step()
+            for step in range(3):
+                xm.mark_step()
+        def train(cfg):
+            if not is_xla():
+                return
+            xm.mark_step()  # reported
+        def spmd(cfg):
+            if is_xla():
+                log("xla")
+            xm.mark_step()  # reported
+        for batch in loader:
+            if USE_TPU:
+                continue
+            xm.mark_step()
+        xm.mark_step()  # reported
+    """)
+
+
 def test_imported_flags_are_read_from_their_conventional_name():
     check("""\
         import torch_xla.core.xla_model as xm

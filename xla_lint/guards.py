@@ -941,16 +941,28 @@ _AVAILABILITY = re.compile(
 )
 
 
+# A flag or predicate named for running on XLA: `is_xla()`, `use_tpu`, `args.on_tpu`, `USE_XLA`.
+_ON_XLA = re.compile(r"^_?(?:is|use|using|on|run_on|running_on)_(?:xla|tpu)$", re.IGNORECASE)
+# Device strings compared in a test (`cfg.device == "xla"`, `device.type != "cuda"`).
+_DEVICE_STRINGS = {"xla": "xla", "tpu": "xla", "cuda": "other", "gpu": "other", "mps": "other"}
+
+
 def platform_of(test: cst.BaseExpression) -> str | None:
     """``"xla"`` or ``"other"`` when ``test`` is an availability check of a platform
     (``is_torch_xla_available()``, ``_XLA_AVAILABLE``, ``torch.cuda.is_available()``,
-    ``is_sagemaker_mp_enabled()``), else None."""
+    ``is_sagemaker_mp_enabled()``), a flag or predicate named for XLA (``is_xla()``,
+    ``args.use_tpu``), or a device string compared for equality (``cfg.device == "xla"``,
+    ``device.type == "cuda"``), else None."""
+    if type(test) is cst.Comparison:
+        return _device_comparison(test, "==")
     if type(test) is cst.Call:
         test = test.func
     name = dotted_name(test)
     if name is None:
         return None
     parts = name.split(".")
+    if _ON_XLA.match(parts[-1]):
+        return "xla"
     if parts[-1] == "is_available" and len(parts) >= 2:
         word = parts[-2]
     else:
@@ -963,6 +975,23 @@ def platform_of(test: cst.BaseExpression) -> str | None:
         return "xla"
     if any(p in word for p in OTHER_PLATFORMS):
         return "other"
+    return None
+
+
+def _device_comparison(test: cst.Comparison, operator: str) -> str | None:
+    """The platform of ``x == "xla"`` (``"xla"``) or ``x == "cuda"`` (``"other"``) when
+    ``operator`` is ``"=="``; of ``x != ...`` when it is ``"!="``; else None. One comparison
+    only, against a plain string literal on either side."""
+    if len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    kind = {cst.Equal: "==", cst.NotEqual: "!="}.get(type(target.operator))
+    if kind != operator:
+        return None
+    for side in (test.left, target.comparator):
+        if type(side) is cst.SimpleString:
+            value = side.evaluated_value
+            return _DEVICE_STRINGS.get(value.lower()) if isinstance(value, str) else None
     return None
 
 
@@ -982,6 +1011,9 @@ def _branch_platforms(test: cst.BaseExpression) -> tuple[bool, bool]:
         operands.append(node)
         return any(_branch_platforms(o)[0] for o in operands), False
     kind = platform_of(test)
+    if kind is None and type(test) is cst.Comparison:  # `device != "xla"`: `not (== )`
+        kind = _device_comparison(test, "!=")
+        negated = kind is not None and not negated
     body, orelse = kind == "other", kind == "xla"
     return (orelse, body) if negated else (body, orelse)
 
@@ -1037,12 +1069,45 @@ def runs_on_xla(ctx: FileContext) -> bool:
     stack = ctx.stack
     for i in range(len(stack) - 2, -1, -1):
         node = stack[i]
-        if type(node) is not cst.If and type(node) is not cst.IfExp:
-            continue
         child = stack[i + 1]
+        if isinstance(node, (cst.IndentedBlock, cst.Module)):
+            if _after_xla_exit(node.body, child):
+                return False
+            continue
+        if not isinstance(node, (cst.If, cst.IfExp)):
+            continue
         body_other, else_no_xla = _branch_platforms(node.test)
         if child is node.body and body_other:
             return False
         if child is node.orelse and else_no_xla:
             return False
     return True
+
+
+def _after_xla_exit(statements: Sequence[cst.CSTNode], child: cst.CSTNode) -> bool:
+    """True when ``child`` follows, in ``statements``, an ``if`` without ``else`` whose body
+    runs only on XLA and always leaves (``if is_xla(): ...; return``): what comes after it
+    runs only without XLA."""
+    for stmt in statements:
+        if stmt is child:
+            return False
+        if type(stmt) is cst.If and stmt.orelse is None and _branch_platforms(stmt.test)[1]:
+            if _always_leaves(stmt.body):
+                return True
+    return False
+
+
+def _always_leaves(block: cst.BaseSuite) -> bool:
+    """True when the last statement of ``block`` is a ``return``, ``raise``, ``continue`` or
+    ``break`` (or a call of ``sys.exit``/``exit``/``os._exit``)."""
+    body = getattr(block, "body", ())
+    if not body:
+        return False
+    last = body[-1]
+    if type(last) is cst.SimpleStatementLine:
+        last = last.body[-1]
+    if type(last) in (cst.Return, cst.Raise, cst.Continue, cst.Break):
+        return True
+    if type(last) is cst.Expr and type(last.value) is cst.Call:
+        return dotted_name(last.value.func) in ("sys.exit", "exit", "os._exit", "quit")
+    return False
