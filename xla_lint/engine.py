@@ -622,6 +622,8 @@ PROGRAM_RULES_NEED: dict[str, bytes] = {
     "XLA017": b"DataLoader",
     "XLA204": b"Adam",
     "XLA024": b"checkpoint",
+    "XLA027": b"seed",  # manual_seed, set_seed, seed_everything in a plain entry script
+    "XLA028": b"seed",
 }
 PROGRAM_RULES = frozenset(PROGRAM_RULES_NEED)
 

@@ -23,9 +23,11 @@ from ..context import find_arg
 from ..diagnostics import Severity
 from ..names import Scope
 from ..rule import Invalid, Rule, Valid
+from ..seeds import blocks_around
+from ..seeds import short as _short
 from ..walk import TRIVIA, children, iter_nodes
 from .recompilation import LoopFacts
-from .spmd import _short, blocks_around, expects_error, is_xla_device
+from .spmd import expects_error, is_xla_device
 
 INITIALIZE_CACHE = f"{apis.XR}.initialize_cache"
 # The runtime's own test of the assertion initialize_cache makes (torch_xla/runtime.py).

@@ -10,6 +10,7 @@ from .. import apis
 from ..context import find_arg, literal_string
 from ..diagnostics import Severity
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
+from ..seeds import RNG_APIS, SeedBeforeModel, in_launched_function
 from ..walk import TRIVIA, walk
 
 
@@ -374,9 +375,6 @@ def in_assertion(ctx) -> bool:
 # Calls that return an XLA device (torch_xla/torch_xla.py `device`, torch_xla/core/xla_model.py
 # `xla_device`, deprecated in 2.9 but still present).
 DEVICE_APIS = frozenset({"torch_xla.device", f"{apis.XM}.xla_device", f"{apis.XR}.xla_device"})
-# Calls that set the XLA RNG state on the default device (torch_xla/core/xla_model.py
-# `set_rng_state`; torch_xla/torch_xla.py `manual_seed` calls it).
-RNG_APIS = frozenset({f"{apis.XM}.set_rng_state", "torch_xla.manual_seed"})
 
 
 EXPECTED_ERROR_CONTEXTS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
@@ -398,62 +396,6 @@ def expects_error(ctx) -> bool:
             if ctx.is_call_to(call, "pytest.raises"):
                 return True
     return False
-
-
-def _launched_functions(ctx) -> frozenset[str]:
-    """Names of this file's functions passed to ``torch_xla.launch``/``xmp.spawn`` that do not
-    call ``use_spmd()`` themselves: they run in per-device processes, never in SPMD mode
-    (``torch_xla/torch_xla.py``, ``launch`` refuses SPMD). Computed once per file (``ctx.memo``)."""
-    return ctx.memo(_launched_functions, lambda: _find_launched_functions(ctx))
-
-
-def _find_launched_functions(ctx) -> frozenset[str]:
-    launched: set[str] = set()
-    defs: dict[str, cst.FunctionDef] = {}
-
-    class Scan(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            defs.setdefault(node.name.value, node)
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if ctx.is_call_to(node, apis.LAUNCH_APIS):
-                fn = find_arg(node, "fn", 0)
-                if fn is not None and isinstance(fn.value, cst.Name):
-                    launched.add(fn.value.value)
-
-    walk(ctx.module, Scan(), TRIVIA)
-    enabling: set[str] = set()
-    for name in launched:
-        node = defs.get(name)
-        if node is None:
-            continue
-
-        class Uses(cst.CSTVisitor):
-            found = False
-
-            def visit_Call(self, call: cst.Call) -> None:
-                func = call.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and func.attr.value == "use_spmd"
-                    or isinstance(func, cst.Name)
-                    and func.value == "use_spmd"
-                ):
-                    Uses.found = True
-
-        walk(node, Uses(), TRIVIA)
-        if Uses.found:
-            enabling.add(name)
-    return frozenset(n for n in launched if n in defs and n not in enabling)
-
-
-def in_launched_function(ctx) -> bool:
-    """True inside a module-level function this file hands to ``torch_xla.launch``/``xmp.spawn``
-    (see :func:`_launched_functions`): that code runs in multi-process mode, not SPMD."""
-    outer = None
-    for node in ctx.enclosing(cst.FunctionDef):
-        outer = node
-    return outer is not None and outer.name.value in _launched_functions(ctx)
 
 
 def other_arm_enables_spmd(ctx) -> bool:
@@ -1133,85 +1075,6 @@ in a statement of its own, at start-up) or to test it (`is_spmd()`) is the autho
 
 # ---- XLA027: a seed that differs per host before the model is built ---------------------------
 
-from collections.abc import Sequence  # noqa: E402  (kept with the XLA027 section it serves)
-
-from ..context import is_environ_item  # noqa: E402
-from ..names import dotted_name  # noqa: E402
-from ..values import definition, one_line  # noqa: E402
-from ..walk import children, iter_nodes  # noqa: E402
-
-
-def blocks_around(ctx) -> list[tuple[Sequence[cst.BaseStatement], int]]:
-    """The statement blocks enclosing the node being visited, within its innermost function (or
-    the module), outermost first: each block's statements and the index of the one that holds
-    the node. Empty inside a lambda. Shared by XLA021 (what ran before) and XLA027 (what runs after)."""
-    out: list[tuple[Sequence[cst.BaseStatement], int]] = []
-    stack = ctx.stack
-    for i, node in enumerate(stack[:-1]):
-        kind = type(node)
-        if kind is cst.Lambda:
-            return []  # a lambda's body holds no statements
-        if kind is cst.FunctionDef or kind is cst.ClassDef:
-            out = []
-        elif kind is cst.Module or kind is cst.IndentedBlock:
-            child = stack[i + 1]
-            index = next((j for j, s in enumerate(node.body) if s is child), None)
-            if index is not None:
-                out.append((node.body, index))
-    return out
-
-
-def calls_that_run(node: cst.CSTNode) -> list[cst.Call]:
-    """The calls under ``node`` (``node`` included) in source order, leaving out the bodies of
-    functions, classes and lambdas defined there (defining them calls nothing)."""
-    out: list[cst.Call] = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        kind = type(n)
-        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
-            continue
-        if type(n) is cst.Call:
-            out.append(n)
-        kids = children(n, TRIVIA)
-        kids.reverse()
-        stack.extend(kids)
-    return out
-
-
-def statements_after(ctx) -> list[cst.BaseStatement]:
-    """The statements that run after the one holding the node being visited, in source order:
-    those after it in its block, then those after the enclosing compound statement, and so on up
-    to its function (or the module)."""
-    out: list[cst.BaseStatement] = []
-    for block, index in reversed(blocks_around(ctx)):
-        out.extend(block[index + 1 :])
-    return out
-
-
-# Seeds of torch's host generator, which initialises the parameters of a module built on the CPU
-# (torch/random.py `manual_seed`; transformers `set_seed`, Lightning `seed_everything` and
-# Accelerate `set_seed` call it), and of the XLA device generator (torch_xla/core/xla_model.py
-# `set_rng_state`, torch_xla/torch_xla.py `manual_seed`). `random.seed`/`np.random.seed` seed no
-# torch parameter and are left out.
-TORCH_SEEDS = frozenset(
-    {
-        "torch.manual_seed",
-        "torch.random.manual_seed",
-        *RNG_APIS,
-        "transformers.set_seed",
-        "transformers.trainer_utils.set_seed",
-        "accelerate.utils.set_seed",
-        "lightning.seed_everything",
-        "lightning.pytorch.seed_everything",
-        "pytorch_lightning.seed_everything",
-        "lightning.fabric.seed_everything",
-        "lightning_fabric.seed_everything",
-        "lightning_fabric.utilities.seed.seed_everything",
-        "lightning.fabric.utilities.seed.seed_everything",
-        "pytorch_lightning.utilities.seed.seed_everything",
-    }
-)
 # What tells SPMD hosts apart: one process per host, so the process index (torch_xla/runtime.py
 # `process_index`, `host_index`), the rank of a process group over those processes, and the rank a
 # launcher exports. `xr.global_ordinal()` is not one: it is 0 on every SPMD host (XLA005).
@@ -1223,20 +1086,15 @@ PER_HOST_APIS = {
 PER_HOST_VARIABLES = frozenset(
     {"RANK", "NODE_RANK", "GROUP_RANK", "TPU_WORKER_ID", "CLOUD_TPU_TASK_ID"}
 )
-# Calls that make a module: torch.nn classes (not losses), Hugging Face loaders (`from_pretrained`
-# initialises every weight the checkpoint lacks at random, `from_config` all of them).
-_MODEL_LOADERS = frozenset({"from_pretrained", "from_config", "from_pretrained_model"})
-_MODEL_BASES = ("torch.nn.Module", "torch.nn.modules.module.Module")
-# `X.from_pretrained` that loads no module, and the verbs of functions that make one (`build_model`).
-_NOT_MODELS = ("Tokenizer", "Processor", "Config", "Extractor", "Dataset", "Scheduler")
-_MAKERS = ("build", "create", "make", "get", "init", "construct", "new", "instantiate", "setup")
-_MODEL_BASE_WORDS = ("Module", "PreTrainedModel", "Model")
 
 
-class PerHostSeed(Rule):
+class PerHostSeed(SeedBeforeModel):
     code = "XLA027"
     name = "per-host-seed"
     preview = True
+    sources = PER_HOST_APIS
+    variables = PER_HOST_VARIABLES
+    requires = (("spmd", True),)
     summary = (
         "In SPMD, a seed that differs per host (process_index, rank) set before the model is built."
     )
@@ -1261,8 +1119,8 @@ or a function of the file that does one of these. A seed set again with the same
 host before the model is built cancels the finding. Not flagged: per-host seeds after the model
 exists (data shuffling, augmentation), seeds inside a `worker_init_fn`, `random.seed` and
 `np.random.seed` (they initialise no torch parameter), `xr.global_ordinal()` (0 on every SPMD
-host, see XLA005), and programs that run one process per device (there DDP-style code
-broadcasts or reduces, and per-rank seeds are the usual practice).
+host, see XLA005), and programs that run one process per device: XLA028 (`per-replica-seed`)
+checks their seeds.
 
 ## Why is this bad
 In SPMD each host runs one process that builds the *whole* model on its CPU and then hands
@@ -1375,165 +1233,7 @@ torch.manual_seed(args.seed + xr.process_index())   # per host from here: data o
         ),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        ctx = self.ctx
-        if ctx.is_call_to(node, TORCH_SEEDS):
-            arg = find_arg(node, "seed", 0) or find_arg(node, "new_seed", 0)
-            arguments = [arg.value] if arg is not None else []
-        elif self._seeding_function(node) is not None:
-            arguments = [a.value for a in node.args]
-        else:
-            return
-        source = next((s for s in (self._per_host(a, None, 0) for a in arguments) if s), None)
-        if source is None or in_launched_function(ctx):
-            return
-        model = self._model_built_after()
-        if model is not None:
-            self.report(
-                node, self.message.format(source=source, model=model), requires=[("spmd", True)]
-            )
-
-    # -- what the seed depends on ---------------------------------------------------------
-    def _per_host(self, expr: cst.BaseExpression, site, depth: int) -> str | None:
-        """How ``expr`` depends on the host (``"`xr.process_index()`"``), or None: a per-host call
-        or environment variable in it, or a local name assigned from one (three assignments deep)."""
-        ctx = self.ctx
-        for n in iter_nodes(expr):
-            kind = type(n)
-            if kind is cst.Call:
-                for name in ctx.qnames(n.func):
-                    if name in PER_HOST_APIS:
-                        return PER_HOST_APIS[name]
-                if ctx.is_call_to(n, "os.environ.get", "os.getenv"):
-                    key = find_arg(n, None, 0)
-                    if key is not None and literal_string(key.value) in PER_HOST_VARIABLES:
-                        return f"the environment variable `{literal_string(key.value)}`"
-            elif kind is cst.Subscript:
-                for var in PER_HOST_VARIABLES:
-                    if is_environ_item(ctx, n, var):
-                        return f"the environment variable `{var}`"
-            elif kind is cst.Name and depth < 3:
-                found = definition(ctx, n, site)
-                if found is not None:
-                    value, where = found
-                    source = self._per_host(value, where, depth + 1)
-                    if source is not None:
-                        return source
-        return None
-
-    def _seeding_function(self, call: cst.Call) -> cst.FunctionDef | None:
-        """The module-level function of this file ``call`` calls when it passes one of its
-        parameters to a torch seed (``def set_seed(s): torch.manual_seed(s)``), else None."""
-        func = call.func
-        if type(func) is not cst.Name or self.ctx.qnames(func):
-            return None
-        return self.ctx.memo((PerHostSeed, "seeders"), self._find_seeders).get(func.value)
-
-    def _find_seeders(self) -> dict[str, cst.FunctionDef]:
-        out: dict[str, cst.FunctionDef] = {}
-        for stmt in self.ctx.module.body:
-            if type(stmt) is not cst.FunctionDef:
-                continue
-            params = {p.name.value for p in stmt.params.params}
-            scope = self.ctx.scopes.get(stmt)
-            for n in iter_nodes(stmt.body):
-                if (
-                    type(n) is cst.Call
-                    and self.ctx.qnames(n.func, scope) & TORCH_SEEDS
-                    and any(
-                        type(m) is cst.Name and m.value in params
-                        for a in n.args
-                        for m in iter_nodes(a.value)
-                    )
-                ):
-                    out.setdefault(stmt.name.value, stmt)
-                    break
-        return out
-
-    # -- what is built after it -----------------------------------------------------------
-    def _model_built_after(self) -> str | None:
-        """The first model construction among the statements that run after the seed (shortened
-        source), or None; None too when a seed that is the same on every host comes first."""
-        for stmt in statements_after(self.ctx):
-            for n in calls_that_run(stmt):
-                if self.ctx.is_call_to(n, TORCH_SEEDS):
-                    arg = find_arg(n, "seed", 0)
-                    if arg is not None and self._per_host(arg.value, None, 0) is None:
-                        return None
-                    continue
-                if self._builds_model(n, 0):
-                    return _short(self.ctx, n)
-        return None
-
-    def _builds_model(self, call: cst.Call, depth: int, scope=None) -> bool:
-        ctx = self.ctx
-        func = call.func
-        names = ctx.qnames(func, scope)
-        if isinstance(func, cst.Attribute) and func.attr.value in _MODEL_LOADERS:
-            loader = (dotted_name(func.value) or "").rsplit(".", 1)[-1]
-            return not any(word in loader for word in _NOT_MODELS)
-        for name in names:
-            last = name.rsplit(".", 1)[-1]
-            if (
-                name.startswith("torch.nn.")
-                and last[:1].isupper()
-                and not last.endswith("Loss")
-                and not name.startswith(
-                    ("torch.nn.functional.", "torch.nn.utils.", "torch.nn.init.")
-                )
-            ):
-                return True
-        last = (
-            func.value
-            if type(func) is cst.Name
-            else func.attr.value
-            if type(func) is cst.Attribute
-            else ""
-        )
-        if (
-            "Model" in last
-            and last[:1].isupper()
-            or "model" in last.lower()
-            and last.lower().lstrip("_").startswith(_MAKERS)
-            and "config" not in last
-        ):
-            return True  # `GPTModel(cfg)`, `build_model()`; not `self.model(x)`, `load_model(path)`
-        if names or type(func) is not cst.Name:
-            return False
-        local = ctx.memo((PerHostSeed, "locals"), self._local_definitions)
-        node = local.get(last)
-        if type(node) is cst.ClassDef:
-            return self._is_module_class(node, local, 0)
-        if type(node) is cst.FunctionDef and depth < 2:
-            inner = ctx.scopes.get(node)
-            return any(self._builds_model(n, depth + 1, inner) for n in calls_that_run(node.body))
-        return False
-
-    def _local_definitions(self) -> dict[str, cst.CSTNode]:
-        out: dict[str, cst.CSTNode] = {}
-        for stmt in self.ctx.module.body:
-            if type(stmt) is cst.FunctionDef or type(stmt) is cst.ClassDef:
-                out.setdefault(stmt.name.value, stmt)
-        return out
-
-    def _is_module_class(
-        self, node: cst.ClassDef, local: dict[str, cst.CSTNode], depth: int
-    ) -> bool:
-        """A class of this file deriving from ``nn.Module`` (a model class of a library, or of
-        this file, counts by its name: ``PreTrainedModel``, ``LightningModule``)."""
-        for base in node.bases:
-            names = self.ctx.qnames(base.value, self.ctx.root_scope)
-            if names & set(_MODEL_BASES) or any(
-                n.rsplit(".", 1)[-1].endswith(_MODEL_BASE_WORDS) for n in names
-            ):
-                return True
-            if type(base.value) is cst.Name and not names and depth < 5:
-                parent = local.get(base.value.value)
-                if type(parent) is cst.ClassDef and self._is_module_class(parent, local, depth + 1):
-                    return True
-        return False
-
-
-def _short(ctx, node: cst.CSTNode) -> str:
-    """``node``'s source on one line, shortened to 60 characters, in backquotes."""
-    return f"`{one_line(ctx, node, 60)}`"
+    def skip(self) -> bool:
+        """A function handed to ``torch_xla.launch``/``xmp.spawn`` runs one process per device,
+        never SPMD: XLA028's concern."""
+        return in_launched_function(self.ctx)
