@@ -7,14 +7,31 @@ from typing import TypeGuard
 import libcst as cst
 
 from .. import apis
-from ..context import find_arg, literal_string
+from ..context import FileContext, find_arg, literal_string
 from ..diagnostics import Severity
 from ..holds import may_hold_tensors, name_words
 from ..names import dotted_name
 from ..rule import Invalid, Rule, Valid
-from ..values import Known, Unknown, is_replica_test, parts_of, value_of
+from ..seeds import (
+    RNG_APIS,
+    TORCH_SEEDS,
+    SeedBeforeModel,
+    calls_that_run,
+    launched_functions,
+    statements_after,
+)
+from ..values import (
+    PARAMETER,
+    Known,
+    Site,
+    Unknown,
+    definition,
+    is_replica_test,
+    parts_of,
+    value_of,
+)
 from ..walk import TRIVIA, iter_nodes, walk
-from .spmd import DEVICE_APIS, DeviceUse, function_key
+from .spmd import DEVICE_APIS, PER_HOST_APIS, PER_HOST_VARIABLES, DeviceUse, function_key
 
 MULTIPROCESS = [("multiprocess", True), ("spmd", False)]
 
@@ -1065,6 +1082,10 @@ runtime queries (`xr.global_runtime_device_count()`, `xr.world_size()`,
 `xr.local_process_count()` only read the environment and are fine. Launches with
 `nprocs=1` or `debug_single_process=True` run in the same process and are skipped.
 
+It also flags a launch inside a function the file already launches (`torch_xla.launch(outer)`
+where `outer` calls `torch_xla.launch`/`xmp.spawn` again, or calls `fit`/`validate`/`test`/
+`predict` of a Lightning `Trainer(strategy="xla")`, whose `_XLALauncher` calls `xmp.spawn`).
+
 ## Why is this bad
 These calls create the PJRT client in the calling process, which opens the host's
 devices. `xmp.spawn` then refuses to start (torch_xla 2.9.0
@@ -1072,7 +1093,11 @@ devices. `xmp.spawn` then refuses to start (torch_xla 2.9.0
 initialized. Do not use the XLA device before calling xmp.spawn.`), and
 `torch_xla.launch` calls `xmp.spawn`. Module-level code also runs again in every child
 when the start method is `spawn` (the main module is re-imported as `__mp_main__`), so
-each child initialises the runtime at import, before its per-device setup.
+each child initialises the runtime at import, before its per-device setup. Inside a
+spawned process the runtime is always up before the function runs
+(`torch_xla/_internal/pjrt.py`, `initialize_multiprocess` calls `torch_xla.device()`), so a
+second launch from there raises the same error (measured on CPU: `torch_xla.launch(outer)`
+with `outer` calling `torch_xla.launch(inner)`).
 
 ## Example
 ```python
@@ -1116,6 +1141,15 @@ if __name__ == "__main__":
         Valid(
             _LAUNCH + "device = xm.xla_device()\ntorch_xla.launch(fn, debug_single_process=True)\n"
         ),
+        # A Trainer of another strategy, a single-process launch inside, a Trainer in the parent.
+        Valid(
+            "import lightning as L\nimport torch_xla\n"
+            "def inner(i):\n    pass\n"
+            "def train(rank):\n    L.Trainer(strategy='ddp').fit(model)\n"
+            "    torch_xla.launch(inner, debug_single_process=True)\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(train)\n"
+            "    L.Trainer(strategy='xla').fit(model)\n"
+        ),
     )
     invalid = (
         Invalid(
@@ -1133,6 +1167,25 @@ if __name__ == "__main__":
             "def main():\n    w = torch.zeros(2).to('xla')\n    xmp.spawn(train)\nmain()\n",
             (4,),
         ),
+        Invalid(
+            _LAUNCH + "def inner(i):\n    pass\ndef outer(i):\n    torch_xla.launch(inner)\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(outer)\n",
+            (6,),
+        ),
+        # JungyongHan/kobart_tpu train.py: Lightning's XLA strategy inside xmp.spawn's function
+        Invalid(
+            "import lightning as L\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def train(rank, args):\n    trainer = L.Trainer(devices='auto', strategy='xla')\n"
+            "    trainer.fit(model, dm)\n"
+            "if __name__ == '__main__':\n    xmp.spawn(train, args=(args,))\n",
+            (5,),
+        ),
+    )
+
+    nested_message = (
+        "{launch} inside `{fn}`, which this file already runs in each spawned process: the "
+        "child's XLA runtime is up before `{fn}` starts, so this launch fails with 'Runtime is "
+        "already initialized'; launch once, from the parent"
     )
 
     def __init__(self, ctx) -> None:
@@ -1148,6 +1201,10 @@ if __name__ == "__main__":
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qnames(node.func)
         key = function_key(self.ctx)
+        nested = self._nested_launch(node, names)
+        if nested is not None:
+            self.report(node, self.nested_message.format(launch=nested[0], fn=nested[1]))
+            return
         if names & apis.LAUNCH_APIS:
             if self._single_process(node):
                 return
@@ -1169,6 +1226,50 @@ if __name__ == "__main__":
         first = self.first.get(node)
         if first is not None and self.launch is not None:
             self._report(first, self.launch)
+
+    def _nested_launch(self, node: cst.Call, names: frozenset[str]) -> tuple[str, str] | None:
+        """``(what launches, the launched function)`` when ``node`` starts processes inside a
+        function this file already runs in spawned processes: ``torch_xla.launch``/``xmp.spawn``
+        (not single-process), or ``fit``/``validate``/``test``/``predict`` of a Lightning
+        ``Trainer(strategy="xla")``, whose launcher calls ``xmp.spawn``."""
+        outer = None
+        for function in self.ctx.enclosing(cst.FunctionDef):
+            outer = function
+        if outer is None or outer.name.value not in launched_functions(self.ctx):
+            return None
+        if names & apis.LAUNCH_APIS:
+            if self._single_process(node):
+                return None
+            launch = "torch_xla.launch" if apis.LAUNCH in names else "xmp.spawn"
+            return f"`{launch}`", outer.name.value
+        func = node.func
+        if type(func) is cst.Attribute and func.attr.value in TRAINER_METHODS:
+            trainer = func.value
+            if type(trainer) is cst.Name:
+                found = definition(self.ctx, trainer)
+                trainer = found[0] if found is not None else trainer
+            if type(trainer) is cst.Call and self._xla_trainer(trainer):
+                return f'`Trainer(strategy="xla").{func.attr.value}()`', outer.name.value
+        return None
+
+    def _xla_trainer(self, call: cst.Call) -> bool:
+        """A Lightning ``Trainer(...)`` whose ``strategy`` is ``"xla"``/``"xla_fsdp"`` (or an
+        ``XLAStrategy``/``XLAFSDPStrategy`` instance): its launcher is ``_XLALauncher``
+        (lightning/pytorch/strategies/launchers/xla.py), which calls ``xmp.spawn``."""
+        if not any(
+            n.split(".")[0] in LIGHTNING_ROOTS and n.endswith(".Trainer")
+            for n in self.ctx.qnames(call.func)
+        ):
+            return False
+        strategy = find_arg(call, "strategy")
+        if strategy is None:
+            return False
+        value = strategy.value
+        if literal_string(value) in ("xla", "xla_fsdp"):
+            return True
+        return type(value) is cst.Call and any(
+            n.endswith((".XLAStrategy", ".XLAFSDPStrategy")) for n in self.ctx.qnames(value.func)
+        )
 
     def _report(self, node: cst.Call, launch: str) -> None:
         text = " ".join(self.ctx.module.code_for_node(node).split())
@@ -1377,3 +1478,688 @@ def _nprocs_verdict(ctx, value, depth: int = 0) -> tuple[Known | None, Unknown |
             unknown = unknown or maybe
         return None, unknown
     return None, value
+
+
+# ---- XLA028: a seed that differs per replica before the model is built ------------------------
+
+# What tells the replicas of a one-process-per-device program apart: their ordinals
+# (torch_xla/runtime.py `global_ordinal`, `local_ordinal`; torch_xla/core/xla_model.py
+# `get_ordinal`, `get_local_ordinal`), the process index (one process per device), the rank of
+# the process group, and what also tells hosts apart (XLA027's sources: replicas on different
+# hosts differ by them).
+PER_REPLICA_APIS = {
+    f"{apis.XR}.global_ordinal": "`xr.global_ordinal()`",
+    f"{apis.XR}.local_ordinal": "`xr.local_ordinal()`",
+    f"{apis.XM}.get_ordinal": "`xm.get_ordinal()`",
+    f"{apis.XM}.get_local_ordinal": "`xm.get_local_ordinal()`",
+    "torch.distributed.get_node_local_rank": "`dist.get_node_local_rank()`",
+    **PER_HOST_APIS,
+}
+PER_REPLICA_VARIABLES = PER_HOST_VARIABLES | {"LOCAL_RANK"}
+# `xm.set_rng_state`/`torch_xla.manual_seed` seed the XLA device's generator
+# (torch_xla/core/xla_model.py `set_rng_state`: `_xla_set_rng_seed` for the device), not torch's
+# CPU generator that initialises a module built on the CPU: a per-replica device seed (dropout
+# masks) after a common `torch.manual_seed` is the right thing, so they do not count here.
+REPLICA_SEEDS = TORCH_SEEDS - RNG_APIS
+# Accelerate's objects whose `process_index` is the replica's (accelerate/state.py: on XLA it is
+# `xr.global_ordinal()`), and its `set_seed(seed, device_specific=True)`, which adds it to the seed
+# (accelerate/utils/random.py).
+_ACCELERATE_STATES = frozenset(
+    {
+        "accelerate.Accelerator",
+        "accelerate.accelerator.Accelerator",
+        "accelerate.PartialState",
+        "accelerate.state.PartialState",
+        "accelerate.state.AcceleratorState",
+    }
+)
+_ACCELERATE_INDEXES = frozenset({"process_index", "local_process_index"})
+ACCELERATE_SET_SEED = "accelerate.utils.set_seed"
+# What makes the replicas' parameters equal after they were built apart:
+# `xm.broadcast_master_param` (torch_xla/core/xla_model.py: `collective_broadcast` of every parameter
+# and buffer from ordinal 0) and other broadcasts; a DDP wrap (torch/nn/parallel/distributed.py
+# `DistributedDataParallel.__init__` calls torch/distributed/utils.py `_sync_module_states`, a
+# broadcast from rank 0); an FSDP wrap (torch_xla/distributed/fsdp/xla_fully_sharded_data_parallel.py
+# `_shard_parameters_` keeps one slice of each parameter per rank: every value then exists once);
+# Lightning's Trainer and Fabric (their XLA strategies `broadcast_master_param` the module,
+# `sync_module_states=True` by default: lightning/pytorch/strategies/xla.py `setup`,
+# lightning/fabric/strategies/xla.py `setup_module`; their DDP strategies wrap it in DDP).
+PARAMETER_SYNCS = frozenset(
+    {
+        f"{apis.XM}.broadcast_master_param",
+        f"{apis.XM}.collective_broadcast",
+        "torch_xla.experimental.pjrt.broadcast_master_param",
+        "torch.distributed.broadcast",
+        "torch.distributed.utils._sync_module_states",
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel",
+        "torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel.XlaFullyShardedDataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard",
+    }
+)
+_LIGHTNING_RUNNERS = (".Trainer", ".Fabric")
+# Loading the whole model after it was built overwrites every replica's initial values with the
+# same ones: `model.load_state_dict(...)`, torch.distributed.checkpoint, and functions whose name
+# says they load or restore a checkpoint (`load_checkpoint(model, path)`).
+_LOAD_METHODS = frozenset({"load_state_dict", "load_state", "set_model_state_dict"})
+_LOAD_APIS = frozenset(
+    {
+        "torch.distributed.checkpoint.load",
+        "torch.distributed.checkpoint.load_state_dict",
+        "torch.distributed.checkpoint.state_dict.set_model_state_dict",
+    }
+)
+_LOAD_WORDS = (
+    "load_checkpoint",
+    "load_ckpt",
+    "load_weights",
+    "load_pretrained",
+    "restore",
+    "resume",
+)
+# Functions of other modules (the rule sees one file) whose name says they make parameters equal:
+# `broadcast_params(model)`, `sync_model_states(model)`, `wrap_ddp(model)`, `setup_fsdp(model)`.
+_SYNC_WORDS = ("broadcast", "ddp", "fsdp")
+_SYNC_OBJECTS = ("param", "model", "weight", "state", "module")
+_NOT_MODEL_STATE = ("optim", "sched", "scaler")
+
+
+class PerReplicaSeed(SeedBeforeModel):
+    code = "XLA028"
+    name = "per-replica-seed"
+    preview = True
+    sources = PER_REPLICA_APIS
+    variables = PER_REPLICA_VARIABLES
+    seeds = REPLICA_SEEDS
+    requires = tuple(MULTIPROCESS)
+    summary = (
+        "With one process per device, a seed that differs per replica (ordinal, rank, the launch "
+        "index) set before the model is built, and nothing makes the replicas' parameters equal."
+    )
+    message = (
+        "seed depends on {source}, so it differs per replica, and the model is built after it "
+        "({model}) while nothing makes the replicas' parameters equal: `xm.optimizer_step` "
+        "averages gradients, so each replica keeps training its own initial weights; seed the same "
+        "on every replica before building the model (per replica only afterwards), or call "
+        "`xm.broadcast_master_param(model)` once it is built"
+    )
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+In a program that runs one process per device (`torch_xla.launch`, `xmp.spawn`, torchrun,
+`init_process_group("xla")`), flags a seed of torch's generator (`torch.manual_seed`,
+`transformers.set_seed`, Lightning's `seed_everything`, Accelerate's `set_seed`, or a function of
+the same file that passes its parameter to one of them) whose argument depends on the replica:
+`xr.global_ordinal()`, `xr.local_ordinal()`, `xm.get_ordinal()`, `xm.get_local_ordinal()`,
+`xr.process_index()`, `dist.get_rank()`, the `RANK`/`LOCAL_RANK` environment variables, the
+index parameter of the function given to `torch_xla.launch`/`xmp.spawn` (`def _mp_fn(index):`),
+Accelerate's `accelerator.process_index`, or `set_seed(seed, device_specific=True)`; directly or
+through a local variable assigned from one. It is reported when a model is built after it in the
+same function (as XLA027 recognises one: a `torch.nn` layer, a module class of the file, a
+`from_pretrained`/`from_config` call, `build_model()`...) and the file never makes the replicas'
+parameters equal: no `xm.broadcast_master_param(...)` or other broadcast, no
+`DistributedDataParallel(...)` or FSDP wrap, no Lightning `Trainer`/`Fabric`, no call of a
+function whose name says it does one of these (`broadcast_params(model)`, `wrap_ddp(model)`: the
+rule reads one file), and no `load_state_dict`/checkpoint load after the seed. Not flagged: per-replica seeds after the model
+exists (data order, augmentation, dropout), seeds in a `worker_init_fn`, `random.seed` and
+`np.random.seed`, `xm.set_rng_state`/`torch_xla.manual_seed` (they seed the XLA device's
+generator, not the CPU generator that initialises a module built on the CPU), SPMD programs
+(XLA027) and single-process programs.
+
+## Why is this bad
+With one process per device every replica builds its own copy of the model, and nothing in
+torch_xla makes the copies equal: `xm.optimizer_step` calls `reduce_gradients`, which
+all-reduces the gradients it fetches from the optimizer (`_fetch_gradients`: `p.grad.data`,
+summed and scaled by `1 / world_size`) and never touches a parameter (torch_xla 2.9.0
+`torch_xla/core/xla_model.py`, `optimizer_step`, `reduce_gradients`). Replicas that start from
+different weights then apply the same averaged gradient to different models for the whole run:
+the averaged gradient is the gradient of none of them, the replicas never agree, and `xm.save`
+writes the master replica's copy only (`save`, `master_only=True`). Training runs and the loss
+falls, so nothing shows the problem. torch_xla's fix is `xm.broadcast_master_param(model)`
+(`collective_broadcast` of every parameter and buffer from ordinal 0); torch_xla's own test
+`test/pjrt/test_collective_ops_tpu.py` (`test_broadcast_master_param`) seeds with
+`xr.global_ordinal()` and asserts that replicas differ without it and agree with it. A DDP wrap
+broadcasts rank 0's parameters in its constructor (torch 2.9.0 `torch/nn/parallel/distributed.py`,
+`DistributedDataParallel.__init__` → `_sync_module_states`), and Lightning's XLA strategies call
+`broadcast_master_param` (`sync_module_states=True` by default). Accelerate does neither on XLA:
+`set_seed(seed, device_specific=True)` adds `AcceleratorState().process_index` (the global
+ordinal on XLA) and `Accelerator.prepare_model` wraps in DDP only for GPU-like backends.
+Run on CPU (two gloo processes doing what `reduce_gradients` does), a per-rank seed left the
+replicas' weights 0.72 apart after 100 SGD steps; with a DDP wrap, 0.0.
+
+## Example
+```python
+import torch
+import torch_xla
+
+def _mp_fn(index):
+    torch.manual_seed(1234 + index)
+    model = Net().to(torch_xla.device())
+    ...
+
+torch_xla.launch(_mp_fn)
+```
+
+## Use instead
+```python
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+
+def _mp_fn(index):
+    torch.manual_seed(1234)            # the same on every replica: one initial model
+    model = Net().to(torch_xla.device())
+    xm.broadcast_master_param(model)   # or make them equal this way
+    torch.manual_seed(1234 + index)    # per replica from here: data order, augmentation
+    ...
+
+torch_xla.launch(_mp_fn)
+```
+
+## References
+- https://docs.pytorch.org/xla/master/learn/pjrt.html
+- torch_xla 2.9.0 `torch_xla/core/xla_model.py` (`optimizer_step`, `reduce_gradients`,
+  `broadcast_master_param`, `save`)
+- pytorch/xla `test/pjrt/test_collective_ops_tpu.py` (`test_broadcast_master_param`)
+- torch 2.9.0 `torch/nn/parallel/distributed.py` (`DistributedDataParallel.__init__`),
+  `torch/distributed/utils.py` (`_sync_module_states`)
+"""
+    valid = (
+        Valid(
+            "import torch\nimport torch_xla\n"
+            "def _mp_fn(index):\n    torch.manual_seed(42)\n    model = torch.nn.Linear(4, 4)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\n"
+            "def _mp_fn(index):\n    torch.manual_seed(42)\n    model = torch.nn.Linear(4, 4)\n"
+            "    torch.manual_seed(42 + index)\n    shuffle(data)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH + "def _mp_fn(index):\n    torch.manual_seed(xm.get_ordinal())\n"
+            "    model = torch.nn.Linear(4, 4).to(torch_xla.device())\n"
+            "    xm.broadcast_master_param(model)\n"
+            "import torch\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch.distributed as dist\nimport torch_xla\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "def _mp_fn(index):\n    dist.init_process_group('xla', init_method='xla://')\n"
+            "    torch.manual_seed(dist.get_rank())\n    model = DDP(torch.nn.Linear(4, 4))\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+            "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+            "def _mp_fn(index):\n    torch.manual_seed(xr.global_ordinal())\n"
+            "    model = torch.nn.Linear(4, 4)\n    model = FSDP(model)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import random\nimport numpy as np\nimport torch\nimport torch_xla\n"
+            "def _mp_fn(index):\n    np.random.seed(index)\n    random.seed(index)\n"
+            "    model = torch.nn.Linear(4, 4)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(index):\n"
+            "    def worker_init_fn(worker_id):\n"
+            "        torch.manual_seed(1234 + worker_id + xr.global_ordinal())\n"
+            "    model = torch.nn.Linear(4, 4)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\n"
+            "def _mp_fn(index):\n    torch.manual_seed(42)\n    torch_xla.manual_seed(42 + index)\n"
+            "    model = torch.nn.Linear(4, 4)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n"
+            "def _mp_fn(index):\n    torch.manual_seed(xm.get_ordinal())\n"
+            "    model = torch.nn.Linear(4, 4)\n"
+            "    model.load_state_dict(torch.load('init.pt'))\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "torch.manual_seed(xr.global_ordinal())\nmodel = torch.nn.Linear(4, 4)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla.core.xla_model as xm\n"
+            "torch.manual_seed(xm.get_ordinal())\nmodel = torch.nn.Linear(4, 4)\n"
+        ),
+    )
+    invalid = (
+        Invalid(
+            "import torch\nimport torch.nn as nn\nimport torch_xla\n"
+            "class Net(nn.Module):\n    pass\n"
+            "def _mp_fn(index):\n    torch.manual_seed(index)\n    model = Net()\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
+            (7,),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\n"
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "from transformers import AutoConfig, AutoModelForCausalLM, set_seed\n"
+            "def train(index, args):\n    set_seed(args.seed + xm.get_ordinal())\n"
+            "    config = AutoConfig.from_pretrained(args.model)\n"
+            "    model = AutoModelForCausalLM.from_config(config)\n"
+            "xmp.spawn(train, args=(args,))\n",
+            (5,),
+        ),
+        Invalid(
+            "import os\nimport torch\nimport torch_xla\n"
+            "def seed_all(seed):\n    torch.manual_seed(seed)\n"
+            "def main():\n    rank = int(os.environ['RANK'])\n    seed_all(100 + rank)\n"
+            "    model = torch.nn.Sequential(torch.nn.Linear(4, 4))\n"
+            "if __name__ == '__main__':\n    main()\n",
+            (8,),
+            files=(("run.sh", "torchrun --nproc_per_node=4 example.py\n"),),
+        ),
+    )
+
+    def other_source(self, node: cst.CSTNode, site: Site | None) -> str | None:
+        """The index parameter of a function this file launches (``def _mp_fn(index):``), or
+        Accelerate's ``process_index`` (``accelerator.process_index``)."""
+        ctx = self.ctx
+        if type(node) is cst.Name:
+            value = value_of(ctx, node, site)
+            if isinstance(value, Unknown) and value.kind == PARAMETER:
+                return _index_parameters(ctx).get(id(value.node))
+            return None
+        if type(node) is cst.Attribute and node.attr.value in _ACCELERATE_INDEXES:
+            base = node.value
+            if type(base) is cst.Name:
+                found = definition(ctx, base, site)
+                base = found[0] if found is not None else base
+            if ctx.is_call_to(base, _ACCELERATE_STATES):
+                return f"Accelerate's `{node.attr.value}`"
+        return None
+
+    def call_source(self, call: cst.Call) -> str | None:
+        """``set_seed(seed, device_specific=True)`` of Accelerate adds the process index."""
+        if not self.ctx.is_call_to(call, ACCELERATE_SET_SEED):
+            return None
+        arg = find_arg(call, "device_specific", 1)
+        if arg is None:
+            return None
+        value = value_of(self.ctx, arg.value)
+        if isinstance(value, Known) and value.value is True:
+            return "`device_specific=True` (Accelerate adds the process index)"
+        return None
+
+    def synchronised(self) -> bool:
+        """The file broadcasts parameters or wraps the model in DDP/FSDP/Lightning anywhere
+        (:data:`PARAMETER_SYNCS`), or loads a checkpoint into it after the seed."""
+        ctx = self.ctx
+        if ctx.memo(_syncs_parameters, lambda: _syncs_parameters(ctx)):
+            return True
+        return any(_loads_model(ctx, n) for s in statements_after(ctx) for n in calls_that_run(s))
+
+
+def _index_parameters(ctx: FileContext) -> dict[int, str]:
+    """The first parameter of each function this file launches (``torch_xla.launch`` and
+    ``xmp.spawn`` call ``fn(index, *args)`` with the global ordinal: torch_xla/_internal/pjrt.py
+    ``_SpawnFn``), by the id of its Param node, with how the message names it."""
+    return ctx.memo(_index_parameters, lambda: _find_index_parameters(ctx))
+
+
+def _find_index_parameters(ctx: FileContext) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for name, fn in launched_functions(ctx).items():
+        params = fn.params.params
+        if params:
+            first = params[0]
+            text = f"`{first.name.value}`, the global ordinal `{name}` receives from the launch"
+            out[id(first)] = text
+    return out
+
+
+def _syncs_parameters(ctx: FileContext) -> bool:
+    """The file calls one of :data:`PARAMETER_SYNCS`, makes a Lightning ``Trainer``/``Fabric``,
+    or calls a function whose name says it broadcasts or wraps in DDP/FSDP (``broadcast_params``,
+    ``sync_model_states``, ``wrap_ddp``: the rule cannot read another module's body). Each call
+    is resolved in its own scope (an import inside a function counts)."""
+    owners: list[cst.Module | cst.FunctionDef | cst.ClassDef] = [ctx.module]
+    owners += [n for n in iter_nodes(ctx.module) if isinstance(n, (cst.FunctionDef, cst.ClassDef))]
+    for owner in owners:
+        scope = ctx.scopes.get(owner)
+        body: cst.CSTNode = owner if isinstance(owner, cst.Module) else owner.body
+        for call in calls_that_run(body):
+            names = ctx.qnames(call.func, scope)
+            if names & PARAMETER_SYNCS or any(
+                q.startswith(LIGHTNING_ROOTS) and q.endswith(_LIGHTNING_RUNNERS) for q in names
+            ):
+                return True
+            last = (dotted_name(call.func) or "").rsplit(".", 1)[-1].lower()
+            if any(w in last for w in _SYNC_WORDS) or (
+                "sync" in last and any(w in last for w in _SYNC_OBJECTS)
+            ):
+                return True
+    return False
+
+
+def _loads_model(ctx: FileContext, call: cst.Call) -> bool:
+    """``call`` loads saved values into a model: ``x.load_state_dict(...)`` (not an optimizer's or
+    a scheduler's), torch.distributed.checkpoint's loads, ``load_checkpoint(...)``."""
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value in _LOAD_METHODS:
+        owner = (dotted_name(func.value) or "").lower()
+        return not any(word in owner for word in _NOT_MODEL_STATE)
+    if ctx.qnames(func) & _LOAD_APIS:
+        return True
+    last = dotted_name(func)
+    return last is not None and any(w in last.rsplit(".", 1)[-1].lower() for w in _LOAD_WORDS)
+
+
+# Multiprocessing objects that refuse to be pickled ("... should only be shared between processes
+# through inheritance": multiprocessing/synchronize.py, queues.py, sharedctypes.py), by factory name.
+# A Pipe's connections and a Manager's proxies pickle; measured with torch 2.9.0's multiprocessing.
+_INHERIT_ONLY = frozenset(
+    {
+        "Queue",
+        "SimpleQueue",
+        "JoinableQueue",
+        "Lock",
+        "RLock",
+        "Event",
+        "Condition",
+        "Semaphore",
+        "BoundedSemaphore",
+        "Barrier",
+        "Value",
+        "Array",
+    }
+)
+_MP_ROOTS = ("multiprocessing", "torch.multiprocessing")
+
+
+class SpawnUnpicklable(Rule):
+    code = "XLA029"
+    name = "spawn-unpicklable"
+    summary = (
+        "xmp.spawn/torch_xla.launch given a lambda, a nested function or a multiprocessing "
+        "Queue/Lock/Event: they cannot be pickled to the worker processes."
+    )
+    message = (
+        "{what} cannot be pickled, and `{api}` pickles its function and `args` to send them to "
+        "the worker processes: it raises {error} before training starts; {fix}"
+    )
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+Flags `xmp.spawn(fn, args=...)` and `torch_xla.launch(fn, args=...)` when `fn` is a
+`lambda`, a function defined inside another function (or a name assigned one, or a
+`functools.partial` of one), or when an element of `args` is a `multiprocessing` /
+`torch.multiprocessing` `Queue`, `SimpleQueue`, `JoinableQueue`, `Lock`, `RLock`, `Event`,
+`Condition`, `Semaphore`, `BoundedSemaphore`, `Barrier`, `Value` or `Array` (made there, or
+a name assigned one, also through `mp.get_context(...)`). Not flagged: `xmp.spawn(...,
+nprocs=1)` and `torch_xla.launch(..., debug_single_process=True)`, which run `fn` in the
+calling process; a `Manager()`'s queues and a `Pipe()`'s connections, which pickle.
+
+## Why is this bad
+In torch_xla 2.9.0, `torch_xla.launch` calls `xmp.spawn`, which calls
+`torch_xla/_internal/pjrt.py` `spawn` → `run_multiprocess`: the function and its `args`
+are wrapped in `_SpawnFn` ("Pickle-able wrapper") and handed to a
+`concurrent.futures.ProcessPoolExecutor`, which pickles every task to send it to a worker
+process, whatever the start method (`fork` too), and on every device type (on CPU too,
+with one worker). A local function or a lambda is pickled by name and cannot be found
+(`AttributeError: Can't pickle local object 'main.<locals>.nested'`); a multiprocessing
+synchronisation object refuses (`RuntimeError: Queue objects should only be shared between
+processes through inheritance`). Measured with torch_xla 2.9.0 on CPU for each of them;
+`xmp.spawn(..., nprocs=1)` (`_run_singleprocess`) and a `Manager().Queue()` run. Under
+`torchrun`, `torch_xla.launch` calls `fn` directly and nothing is pickled: a program
+started only that way does not raise.
+
+## Example
+```python
+import torch.multiprocessing as mp
+import torch_xla
+
+def main():
+    results = mp.Queue()
+    def _mp_fn(index, results):
+        results.put(train(index))
+    torch_xla.launch(_mp_fn, args=(results,))
+```
+
+## Use instead
+```python
+import torch.multiprocessing as mp
+import torch_xla
+
+def _mp_fn(index, results):          # at module level: pickled by name
+    results.put(train(index))
+
+def main():
+    results = mp.Manager().Queue()   # a proxy, which pickles
+    torch_xla.launch(_mp_fn, args=(results,))
+```
+
+## References
+- torch_xla 2.9.0 `torch_xla/_internal/pjrt.py` (`spawn`, `run_multiprocess`, `_SpawnFn`),
+  `torch_xla/torch_xla.py` (`launch`)
+- https://docs.python.org/3/library/multiprocessing.html#programming-guidelines ("Explicitly
+  pass resources to child processes", picklability)
+"""
+    valid = (
+        Valid(
+            "import torch_xla\nimport torch.multiprocessing as mp\n"
+            "def _mp_fn(index, q):\n    q.put(index)\n"
+            "if __name__ == '__main__':\n    q = mp.Manager().Queue()\n"
+            "    torch_xla.launch(_mp_fn, args=(q,))\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def main():\n    def nested(index):\n        pass\n"
+            "    xmp.spawn(nested, nprocs=1)\n"
+            "    torch_xla.launch(lambda i: None, debug_single_process=True)\n"
+        ),
+        Valid(
+            "import multiprocessing\nimport torch_xla\n"
+            "def _mp_fn(index, conn):\n    conn.send(index)\n"
+            "def main():\n    parent, child = multiprocessing.Pipe()\n"
+            "    torch_xla.launch(_mp_fn, args=(child,))\n"
+        ),
+        # A module-level function, a method of an instance, a partial of a module-level function.
+        Valid(
+            "import functools\nimport torch_xla\n"
+            "def _mp_fn(index, cfg):\n    pass\n"
+            "class Launcher:\n    def run(self, index):\n        pass\n"
+            "    def go(self):\n        torch_xla.launch(self.run)\n"
+            "def main(cfg):\n    torch_xla.launch(functools.partial(_mp_fn, cfg=cfg))\n"
+            "    torch_xla.launch(_mp_fn, args=(cfg,))\n"
+        ),
+        # torch's own mp.spawn is not torch_xla's (it starts processes itself, by inheritance).
+        Valid(
+            "import torch.multiprocessing as mp\nimport torch_xla\n"
+            "def main():\n    q = mp.Queue()\n    mp.spawn(lambda i, q: None, args=(q,), nprocs=2)\n"
+        ),
+    )
+    invalid = (
+        Invalid(
+            "import torch.multiprocessing as mp\nimport torch_xla\n"
+            "def main():\n    results = mp.Queue()\n"
+            "    def _mp_fn(index, results):\n        results.put(index)\n"
+            "    torch_xla.launch(_mp_fn, args=(results,))\n",
+            (7, 7),
+        ),
+        # nreimers/se-pytorch-xla train_many_data_files_v1.py: a Queue through xmp.spawn's args
+        Invalid(
+            "import multiprocessing as mp\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def _mp_fn(index, queue):\n    pass\n"
+            "if __name__ == '__main__':\n    ctx = mp.get_context('spawn')\n"
+            "    xmp.spawn(_mp_fn, args=(ctx.Queue(),))\n"
+            "    lock = mp.Lock()\n    xmp.spawn(_mp_fn, (lock,))\n",
+            (7, 9),
+        ),
+        Invalid("import torch_xla\ntorch_xla.launch(lambda index: print(index))\n", (2,)),
+        # nreimers/se-pytorch-xla train_many_data_files_v1.py: a list of queues
+        Invalid(
+            "import torch.multiprocessing as mp\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def main(files):\n    queues = []\n    for f in files:\n"
+            "        queue = mp.Queue(maxsize=8)\n        queues.append(queue)\n"
+            "    xmp.spawn(train, args=(files, queues), start_method='fork')\n",
+            (8,),
+        ),
+        Invalid(
+            "import functools\nimport torch_xla\n"
+            "def main(cfg):\n    def train(index, cfg):\n        pass\n"
+            "    fn = functools.partial(train, cfg=cfg)\n    torch_xla.launch(fn)\n",
+            (7,),
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if ctx.is_call_to(node, apis.LAUNCH):
+            api = "torch_xla.launch"
+            single = find_arg(node, "debug_single_process", 3)
+            if single is not None and _is_true_literal(single.value):
+                return
+        elif ctx.is_call_to(node, apis.SPAWN):
+            api = "xmp.spawn"
+            nprocs = find_arg(node, "nprocs", 2)
+            if nprocs is not None and _is_one(value_of(ctx, nprocs.value)):
+                return
+        else:
+            return
+        fn = find_arg(node, "fn", 0)
+        if fn is not None:
+            what = self._unpicklable_function(fn.value, 0)
+            if what is not None:
+                self.report(
+                    node,
+                    self.message.format(
+                        what=what,
+                        api=api,
+                        error="`AttributeError: Can't pickle local object`",
+                        fix="define the function at module level",
+                    ),
+                )
+        args = find_arg(node, "args", 1)
+        if args is None:
+            return
+        value = args.value
+        if type(value) is cst.Name:
+            found = definition(ctx, value)
+            value = found[0] if found is not None else value
+        if not isinstance(value, (cst.Tuple, cst.List)):
+            return
+        for element in value.elements:
+            kind = self._inherit_only(element.value) or self._collects_inherit_only(element.value)
+            if kind is not None:
+                self.report(
+                    node,
+                    self.message.format(
+                        what=f"a multiprocessing `{kind}`",
+                        api=api,
+                        error=f"`RuntimeError: {kind} objects should only be shared between "
+                        "processes through inheritance`",
+                        fix="pass a `Manager().Queue()`-style proxy (`mp.Manager()` makes "
+                        "queues, locks and events that pickle), or create it in each process",
+                    ),
+                )
+
+    def _unpicklable_function(self, expr: cst.BaseExpression, depth: int) -> str | None:
+        """What makes ``expr`` (the launched function) unpicklable: "a `lambda`", "the nested
+        function `name`", or None. Follows a name assigned once and a ``functools.partial``."""
+        ctx = self.ctx
+        if type(expr) is cst.Lambda:
+            return "a `lambda`"
+        if type(expr) is cst.Call and ctx.is_call_to(expr, "functools.partial") and expr.args:
+            return self._unpicklable_function(expr.args[0].value, depth + 1) if depth < 3 else None
+        if type(expr) is not cst.Name:
+            return None
+        if _local_function(ctx, expr.value):
+            return f"the nested function `{expr.value}`"
+        found = definition(ctx, expr)
+        if found is not None and depth < 3:
+            return self._unpicklable_function(found[0], depth + 1)
+        return None
+
+    def _inherit_only(self, expr: cst.BaseExpression) -> str | None:
+        """The class name (``Queue``) when ``expr`` makes or names a multiprocessing object
+        that only pickles for a child started by inheritance, else None. A name is read at
+        the node being visited (the launch call)."""
+        ctx = self.ctx
+        if type(expr) is cst.Name:
+            found = definition(ctx, expr)
+            if found is None:
+                return None
+            expr = found[0]
+        if type(expr) is not cst.Call:
+            return None
+        func = expr.func
+        if type(func) is not cst.Attribute or func.attr.value not in _INHERIT_ONLY:
+            return None
+        kind = func.attr.value
+        for name in ctx.qnames(func):
+            if any(name == f"{root}.{kind}" for root in _MP_ROOTS):
+                return kind
+        owner = func.value  # ctx.Queue() with ctx = mp.get_context(...)
+        if type(owner) is cst.Name:
+            found = definition(ctx, owner)
+            owner = found[0] if found is not None else owner
+        if type(owner) is cst.Call and any(
+            name in (f"{root}.get_context" for root in _MP_ROOTS) for name in ctx.qnames(owner.func)
+        ):
+            return kind
+        return None
+
+    def _collects_inherit_only(self, expr: cst.BaseExpression) -> str | None:
+        """The class name when ``expr`` is a list the enclosing function (or the module)
+        fills with such objects: ``queues.append(mp.Queue())`` or ``q = mp.Queue()`` then
+        ``queues.append(q)`` (nreimers/se-pytorch-xla passes the list to ``xmp.spawn``)."""
+        if type(expr) is not cst.Name:
+            return None
+        body = next(iter(self.ctx.enclosing(cst.FunctionDef)), self.ctx.module)
+        made: dict[str, str] = {}  # local name -> the class of the object assigned to it
+        added: list[cst.BaseExpression] = []  # what is appended to the list
+        for node in iter_nodes(body):
+            if type(node) is cst.Assign and len(node.targets) == 1:
+                target = node.targets[0].target
+                if type(target) is cst.Name and type(node.value) is cst.Call:
+                    kind = self._inherit_only(node.value)
+                    if kind is not None:
+                        made[target.value] = kind
+            elif (
+                type(node) is cst.Call
+                and type(node.func) is cst.Attribute
+                and node.func.attr.value in ("append", "insert")
+                and type(node.func.value) is cst.Name
+                and node.func.value.value == expr.value
+                and node.args
+            ):
+                added.append(node.args[-1].value)
+        for item in added:
+            kind = made.get(item.value) if type(item) is cst.Name else self._inherit_only(item)
+            if kind is not None:
+                return kind
+        return None
+
+
+def _is_true_literal(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Name and node.value == "True"
+
+
+def _local_function(ctx, name: str) -> bool:
+    """True when ``name``, read in the scope being visited, is a function defined inside
+    another function's body (a closure: pickle looks it up by ``__qualname__`` and fails)."""
+    scope = ctx.scope
+    while scope is not None and name not in scope.bindings:
+        scope = scope.parent
+    if scope is None or scope.kind != "function" or scope.node is None:
+        return False
+    return any(
+        type(n) is cst.FunctionDef and n.name.value == name
+        for n in iter_nodes(scope.node.body)
+        if n is not scope.node
+    )
