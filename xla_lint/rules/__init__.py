@@ -4,7 +4,7 @@ Families: ``mesh`` (meshes, partition specs), ``spmd`` (SPMD mode, process ident
 rendezvous, launch), ``checkpoint`` (saving sharded state), ``output`` (logging),
 ``fsdp`` (FSDPv2), ``initialization`` (runtime initialisation: the compilation cache,
 torchax), ``multiprocess`` (one process per device), ``recompilation``
-(host syncs and graph breaks), ``deprecated`` (removed and deprecated APIs), ``meta``
+(host syncs and graph breaks), ``scan`` (compiled loops: ``scan``, ``scan_layers``), ``deprecated`` (removed and deprecated APIs), ``meta``
 (about xla-lint's own comments). Adding a module here is all it takes to register its rules.
 """
 
