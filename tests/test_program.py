@@ -838,3 +838,39 @@ def test_a_file_named_like_a_test_that_defines_no_test_is_a_script_not_a_test(tm
     kinds = {p.entry: p.kind for p in result.program.programs}
     assert kinds["run_test.py"] == "script" and kinds["tests/test_real.py"] == "test"
     assert "process/test_eval_spmd.py" not in kinds
+
+
+def test_a_file_named_like_a_test_that_a_script_imports_is_a_module_of_the_script(tmp_path):
+    """mfatih7/pre-trainedModelOnCPUorOnSPMD_TPU: process/test_1_1_TPU_spmd.py defines
+    `def test(model, loader, ...)`, which run_test_TPU.py imports and calls under SPMD; it was
+    a pytest program of its own, and XLA002 said SPMD was never enabled. A real test file
+    that a script imports is rare; one in a test folder stays a test."""
+    from helpers import lint_tree, write_tree
+
+    write_tree(
+        tmp_path,
+        {
+            "run_test_TPU.py": (
+                "import torch_xla.runtime as xr\nfrom process.test_1_1_TPU_spmd import test\n"
+                "if __name__ == '__main__':\n    xr.use_spmd()\n    test(model, loader, mesh)\n"
+            ),
+            "process/__init__.py": "",
+            "process/test_1_1_TPU_spmd.py": (
+                "import torch_xla.distributed.spmd as xs\n"
+                "def test(model, loader, mesh):\n    xs.mark_sharding(t, mesh, ('data', None))\n"
+            ),
+            "process/test_alone.py": (
+                "import torch_xla.distributed.spmd as xs\ndef test_x():\n    xs.mark_sharding(t, m, (0,))\n"
+            ),
+            "tests/test_real.py": "import torch_xla.distributed.spmd as xs\ndef test_x():\n    xs.mark_sharding(t, m, (0,))\n",
+            "tests/test_uses_real.py": "from test_real import test_x\n",
+        },
+    )
+    result, _, _ = lint_tree(tmp_path, select=["XLA002"])
+    assert sorted((d.path, d.code) for d in result.diagnostics) == [
+        ("process/test_alone.py", "XLA002"),
+        ("tests/test_real.py", "XLA002"),
+    ]
+    kinds = {p.entry: p.kind for p in result.program.programs}
+    assert "process/test_1_1_TPU_spmd.py" not in kinds
+    assert kinds["process/test_alone.py"] == "test" and kinds["tests/test_real.py"] == "test"

@@ -220,6 +220,14 @@ class ProgramModel:
         self._references: dict[str, set[str]] = {}
         index = _Index(p for p in self.files if p.endswith(".py"))
         self.edges = import_edges(self.files, index)
+        # Files named like tests (test_eval.py) that a script imports: modules, not test programs.
+        self._imported_by_code = {
+            dst
+            for src, dsts in self.edges.items()
+            if not is_test_file(src) and self.files[src].group is None
+            for dst in dsts
+            if dst != src
+        }
         extra: dict[str, dict[str, str]] = {}  # entry path -> fact -> source
         entry_paths: set[str] = {p for p in entries if p in self.files}
         self.unresolved: list[Launch] = []
@@ -259,7 +267,7 @@ class ProgramModel:
             f = self.files[path]
             if f.group is not None:
                 kind = "document"
-            elif is_test_code(path, f):
+            elif self._is_test_code(path, f):
                 if not (_is_test_name(path) or f.entry or path in entry_paths):
                     continue  # a helper module of the tests, or conftest.py (part of each test program)
                 kind = "test"
@@ -389,6 +397,15 @@ class ProgramModel:
             self._references[path] = found
         return found
 
+    def _is_test_code(self, path: str, f: FileFacts | None) -> bool:
+        """:func:`is_test_code`, except for a file only *named* like a test (outside a test
+        folder) that a non-test module of the tree imports: the script calls its functions
+        (``from process.test_1_1 import test``), so it is a module of that program, not a
+        test program of its own whose lack of ``use_spmd()`` is reported."""
+        if not is_test_code(path, f):
+            return False
+        return _in_test_folder(path) or path not in self._imported_by_code
+
     # -- questions -------------------------------------------------------
     def programs_of(self, path: str) -> list[Program]:
         """The programs ``path`` runs in: script programs reaching it, and its own test or
@@ -405,7 +422,7 @@ class ProgramModel:
             return programs
         f = self.files.get(path)
         sources = {k: path for k, v in own_facts(f).items() if v} if f is not None else {}
-        if is_test_code(path, f):  # a helper of the tests (tests/helpers.py): test code, no program
+        if self._is_test_code(path, f):  # a helper of the tests (tests/helpers.py): no program
             sources["test"] = path
         return [Program(path, "library", frozenset({path}), sources)]
 
