@@ -247,6 +247,40 @@ def test_device_strings_and_xla_flags_mark_the_branches_of_other_platforms():
     """)
 
 
+def test_a_private_method_called_only_from_other_platforms_branches_is_not_xla_code():
+    """Beomi/pytorch-tpu-transformers trainer.py: save_model sends XLA to _save_tpu and calls
+    _save only in the elif/else branches; XLA003 flagged torch.save in _save."""
+    check("""\
+        import torch_xla.core.xla_model as xm
+        class Trainer:
+            def save_model(self, d):
+                if is_torch_xla_available():
+                    self._save_tpu(d)
+                elif is_sagemaker_mp_enabled():
+                    self._save(d)
+                else:
+                    self._save(d)
+                self._both(d)
+                self._callback_only = self._passed
+            def _save_tpu(self, d):
+                xm.mark_step()  # reported
+            def _save(self, d):
+                xm.mark_step()
+            def _both(self, d):
+                xm.mark_step()  # reported
+            def _passed(self, d):
+                xm.mark_step()  # reported
+            def public(self, d):
+                xm.mark_step()  # reported
+        def _helper():
+            xm.mark_step()
+        def _unused():
+            xm.mark_step()  # reported
+        if torch.cuda.is_available():
+            _helper()
+    """)
+
+
 def test_imported_flags_are_read_from_their_conventional_name():
     check("""\
         import torch_xla.core.xla_model as xm

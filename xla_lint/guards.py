@@ -1064,9 +1064,66 @@ def in_dead_code(ctx: FileContext) -> bool:
 def runs_on_xla(ctx: FileContext) -> bool:
     """False when the node being visited is in a branch that runs only on another platform:
     the body of ``if is_sagemaker_dp_enabled():`` / ``if torch.cuda.is_available():`` (also as
-    one operand of ``and``), or the ``else`` of ``if is_torch_xla_available():``. Findings and
-    program facts there are not about an XLA program."""
-    stack = ctx.stack
+    one operand of ``and``), the ``else`` of ``if is_torch_xla_available():``, what follows
+    ``if is_xla(): ...; return``, and a private function or method the file refers to only
+    from such code (:func:`_non_xla_callees`). Findings and program facts there are not about
+    an XLA program."""
+    if not _stack_runs_on_xla(ctx.stack):
+        return False
+    callees = None
+    for node in ctx.stack:
+        if type(node) is cst.FunctionDef and _private(node.name.value):
+            if callees is None:
+                callees = ctx.memo("xla_lint.guards.non_xla_callees", lambda: _non_xla_callees(ctx))
+            if node.name.value in callees:
+                return False
+    return True
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__")
+
+
+def _non_xla_callees(ctx: FileContext) -> frozenset[str]:
+    """The private functions and methods (``_save``) this file refers to only from code that
+    runs without XLA, at least once: ``if is_torch_xla_available(): self._save_tpu(d) else:
+    self._save(d)`` makes ``_save`` another platform's code. A reference anywhere else (a call
+    in XLA code, a callback, ``getattr``) keeps the name out."""
+    sites: dict[str, bool] = {}  # name -> every reference so far is in non-XLA code
+
+    class Refs(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stack: list[cst.CSTNode] = []
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            name = None
+            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+                if node.value.value in ("self", "cls"):
+                    name = node.attr.value
+            elif isinstance(node, cst.Name) and self.stack:
+                parent = self.stack[-1]
+                if not (
+                    (isinstance(parent, cst.Attribute) and parent.attr is node)
+                    or (isinstance(parent, cst.FunctionDef) and parent.name is node)
+                ):
+                    name = node.value
+            if name is not None and _private(name):
+                here = not _stack_runs_on_xla([*self.stack, node])
+                sites[name] = sites.get(name, True) and here
+            self.stack.append(node)
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            self.stack.pop()
+
+    ctx.module.visit(Refs())
+    return frozenset(name for name, only_other in sites.items() if only_other)
+
+
+def _stack_runs_on_xla(stack: Sequence[cst.CSTNode]) -> bool:
+    """:func:`runs_on_xla` for the node at the end of ``stack`` (the module first), from its
+    enclosing branches alone."""
     for i in range(len(stack) - 2, -1, -1):
         node = stack[i]
         child = stack[i + 1]
