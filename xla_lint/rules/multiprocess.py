@@ -1232,17 +1232,22 @@ if __name__ == "__main__":
         function this file already runs in spawned processes: ``torch_xla.launch``/``xmp.spawn``
         (not single-process), or ``fit``/``validate``/``test``/``predict`` of a Lightning
         ``Trainer(strategy="xla")``, whose launcher calls ``xmp.spawn``."""
+        func = node.func
+        launches = bool(names & apis.LAUNCH_APIS)
+        if not launches and not (
+            type(func) is cst.Attribute and func.attr.value in TRAINER_METHODS
+        ):
+            return None  # most calls: no need to find the launched functions
         outer = None
         for function in self.ctx.enclosing(cst.FunctionDef):
             outer = function
         if outer is None or outer.name.value not in launched_functions(self.ctx):
             return None
-        if names & apis.LAUNCH_APIS:
+        if launches:
             if self._single_process(node):
                 return None
             launch = "torch_xla.launch" if apis.LAUNCH in names else "xmp.spawn"
             return f"`{launch}`", outer.name.value
-        func = node.func
         if type(func) is cst.Attribute and func.attr.value in TRAINER_METHODS:
             trainer = func.value
             if type(trainer) is cst.Name:
@@ -2001,6 +2006,13 @@ def main():
             (7, 9),
         ),
         Invalid("import torch_xla\ntorch_xla.launch(lambda index: print(index))\n", (2,)),
+        # A function defined under the main guard, a queue inside a dict of args.
+        Invalid(
+            "import torch.multiprocessing as mp\nimport torch_xla\n"
+            "if __name__ == '__main__':\n    def _mp_fn(index, box):\n        pass\n"
+            "    torch_xla.launch(_mp_fn, args=({'queue': mp.Queue()},))\n",
+            (6, 6),
+        ),
         # nreimers/se-pytorch-xla train_many_data_files_v1.py: a list of queues
         Invalid(
             "import torch.multiprocessing as mp\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
@@ -2040,8 +2052,10 @@ def main():
                     self.message.format(
                         what=what,
                         api=api,
-                        error="`AttributeError: Can't pickle local object`",
-                        fix="define the function at module level",
+                        error="a pickling error (`Can't pickle local object`, `Can't get "
+                        "attribute ... on <module '__mp_main__'>`)",
+                        fix="define the function at module level, outside `if __name__ == "
+                        "'__main__':`",
                     ),
                 )
         args = find_arg(node, "args", 1)
@@ -2053,15 +2067,15 @@ def main():
             value = found[0] if found is not None else value
         if not isinstance(value, (cst.Tuple, cst.List)):
             return
-        for element in value.elements:
-            kind = self._inherit_only(element.value) or self._collects_inherit_only(element.value)
+        for item in _contents(value):
+            kind = self._inherit_only(item) or self._collects_inherit_only(item)
             if kind is not None:
                 self.report(
                     node,
                     self.message.format(
                         what=f"a multiprocessing `{kind}`",
                         api=api,
-                        error=f"`RuntimeError: {kind} objects should only be shared between "
+                        error="`RuntimeError: ... objects should only be shared between "
                         "processes through inheritance`",
                         fix="pass a `Manager().Queue()`-style proxy (`mp.Manager()` makes "
                         "queues, locks and events that pickle), or create it in each process",
@@ -2146,8 +2160,46 @@ def main():
         return None
 
 
+def _contents(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values a tuple, list or dict display holds, nested displays opened (``args=(cfg,
+    {"queue": q})`` gives ``cfg`` and ``q``); any other expression is itself."""
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [v for e in node.elements for v in _contents(e.value)]
+    if isinstance(node, cst.Dict):
+        return [
+            v for e in node.elements if isinstance(e, cst.DictElement) for v in _contents(e.value)
+        ]
+    return [node]
+
+
 def _is_true_literal(node: cst.BaseExpression) -> bool:
     return type(node) is cst.Name and node.value == "True"
+
+
+def _defined_under_main_guard(module: cst.Module, name: str) -> bool:
+    """True when the module defines function ``name`` only inside ``if __name__ ==
+    "__main__":``: a spawned worker imports the script as ``__mp_main__``, where that block
+    does not run, so unpickling the function by name fails (measured with torch_xla 2.9.0)."""
+    inside = outside = False
+    for stmt in module.body:
+        if type(stmt) is cst.FunctionDef and stmt.name.value == name:
+            outside = True
+        elif type(stmt) is cst.If and _is_main_guard(stmt.test):
+            inside = inside or any(
+                type(n) is cst.FunctionDef and n.name.value == name for n in iter_nodes(stmt.body)
+            )
+    return inside and not outside
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    words = {
+        n.value if type(n) is cst.Name else literal_string(n) for n in (test.left, target.comparator)
+    }
+    return type(target.operator) is cst.Equal and words == {"__name__", "__main__"}
 
 
 def _local_function(ctx, name: str) -> bool:
@@ -2156,6 +2208,8 @@ def _local_function(ctx, name: str) -> bool:
     scope = ctx.scope
     while scope is not None and name not in scope.bindings:
         scope = scope.parent
+    if scope is not None and scope.kind == "module":
+        return _defined_under_main_guard(ctx.module, name)
     if scope is None or scope.kind != "function" or scope.node is None:
         return False
     return any(
