@@ -75,7 +75,7 @@ class ScanNonFloatCarry(Rule):
         "must require gradients, and only floating point ones can."
     )
     message = (
-        "{what} is a {dtype} tensor in the carry of `{api}`, which makes every carry tensor "
+        "{what} is {dtype} tensor in the carry of `{api}`, which makes every carry tensor "
         "require gradients: it raises `RuntimeError: Only Tensors of floating point and complex "
         "dtype can require gradients`; {fix}"
     )
@@ -157,8 +157,10 @@ first dimension.
             "import torch\nimport torch_xla.experimental.scan as xscan\n"
             "count = torch.tensor(0, device='xla')\n"
             "(h, n), ys = xscan.scan(step, (h0, count), xs)\n"
-            "(h, m), ys = xscan.scan(step, {'h': h0, 'm': ids.long()}, xs)\n",
-            (4, 5),
+            "(h, m), ys = xscan.scan(step, {'h': h0, 'm': ids.long()}, xs)\n"
+            "init = (torch.zeros(3), torch.zeros((), dtype=torch.long))\n"
+            "h, ys = xscan.scan(step, init, xs)\n",
+            (4, 5, 7),
         ),
         Invalid(
             "import torch\nfrom torch_xla.experimental import scan_layers as sl\n"
@@ -178,7 +180,12 @@ first dimension.
             return
         if carry is None:
             return
-        for leaf in _leaves(carry.value):
+        value = carry.value
+        if type(value) is cst.Name:  # init = (h0, count); scan(step, init, xs)
+            found = definition(self.ctx, value)
+            if found is not None and isinstance(found[0], (cst.Tuple, cst.List, cst.Dict)):
+                value = found[0]
+        for leaf in _leaves(value):
             dtype = self._non_float(leaf, 0)
             if dtype is not None:
                 text = " ".join(self.ctx.module.code_for_node(leaf).split())
@@ -191,7 +198,7 @@ first dimension.
                     node,
                     self.message.format(
                         what=f"`{text if len(text) <= 40 else text[:37] + '...'}`",
-                        dtype=dtype,
+                        dtype=("an " if dtype[0] in "iu" else "a ") + dtype,
                         api=api,
                         fix=fix,
                     ),
