@@ -817,6 +817,14 @@ def trace_command(
 
     if timeout != timeout or timeout == float("inf"):  # click's FloatRange lets nan and inf through
         _fail(f"--timeout must be a finite number of seconds, got {timeout}")
+    words = list(command)
+    if words and words[0].startswith("-") and words[0] != "--" and "--" in words:
+        # `trace --stepz 3 -- python x.py`: an option of ours, mistyped, before the `--`
+        ctx = click.get_current_context()
+        known = [
+            o for p in ctx.command.params for o in getattr(p, "opts", ()) if o.startswith("--")
+        ]
+        raise click.NoSuchOption(words[0].split("=")[0], possibilities=known, ctx=ctx)
     try:
         code = run_trace(
             TraceOptions(

@@ -386,6 +386,16 @@ def test_a_failed_rank_makes_the_run_an_error_and_names_the_rank():
     assert [r["status"] for r in report["ranks"]] == ["peer-error", "error"]
     assert "rank 1 failed; rank 0 stopped at its next step boundary" in report["notes"]
     assert "(rank 1)" in render_text(report).splitlines()[2]
+    # The ranks were threads of one process: a fresh user's xm.optimizer_step script died in
+    # XLA's CPU rendezvous, and the report did not say why or what to run instead.
+    assert any("trace one rank with `--cpu-devices 1`" in n for n in report["notes"])
+
+
+def test_ranks_that_finish_get_no_collective_hint_and_one_rank_is_singular():
+    report = _report({0: _events(0, steps=4), 1: _events(1, steps=4)})
+    assert not any("--cpu-devices 1" in n for n in report["notes"])
+    single = _report({0: _events(0, steps=4)})
+    assert "1 rank in 1 process" in render_text(single)
 
 
 def test_a_finding_on_one_rank_names_that_rank():

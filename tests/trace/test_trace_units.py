@@ -195,6 +195,10 @@ def test_cli_usage_errors_are_one_line_exit_2(tmp_path, monkeypatch):
         (["trace", "--", "python", "nothere.py"], "no such script: nothere.py"),
         (["trace"], "nothing to trace"),
         (["trace", "--steps", "0", "--", "x.py"], "--steps"),
+        (
+            ["trace", "--stepz", "3", "--", "python", "x.py"],
+            "No such option '--stepz'. Did you mean '--steps'?",
+        ),
     ):
         result = runner.invoke(main, args)
         assert result.exit_code == 2, (args, result.output)

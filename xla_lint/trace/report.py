@@ -808,6 +808,13 @@ def _rank_notes(trace: Trace, ranks: dict[int, Trace]) -> list[str]:
     )
     if missing:
         notes.append(f"rank {_span(missing)} ended without a word (killed, or os._exit)")
+    if shared and (missing or failed) and len(shared) > 1:
+        notes.append(
+            "on CPU torch_xla runs the ranks as threads of one process, and XLA's CPU client "
+            "cannot run a collective between them (its rendezvous aborts): if the script "
+            "all-reduces (`xm.optimizer_step`, `xm.all_reduce`), trace one rank with "
+            "`--cpu-devices 1` (docs/trace.md, Limits)"
+        )
     return notes
 
 
@@ -875,7 +882,7 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     if ranks:
         processes = device.get("processes") or 1
         mode = (
-            f"one process per device: {len(ranks)} ranks in {processes} "
+            f"one process per device: {len(ranks)} rank{'s' if len(ranks) > 1 else ''} in {processes} "
             f"process{'es' if processes > 1 else ''}, {device.get('launcher')}"
         )
     if device.get("hosts"):
