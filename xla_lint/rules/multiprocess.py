@@ -1612,8 +1612,10 @@ function whose name says it does one of these (`broadcast_params(model)`, `wrap_
 rule reads one file), and no `load_state_dict`/checkpoint load after the seed. Not flagged: per-replica seeds after the model
 exists (data order, augmentation, dropout), seeds in a `worker_init_fn`, `random.seed` and
 `np.random.seed`, `xm.set_rng_state`/`torch_xla.manual_seed` (they seed the XLA device's
-generator, not the CPU generator that initialises a module built on the CPU), SPMD programs
-(XLA027) and single-process programs.
+generator, not the CPU generator that initialises a module built on the CPU), modules built
+directly on the device (`nn.Linear(4, 4, device=torch_xla.device())`: their initial values
+come from the device's generator, which `torch.manual_seed` does not seed; measured), SPMD
+programs (XLA027) and single-process programs.
 
 ## Why is this bad
 With one process per device every replica builds its own copy of the model, and nothing in
@@ -1677,6 +1679,14 @@ torch_xla.launch(_mp_fn)
         Valid(
             "import torch\nimport torch_xla\n"
             "def _mp_fn(index):\n    torch.manual_seed(42)\n    model = torch.nn.Linear(4, 4)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        # Built on the XLA device: initialised from the device's generator, which
+        # torch.manual_seed does not seed (a fresh user measured equal weights for seeds 1, 2).
+        Valid(
+            "import torch\nimport torch_xla\n"
+            "def _mp_fn(index):\n    torch.manual_seed(index)\n"
+            "    model = torch.nn.Linear(4, 4, device=torch_xla.device())\n"
             "torch_xla.launch(_mp_fn)\n"
         ),
         Valid(
@@ -2197,7 +2207,8 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
         return False
     target = test.comparisons[0]
     words = {
-        n.value if type(n) is cst.Name else literal_string(n) for n in (test.left, target.comparator)
+        n.value if type(n) is cst.Name else literal_string(n)
+        for n in (test.left, target.comparator)
     }
     return type(target.operator) is cst.Equal and words == {"__name__", "__main__"}
 

@@ -1118,8 +1118,9 @@ in the same function: a `torch.nn` layer, a class of the file deriving from `nn.
 or a function of the file that does one of these. A seed set again with the same value on every
 host before the model is built cancels the finding. Not flagged: per-host seeds after the model
 exists (data shuffling, augmentation), seeds inside a `worker_init_fn`, `random.seed` and
-`np.random.seed` (they initialise no torch parameter), `xr.global_ordinal()` (0 on every SPMD
-host, see XLA005), and programs that run one process per device: XLA028 (`per-replica-seed`)
+`np.random.seed` (they initialise no torch parameter), modules built with `device=` the XLA
+device (initialised from the device's generator, which `torch.manual_seed` does not seed),
+`xr.global_ordinal()` (0 on every SPMD host, see XLA005), and programs that run one process per device: XLA028 (`per-replica-seed`)
 checks their seeds.
 
 ## Why is this bad
