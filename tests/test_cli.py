@@ -421,6 +421,10 @@ def test_runtime_usage_errors_name_the_command_that_was_run(tmp_path):
     proc = xla(tmp_path, "runtime", "--steps", "-1")
     assert proc.returncode == 2 and "xla-lint runtime" in proc.stderr
     assert "python -m xla_lint.runtime" not in proc.stderr
+    typo = xla(tmp_path, "runtime", "--stepz", "3")  # was click's three-line usage block
+    assert typo.returncode == 2 and typo.stderr.count("\n") == 1, typo.stderr
+    assert typo.stderr.startswith("xla-lint runtime: error: No such option '--stepz'")
+    assert typo.stderr.rstrip().endswith("(see xla-lint runtime --help)")
 
 
 def test_rule_command_emphasises_headings_in_color(tmp_path):

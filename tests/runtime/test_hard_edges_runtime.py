@@ -236,7 +236,7 @@ def usage_error(args: list[str], cwd: Path | None = None) -> str:
     assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
     assert proc.stdout == ""  # no report: nothing ran
     assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error: ")]
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
     assert len(errors) == 1, proc.stderr
     return errors[0]
 
@@ -306,8 +306,8 @@ def test_a_mesh_that_does_not_fit_devices_known_only_at_run_time_is_still_a_usag
     )
     assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
     assert proc.stderr.strip().splitlines()[-1] == (
-        "Error: --mesh-shape 16 covers 16 devices, but there are 4 global devices "
-        "(xr.global_runtime_device_count()); the sizes must multiply to 4, e.g. "
-        "--mesh fsdp --mesh-shape 4"
+        "python -m xla_lint.runtime: error: --mesh-shape 16 covers 16 devices, but there are 4 "
+        "global devices (xr.global_runtime_device_count()); the sizes must multiply to 4, e.g. "
+        "--mesh fsdp --mesh-shape 4 (see python -m xla_lint.runtime --help)"
     )
     assert "Traceback" not in proc.stderr and "job.py" not in proc.stderr

@@ -278,6 +278,10 @@ def main(argv: list[str] | None = None, prog_name: str = PROG_NAME) -> int:
         result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except click.UsageError as exc:  # one line, as every other usage error of xla-lint
+        where = exc.ctx.command_path if exc.ctx is not None else prog_name
+        click.echo(f"{prog_name}: error: {exc.format_message()} (see {where} --help)", err=True)
+        return 2
     except click.ClickException as exc:
         exc.show()
         return 2
