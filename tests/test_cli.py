@@ -291,6 +291,11 @@ def test_unknown_code_on_command_line_is_an_error(tmp_path):
     write_tree(tmp_path, {"a.py": PRINTS})
     proc = xla(tmp_path, "--select", "XLA999")
     assert proc.returncode == 2 and "'XLA999'" in proc.stderr
+    named = xla(tmp_path, "--select", "print-without-flush")  # said 'PRINT-WITHOUT-FLUSH'
+    assert named.returncode == 2
+    assert "'print-without-flush' in --select is a rule name; --select takes codes: XLA004" in (
+        named.stderr
+    )
 
 
 # ---- suppression comments ----------------------------------------------------------------

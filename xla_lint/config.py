@@ -263,11 +263,18 @@ def _codes(value: Any, key: str, source: str) -> list[str]:
         raise ConfigError(f'{source}: {key} must be a list of rule codes, e.g. ["XLA001"]')
     known = [r.code for r in RULES]
     out = []
-    for v in value:
-        v = v.strip().upper()
+    names = {r.name: r.code for r in RULES}
+    for written in value:
+        v = written.strip().upper()
         if v == "ALL":
             v = "XLA"
         if not any(code.startswith(v) for code in known) or not v.startswith("XLA"):
+            named = names.get(written.strip().lower())
+            if named is not None:  # `--select per-replica-seed`: as in Ruff, codes only
+                raise ConfigError(
+                    f"{source}: {written.strip()!r} in {key} is a rule name; "
+                    f"{key} takes codes: {named}"
+                )
             raise ConfigError(f"{source}: unknown rule code {v!r} in {key}")
         out.append(v)
     return out
