@@ -243,6 +243,10 @@ def test_device_strings_and_xla_flags_mark_the_branches_of_other_platforms():
             if USE_TPU:
                 continue
             xm.mark_step()
+        if HAS_XLA:
+            xm.mark_step()  # reported
+        else:
+            xm.mark_step()
         xm.mark_step()  # reported
     """)
 

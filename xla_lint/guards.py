@@ -942,7 +942,9 @@ _AVAILABILITY = re.compile(
 
 
 # A flag or predicate named for running on XLA: `is_xla()`, `use_tpu`, `args.on_tpu`, `USE_XLA`.
-_ON_XLA = re.compile(r"^_?(?:is|use|using|on|run_on|running_on)_(?:xla|tpu)$", re.IGNORECASE)
+_ON_XLA = re.compile(
+    r"^_?(?:is|use|using|on|run_on|running_on|has)_(?:torch_)?(?:xla|tpu)$", re.IGNORECASE
+)
 # Device strings compared in a test (`cfg.device == "xla"`, `device.type != "cuda"`).
 _DEVICE_STRINGS = {"xla": "xla", "tpu": "xla", "cuda": "other", "gpu": "other", "mps": "other"}
 

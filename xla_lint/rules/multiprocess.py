@@ -9,6 +9,7 @@ import libcst as cst
 from .. import apis
 from ..context import FileContext, find_arg, literal_string
 from ..diagnostics import Severity
+from ..guards import runs_on_xla
 from ..holds import may_hold_tensors, name_words
 from ..names import dotted_name
 from ..rule import Invalid, Rule, Valid
@@ -20,6 +21,7 @@ from ..seeds import (
     launched_functions,
     statements_after,
 )
+from ..seeds import short as quoted_source
 from ..values import (
     PARAMETER,
     Known,
@@ -1066,7 +1068,7 @@ class XlaBeforeLaunch(Rule):
     name = "xla-before-launch"
     summary = "The XLA runtime is used in the parent process before torch_xla.launch/xmp.spawn."
     message = (
-        "`{what}` uses the XLA runtime in the parent process before `{launch}`: the parent takes the "
+        "{what} uses the XLA runtime in the parent process before `{launch}`: the parent takes the "
         "devices and the launch fails with 'Runtime is already initialized'; move it into the "
         "spawned function"
     )
@@ -1138,6 +1140,20 @@ if __name__ == "__main__":
             + "def main():\n    torch_xla.launch(fn)\n    print(xm.xla_device(), flush=True)\n"
         ),
         Valid(_LAUNCH + "def helper():\n    return torch_xla.device()\ntorch_xla.launch(fn)\n"),
+        # younjoo0614/DyLLM_tpu: the CPU fallback runs the test in the branch without XLA.
+        Valid(
+            _LAUNCH + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def run(rank):\n    print(torch_xla.device(), flush=True)\n"
+            "def _mp_fn(rank, flags):\n    run(rank)\n"
+            "if __name__ == '__main__':\n    if HAS_XLA:\n        xmp.spawn(_mp_fn, args=({},))\n"
+            "    else:\n        run(0)\n"
+        ),
+        # A helper that launches (main) or is launched, called before another launch.
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    print(torch_xla.device(), flush=True)\n"
+            "def main():\n    torch_xla.launch(_mp_fn)\n    print(xm.xla_device(), flush=True)\n"
+            "main()\ntorch_xla.launch(_mp_fn)\n"
+        ),
         Valid(
             _LAUNCH + "device = xm.xla_device()\ntorch_xla.launch(fn, debug_single_process=True)\n"
         ),
@@ -1156,6 +1172,13 @@ if __name__ == "__main__":
             _LAUNCH + "device = torch_xla.device()\ndef _mp_fn(i):\n    pass\n"
             "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
             (3,),
+        ),
+        # Through a helper of the file (a fresh user's log_devices()).
+        Invalid(
+            _LAUNCH + "def log_devices():\n    print(torch_xla.device(), flush=True)\n"
+            "def _mp_fn(i):\n    pass\n"
+            "if __name__ == '__main__':\n    log_devices()\n    torch_xla.launch(_mp_fn)\n",
+            (8,),
         ),
         Invalid(
             "import torch_xla.runtime as xr\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
@@ -1217,10 +1240,47 @@ if __name__ == "__main__":
             return
         if key in self.first:
             return
-        if not (names & _DEVICE_OR_RUNTIME or self.devices.placement(node)):
+        if not (
+            names & _DEVICE_OR_RUNTIME
+            or self.devices.placement(node)
+            or self._runtime_helper(node, names)
+        ):
             return
-        if self.ctx.spmd_branch() is not True:
+        # Reported when the launch is seen (or at the module's end): where the use stands
+        # decides, so a use in another platform's branch (`else:` of `if HAS_XLA:`) is none.
+        if self.ctx.spmd_branch() is not True and runs_on_xla(self.ctx):
             self.first[key] = node
+
+    def _runtime_helper(self, node: cst.Call, names: frozenset[str]) -> bool:
+        """A call of a module-level function of this file that uses the runtime itself
+        (``log_devices()`` calling ``torch_xla.device()``) and launches nothing."""
+        func = node.func
+        if type(func) is not cst.Name or names:  # a local name resolves to no import
+            return False
+        return func.value in self._helpers()
+
+    def _helpers(self) -> dict[str, cst.Call]:
+        """Module-level functions of this file (not launched ones) that use the runtime and
+        launch nothing, with the first runtime call in each."""
+        return self.ctx.memo((XlaBeforeLaunch, "helpers"), self._find_helpers)
+
+    def _find_helpers(self) -> dict[str, cst.Call]:
+        found: dict[str, cst.Call] = {}
+        launched = launched_functions(self.ctx)
+        for stmt in self.ctx.module.body:
+            if type(stmt) is not cst.FunctionDef or stmt.name.value in launched:
+                continue
+            use: cst.Call | None = None
+            launches = False
+            for n in iter_nodes(stmt.body):
+                if type(n) is cst.Call:
+                    called = self.ctx.qnames(n.func, self.ctx.scopes.get(stmt))
+                    if use is None and called & _DEVICE_OR_RUNTIME:
+                        use = n
+                    launches = launches or bool(called & apis.LAUNCH_APIS)
+            if use is not None and not launches:
+                found[stmt.name.value] = use
+        return found
 
     def leave_Module(self, node: cst.Module) -> None:
         first = self.first.get(node)
@@ -1277,11 +1337,12 @@ if __name__ == "__main__":
         )
 
     def _report(self, node: cst.Call, launch: str) -> None:
-        text = " ".join(self.ctx.module.code_for_node(node).split())
-        self.report(
-            node,
-            self.message.format(what=text if len(text) <= 50 else text[:47] + "...", launch=launch),
-        )
+        text = quoted_source(self.ctx, node)
+        func = node.func
+        inner = self._helpers().get(func.value) if type(func) is cst.Name else None
+        if inner is not None and not self.ctx.qnames(func):
+            text = f"{text} (through {quoted_source(self.ctx, inner)})"
+        self.report(node, self.message.format(what=text, launch=launch))
 
     def _single_process(self, node: cst.Call) -> bool:
         """``nprocs`` is 1 (``spawn`` tests ``nprocs == 1``) or ``debug_single_process`` is true,
