@@ -77,6 +77,18 @@ def test_latin1_without_cookie_is_reported(tmp_path):
     assert rows(proc)[0].startswith("l1.py:2:6: XLA000 cannot parse: bytes are not valid utf-8")
 
 
+def test_latin1_in_the_first_two_lines_names_the_byte_not_an_encoding_declaration(tmp_path):
+    """tokenize's "invalid or missing encoding declaration" was passed on as "bad encoding
+    declaration" for a file (or a notebook's JSON) that declares nothing."""
+    (tmp_path / "l1.py").write_bytes(b"# caf\xe9\nimport torch_xla\n")
+    (tmp_path / "c.py").write_bytes(b"# -*- coding: bogus -*-\nimport torch_xla\n")
+    proc = xla(tmp_path, "--output-format", "concise", "l1.py", "c.py")
+    assert rows(proc)[:2] == [
+        "c.py:1:1: XLA000 cannot parse: bad encoding declaration: unknown encoding: bogus",
+        "l1.py:1:6: XLA000 cannot parse: bytes are not valid utf-8: invalid continuation byte",
+    ]
+
+
 def test_latin1_with_cookie_is_linted_and_fixed_as_latin1(tmp_path):
     data = b"# -*- coding: latin-1 -*-\nimport torch_xla\n# caf\xe9\nprint('\xe9')\n"
     (tmp_path / "l1.py").write_bytes(data)

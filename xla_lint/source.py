@@ -211,7 +211,11 @@ def decode_with_encoding(data: bytes) -> tuple[str, str]:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise SourceError(f"bad encoding declaration: {exc.msg}", exc.lineno or 1, 1) from None
+        if "invalid or missing" not in exc.msg:  # a cookie naming an unknown codec
+            raise SourceError(f"bad encoding declaration: {exc.msg}", exc.lineno or 1, 1) from None
+        # No cookie and the first lines are not UTF-8 (a Latin-1 notebook or script): say
+        # which byte, as the decode below does, not "bad encoding declaration".
+        encoding = "utf-8"
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
