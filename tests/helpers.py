@@ -76,11 +76,14 @@ def without_file_powers() -> list[str]:
     return prefix
 
 
-def run_cpu_script(script: str, drop_env: tuple[str, ...] = (), timeout: float = 300) -> dict:
-    """Run ``script`` (Python source) in a fresh interpreter on 8 virtual CPU devices
-    (``PJRT_DEVICE=CPU CPU_NUM_DEVICES=8``, no ``XLA_FLAGS``/``TPU_NUM_DEVICES`` and none of
-    ``drop_env``) and return the JSON object of the last line it prints that starts with
-    ``RESULT ``. Fails the test, with the end of standard error, when it exits non-zero or prints none."""
+def run_cpu_script(
+    script: str, drop_env: tuple[str, ...] = (), timeout: float = 300, cpu_devices: int | None = 8
+) -> dict:
+    """Run ``script`` (Python source) in a fresh interpreter on ``cpu_devices`` virtual CPU
+    devices (``PJRT_DEVICE=CPU CPU_NUM_DEVICES=8``; None: the variable unset, torch_xla's
+    default), with no ``XLA_FLAGS``/``TPU_NUM_DEVICES`` and none of ``drop_env``, and return
+    the JSON object of the last line it prints that starts with ``RESULT ``. Fails the test,
+    with the end of standard error, when it exits non-zero or prints none."""
     import json
     import subprocess
     import sys
@@ -88,7 +91,10 @@ def run_cpu_script(script: str, drop_env: tuple[str, ...] = (), timeout: float =
     env = {
         k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TPU_NUM_DEVICES", *drop_env)
     }
-    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8")
+    env["PJRT_DEVICE"] = "CPU"
+    env.pop("CPU_NUM_DEVICES", None)
+    if cpu_devices is not None:
+        env["CPU_NUM_DEVICES"] = str(cpu_devices)
     proc = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,

@@ -14,16 +14,11 @@ importing torch_xla.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 pytest.importorskip("torch_xla")
 
-from helpers import lint_tree, write_tree
+from helpers import lint_tree, run_cpu_script, write_tree
 
 pytestmark = pytest.mark.runtime
 
@@ -88,26 +83,16 @@ for name, read in READS.items():
     before = compiles()
     correct = evaluate(model, data[:12], device, read=read)
     results[name] = {"nodes": nodes(correct), "compiles": compiles() - before}
-print(json.dumps(results))
+print('RESULT ' + json.dumps(results))
 """
 )
 
 
 @pytest.fixture(scope="module")
 def measured() -> dict:
-    env = {**os.environ, "PJRT_DEVICE": "CPU"}
-    for var in ("CPU_NUM_DEVICES", "XLA_FLAGS", "XLA_USE_SPMD", "XLA_IR_DEBUG"):
-        env.pop(var, None)
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        stdin=subprocess.DEVNULL,
+    return run_cpu_script(
+        SCRIPT, drop_env=("XLA_USE_SPMD", "XLA_IR_DEBUG"), timeout=300, cpu_devices=None
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_without_a_boundary_one_graph_grows_with_the_iterations(measured):
