@@ -23,7 +23,7 @@ from .context import FileContext, find_arg, is_environ_item, literal_string
 from .names import Scope, dotted_name
 from .rule import Rule
 from .values import Site, definition, one_line
-from .walk import TRIVIA, children, iter_nodes, walk
+from .walk import TRIVIA, children, iter_nodes
 
 # ---- statement order: what ran before, what runs after --------------------------------------
 
@@ -93,43 +93,65 @@ def launched_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     return ctx.memo(launched_functions, lambda: _find_launched_functions(ctx))
 
 
+def launch_calls(ctx: FileContext) -> list[cst.Call]:
+    """The file's calls of ``torch_xla.launch``/``xmp.spawn``, in order, from the shared node
+    list (``ctx.flat``; computed once per file)."""
+
+    def find() -> list[cst.Call]:
+        nodes = ctx.flat.nodes
+        # Names the module binds to a launch function (`from torch_xla import launch as run`).
+        aliases = {
+            name
+            for name, qualified in ctx.root_scope.bindings.items()
+            if not qualified.isdisjoint(apis.LAUNCH_APIS)
+        }
+        found: list[cst.Call] = []
+        for i in ctx.flat.of_types(frozenset({cst.Call})):
+            call = nodes[i]
+            if not isinstance(call, cst.Call):
+                continue
+            func = call.func
+            if not (
+                (type(func) is cst.Attribute and func.attr.value in ("launch", "spawn"))
+                or (type(func) is cst.Name and func.value in aliases)
+            ):
+                continue  # most calls: no need to resolve the name
+            if ctx.qnames(func) & apis.LAUNCH_APIS:
+                found.append(call)
+        return found
+
+    return ctx.memo(launch_calls, find)
+
+
 def _find_launched_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     launched: set[str] = set()
-    defs: dict[str, cst.FunctionDef] = {}
-
-    class Scan(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            defs.setdefault(node.name.value, node)
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if ctx.is_call_to(node, apis.LAUNCH_APIS):
-                fn = find_arg(node, "fn", 0)
-                if fn is not None and isinstance(fn.value, cst.Name):
-                    launched.add(fn.value.value)
-
-    walk(ctx.module, Scan(), TRIVIA)
+    for call in launch_calls(ctx):
+        fn = find_arg(call, "fn", 0)
+        if fn is not None and isinstance(fn.value, cst.Name):
+            launched.add(fn.value.value)
+    if not launched:
+        return {}
+    flat = ctx.flat
+    nodes, ends = flat.nodes, flat.ends
+    defs: dict[str, int] = {}  # name -> index of its first definition
+    for i in flat.of_types(frozenset({cst.FunctionDef})):
+        defs.setdefault(nodes[i].name.value, i)  # type: ignore[attr-defined]
     out: dict[str, cst.FunctionDef] = {}
     for name in sorted(launched):
-        node = defs.get(name)
-        if node is None:
+        index = defs.get(name)
+        if index is None:
             continue
-
-        class Uses(cst.CSTVisitor):
-            found = False
-
-            def visit_Call(self, call: cst.Call) -> None:
-                func = call.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and func.attr.value == "use_spmd"
-                    or isinstance(func, cst.Name)
-                    and func.value == "use_spmd"
+        uses_spmd = False
+        for node in nodes[index : ends[index]]:
+            if type(node) is cst.Call:
+                func = node.func
+                if (type(func) is cst.Attribute and func.attr.value == "use_spmd") or (
+                    type(func) is cst.Name and func.value == "use_spmd"
                 ):
-                    Uses.found = True
-
-        walk(node, Uses(), TRIVIA)
-        if not Uses.found:
-            out[name] = node
+                    uses_spmd = True
+                    break
+        if not uses_spmd:
+            out[name] = nodes[index]  # type: ignore[assignment]
     return out
 
 

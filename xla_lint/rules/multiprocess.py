@@ -18,6 +18,7 @@ from ..seeds import (
     TORCH_SEEDS,
     SeedBeforeModel,
     calls_that_run,
+    launch_calls,
     launched_functions,
     statements_after,
 )
@@ -1266,15 +1267,24 @@ if __name__ == "__main__":
 
     def _find_helpers(self) -> dict[str, cst.Call]:
         found: dict[str, cst.Call] = {}
+        if not launch_calls(self.ctx):
+            return found  # no launch in the file: nothing to use the runtime before
         launched = launched_functions(self.ctx)
+        flat = self.ctx.flat
+        nodes, ends = flat.nodes, flat.ends
+        index = {id(nodes[i]): i for i in flat.of_types(frozenset({cst.FunctionDef}))}
         for stmt in self.ctx.module.body:
             if type(stmt) is not cst.FunctionDef or stmt.name.value in launched:
                 continue
+            start = index.get(id(stmt))
+            if start is None:
+                continue
             use: cst.Call | None = None
             launches = False
-            for n in iter_nodes(stmt.body):
+            scope = self.ctx.scopes.get(stmt)
+            for n in nodes[start + 1 : ends[start]]:
                 if type(n) is cst.Call:
-                    called = self.ctx.qnames(n.func, self.ctx.scopes.get(stmt))
+                    called = self.ctx.qnames(n.func, scope)
                     if use is None and called & _DEVICE_OR_RUNTIME:
                         use = n
                     launches = launches or bool(called & apis.LAUNCH_APIS)
