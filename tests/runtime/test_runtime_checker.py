@@ -340,7 +340,8 @@ def test_usage_errors_exit_2_without_starting_the_job(tmp_path):
             timeout=120,
         )
         assert proc.returncode == 2, (args, proc.stderr)
-        assert "Error:" in proc.stderr
+        assert proc.stderr.startswith("python -m xla_lint.runtime: error: "), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr  # one line, no usage block
 
 
 # --- other meshes -------------------------------------------------------------------------------
