@@ -84,7 +84,7 @@ from .names import (
     lookup,
     names_bound_in_expressions_or_rebound,
 )
-from .walk import iter_nodes
+from .walk import TRIVIA, iter_nodes, walk
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import FileContext
@@ -1093,9 +1093,8 @@ def _non_xla_callees(ctx: FileContext) -> frozenset[str]:
     in XLA code, a callback, ``getattr``) keeps the name out."""
     sites: dict[str, bool] = {}  # name -> every reference so far is in non-XLA code
 
-    class Refs(cst.CSTVisitor):
+    class Refs:  # for walk(): on_visit/on_leave with the stack of open nodes
         def __init__(self) -> None:
-            super().__init__()
             self.stack: list[cst.CSTNode] = []
 
         def on_visit(self, node: cst.CSTNode) -> bool:
@@ -1119,7 +1118,7 @@ def _non_xla_callees(ctx: FileContext) -> frozenset[str]:
         def on_leave(self, original_node: cst.CSTNode) -> None:
             self.stack.pop()
 
-    ctx.module.visit(Refs())
+    walk(ctx.module, Refs(), TRIVIA)  # not module.visit: no recursion, no node rebuilding
     return frozenset(name for name, only_other in sites.items() if only_other)
 
 
