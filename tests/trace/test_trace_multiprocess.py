@@ -146,13 +146,17 @@ def test_launch_traces_every_rank_in_its_own_file_and_stops_them_together(runs):
         steps = [e for e in events if e["event"] == "step"]
         assert [s["step"] for s in steps] == [1, 2, 3, 4] and all(s["rank"] == rank for s in steps)
         compiles = [e for e in events if e["event"] == "compile"]
-        assert compiles and {c["location"]["line"] for c in compiles} == {sync_line}
+        # The ranks are threads sharing one process's compilation cache: the rank that
+        # reaches a graph second may find it compiled (seen once in CI), so not every rank
+        # need compile; every compile there is must be at the sync line.
+        assert {c["location"]["line"] for c in compiles} <= {sync_line}
         assert [e["reason"] for e in events if e["event"] == "stop"] == ["steps"]
     assert [(x["rank"], x["status"], x["steps_traced"]) for x in r["ranks"]] == [
         (0, "stopped", 4),
         (1, "stopped", 4),
     ]
-    assert all({c["location"]["line"] for c in x["compiles"]} == {sync_line} for x in r["ranks"])
+    assert all({c["location"]["line"] for c in x["compiles"]} <= {sync_line} for x in r["ranks"])
+    assert {c["location"]["line"] for x in r["ranks"] for c in x["compiles"]} == {sync_line}
     assert len({x["pid"] for x in r["ranks"]}) == 1  # CPU: one worker process, a thread per rank
     assert "rank 0: final loss" not in run.stderr  # stopped in the loop, before the last line
     text = render_text(r)
@@ -176,7 +180,8 @@ def test_torchrun_workers_are_ranks_with_their_own_processes(runs):
     ]
     assert len({x["pid"] for x in r["ranks"]}) == 2
     sync_line = line_of(EXAMPLE, "torch_xla.sync()")
-    assert all({c["location"]["line"] for c in x["compiles"]} == {sync_line} for x in r["ranks"])
+    assert all({c["location"]["line"] for c in x["compiles"]} <= {sync_line} for x in r["ranks"])
+    assert {c["location"]["line"] for x in r["ranks"] for c in x["compiles"]} == {sync_line}
     assert all(events[0]["launcher"] == "torchrun" for events in run.ranks.values())
 
 
