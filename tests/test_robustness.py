@@ -529,3 +529,60 @@ def test_deep_stack_calls_nest_without_deadlock():
     runner.start()
     runner.join(timeout=30)
     assert done == [("xla-lint-parse", "xla-lint-parse")]
+
+
+@pytest.mark.parametrize("name", ["run.sh", "x.bash", "x.md", "x.rst", "pyproject.toml"])
+def test_fifo_launcher_document_or_config_does_not_hang(tmp_path, name):
+    # A FIFO named like a shell launcher, a document or pyproject.toml blocked the run forever
+    # (open() waits for a writer); it is skipped like any file that cannot be read.
+    os.mkfifo(tmp_path / name)
+    (tmp_path / "good.py").write_text(PRINT)
+    proc = xla(tmp_path, "--no-cache", "--docs", "--select", "XLA004", ".", timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert rows(proc)[0].startswith("good.py:2:1: XLA004")
+
+
+def test_fifo_as_config_is_a_configuration_error(tmp_path):
+    os.mkfifo(tmp_path / "other.toml")
+    (tmp_path / "good.py").write_text(PRINT)
+    proc = xla(tmp_path, "--no-cache", "--config", "other.toml", ".", timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "xla-lint: error: other.toml: cannot read (not a regular file)"
+    ]
+
+
+def test_write_atomic_leaves_a_file_that_changed_since_it_was_read(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text(PRINT + "x = 1\n")  # an editor appended a line after the read
+    with pytest.raises(WriteError, match="changed while it was being fixed, left unchanged"):
+        write_atomic(str(path), PRINT_FIXED, expected=PRINT.encode())
+    assert path.read_text() == PRINT + "x = 1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.py"]  # no temporary file left
+    write_atomic(str(path), PRINT_FIXED, expected=(PRINT + "x = 1\n").encode())
+    assert path.read_text() == PRINT_FIXED
+
+
+@pytest.mark.parametrize("mode", ["--fix", "--add-noqa"])
+def test_fix_never_overwrites_an_edit_made_while_it_ran(tmp_path, monkeypatch, mode):
+    # Lines appended between --fix's read and its rename were lost (179 appended, 56 left
+    # on a 10,000-line file): the write was atomic, the update was not.
+    from click.testing import CliRunner
+
+    from xla_lint import cli, fixes
+
+    path = tmp_path / "a.py"
+    path.write_text(PRINT)
+    real = fixes.read_source
+
+    def editor_appends(p, limit=None):  # the check just before the rename sees the edit
+        with open(p, "a") as handle:
+            handle.write("y = 2\n")
+        return real(p, limit)
+
+    monkeypatch.setattr(fixes, "read_source", editor_appends)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli.main, ["--isolated", "--no-cache", mode, "a.py"])
+    assert result.exit_code == 1, result.output
+    assert "a.py: changed while it was being fixed, left unchanged (run again)" in result.output
+    assert path.read_text() == PRINT + "y = 2\n"

@@ -41,7 +41,7 @@ from .fixes import (
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
 from .reporters.explain import render_rule
-from .source import SourceError, decode_with_encoding
+from .source import SourceError, decode_with_encoding, read_source
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a job stopped by Ctrl-C
@@ -449,8 +449,7 @@ def _read_sources(diagnostics) -> dict[str, str]:
     sources = {}
     for path in sorted({d.path for d in diagnostics}):
         try:
-            with open(path, "rb") as handle:
-                sources[path] = decode_with_encoding(handle.read())[0]
+            sources[path] = decode_with_encoding(read_source(path))[0]
         except (OSError, SourceError):
             continue
     return sources
@@ -562,8 +561,8 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
     for path in fixable:
         target = by_path[path]
         try:
-            with open(path, "rb") as handle:
-                text, encoding = decode_with_encoding(handle.read())
+            original = read_source(path)
+            text, encoding = decode_with_encoding(original)
         except (OSError, SourceError) as exc:
             click.echo(f"xla-lint: {path}: cannot read for fixing: {exc}", err=True)
             failed = True
@@ -580,7 +579,7 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
                 _write_bytes(unified_diff(text, outcome.fixed, path, encoding))
             else:
                 try:
-                    write_atomic(path, outcome.fixed, encoding)
+                    write_atomic(path, outcome.fixed, encoding, expected=original)
                 except WriteError as exc:
                     click.echo(f"xla-lint: {exc}", err=True)
                     failed = True
@@ -641,8 +640,8 @@ def _add_noqa(targets: list[Target], diagnostics) -> int:
     failed = False
     for path in sorted(wanted):
         try:
-            with open(path, "rb") as handle:
-                text, encoding = decode_with_encoding(handle.read())
+            original = read_source(path)
+            text, encoding = decode_with_encoding(original)
             edit = add_noqa(text, wanted[path])
         except (
             OSError,
@@ -669,7 +668,7 @@ def _add_noqa(targets: list[Target], diagnostics) -> int:
             failed = True
             continue
         try:
-            write_atomic(path, edit.text, encoding)
+            write_atomic(path, edit.text, encoding, expected=original)
         except WriteError as exc:
             click.echo(f"xla-lint: {exc}", err=True)
             failed = True

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalogue import RULES
+from .source import MAX_CONFIG_BYTES, read_source
 
 DEFAULT_TARGET = (2, 9)
 DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes: LibCST needs ~30 s and ~1 GB per MB of source
@@ -157,8 +158,10 @@ def find_pyproject(start: Path) -> Path | None:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+                data = tomllib.loads(read_source(str(candidate), MAX_CONFIG_BYTES).decode("utf-8"))
+            except OSError as exc:
+                raise ConfigError(f"{candidate}: cannot read ({exc.strerror or exc})") from None
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
             tool = data.get("tool")
             if (
@@ -171,10 +174,12 @@ def find_pyproject(start: Path) -> Path | None:
 def load_table(path: Path) -> dict[str, Any]:
     """The ``[tool.xla-lint]`` table of ``path``; raises ConfigError on bad TOML."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_source(str(path), MAX_CONFIG_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from .config import Settings
 from .diagnostics import Diagnostic, Edit, Fix
-from .source import call_with_deep_stack, line_starts, nesting_error, split_lines
+from .source import call_with_deep_stack, line_starts, nesting_error, read_source, split_lines
 
 MAX_ROUNDS = 10
 
@@ -227,14 +227,27 @@ def is_read_only(mode: int) -> bool:
     return not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 
 
-def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
+def _current_bytes(path: str) -> bytes | None:
+    """What ``path`` holds now (None when it cannot be read as a regular file)."""
+    try:
+        return read_source(path)
+    except OSError:
+        return None
+
+
+def write_atomic(
+    path: str, text: str, encoding: str = "utf-8", expected: bytes | None = None
+) -> None:
     """Replace ``path`` with ``text`` encoded as ``encoding``: temporary file in the same folder, fsync, rename.
 
     ``encoding`` is the one the file was read with (``"utf-8-sig"`` writes the BOM back,
     ``"iso-8859-1"`` keeps a Latin-1 file Latin-1); line ends are written as they are in
-    ``text``. The file's permission bits are kept. Raises WriteError (original untouched)
-    when the file is read-only (no write bit set, even for root), is not a regular file,
-    cannot hold the text in its encoding, or the folder refuses a new file.
+    ``text``. The file's permission bits are kept. ``expected``: the bytes the fixed text was
+    made from; the file is read again just before the rename and left alone when it no longer
+    holds them (an editor or another tool wrote to it meanwhile: replacing it would lose that
+    change). Raises WriteError (original untouched) when the file is read-only (no write bit
+    set, even for root), is not a regular file, cannot hold the text in its encoding, the
+    folder refuses a new file, or the file changed since ``expected`` was read.
     """
     try:
         info = os.stat(path)
@@ -265,6 +278,11 @@ def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, stat.S_IMODE(info.st_mode))
+        if expected is not None and _current_bytes(real) != expected:
+            os.unlink(tmp)
+            raise WriteError(
+                f"{path}: changed while it was being fixed, left unchanged (run again)"
+            )
         os.replace(tmp, real)
     except OSError as exc:
         try:

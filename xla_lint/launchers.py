@@ -56,6 +56,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
 from .program import Launch
+from .source import MAX_CONFIG_BYTES, read_source
 
 SHELL_SUFFIXES = (".sh", ".bash")
 DOC_SUFFIXES = (".md", ".markdown", ".rst")
@@ -1071,11 +1072,8 @@ def read_launches(paths: Sequence[str], folders: Sequence[str] = ()) -> list[Lau
             out.extend(project_scripts(os.path.dirname(path)))
             continue
         try:
-            if os.path.getsize(path) > MAX_LAUNCHER_BYTES:
-                continue
-            with open(path, "rb") as handle:
-                text = handle.read().decode("utf-8", "replace")
-        except OSError:
+            text = read_source(path, MAX_LAUNCHER_BYTES).decode("utf-8", "replace")
+        except OSError:  # unreadable, not a regular file (a FIFO), or larger than a script
             continue
         try:
             out.extend(scan(path, text))
@@ -1099,8 +1097,7 @@ def project_scripts(folder: str) -> list[Launch]:
 
     path = os.path.join(folder, "pyproject.toml")
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        data = tomllib.loads(read_source(path, MAX_CONFIG_BYTES).decode("utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         return []
     project = data.get("project")

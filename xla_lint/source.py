@@ -61,11 +61,19 @@ def line_starts(lines: list[str]) -> list[int]:
     return starts
 
 
-def read_source(path: str) -> bytes:
-    """The bytes of the regular file ``path``.
+MAX_CONFIG_BYTES = (
+    1 << 20
+)  # a pyproject.toml or --config file larger than this is not configuration
 
-    Opened without blocking, so a FIFO, socket or device named like a Python file is
-    refused instead of hanging the run. Raises :class:`OSError` (``strerror`` says why).
+
+def read_source(path: str, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``; every file xla-lint reads goes through here
+    (sources, shell launchers, documents, ``pyproject.toml`` and other configuration).
+
+    Opened without blocking, so a FIFO, socket or device named like a Python file, a shell
+    script or a configuration file is refused instead of hanging the run. ``limit``: the most
+    bytes accepted (None: any size); a larger file, or one that grows past it while being
+    read, is refused without reading the rest. Raises :class:`OSError` (``strerror`` says why).
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
@@ -74,11 +82,18 @@ def read_source(path: str) -> bytes:
             raise IsADirectoryError(21, "is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise OSError(0, "not a regular file")
+        too_large = OSError(0, f"larger than {limit:,} bytes") if limit is not None else None
+        if too_large is not None and limit is not None and info.st_size > limit:
+            raise too_large
         chunks = []
+        size = 0
         while True:
             chunk = os.read(fd, max(info.st_size + 1, 1 << 16))
             if not chunk:
                 break
+            size += len(chunk)
+            if too_large is not None and limit is not None and size > limit:
+                raise too_large
             chunks.append(chunk)
         return b"".join(chunks)
     finally:
