@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hook
+from . import hook, watchdog
 
 PYTHON_NAMES = ("python", "python3")
 #: Launchers whose workers are traced (each worker a rank): the command, or the module.
@@ -329,15 +329,25 @@ def run_child(
     except (AttributeError, ValueError):
         pass
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        child_command(target),
-        env=env,
-        cwd=opts.cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=stream,
-        stderr=stream,
-        start_new_session=True,
-    )
+    # The child runs in a session of its own, out of reach of a signal that ends us; the
+    # watchdog ends it and everything it started when we die, even by SIGKILL.
+    guard = watchdog.start()
+    try:
+        proc = subprocess.Popen(
+            child_command(target),
+            env=env,
+            cwd=opts.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stream,
+            stderr=stream,
+            start_new_session=True,
+        )
+    except BaseException:
+        if guard is not None:
+            guard.close()
+        raise
+    if guard is not None:
+        guard.watch(proc.pid)
     timed_out = interrupted = peers_ended = False
     # SIGTERM (`timeout`, a cancelled CI job) stops the run as Ctrl-C does: the child runs in
     # its own process group and would otherwise be left running.
@@ -372,6 +382,8 @@ def run_child(
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if guard is not None:  # the child has ended (or is left to the watchdog to end)
+            guard.close()
     wall = time.perf_counter() - started
     _append_parent_events(
         events_file, env, proc.returncode, timed_out, interrupted, opts.timeout, wall
@@ -511,27 +523,7 @@ def _alive(pid: int) -> bool:
 
 def _descendants(root: int) -> list[int]:
     """Every process below ``root`` (from /proc; empty where there is none)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found: list[int] = []
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+    return watchdog.descendants(root)
 
 
 def _rank_pids(events_file: str) -> list[int]:
