@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from xla_lint import engine
     from xla_lint.config import build_settings
-    from xla_lint.discovery import discover
+    from xla_lint.pipeline import run as engine
+    from xla_lint.pipeline.discover import discover
 
     root = args.corpus
     if root is None:

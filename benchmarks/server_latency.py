@@ -281,8 +281,8 @@ def engine_latencies(folder: Path, path: Path, runs: int = 5) -> list[float]:
     """Seconds for the engine to lint an edited text from scratch in this process (a full
     parse each time, as the server does without its parse of the last text), ``runs`` times."""
     from xla_lint.config import build_settings
-    from xla_lint.discovery import Target
-    from xla_lint.engine import lint_file
+    from xla_lint.pipeline.run import lint_file
+    from xla_lint.sources.target import Target
 
     settings = build_settings(cwd=folder)
     text = path.read_text(encoding="utf-8")

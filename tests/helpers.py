@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from xla_lint.config import build_settings
-from xla_lint.discovery import discover
-from xla_lint.engine import finalize, lint_file, run
-from xla_lint.fixes import fix_loop
+from xla_lint.pipeline.discover import discover
+from xla_lint.pipeline.fixes import fix_loop
+from xla_lint.pipeline.run import finalize, lint_file, run
 
 
 def write_tree(root: Path, files: dict[str, str]) -> None:

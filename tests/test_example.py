@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from xla_lint.fixes import parses
+from xla_lint.pipeline.fixes import parses
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "pitfalls"
 CORE = ["XLA001", "XLA002", "XLA003", "XLA004", "XLA005"]

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xla_lint.config import build_settings
-from xla_lint.discovery import Target
-from xla_lint.engine import lint_file
-from xla_lint.fixes import fix_loop, parses
+from xla_lint.pipeline.fixes import fix_loop, parses
+from xla_lint.pipeline.run import lint_file
+from xla_lint.sources.target import Target
 
 PRELUDE = (
     "import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"

@@ -15,7 +15,7 @@ import pytest
 from helpers import without_file_powers
 
 from xla_lint.diagnostics import Edit, Fix
-from xla_lint.fixes import WriteError, apply_fixes, write_atomic
+from xla_lint.pipeline.fixes import WriteError, apply_fixes, write_atomic
 
 PRINT = "import torch_xla\nprint('a')\n"
 PRINT_FIXED = "import torch_xla\nprint('a', flush=True)\n"
@@ -516,7 +516,7 @@ def test_deep_stack_calls_nest_without_deadlock():
     parses in one, then lints in it: a second thread waited for the first's lock forever)."""
     import threading
 
-    from xla_lint.source import call_with_deep_stack
+    from xla_lint.sources.text import call_with_deep_stack
 
     def inner() -> str:
         return threading.current_thread().name
@@ -569,7 +569,8 @@ def test_fix_never_overwrites_an_edit_made_while_it_ran(tmp_path, monkeypatch, m
     # on a 10,000-line file): the write was atomic, the update was not.
     from click.testing import CliRunner
 
-    from xla_lint import cli, fixes
+    from xla_lint import cli
+    from xla_lint.pipeline import fixes
 
     path = tmp_path / "a.py"
     path.write_text(PRINT)

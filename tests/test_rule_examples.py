@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from helpers import fix_text, lint_tree, write_tree
 
-from xla_lint.fixes import parses
+from xla_lint.pipeline.fixes import parses
 from xla_lint.rules import all_rules
 
 RULES = [r for r in all_rules() if r.code != "XLA000"]

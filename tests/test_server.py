@@ -838,9 +838,9 @@ def test_lint_after_edits_equals_the_engine(tmp_path: Path) -> None:
     import random
     from dataclasses import replace
 
-    from xla_lint.discovery import Target
-    from xla_lint.engine import finalize, lint_file
+    from xla_lint.pipeline.run import finalize, lint_file
     from xla_lint.server.project import Project
+    from xla_lint.sources.target import Target
 
     root = workspace(tmp_path, {"train.py": TRAIN, "model.py": MODEL})
     project = Project(str(root), str(root))

@@ -1,6 +1,6 @@
 """The command line: ``xla-lint [OPTIONS] [PATH]...``, ``xla-lint rule``, ``xla-lint runtime``.
 
-Only option parsing and choosing a reporter live here; the work is in :mod:`xla_lint.engine`.
+Only option parsing and choosing a reporter live here; the work is in :mod:`xla_lint.pipeline.run`.
 Exit status: 0 nothing found, 1 diagnostics found, 2 usage or configuration error.
 """
 
@@ -18,18 +18,8 @@ import click
 from . import __version__
 from .config import ConfigError, Settings, build_settings
 from .diagnostics import Diagnostic
-from .discovery import DOCUMENT_SUFFIXES, NOTEBOOK_SUFFIX, DiscoveryError, Target, discover
-from .engine import (
-    TOO_LARGE,
-    FileResult,
-    default_jobs,
-    finalize,
-    lint_file,
-    program_facts,
-    run,
-    syntax_error,
-)
-from .fixes import (
+from .pipeline.discover import DiscoveryError, discover
+from .pipeline.fixes import (
     WriteError,
     applies,
     fix_loop,
@@ -38,10 +28,13 @@ from .fixes import (
     unified_diff,
     write_atomic,
 )
+from .pipeline.run import TOO_LARGE, default_jobs, finalize, lint_file, program_facts, run
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
 from .reporters.explain import render_rule
-from .source import SourceError, decode_with_encoding, read_source
+from .results import FileResult, syntax_error
+from .sources.target import DOCUMENT_SUFFIXES, NOTEBOOK_SUFFIX, Target
+from .sources.text import SourceError, decode_with_encoding, read_source
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a job stopped by Ctrl-C
@@ -617,7 +610,7 @@ def _add_noqa(targets: list[Target], diagnostics) -> int:
     """``--add-noqa``: write a ``# noqa`` for every diagnostic into its Python file (atomically,
     only when the file still parses); one summary line on standard error. Returns the exit
     status: 0, or 1 when a file could not be written."""
-    from .noqa import add_noqa
+    from .pipeline.noqa import add_noqa
 
     python = {t.path for t in targets if t.kind == "python"}
     wanted: dict[str, dict[int, set[str]]] = {}

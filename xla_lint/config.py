@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalogue import RULES
-from .source import MAX_CONFIG_BYTES, read_source
+from .sources.text import MAX_CONFIG_BYTES, read_source
 
 DEFAULT_TARGET = (2, 9)
 DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes: LibCST needs ~30 s and ~1 GB per MB of source

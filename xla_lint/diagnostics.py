@@ -95,7 +95,7 @@ class Diagnostic:
 
     ``requires`` holds the program facts (``("spmd", True)``, ``("multiprocess", True)``,
     ...) that must hold for the finding to be reported; the engine checks them once
-    every file's facts are known (see :mod:`xla_lint.facts`), so a file's diagnostics
+    every file's facts are known (see :mod:`xla_lint.program.facts`), so a file's diagnostics
     can be computed, and cached, before the rest of the program is read.
     """
 

@@ -1,6 +1,6 @@
 """Parsing and linting one piece of source: the part of the engine that needs LibCST.
 
-:mod:`xla_lint.engine` imports this module only when a file has to be parsed (in the
+:mod:`xla_lint.pipeline.run` imports this module only when a file has to be parsed (in the
 worker processes, or for the first file that needs it), so runs that parse nothing
 (every file answered from the result cache, or ruled out by the prefilter) never import
 LibCST.
@@ -9,32 +9,30 @@ LibCST.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import replace
 
 import libcst as cst
 
+from .analysis.context import Dispatcher, FactsCollector, FileContext
+from .analysis.names import LOCAL, BindingCollector, Scope
+from .analysis.walk import silent_types, walk
 from .config import Settings
-from .context import Dispatcher, FactsCollector, FileContext
 from .diagnostics import Diagnostic, Edit, Fix
-from .discovery import NOTEBOOK_SUFFIX, Target
-from .docstrings import block_rules, lint_docstrings
-from .engine import PREFILTER, FileResult, import_facts, module_of, syntax_error
-from .facts import FileFacts
-from .names import BindingCollector, Scope
-from .notebooks import NotebookCell, NotPython
+from .program.facts import FileFacts
+from .program.modules import import_facts, module_of
+from .results import FileResult, syntax_error
 from .rule import Rule, SyntaxErrorRule
 from .rules import all_rules
-from .source import (
-    SourceError,
-    call_with_deep_stack,
-    code_blocks,
-    line_starts,
-    python_syntax,
-    split_lines,
-)
-from .suppress import Suppressions, find_suppressions
-from .walk import silent_types, walk
+from .sources.blocks import CodeBlock
+from .sources.docstrings import docstring_blocks
+from .sources.documents import code_blocks
+from .sources.notebooks import NotebookCell, NotPython
+from .sources.prefilter import PREFILTER
+from .sources.suppress import Suppressions, find_suppressions
+from .sources.target import NOTEBOOK_SUFFIX, Target
+from .sources.text import SourceError, call_with_deep_stack, line_starts, python_syntax, split_lines
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -113,7 +111,7 @@ def lint_text(
     in_xla_program: bool = False,
 ) -> tuple[list[Diagnostic], FileFacts | None]:
     """Lint one piece of Python source (``tree``: its parse, when the caller already has it,
-    and ``syntax`` CPython's, which places the reported nodes: :mod:`xla_lint.positions`).
+    and ``syntax`` CPython's, which places the reported nodes: :mod:`xla_lint.analysis.positions`).
 
     Returns the diagnostics (positions moved by the offsets, ``requires`` still to be
     checked) and the source's facts; a source that does not parse yields one XLA000
@@ -154,7 +152,7 @@ def lint_text(
     if not ctx.reports:
         return [], facts.facts
     # Imported here: libcst.metadata costs ~70 ms to import, and most files have no report.
-    from .positions import locate
+    from .analysis.positions import locate
 
     wanted = [(rep.node, rep.ancestors) for rep in ctx.reports]
     if with_fixes:
@@ -240,7 +238,7 @@ def lint_decoded(
     text: str,
     parsed: tuple[cst.Module, ast.Module | None] | None = None,
 ) -> FileResult:
-    """Lint decoded source text (see :func:`xla_lint.engine.lint_file`); never raises for bad input.
+    """Lint decoded source text (see :func:`xla_lint.pipeline.run.lint_file`); never raises for bad input.
 
     ``parsed``: LibCST's module of ``text`` and CPython's (or None), when the caller has
     parsed it already (the language server parses again only around an edit).
@@ -254,7 +252,7 @@ def lint_decoded(
 
 def lint_in_xla_program(target: Target, settings: Settings, text: str) -> FileResult:
     """Lint a module that does not name torch_xla but that an XLA program imports (the
-    engine's second pass, :func:`xla_lint.engine.lint_reached`), with ``settings``' rules."""
+    engine's second pass, :func:`xla_lint.pipeline.run.lint_reached`), with ``settings``' rules."""
     return _guarded(target, settings, text, True)
 
 
@@ -318,7 +316,7 @@ def _lint_decoded_here(
         syntax=parsed[1] if parsed is not None else None,
     )
     result.diagnostics = diags
-    if settings.docs and facts is not None:  # `>>>` examples in docstrings (xla_lint/docstrings.py)
+    if settings.docs and facts is not None:  # `>>>` examples in docstrings (xla_lint/linter.py)
         result.diagnostics = diags + lint_docstrings(
             text,
             path,
@@ -468,3 +466,138 @@ def _lint_document(
         result.notes = notes  # printed by --verbose
         if not result.parsed and not result.diagnostics:
             result.skipped_reason = "no Python code block parses"
+
+
+# -- docstring examples and ``>>>`` sessions ------------------------------------------
+# ``>>>`` examples in the docstrings of a Python file, linted like code (with ``docs`` on).
+#
+# A docstring example runs, under doctest, with the module's globals: ``HybridMesh(...)``
+# in ``torch_xla/distributed/spmd/xla_sharding.py``'s docstrings is that module's
+# ``HybridMesh``. So each example block is linted with the file's module-level names as
+# its enclosing scope (a name the file defines itself resolves to ``<module>.<name>``).
+# An example is a fragment, not a program: findings that depend on program facts (XLA002
+# "SPMD never enabled", ...) are dropped, since the fragment leaves out the set-up, and a
+# docstring's facts never leak into the file's. An example (a ``>>>`` line and its ``...`` lines) that does not parse on its own, such as
+# an output line written with a prompt, is blanked so the rest of the block is still linted;
+# positions are those of the file. No fixes are offered inside docstrings.
+#
+# Docstring examples, and Markdown/reST code blocks written as an interactive session
+# (``>>> `` lines, :func:`is_repl_block`), are read the way they run: typed at a prompt.
+# Rules whose finding is about a program's output and not about torch_xla (a rule class
+# with ``repl_quiet = True``, such as XLA004 ``print`` without ``flush``: the REPL shows
+# every line at once) are not run on them (:func:`repl_rules`).
+
+
+def _parses(code: str) -> bool:
+    try:
+        cst.parse_module(code)
+    except Exception:
+        return False
+    return True
+
+
+def _repair(block: CodeBlock, lines: list[str]) -> CodeBlock:
+    """``block`` with every example that does not parse alone replaced by blank lines."""
+    if _parses(block.code):
+        return block
+    code_lines = block.code.splitlines()
+    examples: list[list[int]] = []
+    for i in range(len(code_lines)):
+        original = (
+            lines[block.line_offset + i].lstrip() if block.line_offset + i < len(lines) else ""
+        )
+        if original.startswith(">>>") or not examples:
+            examples.append([i])
+        else:
+            examples[-1].append(i)
+    for example in examples:
+        if not _parses("\n".join(code_lines[i] for i in example) + "\n"):
+            for i in example:
+                code_lines[i] = ""
+    return CodeBlock("\n".join(code_lines) + "\n", block.line_offset, block.indent)
+
+
+def module_globals(text: str, module: str, is_package: bool) -> Scope | None:
+    """The file's module-level names as a scope examples can look names up in;
+    names the file binds itself become ``<module>.<name>``. None if it does not parse."""
+    try:
+        tree = cst.parse_module(text)
+    except Exception:
+        return None
+    root = BindingCollector(module, is_package).collect(tree)
+    scope = Scope("module", None, star_imports=list(root.star_imports))
+    for name, targets in root.bindings.items():
+        for target in targets:
+            if target == LOCAL:
+                if module:
+                    scope.bind(name, f"{module}.{name}")
+            else:
+                scope.bind(name, target)
+    return scope
+
+
+def repl_rules(rules: list[type[Rule]]) -> list[type[Rule]]:
+    """``rules`` without those that say nothing about code typed at a ``>>>`` prompt
+    (a rule class setting ``repl_quiet = True``)."""
+    return [r for r in rules if not getattr(r, "repl_quiet", False)]
+
+
+@functools.lru_cache(maxsize=8)
+def _lines(text: str) -> tuple[str, ...]:
+    return tuple(text.splitlines())
+
+
+def is_repl_block(text: str, block: CodeBlock) -> bool:
+    """True when ``block`` of the document ``text`` is written as an interactive session: its
+    first line in the document starts (after indentation) with ``>>>`` (see
+    :func:`xla_lint.sources.blocks.doctest_blocks`). A notebook cell's lines are its own, never a session."""
+    if isinstance(block, NotebookCell):
+        return False
+    lines = _lines(text)
+    return 0 <= block.line_offset < len(lines) and lines[block.line_offset].lstrip().startswith(
+        ">>>"
+    )
+
+
+def block_rules(text: str, block: CodeBlock, rules: list[type[Rule]]) -> list[type[Rule]]:
+    """The rules to run on ``block`` of the document ``text``: :func:`repl_rules` for a
+    ``>>>`` session, else ``rules``."""
+    return repl_rules(rules) if is_repl_block(text, block) else rules
+
+
+def lint_docstrings(
+    text: str,
+    path: str,
+    rules: list[type[Rule]],
+    *,
+    target_version=(2, 9),
+    module: str = "",
+    is_package: bool = False,
+) -> list[Diagnostic]:
+    """Diagnostics for the docstring examples of a Python file, positioned in the file.
+
+    Findings that need program facts are dropped (an example is a fragment). Examples
+    that do not parse are skipped, never reported.
+    """
+    scope = None
+    out: list[Diagnostic] = []
+    rules = repl_rules(rules)  # every docstring example is a `>>>` session
+    for raw_blocks in docstring_blocks(text):
+        lines = text.splitlines()
+        blocks = [_repair(b, lines) for b in raw_blocks]
+        if scope is None:
+            scope = module_globals(text, module, is_package)
+        for block in blocks:
+            diags, _ = lint_text(
+                block.code,
+                path,
+                rules,
+                target_version=target_version,
+                module=module,
+                line_offset=block.line_offset,
+                column_offset=block.indent,
+                with_fixes=False,
+                globals_scope=scope,
+            )
+            out.extend(d for d in diags if d.code != SyntaxErrorRule.code and not d.requires)
+    return out

@@ -1,7 +1,7 @@
 """What a rule is: a small class with its code, name, message, explanation and examples.
 
 A rule visits LibCST nodes through ``visit_<Node>``/``leave_<Node>`` methods, asks the
-:class:`~xla_lint.context.FileContext` what a name resolves to and which SPMD branch it
+:class:`~xla_lint.analysis.context.FileContext` what a name resolves to and which SPMD branch it
 is in, and reports nodes. It never parses, never resolves imports itself and never
 looks at other files: the engine answers those questions once for every rule.
 
@@ -22,7 +22,7 @@ import libcst as cst
 from .diagnostics import Severity
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .context import FileContext
+    from .analysis.context import FileContext
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class Rule:
     # The lowest torch_xla version (major, minor) the rule applies to, and the first it stops applying to.
     since_version: ClassVar[tuple[int, int] | None] = None
     # Rules about removed or deprecated APIs: silent in code that does not run on the target
-    # version (an old-version branch of a version guard, an ImportError fallback; xla_lint/guards.py).
+    # version (an old-version branch of a version guard, an ImportError fallback; xla_lint/analysis/guards.py).
     # "removed": also in a `try` body whose ImportError/AttributeError handler catches what the
     # removed API raises (the program works); True: deprecated APIs, which run there and are reported.
     version_guarded: ClassVar[bool | str] = False

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from helpers import lint_tree, write_tree
 
-from xla_lint.facts import FileFacts
-from xla_lint.program import ProgramModel
+from xla_lint.program.facts import FileFacts
+from xla_lint.program.model import ProgramModel
 
 FSDP_POSITIONAL = (
     "import numpy as np\nimport torch_xla.distributed.spmd as xs\n"

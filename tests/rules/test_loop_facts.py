@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from xla_lint.context import FileContext
+from xla_lint.analysis.context import FileContext
+from xla_lint.analysis.walk import iter_nodes
 from xla_lint.rules.recompilation import LoopFacts
-from xla_lint.walk import iter_nodes
 
 SOURCE = """\
 import torch_xla

@@ -1,4 +1,4 @@
-"""XLA027/XLA028 through their shared machinery (xla_lint/seeds.py), on small programs.
+"""XLA027/XLA028 through their shared machinery (xla_lint/analysis/seeds.py), on small programs.
 
 XLA028 per-replica-seed: with one process per device, a seed that differs per replica before
 the model is built, in a program that never makes the replicas' parameters equal.

@@ -1,4 +1,4 @@
-"""The rules that ask xla_lint.values (XLA003, XLA015, XLA018, XLA019) beyond their own examples:
+"""The rules that ask xla_lint.analysis.values (XLA003, XLA015, XLA018, XLA019) beyond their own examples:
 severities, messages naming where a value comes from, and real-code shapes."""
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ import libcst as cst
 import pytest
 from helpers import lint_tree, write_tree
 
-from xla_lint.context import FileContext
-from xla_lint.engine import PROGRAM_RULES, PROGRAM_RULES_NEED
+from xla_lint.analysis.context import FileContext
+from xla_lint.analysis.walk import iter_nodes
+from xla_lint.pipeline.run import PROGRAM_RULES, PROGRAM_RULES_NEED
 from xla_lint.rules.recompilation import literal_iterations, recompile_step, round_to
-from xla_lint.walk import iter_nodes
 
 HEAD = "import torch\nimport torch_xla\n"
 

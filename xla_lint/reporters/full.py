@@ -17,7 +17,7 @@ is shown as its one line.
 from __future__ import annotations
 
 from ..diagnostics import Diagnostic, Fix
-from ..source import line_starts
+from ..sources.text import line_starts
 from . import Report
 from .text import fixes_section, line, style, summary
 

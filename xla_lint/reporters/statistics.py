@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from ..fixes import applies
+from ..pipeline.fixes import applies
 from . import Report
 from .text import style
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ..diagnostics import Diagnostic, Severity
-from ..fixes import applies, hidden_unsafe
+from ..pipeline.fixes import applies, hidden_unsafe
 from . import Report
 
 

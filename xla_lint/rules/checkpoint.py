@@ -6,16 +6,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .. import apis
-from ..context import find_arg
+from ..analysis import apis
+from ..analysis.context import find_arg
+from ..analysis.holds import may_hold_tensors
+from ..analysis.values import CALL, Known, value_of
 from ..diagnostics import Severity
-from ..holds import may_hold_tensors
 from ..rule import Invalid, Rule, Valid
-from ..values import (
-    CALL,
-    Known,
-    value_of,
-)
 from .spmd import expects_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,7 +44,7 @@ mesh or wraps a model in FSDPv2), when the object saved can hold XLA tensors: a
 container holding one, or an object whose origin the file does not show (a parameter,
 the result of a call: plausible model state).
 
-Not flagged, because nothing in them is sharded (`xla_lint/values.py` follows the names):
+Not flagged, because nothing in them is sharded (`xla_lint/analysis/values.py` follows the names):
 argparse namespaces (`args`, `self.args`, anything from `parse_args()`, `vars(args)`),
 literals and containers of numbers, strings and options (`{"step": step, "lr":
 args.lr}`), configuration and tokenizer objects (`config`, `model.config`, `tokenizer`),

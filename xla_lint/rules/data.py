@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .. import apis
-from ..context import find_arg
+from ..analysis import apis
+from ..analysis.context import find_arg
+from ..analysis.values import Known, Site, definition, file_values, one_line, value_of
+from ..analysis.walk import iter_nodes
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
-from ..values import Known, Site, definition, file_values, one_line, value_of
-from ..walk import iter_nodes
 from .mesh import literal_elements, literal_int, mesh_of, spec_call
 
 SPMD = (("spmd", True),)
@@ -140,7 +140,7 @@ def resolve(
 
 
 def value_site(ctx) -> Site:
-    """The site of the node being visited (what :func:`xla_lint.values.value_of` reads at by default)."""
+    """The site of the node being visited (what :func:`xla_lint.analysis.values.value_of` reads at by default)."""
     return file_values(ctx).current_site()
 
 

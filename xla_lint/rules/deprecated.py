@@ -11,19 +11,19 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from .. import apis
-from ..apis import REMOVED_ATTRS, REMOVED_MODULES
-from ..context import FileContext, find_arg, literal_string, parse_expression
-from ..diagnostics import Severity
-from ..names import (
+from ..analysis import apis
+from ..analysis.apis import REMOVED_ATTRS, REMOVED_MODULES
+from ..analysis.context import FileContext, find_arg, literal_string, parse_expression
+from ..analysis.names import (
     Scope,
     dotted_name,
     lookup,
     names_bound_in_expressions_or_rebound,
     top_level_imports,
 )
+from ..analysis.walk import calls_in
+from ..diagnostics import Severity
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..walk import calls_in
 
 # -- shared helpers ---------------------------------------------------------------
 
@@ -305,7 +305,7 @@ def _fix_name_ok(ctx: FileContext, head: str) -> bool:
     ``head`` module unconditionally above it: a file that imports torch_xla inside
     ``try/except ImportError``, under ``if TYPE_CHECKING:`` or inside a function would
     otherwise gain a hard dependency at its top (and fail to import without torch_xla).
-    Names bound where :class:`~xla_lint.names.BindingCollector` does not look
+    Names bound where :class:`~xla_lint.analysis.names.BindingCollector` does not look
     (:func:`_unsafe_names`) are refused.
     """
     if head in _unsafe_names(ctx):
@@ -371,7 +371,7 @@ def _import_prefixes(
 
 
 def _unsafe_names(ctx: FileContext) -> frozenset[str]:
-    """:func:`~xla_lint.names.names_bound_in_expressions_or_rebound` of the file, once per file
+    """:func:`~xla_lint.analysis.names.names_bound_in_expressions_or_rebound` of the file, once per file
     (on the first fix asked): names a fix must not write."""
     return ctx.memo(
         "unsafe-names", lambda: names_bound_in_expressions_or_rebound(ctx.module, ctx.flat)
@@ -395,7 +395,7 @@ def _call_with(node: cst.Call, func: str, args: list[cst.Arg]) -> cst.Call:
 
 _ATTRIBUTES = frozenset({cst.Attribute})
 
-# The table of removed modules and attributes lives in xla_lint/apis.py (guards.py reads it too).
+# The table of removed modules and attributes lives in xla_lint/analysis/apis.py (guards.py reads it too).
 XLA_COMPILE_API = "torch_xla.compile"
 _REMOVED_ATTR_NAMES = frozenset(n.rsplit(".", 1)[1] for n in REMOVED_ATTRS)
 # f6409de358 "Delete XRT from the main branch (#5240)", first in v2.1.0: no XRT_* variable is read.
@@ -436,7 +436,7 @@ Imports are reported at the import statement (the import itself fails); function
 call or reference. An import or call inside `try:` whose `except` catches `ImportError`
 (`ModuleNotFoundError`, `AttributeError` for attributes, `Exception`, bare) is a
 compatibility shim and is not reported, nor is a use under `if hasattr(xm, "name"):`.
-Nor is code that never runs on the target version (`xla_lint/guards.py`): the old-version
+Nor is code that never runs on the target version (`xla_lint/analysis/guards.py`): the old-version
 branch of a version test (`if _XLA_GREATER_EQUAL_2_1: ... else: <old API>`,
 `version.parse(torch_xla.__version__) < version.parse("2.5")`, `RequirementCache("torch_xla>=2.1")`),
 or the statements after `if <new version>: return <new API>`.
@@ -528,7 +528,7 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
         Valid("import os\nimport torch_xla\nos.environ['PJRT_DEVICE'] = 'TPU'\n"),
         Valid("import torch_xla.experimental.pjrt_backend\n"),
         Valid("import torch_xla\nn = torch_xla.experimental.eager_mode(True)\n"),
-        # Version guards (xla_lint/guards.py): the old-version branch never runs on the target.
+        # Version guards (xla_lint/analysis/guards.py): the old-version branch never runs on the target.
         Valid(
             "from lightning_utilities.core.imports import RequirementCache\nimport torch_xla.core.xla_model as xm\n"
             "_XLA_GREATER_EQUAL_2_1 = RequirementCache('torch_xla>=2.1')\ndef world_size():\n"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .. import apis
-from ..context import find_arg, literal_string
+from ..analysis import apis
+from ..analysis.context import find_arg, literal_string
+from ..analysis.values import CALL, PARAMETER, Known, Site, value_of
 from ..diagnostics import Severity
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..values import CALL, PARAMETER, Known, Site, value_of
 from .mesh import mesh_of
 from .spmd import expects_error, function_key
 

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .. import apis
-from ..context import find_arg
+from ..analysis import apis
+from ..analysis.context import find_arg
+from ..analysis.names import Scope
+from ..analysis.seeds import blocks_around
+from ..analysis.seeds import short as _short
+from ..analysis.walk import TRIVIA, children, iter_nodes
 from ..diagnostics import Severity
-from ..names import Scope
 from ..rule import Invalid, Rule, Valid
-from ..seeds import blocks_around
-from ..seeds import short as _short
-from ..walk import TRIVIA, children, iter_nodes
 from .recompilation import LoopFacts
 from .spmd import expects_error, is_xla_device
 

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .. import apis
-from ..context import find_arg, literal_string
+from ..analysis import apis
+from ..analysis.context import find_arg, literal_string
+from ..analysis.names import LOCAL, Scope, bound_names
+from ..analysis.walk import Flat
 from ..diagnostics import Severity
-from ..names import LOCAL, Scope, bound_names
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..walk import Flat
 from .spmd import expects_error  # (spmd imports nothing from here)
 
 HYBRID_MESH_KEYWORDS = ("ici_mesh_shape", "dcn_mesh_shape", "axis_names")

@@ -1,8 +1,8 @@
 """Rules about xla-lint's own comments.
 
 XLA900 has no visitor: whether a ``# noqa`` silenced something is known only once every
-file is read and the program facts are applied, so :func:`xla_lint.engine.finalize`
-computes it (see :func:`xla_lint.engine.unused_noqa`). The class holds what every rule
+file is read and the program facts are applied, so :func:`xla_lint.pipeline.run.finalize`
+computes it (see :func:`xla_lint.pipeline.run.unused_noqa`). The class holds what every rule
 holds: code, name, explanation and the examples the test suite runs.
 """
 

@@ -6,14 +6,12 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from .. import apis
-from ..context import FileContext, find_arg, literal_string
-from ..diagnostics import Severity
-from ..guards import runs_on_xla
-from ..holds import may_hold_tensors, name_words
-from ..names import dotted_name
-from ..rule import Invalid, Rule, Valid
-from ..seeds import (
+from ..analysis import apis
+from ..analysis.context import FileContext, find_arg, literal_string
+from ..analysis.guards import runs_on_xla
+from ..analysis.holds import may_hold_tensors, name_words
+from ..analysis.names import dotted_name
+from ..analysis.seeds import (
     RNG_APIS,
     TORCH_SEEDS,
     SeedBeforeModel,
@@ -22,8 +20,8 @@ from ..seeds import (
     launched_functions,
     statements_after,
 )
-from ..seeds import short as quoted_source
-from ..values import (
+from ..analysis.seeds import short as quoted_source
+from ..analysis.values import (
     PARAMETER,
     Known,
     Site,
@@ -33,7 +31,9 @@ from ..values import (
     parts_of,
     value_of,
 )
-from ..walk import TRIVIA, iter_nodes, walk
+from ..analysis.walk import TRIVIA, iter_nodes, walk
+from ..diagnostics import Severity
+from ..rule import Invalid, Rule, Valid
 from .spmd import DEVICE_APIS, PER_HOST_APIS, PER_HOST_VARIABLES, DeviceUse, function_key
 
 MULTIPROCESS = [("multiprocess", True), ("spmd", False)]
@@ -41,7 +41,7 @@ MULTIPROCESS = [("multiprocess", True), ("spmd", False)]
 _LAUNCH = "import torch_xla\nimport torch_xla.core.xla_model as xm\n"
 
 # Tests that hold on some replicas only (`if xm.is_master_ordinal():`, `if xr.global_ordinal() == 0:`)
-# are recognised by xla_lint.values, which also sees through saved flags (`is_root = ...`).
+# are recognised by xla_lint.analysis.values, which also sees through saved flags (`is_root = ...`).
 
 # Graph-executing or collective calls every replica must reach (torch_xla/core/xla_model.py).
 SYNC_APIS = {
@@ -114,7 +114,7 @@ CLIP_APIS = frozenset(
 def _divergent_test(ctx, test: cst.BaseExpression) -> bool:
     """True when ``test`` holds on some replicas only: it calls ``is_master_ordinal``, compares
     an ordinal (``xr.global_ordinal() == 0``) or reads a flag saved from one
-    (``is_root = xm.is_master_ordinal()``); see :func:`xla_lint.values.is_replica_test`."""
+    (``is_root = xm.is_master_ordinal()``); see :func:`xla_lint.analysis.values.is_replica_test`."""
     return is_replica_test(ctx, test)
 
 
@@ -1356,7 +1356,7 @@ if __name__ == "__main__":
 
     def _single_process(self, node: cst.Call) -> bool:
         """``nprocs`` is 1 (``spawn`` tests ``nprocs == 1``) or ``debug_single_process`` is true,
-        as literals or values the file fixes (``NPROCS = 1``; :mod:`xla_lint.values`)."""
+        as literals or values the file fixes (``NPROCS = 1``; :mod:`xla_lint.analysis.values`)."""
         nprocs = find_arg(node, "nprocs", 2)
         if nprocs is not None and _is_one(value_of(self.ctx, nprocs.value)):
             return True
@@ -1393,7 +1393,7 @@ Flags `xmp.spawn(fn, nprocs=N)` (positional or keyword) unless `N` is provably `
 start_method='spawn', debug_single_process=False)` has no `nprocs` parameter
 (`torch_xla/torch_xla.py`, 2.9.0), so the call raises TypeError.
 
-`N` is followed through the file (`xla_lint/values.py`): a literal, a module constant
+`N` is followed through the file (`xla_lint/analysis/values.py`): a literal, a module constant
 (`NPROCS = 8`), a variable assigned once before the call, or the default of an argparse
 option (`nprocs=args.num_cores` with `parser.add_argument("--num_cores", type=int,
 default=8)`). A value the file fixes to something other than 1 or None is an error, and

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .. import apis
-from ..context import find_arg, parse_expression
+from ..analysis import apis
+from ..analysis.context import find_arg, parse_expression
 from ..diagnostics import Severity
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 
@@ -17,7 +17,7 @@ class PrintWithoutFlush(Rule):
     message = "`print` without `flush=True` in torch_xla code: the line may sit in a buffer and never appear"
     severity = Severity.WARNING
     fixable = True
-    repl_quiet = True  # not run on `>>>` examples (xla_lint/docstrings.py, `repl_rules`)
+    repl_quiet = True  # not run on `>>>` examples (xla_lint/linter.py, `repl_rules`)
     explanation = """\
 ## What it does
 Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla.
@@ -109,7 +109,7 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
         if self.ctx.notebook and next(iter(self.ctx.enclosing(cst.FunctionDef)), None) is None:
             return  # a cell's top level runs in the kernel, whose output the notebook shows
         # Silent in test files (pytest captures output) and in programs whose output is
-        # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured): xla_lint/program.py.
+        # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured): xla_lint/program/model.py.
         self.report(
             node,
             fix=PendingFix(

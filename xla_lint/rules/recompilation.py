@@ -15,15 +15,15 @@ from types import SimpleNamespace
 
 import libcst as cst
 
-from .. import apis
-from ..context import FileContext, find_arg, literal_string
+from ..analysis import apis
+from ..analysis.context import FileContext, find_arg, literal_string
+from ..analysis.holds import name_words, plain_name
+from ..analysis.names import Scope, bound_names, dotted_name
+from ..analysis.values import Known, Site, definition, value_of
+from ..analysis.walk import TRIVIA, calls_in, iter_nodes, walk
 from ..diagnostics import Severity
-from ..holds import name_words, plain_name
-from ..names import Scope, bound_names, dotted_name
 from ..rule import Invalid, Rule, Valid
 from ..scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
-from ..values import Known, Site, definition, value_of
-from ..walk import TRIVIA, calls_in, iter_nodes, walk
 
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
 XLA_STEP = "torch_xla.step"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..context import find_arg
+from ..analysis.context import find_arg
+from ..analysis.values import definition
 from ..diagnostics import Severity
 from ..rule import Invalid, Rule, Valid
-from ..values import definition
 
 SCAN = "torch_xla.experimental.scan.scan"
 SCAN_LAYERS = "torch_xla.experimental.scan_layers.scan_layers"

@@ -6,12 +6,12 @@ from collections.abc import Set as AbstractSet
 
 import libcst as cst
 
-from .. import apis
-from ..context import find_arg, literal_string
+from ..analysis import apis
+from ..analysis.context import find_arg, literal_string
+from ..analysis.seeds import RNG_APIS, SeedBeforeModel, in_launched_function
+from ..analysis.walk import TRIVIA, walk
 from ..diagnostics import Severity
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from ..seeds import RNG_APIS, SeedBeforeModel, in_launched_function
-from ..walk import TRIVIA, walk
 
 
 class SpmdNotEnabled(Rule):

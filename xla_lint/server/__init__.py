@@ -8,7 +8,7 @@ What it does (``docs/editors.md`` says how editors start it):
   (:class:`~xla_lint.server.project.Project`): a fact set in ``train.py`` reaches the module
   being edited, as in a run of ``xla-lint`` over the folder;
 - offers code actions: each safe fix of a diagnostic, "add ``# noqa: CODE``" on its line
-  (:func:`xla_lint.noqa.add_noqa`), and, when asked for ``source.fixAll``, every safe fix;
+  (:func:`xla_lint.pipeline.noqa.add_noqa`), and, when asked for ``source.fixAll``, every safe fix;
 - shows the rule's summary and a link to its explanation on hover (over a diagnostic, or
   over a code in a ``# noqa`` comment);
 - reads ``[tool.xla-lint]`` from the folder's ``pyproject.toml``; a configuration error is
@@ -37,10 +37,11 @@ from pygls.workspace import TextDocument
 
 from .. import __version__
 from ..diagnostics import Diagnostic
-from ..engine import TOO_LARGE, FileResult
-from ..fixes import applies, apply_fixes, fix_loop
-from ..noqa import add_noqa
-from ..suppress import find_suppressions
+from ..pipeline.fixes import applies, apply_fixes, fix_loop
+from ..pipeline.noqa import add_noqa
+from ..pipeline.run import TOO_LARGE
+from ..results import FileResult
+from ..sources.suppress import find_suppressions
 from .convert import SOURCE, Text, hover_text, to_lsp
 from .project import PYTHON_SUFFIXES, Linted, Project
 

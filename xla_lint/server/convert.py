@@ -1,7 +1,7 @@
 """Between xla-lint's records and LSP's: positions, diagnostics, text edits, hover text.
 
 xla-lint counts 1-based lines and 1-based columns in characters (code points), lines cut
-only at ``\\n``, ``\\r\\n`` and ``\\r`` (:func:`xla_lint.source.split_lines`), as LSP cuts them;
+only at ``\\n``, ``\\r\\n`` and ``\\r`` (:func:`xla_lint.sources.text.split_lines`), as LSP cuts them;
 LSP counts 0-based lines and columns in the code units the client and server agreed on
 (UTF-16 unless the client offers another), which ``codec`` counts.
 """
@@ -16,7 +16,7 @@ from pygls.workspace.position_codec import PositionCodec
 
 from ..diagnostics import Diagnostic, Severity
 from ..reporters.sarif import INFORMATION_URI
-from ..source import line_starts, split_lines
+from ..sources.text import line_starts, split_lines
 from .incremental import common_prefix
 
 SOURCE = "xla-lint"

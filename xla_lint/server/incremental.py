@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..source import nesting_error
+from ..sources.text import nesting_error
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def parsed(text: str, module: cst.Module) -> Parsed | None:
 def reparse(old: Parsed, text: str) -> Parsed | None:
     """The parse of ``text``, an edit of ``old.text``, from the statements around the edit;
     None when only a parse of the whole text can tell (see the module's docstring). Call it
-    on a deep stack (:func:`xla_lint.source.call_with_deep_stack`), as LibCST needs."""
+    on a deep stack (:func:`xla_lint.sources.text.call_with_deep_stack`), as LibCST needs."""
     if text == old.text:
         return old
     start = common_prefix(old.text, text)

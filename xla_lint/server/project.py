@@ -1,9 +1,9 @@
 """What the language server knows about one workspace folder, without any LSP in it.
 
 A :class:`Project` holds the folder's settings (its ``[tool.xla-lint]``), the engine's result
-for every file the folder's run would lint (:func:`xla_lint.engine.lint_targets`, answered
+for every file the folder's run would lint (:func:`xla_lint.pipeline.run.lint_targets`, answered
 from the result cache when it can), and the program model built from them
-(:func:`xla_lint.engine.program_facts`). An open document is linted from its unsaved text as
+(:func:`xla_lint.pipeline.run.program_facts`). An open document is linted from its unsaved text as
 if it were its file, with the facts of the programs around it: ``train.py`` calling
 ``xr.use_spmd()`` and importing ``model.py`` makes ``model.py``'s SPMD findings hold while
 ``model.py`` is edited, as ``xla-lint - --stdin-filename model.py`` would (but with the
@@ -23,10 +23,8 @@ from pathlib import Path
 
 from ..config import ConfigError, Settings, build_settings
 from ..diagnostics import Diagnostic
-from ..discovery import SKIPPED_FOLDERS, DiscoveryError, Target, discover
-from ..engine import (
-    PREFILTER,
-    FileResult,
+from ..pipeline.discover import SKIPPED_FOLDERS, DiscoveryError, discover
+from ..pipeline.run import (
     finalize,
     lint_bytes,
     lint_file,
@@ -35,10 +33,13 @@ from ..engine import (
     program_facts,
     too_large,
 )
-from ..facts import FileFacts
-from ..launchers import read_launches
-from ..program import Launch, ProgramModel
-from ..source import call_with_deep_stack
+from ..program.facts import FileFacts
+from ..program.launchers import read_launches
+from ..program.model import Launch, ProgramModel
+from ..results import FileResult
+from ..sources.prefilter import PREFILTER
+from ..sources.target import Target
+from ..sources.text import call_with_deep_stack
 from .incremental import Parsed, parsed, reparse
 
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -128,7 +129,7 @@ class Project:
         self._parses.pop(path, None)
 
     def _lint_text(self, path: str, text: str) -> FileResult:
-        """:func:`xla_lint.engine.lint_file` of ``text`` as ``path``, parsed again only around
+        """:func:`xla_lint.pipeline.run.lint_file` of ``text`` as ``path``, parsed again only around
         the edit when the last text of ``path`` was parsed (:mod:`.incremental`)."""
         target = Target(path, "python")
         data = text.encode("utf-8", "replace")
@@ -167,7 +168,7 @@ class Project:
 
     def finish(self, path: str, result: FileResult, text: str) -> list[Diagnostic]:
         """The diagnostics of ``result`` (``text`` linted as ``path``) under the programs'
-        facts, after suppressions: :func:`xla_lint.engine.finalize`."""
+        facts, after suppressions: :func:`xla_lint.pipeline.run.finalize`."""
         program = self.program_for(path, result)
         found = finalize([self._reached(result, program, text)], program, self.settings)[0]
         if self.root is None:
@@ -194,8 +195,8 @@ class Project:
         return program
 
     def _reached(self, result: FileResult, program: ProgramModel, text: str) -> FileResult:
-        """``result``, linted again by :data:`~xla_lint.engine.PROGRAM_RULES` when it was skipped
-        (no torch_xla) and an XLA script program reaches it: :func:`xla_lint.engine.lint_reached`
+        """``result``, linted again by :data:`~xla_lint.pipeline.run.PROGRAM_RULES` when it was skipped
+        (no torch_xla) and an XLA script program reaches it: :func:`xla_lint.pipeline.run.lint_reached`
         of the buffer's ``text``."""
         return lint_reached([result], program, self.settings, {result.path: text})[0]
 

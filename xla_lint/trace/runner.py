@@ -691,8 +691,8 @@ def lint_static(path: str) -> tuple[list, str | None]:
     and only files of the program whose entry is ``path`` are kept. Returns
     ``(diagnostics, None)`` or ``([], reason)`` when linting failed."""
     from ..config import ConfigError, build_settings
-    from ..discovery import DiscoveryError, discover
-    from ..engine import run
+    from ..pipeline.discover import DiscoveryError, discover
+    from ..pipeline.run import run
 
     folder = os.path.dirname(os.path.abspath(path))
     try:

@@ -1,0 +1,14 @@
+"""The per-file semantic model that rules ask (LibCST).
+
+- ``context``: :class:`~xla_lint.analysis.context.FileContext` (what a name resolves to, which
+  ``is_spmd()`` branch a node is in, the facts collector) and the rule dispatcher.
+- ``walk``: the one traversal and the shared node list; ``positions``: line and column of
+  reported nodes; ``names``: name resolution through imports; ``apis``: torch_xla's canonical
+  names and its removed modules and attributes.
+- ``guards``: which code runs on the target version and on XLA; ``values``: what a name or an
+  argparse option holds; ``holds``: whether a value may hold XLA tensors.
+- ``seeds``: seeds, the model built after them and launched functions (shared by the seed and
+  multi-process rules).
+
+An analysis that two or more rule families use lives here, not inside one family.
+"""

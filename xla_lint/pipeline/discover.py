@@ -1,0 +1,161 @@
+"""Which files a run lints.
+
+Folders are searched for ``*.py`` and ``*.ipynb`` (and ``*.md``/``*.rst`` when documentation
+linting is on), skipping hidden folders, virtualenvs, ``build/``, ``dist/``, ``__pycache__``,
+``node_modules``, ``site-packages`` and what ``exclude`` names. A file named explicitly
+is always linted, unless ``force-exclude`` is on (as the pre-commit hooks run it). Symlinked folders are not followed (no loops); the order is sorted.
+
+Launchers (read for the commands that run the tree's files, :mod:`xla_lint.program.launchers`) are
+collected on the side: ``*.sh``/``*.bash`` scripts, ``*.md``/``*.markdown``/``*.rst`` pages and
+``pyproject.toml`` files, found in the folders searched or named explicitly. A shell script or
+``pyproject.toml`` named explicitly is only a launcher, never linted; a page named explicitly is
+linted as a document and also read as a launcher. Launchers larger than
+``xla_lint.program.launchers.MAX_LAUNCHER_BYTES`` (1 MB) are skipped when read: such a file is data,
+not a script someone wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..config import Settings, _path_matches
+from ..sources.target import DOC_SUFFIXES, DOCUMENT_SUFFIXES, NOTEBOOK_SUFFIX, Target
+
+SKIPPED_FOLDERS = frozenset(
+    {
+        "build",
+        "dist",
+        "__pycache__",
+        "node_modules",
+        "site-packages",
+        "venv",
+        "env",
+        ".venv",
+        ".xla_lint_cache",
+    }
+)
+
+
+class DiscoveryError(Exception):
+    """A path named on the command line does not exist."""
+
+
+def _kind(name: str) -> str:
+    return "doc" if name.lower().endswith(DOCUMENT_SUFFIXES) else "python"
+
+
+def _is_virtualenv(folder: str) -> bool:
+    return os.path.isfile(os.path.join(folder, "pyvenv.cfg"))
+
+
+LAUNCHER_SUFFIXES = (
+    ".sh",
+    ".bash",
+    ".md",
+    ".markdown",
+    ".rst",
+)  # read for the commands that run files
+
+
+LAUNCHER_NAMES = ("pyproject.toml",)  # [project.scripts]
+
+
+LAUNCHER_ONLY_SUFFIXES = (".sh", ".bash")  # launchers that are never linted, even when named
+
+
+def _launcher_only(path: str) -> bool:
+    """Whether ``path`` is a launcher that is never linted (a shell script, ``pyproject.toml``)."""
+    return path.lower().endswith(LAUNCHER_ONLY_SUFFIXES) or os.path.basename(path) in LAUNCHER_NAMES
+
+
+def discover(
+    paths: list[str], settings: Settings, launchers: list[str] | None = None
+) -> list[Target]:
+    """Files to lint under ``paths`` (files or folders), sorted, without duplicates.
+
+    With ``launchers`` given, the shell scripts, docs and ``pyproject.toml`` files found in
+    the folders searched or named explicitly are appended to it, once each (read for the
+    commands that run the tree's files, see :mod:`xla_lint.program.launchers`). A shell script or
+    ``pyproject.toml`` named explicitly is not a Target (it is not Python); a doc named
+    explicitly is both a doc Target and a launcher.
+    Raises DiscoveryError naming the first path that does not exist.
+    """
+    found: dict[str, Target] = {}
+    listed: set[str] = set(launchers or ())
+
+    def add_launcher(path: str) -> None:
+        if launchers is not None and path not in listed:
+            listed.add(path)
+            launchers.append(path)
+
+    for given in paths:
+        try:
+            os.lstat(given)
+        except FileNotFoundError:
+            raise DiscoveryError(f"{given}: no such file or directory") from None
+        except OSError as exc:  # a folder on the way that may not be searched
+            norm = os.path.normpath(given)
+            found.setdefault(
+                norm, Target(norm, _kind(given), f"cannot access: {exc.strerror or exc}")
+            )
+            continue
+        if not os.path.isdir(given):
+            norm = os.path.normpath(given)
+            if settings.force_exclude and _excluded(norm, settings):
+                continue
+            if norm.lower().endswith(LAUNCHER_SUFFIXES) or os.path.basename(norm) in LAUNCHER_NAMES:
+                add_launcher(norm)
+            if _launcher_only(norm):
+                continue
+            found.setdefault(norm, Target(norm, _kind(given)))
+            continue
+
+        def unreadable(exc: OSError, given: str = given) -> None:
+            path = os.path.normpath(exc.filename if exc.filename is not None else given)
+            found.setdefault(
+                path, Target(path, "python", f"cannot read folder: {exc.strerror or exc}")
+            )
+
+        for folder, dirs, files in os.walk(given, onerror=unreadable, followlinks=False):
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if not d.startswith(".")
+                and d not in SKIPPED_FOLDERS
+                and "{{" not in d  # cookiecutter templates
+                and not _is_virtualenv(os.path.join(folder, d))
+                and not _excluded(os.path.join(folder, d), settings)
+            )
+            for name in sorted(files):
+                full = os.path.normpath(os.path.join(folder, name))
+                lower = name.lower()
+                if (
+                    name.endswith(".py")
+                    or lower.endswith(NOTEBOOK_SUFFIX)
+                    or (settings.docs and lower.endswith(DOC_SUFFIXES))
+                ):
+                    if not _excluded(full, settings):
+                        found.setdefault(full, Target(full, _kind(name)))
+                if (
+                    launchers is not None
+                    and (lower.endswith(LAUNCHER_SUFFIXES) or name in LAUNCHER_NAMES)
+                    and not _excluded(full, settings)
+                ):
+                    add_launcher(full)
+    return sorted(found.values(), key=lambda t: t.path)
+
+
+def _excluded(path: str, settings: Settings) -> bool:
+    return any(_path_matches(path, pattern, settings.root) for pattern in settings.exclude)
+
+
+def display_path(path: str) -> str:
+    """``path`` relative to the current folder when it is below it, else as given."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return p.as_posix()
+    return p.as_posix()

@@ -1,0 +1,592 @@
+"""Runs the stages for a set of files and returns diagnostics.
+
+::
+
+    discover ─► read + decode ─► prefilter ─► parse (LibCST) ─► one traversal: facts + rules
+             ─► program facts (all files) ─► keep findings whose facts hold ─► suppressions ─► sort
+
+A file's own work (:func:`lint_file`) depends on nothing but the file and the settings,
+so it runs in parallel worker processes and can be cached; only the cheap program-facts
+join and the filtering run after every file is done. Parsing and the traversal live in
+:mod:`xla_lint.linter`, the only part that needs LibCST, imported when a file needs a parse.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ..catalogue import BY_CODE
+from ..config import Settings
+from ..diagnostics import Diagnostic, Edit, Fix, Severity
+from ..program.facts import FileFacts
+from ..program.model import Launch, ProgramModel
+from ..program.modules import called_names, import_facts, module_of
+from ..results import FileResult, syntax_error
+from ..sources.prefilter import needs_parse
+from ..sources.target import Target
+from ..sources.text import SourceError, decode, read_source
+from .fixes import with_fix_policy
+
+
+def lint_file(target: Target, settings: Settings, text: str | None = None) -> FileResult:
+    """Read, decode and lint one file (``text`` given: lint that instead of the file's bytes).
+
+    Never raises for bad input: unreadable or undecodable files give an XLA000 diagnostic.
+    A Python file whose bytes name neither torch_xla nor an ``XLA_`` variable is not
+    parsed (see :data:`PREFILTER`): it yields only the imports that tie it into programs.
+    """
+    if text is not None:
+        from ..linter import lint_decoded  # LibCST, imported only when something is parsed
+
+        return lint_decoded(target, settings, text)
+    try:
+        data = read_source(target.path)
+    except OSError as exc:
+        result = FileResult(target.path)
+        result.diagnostics.append(
+            syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1)
+        )
+        return result
+    return lint_bytes(target, settings, data)
+
+
+TOO_LARGE = "too large"  # the start of the skipped_reason of a file above max-file-size
+
+
+def too_large(settings: Settings, data: bytes) -> str | None:
+    """The skipped reason for a file of ``data`` bytes above ``max-file-size`` (0: no limit), else None."""
+    limit = settings.max_file_size
+    if not limit or len(data) <= limit:
+        return None
+    return f"{TOO_LARGE}: {format_size(len(data))}, above max-file-size {format_size(limit)}"
+
+
+def format_size(size: int) -> str:
+    """``size`` bytes for a person: ``640 bytes``, ``812 KB``, ``5.1 MB`` (units of 1,000)."""
+    if size < 10_000:
+        return f"{size} bytes"
+    return f"{size / 1e6:.1f} MB" if size >= 1_000_000 else f"{round(size / 1e3)} KB"
+
+
+def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
+    """Lint a file given its bytes; see :func:`lint_file`. A file that would need parsing but
+    is above ``max-file-size`` is skipped (its imports still read, as for a file without
+    torch_xla): LibCST takes ~30 s and ~1 GB per MB of source."""
+    large = too_large(settings, data) if needs_parse(data) else None
+    if large or not needs_parse(data):
+        result = FileResult(target.path, skipped_reason=large or "no torch_xla")
+        if target.kind == "python":
+            facts = import_facts(target.path, data)
+            if facts is not None:
+                result.facts.append(facts)
+        return result
+    try:
+        text = decode(data)
+    except SourceError as exc:
+        result = FileResult(target.path)
+        result.diagnostics.append(syntax_error(target.path, exc.message, exc.line, exc.column))
+        return result
+    from ..linter import lint_decoded  # LibCST, imported only when something is parsed
+
+    return lint_decoded(target, settings, text)
+
+
+@dataclass
+class RunResult:
+    """A finished run: ``diagnostics`` kept after facts and suppressions, sorted by path and position."""
+
+    diagnostics: list[Diagnostic]
+    files: list[FileResult]
+    program: ProgramModel
+    suppressed: int = 0
+
+
+# Parallel linting pays only when there is real parsing to share out: starting a worker
+# costs ~20 ms (fork) and LibCST parses ~30-100 KB of source per second per core.
+PARALLEL_MIN_BYTES = 48 * 1024
+
+
+PARALLEL_MIN_FILES = 4
+
+
+# A file this large goes to a worker process even alone: the parse takes seconds, others can
+# share the cores, and Ctrl-C stops the run at once (LibCST's native parser holds the GIL, so
+# a parse in this process delays the interrupt until it returns: ~20 s for 5 MB).
+LARGE_FILE_BYTES = 256 * 1024
+
+
+_worker_state: dict = {}
+
+
+PARENT_CHECK_SECONDS = 0.5  # how often a worker looks for its parent
+
+
+def _exit_with_parent(parent: int, interval: float = PARENT_CHECK_SECONDS) -> None:
+    """End this worker process once ``parent`` (a process id) is gone, checked every ``interval`` seconds.
+
+    A pool worker waits on a queue whose write end it holds itself, so it would never see
+    the parent die (``kill -9`` of ``xla-lint``, a CI runner killing the job) and would wait
+    forever. A daemon thread notices that the worker was re-parented and exits it.
+    """
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="xla-lint-parent-watch", daemon=True).start()
+
+
+def _worker_init(settings: Settings, cache_dir: str | None, parent: int | None = None) -> None:
+    import signal
+
+    # Ctrl-C reaches the whole process group: the parent stops the run (exit 130) and the
+    # pool; a worker interrupted mid-import or mid-file would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        _exit_with_parent(parent)
+    from .. import linter  # noqa: F401  LibCST and the rules, once per worker, while the parent reads files
+
+    _worker_state["settings"] = settings
+    _worker_state["cache"] = None
+    if cache_dir is not None:
+        from .cache import ResultCache
+
+        _worker_state["cache"] = ResultCache(cache_dir, settings.fingerprint())
+
+
+def _worker_lint(job: tuple[int, Target, bytes, str | None]) -> tuple[int, FileResult]:
+    index, target, data, key = job
+    result = lint_bytes(target, _worker_state["settings"], data)
+    cache = _worker_state["cache"]
+    if cache is not None and key is not None:
+        cache.store(target.path, key, result)
+    return index, result
+
+
+def lint_targets(
+    targets: list[Target], settings: Settings, jobs: int = 1, cache_dir: str | None = None
+) -> list[FileResult]:
+    """Lint every target; results in the order of ``targets``.
+
+    Each file is read once. Files the prefilter rules out yield their imports only;
+    the others are answered from the result cache in ``cache_dir`` (None: no cache,
+    see :mod:`xla_lint.pipeline.cache`) or linted, in up to ``jobs`` worker processes once there
+    is enough source to parse (at least :data:`PARALLEL_MIN_FILES` files and
+    :data:`PARALLEL_MIN_BYTES` bytes, or one file of :data:`LARGE_FILE_BYTES`), else in
+    this process. Files go to the workers
+    as they are read, so reading the rest of the tree overlaps with linting.
+    """
+    cache = None
+    if cache_dir is not None:
+        from .cache import ResultCache
+
+        cache = ResultCache(cache_dir, settings.fingerprint())
+    results: list[FileResult | None] = [None] * len(targets)
+    queued: list[tuple[int, Target, bytes, str | None]] = []
+    queued_bytes = 0
+    pool: _Pool | None = None
+    try:
+        for index, target in enumerate(targets):
+            if target.error is not None:  # found by discovery: a folder it could not search
+                results[index] = FileResult(
+                    target.path, [syntax_error(target.path, target.error, 1, 1)]
+                )
+                continue
+            try:
+                data = read_source(target.path)
+            except OSError as exc:
+                result = FileResult(target.path)
+                result.diagnostics.append(
+                    syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1)
+                )
+                results[index] = result
+                continue
+            if not needs_parse(data) or too_large(settings, data):
+                results[index] = lint_bytes(target, settings, data)
+                continue
+            key = None
+            if cache is not None:
+                module, is_package = (
+                    module_of(target.path) if target.kind == "python" else ("", False)
+                )
+                key = cache.key(
+                    target.path,
+                    target.kind,
+                    data,
+                    settings.codes_for(target.path),
+                    module,
+                    is_package,
+                )
+                hit = cache.load(target.path, key)
+                if hit is not None:
+                    results[index] = hit
+                    continue
+            job = (index, target, data, key)
+            if pool is not None:
+                pool.submit(job)
+                continue
+            queued.append(job)
+            queued_bytes += len(data)
+            if (
+                jobs > 1
+                and queued_bytes >= PARALLEL_MIN_BYTES
+                and (len(queued) >= PARALLEL_MIN_FILES or len(data) >= LARGE_FILE_BYTES)
+            ):
+                pool = _Pool(settings, cache_dir, jobs)
+                for job in sorted(queued, key=lambda j: -len(j[2])):
+                    pool.submit(job)
+                queued = []
+        if pool is not None:
+            for index, result in pool.results():
+                results[index] = result
+    except BaseException:  # Ctrl-C: do not wait for the workers' parses to finish
+        if pool is not None:
+            pool.close(abort=True)
+            pool = None
+        raise
+    finally:
+        if pool is not None:
+            pool.close()
+    for index, target, data, key in queued:  # too little to be worth worker processes
+        results[index] = lint_bytes(target, settings, data)
+        if cache is not None and key is not None:
+            cache.store(target.path, key, results[index])
+    linted = [r for r in results if r is not None]
+    assert len(linted) == len(results)  # every target's index was filled above
+    return linted
+
+
+class _Pool:
+    """Worker processes linting jobs ``(index, target, bytes, cache key)`` as they are submitted.
+
+    A worker that dies (out of memory, a crash in native code) does not take the run
+    with it: each file it may have held is linted again alone in a fresh process, and
+    one that kills that process too is reported as XLA000.
+    """
+
+    def __init__(self, settings: Settings, cache_dir: str | None, workers: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing.context import BaseContext
+
+        self._context: BaseContext
+        try:  # fork: workers inherit the imported rules instead of importing them again
+            self._context = multiprocessing.get_context("fork")
+        except ValueError:  # pragma: no cover - not on Linux/macOS
+            self._context = multiprocessing.get_context()
+        self._initargs = (settings, cache_dir, os.getpid())
+        self._executor = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=self._context,
+            initializer=_worker_init,
+            initargs=self._initargs,
+        )
+        self._jobs: list = []
+        self._futures: list = []
+
+    def submit(self, job: tuple[int, Target, bytes, str | None]) -> None:
+        from concurrent.futures.process import BrokenProcessPool
+
+        self._jobs.append(job)
+        try:
+            self._futures.append(self._executor.submit(_worker_lint, job))
+        except (BrokenProcessPool, RuntimeError):  # the pool died already: results() redoes it
+            self._futures.append(None)
+
+    def results(self) -> list[tuple[int, FileResult]]:
+        """``(index, result)`` of every submitted job, sorted by index."""
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        done: dict[int, FileResult] = {}
+        for future in self._futures:
+            if future is None:
+                continue
+            try:
+                index, result = future.result()
+                done[index] = result
+            except BrokenProcessPool:
+                pass
+        for job in self._jobs:
+            if job[0] in done:
+                continue
+            try:
+                with ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=self._context,
+                    initializer=_worker_init,
+                    initargs=self._initargs,
+                ) as alone:
+                    done[job[0]] = alone.submit(_worker_lint, job).result()[1]
+            except BrokenProcessPool:
+                result = FileResult(job[1].path)
+                result.diagnostics.append(
+                    syntax_error(job[1].path, "the parser crashed on this file", 1, 1)
+                )
+                done[job[0]] = result
+        return sorted(done.items())
+
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers: after their jobs, or with ``abort`` at once (SIGTERM; a worker in
+        the middle of a parse holds the GIL and would finish the file first)."""
+        if abort:
+            for process in list(getattr(self._executor, "_processes", {}).values()):
+                process.terminate()
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            return
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def program_facts(
+    results: list[FileResult],
+    settings: Settings | None = None,
+    launches: Sequence[Launch] = (),
+    entries: tuple[str, ...] = (),
+) -> ProgramModel:
+    """The program model of every linted file (:mod:`xla_lint.program.model`): a document's code
+    blocks are one program; ``launches`` and the configuration's ``entry-points`` add entries
+    and the facts their launchers set; ``entries`` names more entry paths (standard input)."""
+    table: dict[str, FileFacts] = {}
+    for r in results:
+        if not r.facts:
+            continue
+        if len(r.facts) == 1 and r.facts[0].group is None:
+            table[r.path] = r.facts[0]
+            continue
+        first = r.facts[0]
+        table[r.path] = FileFacts(
+            module="",
+            imports=frozenset().union(*(f.imports for f in r.facts)),
+            enables_spmd=any(f.enables_spmd for f in r.facts),
+            shards=any(f.shards for f in r.facts),
+            multiprocess=any(f.multiprocess for f in r.facts),
+            imports_torch_xla=any(f.imports_torch_xla for f in r.facts),
+            requires_torch_xla=any(f.requires_torch_xla for f in r.facts),
+            sets_global_mesh=any(f.sets_global_mesh for f in r.facts),
+            group=first.group or r.path,
+            unbuffered=any(f.unbuffered for f in r.facts),
+            fact_functions={
+                k: set().union(*(f.fact_functions.get(k, set()) for f in r.facts))
+                for k in {k for f in r.facts for k in f.fact_functions}
+            },
+            references=set().union(*(f.references for f in r.facts)),
+        )
+    declared = settings.declared_entries(table) if settings is not None else {}
+    unparsed = {r.path for r in results if r.skipped_reason == "no torch_xla"}
+    return ProgramModel(
+        table,
+        launches,
+        declared,
+        entries,
+        references=lambda path: called_names(path) if path in unparsed else None,
+    )
+
+
+# The rules that also run on a module without torch_xla that an XLA program imports (the
+# loader an XLA training loop iterates is often built in a plain data.py, its optimizer in a
+# plain trainer module), each with the bytes a file must contain for the rule to find anything
+# there: a cheap test before the file is parsed.
+PROGRAM_RULES_NEED: dict[str, bytes] = {
+    "XLA202": b"DataLoader",
+    "XLA017": b"DataLoader",
+    "XLA204": b"Adam",
+    "XLA024": b"checkpoint",
+    "XLA027": b"seed",  # manual_seed, set_seed, seed_everything in a plain entry script
+    "XLA028": b"seed",
+}
+
+
+PROGRAM_RULES = frozenset(PROGRAM_RULES_NEED)
+
+
+def lint_reached(
+    results: list[FileResult],
+    program: ProgramModel,
+    settings: Settings,
+    texts: Mapping[str, str] | None = None,
+) -> list[FileResult]:
+    """``results``, with the files the prefilter skipped linted again by :data:`PROGRAM_RULES`
+    where an XLA program reaches them: a script program one of whose modules imports torch_xla
+    unconditionally (a library's optional import does not make its users XLA programs). A
+    cheap byte test first: each rule runs only on a file that contains its
+    :data:`PROGRAM_RULES_NEED` bytes. Their findings then depend on that program's facts.
+    ``texts``: path -> the text to lint instead of the file on disk (an editor's buffer)."""
+    xla_members: set[str] = set()
+    for p in program.programs:
+        if p.kind == "script" and any(program.files[m].requires_torch_xla for m in p.members):
+            xla_members |= p.members
+    out = list(results)
+    for i, r in enumerate(results):
+        if (
+            r.skipped_reason != "no torch_xla"
+            or r.path not in xla_members
+            or not r.path.endswith(".py")
+        ):
+            continue
+        codes = settings.codes_for(r.path) & PROGRAM_RULES
+        if not codes:
+            continue
+        given = texts.get(r.path) if texts is not None else None
+        try:
+            data = read_source(r.path) if given is None else given.encode("utf-8", "replace")
+            codes = frozenset(c for c in codes if PROGRAM_RULES_NEED[c] in data)
+            if not codes or too_large(settings, data):
+                continue
+            text = decode(data) if given is None else given
+        except (OSError, SourceError):
+            continue
+        from ..linter import lint_in_xla_program
+
+        out[i] = lint_in_xla_program(
+            Target(r.path, "python"), replace(settings, selected=frozenset(codes)), text
+        )
+    return out
+
+
+def finalize(
+    results: list[FileResult], program: ProgramModel, settings: Settings | None = None
+) -> tuple[list[Diagnostic], int]:
+    """Keep the diagnostics whose facts hold and that no comment suppresses; sort them.
+
+    With ``settings`` given, each fix is as the run treats it (``unfixable``,
+    ``extend-safe-fixes``: :func:`~xla_lint.pipeline.fixes.with_fix_policy`).
+
+    With ``settings`` given, files for which XLA900 is enabled also get a diagnostic for
+    each ``# noqa`` naming XLA codes that silence nothing (see :func:`unused_noqa`).
+    """
+    kept: list[Diagnostic] = []
+    suppressed = 0
+    for r in results:
+        for d in r.diagnostics:
+            if d.requires and not program.holds(r.path, d.requires):
+                continue
+            if r.suppressions.suppresses(d.code, d.line):
+                suppressed += 1
+                continue
+            d = replace(d, message=d.message + program.note(r.path, d.requires), requires=())
+            kept.append(d if settings is None else with_fix_policy(d, settings))
+        if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
+            for d in unused_noqa(r, settings):
+                if r.suppressions.suppresses(d.code, d.line):
+                    suppressed += 1
+                else:
+                    kept.append(with_fix_policy(d, settings))
+    kept.sort(key=lambda d: d.sort_key)
+    return kept, suppressed
+
+
+UNUSED_NOQA = "XLA900"
+
+
+def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
+    """XLA900 diagnostics for ``result``'s ``# noqa: CODES`` comments naming XLA codes that silence nothing.
+
+    A code counts as used when a diagnostic of that code was made on the comment's line,
+    before the program-facts filter, or when its rule did not run on the file (not selected,
+    ignored, preview, another torch_xla version): only a rule that ran and found nothing there
+    shows that the comment is stale (``--fix --select XLA900`` used to delete them all) (the comment is needed when the file is linted with its
+    whole program). Bare ``# noqa``, other tools' codes and ``XLA900`` itself are never
+    reported. The fix (none for documents) removes the directive, or only its unused codes.
+    """
+    from ..sources.target import DOCUMENT_SUFFIXES
+
+    used = {(d.line, d.code) for d in result.diagnostics}
+    enabled = {
+        c
+        for c in settings.codes_for(result.path)
+        if (rule := BY_CODE.get(c)) is not None and rule.applies_to(settings.target_version)
+    }
+    is_doc = result.path.lower().endswith(DOCUMENT_SUFFIXES)
+    out = []
+    for comment in sorted(result.suppressions.noqa.values(), key=lambda c: c.line):
+        if comment.codes is None:
+            continue
+        reasons: dict[str, list[str]] = {"unused": [], "unknown": []}
+        unused: set[str] = set()
+        for code, _, _ in comment.code_spans:
+            if not code.startswith("XLA") or code == UNUSED_NOQA or code in unused:
+                continue
+            if code not in BY_CODE:
+                reasons["unknown"].append(code)
+            elif code not in enabled:
+                continue  # not run here (select, ignore, preview, target version): it may be needed when it is
+            elif (comment.line, code) not in used:
+                reasons["unused"].append(code)
+            else:
+                continue
+            unused.add(code)
+        if not unused:
+            continue
+        detail = "; ".join(
+            f"{kind}: {', '.join(codes)}" for kind, codes in reasons.items() if codes
+        )
+        fix = None
+        if not is_doc:
+            kept_codes = [c for c, _, _ in comment.code_spans if c not in unused]
+            if kept_codes:
+                first, last = comment.code_spans[0][1], comment.code_spans[-1][2]
+                edit = Edit(
+                    comment.line, first, comment.line, last, ", ".join(dict.fromkeys(kept_codes))
+                )
+                description = f"remove unused {', '.join(sorted(unused))} from `noqa`"
+            else:
+                edit = Edit(
+                    comment.line,
+                    comment.remove_column,
+                    comment.line,
+                    comment.remove_end_column,
+                    comment.replacement,
+                )
+                description = "remove unused `noqa` directive"
+            fix = Fix(description, (edit,))
+        out.append(
+            Diagnostic(
+                UNUSED_NOQA,
+                "unused-noqa",
+                f"unused `noqa` directive ({detail})",
+                result.path,
+                comment.line,
+                comment.column,
+                comment.line,
+                comment.end_column,
+                Severity.WARNING,
+                fix,
+            )
+        )
+    return out
+
+
+def run(
+    targets: list[Target],
+    settings: Settings,
+    jobs: int = 1,
+    cache: bool = False,
+    launchers: Sequence[str] = (),
+    folders: Sequence[str] = (),
+) -> RunResult:
+    """Lint ``targets`` in up to ``jobs`` processes and return the diagnostics to report.
+
+    ``cache``: answer unchanged files from (and store new results in) ``settings.cache_dir``.
+    ``launchers``: shell scripts and docs to read for the commands that run the tree's files;
+    ``folders``: the folders named on the command line (their ``[project.scripts]``).
+    """
+    from ..program.launchers import read_launches
+
+    results = lint_targets(targets, settings, jobs, settings.cache_dir if cache else None)
+    program = program_facts(results, settings, read_launches(list(launchers), list(folders)))
+    results = lint_reached(results, program, settings)
+    diagnostics, suppressed = finalize(results, program, settings)
+    return RunResult(diagnostics, results, program, suppressed)
+
+
+def default_jobs() -> int:
+    """The number of cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
