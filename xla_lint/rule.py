@@ -20,9 +20,25 @@ from typing import TYPE_CHECKING, ClassVar
 import libcst as cst
 
 from .diagnostics import Severity
+from .program.facts import Fact
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analysis.context import FileContext
+
+
+@dataclass
+class Report:
+    """A finding a rule kept (:meth:`Rule.report`), before it becomes a Diagnostic: the node, the
+    message, the fix asked for, the program facts it rests on, and the traversal's stack when
+    reported (module first)."""
+
+    rule: type[Rule]
+    node: cst.CSTNode
+    message: str
+    fix: PendingFix | None
+    requires: tuple[tuple[Fact, bool], ...]
+    ancestors: tuple[cst.CSTNode, ...] = ()
+    severity: Severity | None = None  # None: the rule's own
 
 
 @dataclass(frozen=True)
@@ -110,16 +126,47 @@ class Rule:
         requires: Iterable[tuple[str, bool]] = (),
         severity: Severity | None = None,
     ) -> bool:
-        """Report ``node``; ``requires`` names program facts (``("spmd", True)``) the finding depends on.
+        """Report ``node``; ``requires`` names program facts (``(Fact.SPMD, True)``) the finding depends on.
 
         ``severity`` overrides the rule's for this finding (XLA019: an error when the value is
-        known to be wrong, a warning when it cannot be known). Returns False when the report
-        was dropped: an enclosing ``if xr.is_spmd():`` branch runs in the other mode, or (for
-        a ``version_guarded`` rule) the code does not run on the target version.
+        known to be wrong, a warning when it cannot be known). The report policy is here, the
+        same for every rule; the context only answers the questions. A finding is dropped
+        (returns False) when:
+
+        - the rule is ``version_guarded`` and the code does not run on the target version
+          (:func:`xla_lint.analysis.guards.runs_on_target`);
+        - the code runs only on another platform, or never (``if debug and False:``)
+          (:func:`~xla_lint.analysis.guards.runs_on_xla`, :func:`~xla_lint.analysis.guards.in_dead_code`);
+        - it requires SPMD on or off and an enclosing ``if xr.is_spmd():`` branch runs in the
+          other mode (a branch that matches answers the fact, so it is no longer required).
+
+        Raises ``ValueError`` for a fact that is not a :class:`~xla_lint.program.facts.Fact`.
         """
-        return self.ctx.add_report(
-            self, node, message or self.message, fix, tuple(requires), severity
+        ctx = self.ctx
+        facts = tuple((Fact(name), value) for name, value in requires)
+        if self.version_guarded and not ctx.runs_on_target(
+            caught=self.version_guarded == "removed"
+        ):
+            return False
+        if not ctx.runs_on_xla() or ctx.in_dead_code():
+            return False
+        branch = ctx.spmd_branch() if any(k == Fact.SPMD for k, _ in facts) else None
+        if branch is not None:
+            if any(k == Fact.SPMD and value != branch for k, value in facts):
+                return False  # this branch runs in the other mode
+            facts = tuple((k, value) for k, value in facts if k != Fact.SPMD)
+        ctx.reports.append(
+            Report(
+                type(self),
+                node,
+                message or self.message,
+                fix,
+                facts,
+                tuple(ctx.stack),
+                severity,
+            )
         )
+        return True
 
     @classmethod
     def applies_to(cls, target_version: tuple[int, int]) -> bool:

@@ -12,32 +12,19 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 from typing import TypeGuard, TypeVar, cast
 
 import libcst as cst
 
-from ..diagnostics import Severity
-from ..program.facts import Condition, FileFacts, is_library_call
-from ..rule import PendingFix, Rule
+from ..program.facts import Condition, Fact, FileFacts, is_library_call
+from ..rule import Report
 from . import apis
 from .guards import in_dead_code, runs_on_target, runs_on_xla
 from .names import BindingCollector, Scope, dotted_name, qualified_names
 from .walk import LEAVES, Flat, iter_nodes, silent_types
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
-
-
-@dataclass
-class Report:
-    rule: type[Rule]
-    node: cst.CSTNode
-    message: str
-    fix: PendingFix | None
-    requires: tuple[tuple[str, bool], ...]
-    ancestors: tuple[cst.CSTNode, ...] = ()  # the traversal's stack when reported (module first)
-    severity: Severity | None = None  # None: the rule's own
 
 
 class FileContext:
@@ -217,41 +204,19 @@ class FileContext:
             return in_body != negated
         return None
 
-    # -- reports ---------------------------------------------------------
-    def add_report(
-        self,
-        rule: Rule,
-        node: cst.CSTNode,
-        message: str,
-        fix: PendingFix | None,
-        requires: tuple[tuple[str, bool], ...],
-        severity: Severity | None = None,
-    ) -> bool:
-        """Record a report; False when the enclosing ``is_spmd()`` branch rules it out, or when
-        ``rule`` is version-guarded and the code does not run on the target version, or when the
-        code runs only on another platform (:func:`xla_lint.analysis.guards.runs_on_xla`)."""
-        if rule.version_guarded and not runs_on_target(
-            self, caught=rule.version_guarded == "removed"
-        ):
-            return False
-        if not runs_on_xla(self) or in_dead_code(
-            self
-        ):  # another platform's branch; `if debug and False:`
-            return False
-        branch = self.spmd_branch() if any(k == "spmd" for k, _ in requires) else None
-        if branch is not None:
-            kept = []
-            for name, value in requires:
-                if name == "spmd":
-                    if value != branch:
-                        return False  # this branch runs in the other mode
-                    continue
-                kept.append((name, value))
-            requires = tuple(kept)
-        self.reports.append(
-            Report(type(rule), node, message, fix, requires, tuple(self.stack), severity)
-        )
-        return True
+    # -- where the code runs (Rule.report asks these) ---------------------------
+    def runs_on_target(self, caught: bool = True) -> bool:
+        """Whether the node being visited runs on the target torch_xla version
+        (:func:`xla_lint.analysis.guards.runs_on_target`)."""
+        return runs_on_target(self, caught=caught)
+
+    def runs_on_xla(self) -> bool:
+        """Whether the node being visited can run on XLA (:func:`xla_lint.analysis.guards.runs_on_xla`)."""
+        return runs_on_xla(self)
+
+    def in_dead_code(self) -> bool:
+        """Whether the node being visited never runs (:func:`xla_lint.analysis.guards.in_dead_code`)."""
+        return in_dead_code(self)
 
 
 def literal_string(node: cst.CSTNode | None, concatenated: bool = False) -> str | None:
@@ -307,7 +272,7 @@ class FactsCollector:
         self.runtime_started = False
         self._in_body: dict[int, Condition] = {}  # id(an If) -> the conditions in its body
 
-    def _set(self, fact: str) -> None:
+    def _set(self, fact: Fact) -> None:
         """Record ``fact`` (a :func:`xla_lint.program.model.own_facts` name) where the traversal is:
         at module level (``""``) or in the innermost enclosing function, by name."""
         if not runs_on_xla(self.ctx) or in_dead_code(
@@ -315,17 +280,17 @@ class FactsCollector:
         ):  # Trainium's init_process_group("xla")
             return
         f = self.facts
-        if fact == "spmd":
+        if fact == Fact.SPMD:
             f.enables_spmd = True
-        elif fact == "shards":
+        elif fact == Fact.SHARDS:
             f.shards = True
-        elif fact == "global_mesh":
+        elif fact == Fact.GLOBAL_MESH:
             f.sets_global_mesh = True
-        elif fact == "multiprocess":
+        elif fact == Fact.MULTIPROCESS:
             f.multiprocess = True
-        elif fact == "unbuffered":
+        elif fact == Fact.UNBUFFERED:
             f.unbuffered = True
-        elif fact == "torchax":
+        elif fact == Fact.TORCHAX:
             f.imports_torchax = True
         f.fact_functions.setdefault(fact, set()).add(self._site())
         f.fact_conditions.setdefault(fact, []).append(self._conditions())
@@ -422,17 +387,17 @@ class FactsCollector:
         if not names.isdisjoint(RUNTIME_STARTERS) and self._module_level():
             self.runtime_started = True
         if apis.USE_SPMD in names:
-            self._set("spmd")
+            self._set(Fact.SPMD)
         if not names.isdisjoint(apis.SHARDING_APIS):
-            self._set("shards")
+            self._set(Fact.SHARDS)
         if apis.SET_GLOBAL_MESH in names:
-            self._set("global_mesh")
+            self._set(Fact.GLOBAL_MESH)
         if not names.isdisjoint(apis.LAUNCH_APIS):
-            self._set("multiprocess")
+            self._set(Fact.MULTIPROCESS)
         if apis.INIT_PROCESS_GROUP in names:
             backend = find_arg(node, "backend", 0)
             if backend is not None and literal_string(backend.value) == "xla":
-                self._set("multiprocess")
+                self._set(Fact.MULTIPROCESS)
         if (
             node.args
             and any(n.endswith(".reconfigure") for n in names)
@@ -441,7 +406,7 @@ class FactsCollector:
             line = find_arg(node, "line_buffering")
             write = find_arg(node, "write_through")
             if any(a is not None and _is_true(a.value) for a in (line, write)):
-                self._set("unbuffered")
+                self._set(Fact.UNBUFFERED)
         if names & {"os.environ.setdefault", "os.putenv", "os.environ.__setitem__"}:
             key = find_arg(node, None, 0)
             setting = find_arg(node, None, 1)
@@ -450,7 +415,7 @@ class FactsCollector:
                 and literal_string(key.value) == "XLA_USE_SPMD"
                 and _turns_spmd_on(setting)
             ):
-                self._set("spmd")
+                self._set(Fact.SPMD)
 
     def visit_Import(self, node: cst.Import) -> None:
         if any((dotted_name(a.name) or "").split(".")[0] == "torchax" for a in node.names):
@@ -481,7 +446,7 @@ class FactsCollector:
             for n in self.ctx.stack
         ):
             return
-        self._set("torchax")
+        self._set(Fact.TORCHAX)
 
     def _module_level(self) -> bool:
         """True when the traversal is not inside a function, class or lambda."""
@@ -495,7 +460,7 @@ class FactsCollector:
         for target in node.targets:
             if is_environ_item(self.ctx, target.target, "XLA_USE_SPMD"):
                 if _turns_spmd_on(node):
-                    self._set("spmd")
+                    self._set(Fact.SPMD)
             elif (
                 isinstance(target.target, cst.Name)
                 and target.target.value == "print"
@@ -505,7 +470,7 @@ class FactsCollector:
                     node.value, "flush"
                 )  # print = functools.partial(print, flush=True)
                 if flush is not None and _is_true(flush.value):
-                    self._set("unbuffered")
+                    self._set(Fact.UNBUFFERED)
 
 
 # Calls that create torch_xla's PJRT client: torch_xla/_internal/jax_workarounds.py `jax_import_guard`

@@ -10,7 +10,28 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
+
+
+class Fact(StrEnum):
+    """A program fact a finding may rest on (a rule's ``requires=``), and the only spelling of it.
+
+    A program satisfies ``(fact, True)`` when one of its modules (or its launch) sets the fact,
+    ``(fact, False)`` when none does (:meth:`xla_lint.program.model.ProgramModel.holds`). Members
+    compare and hash equal to their strings, so findings read back from the cache (plain strings)
+    are the same findings; :meth:`xla_lint.rule.Rule.report` turns what it is given into members,
+    so a misspelt fact raises ``ValueError`` instead of quietly matching nothing.
+    """
+
+    SPMD = "spmd"  # `xr.use_spmd()` runs (or XLA_USE_SPMD=1 in the launch)
+    SHARDS = "shards"  # a tensor is sharded (mark_sharding, FSDPv2, an input sharding)
+    MULTIPROCESS = "multiprocess"  # one process per device: xmp.spawn, torch_xla.launch, torchrun
+    GLOBAL_MESH = "global_mesh"  # `xs.set_global_mesh(...)` runs
+    UNBUFFERED = "unbuffered"  # python -u, PYTHONUNBUFFERED, stdout reconfigured
+    TORCHAX = "torchax"  # the program runs on torchax
+    TEST = "test"  # the program is a test (pytest/unittest collects it)
+
 
 # The equality tests that guard one site: ``(("config.tpu_cores", "'spmd'"),)`` for a call under
 # ``if config.tpu_cores == "spmd":`` (the subject's source text, the literal's ``repr``); ``()``: none.

@@ -58,24 +58,27 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .facts import Condition, FileFacts
+from .facts import Condition, Fact, FileFacts
 
 # Folders whose entry files are tests (pytest collects test_*.py anywhere; suites run from these).
 TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "unittests"})
 # Facts a library module (no program reaches it) is taken to lack, so that a finding needing
 # their absence is reported there as it would be in any program: print buffering and tests.
-LIBRARY_LACKS = frozenset({"unbuffered", "test"})
+LIBRARY_LACKS = frozenset({Fact.UNBUFFERED, Fact.TEST})
 # Facts that are a program's mode (what the message names when other programs differ).
-MODE_FACTS = ("spmd", "multiprocess")
+MODE_FACTS = (Fact.SPMD, Fact.MULTIPROCESS)
 DECLARABLE = frozenset({"spmd", "multiprocess", "unbuffered", "single"})
 
-_PHRASES = {
-    "spmd": ("SPMD is enabled in {}", "never enables SPMD"),
-    "shards": ("the program shards in {}", "does not shard"),
-    "multiprocess": ("the program launches one process per device in {}", "runs a single process"),
-    "global_mesh": ("a global mesh is set in {}", "sets no global mesh"),
-    "unbuffered": ("output is unbuffered in {}", "leaves output buffered"),
-    "torchax": ("torchax is imported in {}", "does not import torchax"),
+_PHRASES: dict[str, tuple[str, str]] = {
+    Fact.SPMD: ("SPMD is enabled in {}", "never enables SPMD"),
+    Fact.SHARDS: ("the program shards in {}", "does not shard"),
+    Fact.MULTIPROCESS: (
+        "the program launches one process per device in {}",
+        "runs a single process",
+    ),
+    Fact.GLOBAL_MESH: ("a global mesh is set in {}", "sets no global mesh"),
+    Fact.UNBUFFERED: ("output is unbuffered in {}", "leaves output buffered"),
+    Fact.TORCHAX: ("torchax is imported in {}", "does not import torchax"),
 }
 
 
@@ -136,12 +139,12 @@ def own_facts(f: FileFacts) -> dict[str, bool]:
     ):
         torchax = False
     return {
-        "spmd": f.enables_spmd,
-        "shards": f.shards,
-        "multiprocess": f.multiprocess,
-        "global_mesh": f.sets_global_mesh,
-        "unbuffered": f.unbuffered,
-        "torchax": torchax,
+        Fact.SPMD: f.enables_spmd,
+        Fact.SHARDS: f.shards,
+        Fact.MULTIPROCESS: f.multiprocess,
+        Fact.GLOBAL_MESH: f.sets_global_mesh,
+        Fact.UNBUFFERED: f.unbuffered,
+        Fact.TORCHAX: torchax,
     }
 
 

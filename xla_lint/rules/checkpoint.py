@@ -11,6 +11,7 @@ from ..analysis.context import find_arg
 from ..analysis.holds import may_hold_tensors
 from ..analysis.values import CALL, Known, value_of
 from ..diagnostics import Severity
+from ..program.facts import Fact
 from ..rule import Invalid, Rule, Valid
 from .spmd import expects_error
 
@@ -180,7 +181,9 @@ periodic checkpoints. `python -m xla_lint.runtime` checks a save/load round trip
             if api in names:
                 saved = find_arg(node, keyword, 0)
                 if saved is None or may_hold_tensors(self.ctx, saved.value):
-                    self.report(node, self.message.format(api=short), requires=[("shards", True)])
+                    self.report(
+                        node, self.message.format(api=short), requires=[(Fact.SHARDS, True)]
+                    )
                 return
 
 
@@ -413,7 +416,7 @@ can write (pytorch/xla#7919).
                         "a planner; use torch_xla's `CheckpointManager.save_async`, or `dist_cp.save` with "
                         "`planner=SPMDSavePlanner()`"
                     ),
-                    requires=[("spmd", True)],
+                    requires=[(Fact.SPMD, True)],
                     severity=Severity.ERROR,
                 )
             return
@@ -437,7 +440,7 @@ can write (pytorch/xla#7919).
                 detail=f"{what} {effect}; pass `planner={_SPMD_PLANNER[kind]}()` "
                 "(torch_xla.experimental.distributed_checkpoint)"
             ),
-            requires=[("spmd", True), ("shards", True)],
+            requires=[(Fact.SPMD, True), (Fact.SHARDS, True)],
         )
 
     def _default_planner(self, expr: cst.BaseExpression) -> bool:

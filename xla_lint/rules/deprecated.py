@@ -23,6 +23,7 @@ from ..analysis.names import (
 )
 from ..analysis.walk import calls_in
 from ..diagnostics import Severity
+from ..program.facts import Fact
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 
 # -- shared helpers ---------------------------------------------------------------
@@ -1144,7 +1145,7 @@ if __name__ == "__main__":
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.is_call_to(node, apis.SPAWN):
             return
-        self.report(node, fix=self._fix(node), requires=[("spmd", False)])
+        self.report(node, fix=self._fix(node), requires=[(Fact.SPMD, False)])
 
     def _fix(self, node: cst.Call) -> PendingFix | None:
         api = _torch_xla_api(self.ctx, "launch")

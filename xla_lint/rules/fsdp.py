@@ -8,6 +8,7 @@ from ..analysis import apis
 from ..analysis.context import find_arg, literal_string
 from ..analysis.values import CALL, PARAMETER, Known, Site, value_of
 from ..diagnostics import Severity
+from ..program.facts import Fact
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 from .mesh import mesh_of
 from .spmd import expects_error, function_key
@@ -188,7 +189,7 @@ The fix names positional `mesh` and `shard_output` arguments.
                         detail="`SpmdFullyShardedDataParallel` without `mesh=` uses the global mesh, and this "
                         "program never calls `xs.set_global_mesh(...)`: ValueError 'No mesh is provided'"
                     ),
-                    requires=[("global_mesh", False)],
+                    requires=[(Fact.GLOBAL_MESH, False)],
                 )
             return
         mesh = mesh_of(self.ctx, mesh_arg.value)

@@ -25,6 +25,7 @@ from ..analysis.seeds import blocks_around
 from ..analysis.seeds import short as _short
 from ..analysis.walk import TRIVIA, children, iter_nodes
 from ..diagnostics import Severity
+from ..program.facts import Fact
 from ..rule import Invalid, Rule, Valid
 from .recompilation import LoopFacts
 from .spmd import expects_error, is_xla_device
@@ -697,4 +698,4 @@ import torchax
         if any(n.startswith("torch_xla.") for n in names) and not any(
             "jax_workarounds" in n for n in names
         ):
-            self.done = self.report(node, requires=[("torchax", True)])
+            self.done = self.report(node, requires=[(Fact.TORCHAX, True)])

@@ -33,10 +33,11 @@ from ..analysis.values import (
 )
 from ..analysis.walk import TRIVIA, iter_nodes, walk
 from ..diagnostics import Severity
+from ..program.facts import Fact
 from ..rule import Invalid, Rule, Valid
 from .spmd import DEVICE_APIS, PER_HOST_APIS, PER_HOST_VARIABLES, DeviceUse, function_key
 
-MULTIPROCESS = [("multiprocess", True), ("spmd", False)]
+MULTIPROCESS = [(Fact.MULTIPROCESS, True), (Fact.SPMD, False)]
 
 _LAUNCH = "import torch_xla\nimport torch_xla.core.xla_model as xm\n"
 

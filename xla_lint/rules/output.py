@@ -7,6 +7,7 @@ import libcst as cst
 from ..analysis import apis
 from ..analysis.context import find_arg, parse_expression
 from ..diagnostics import Severity
+from ..program.facts import Fact
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 
 
@@ -115,7 +116,7 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             fix=PendingFix(
                 "add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]
             ),
-            requires=[("unbuffered", False), ("test", False)],
+            requires=[(Fact.UNBUFFERED, False), (Fact.TEST, False)],
         )
 
 

@@ -22,6 +22,7 @@ from ..analysis.names import Scope, bound_names, dotted_name
 from ..analysis.values import Known, Site, definition, value_of
 from ..analysis.walk import TRIVIA, calls_in, iter_nodes, walk
 from ..diagnostics import Severity
+from ..program.facts import Fact
 from ..rule import Invalid, Rule, Valid
 from ..scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
 
@@ -1693,7 +1694,7 @@ or call `torch_xla.sync()` at the end of each iteration (or wrap the body in
             return
         if self._outer_boundary() or not self._evaluates(node):
             return
-        self.report(node, self.message.format(kept=kept), requires=[("test", False)])
+        self.report(node, self.message.format(kept=kept), requires=[(Fact.TEST, False)])
 
     def _outer_boundary(self) -> bool:
         """A loop around the one visited (in the same function) ends the graph on each of its
@@ -2762,7 +2763,7 @@ XLA. Or accept the one compilation: it happens once per run.
         self.report(
             node,
             self.message.format(optimizer=optimizer, when=when, foreach=note),
-            requires=[("test", False)],
+            requires=[(Fact.TEST, False)],
         )
 
     def _steps_run(self, node: cst.Call) -> int | None:

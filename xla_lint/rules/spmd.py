@@ -11,6 +11,7 @@ from ..analysis.context import find_arg, literal_string
 from ..analysis.seeds import RNG_APIS, SeedBeforeModel, in_launched_function
 from ..analysis.walk import TRIVIA, walk
 from ..diagnostics import Severity
+from ..program.facts import Fact
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 
 
@@ -117,7 +118,7 @@ mesh = xs.Mesh(np.arange(n), (n, 1), ("data", "model"))
         if names.isdisjoint(apis.SPMD_APIS):
             if apis.MP_DEVICE_LOADER not in names or find_arg(node, "input_sharding") is None:
                 return
-        self.done = self.report(node, requires=[("spmd", False)])
+        self.done = self.report(node, requires=[(Fact.SPMD, False)])
 
 
 PROCESS_IDENTITY = {
@@ -269,7 +270,7 @@ used the value as a device index, needs a look after it.
                 self.report(
                     node,
                     self.message.format(api=short, use=use),
-                    requires=[("spmd", True)],
+                    requires=[(Fact.SPMD, True)],
                     severity=severity,
                     fix=self._fix(node, api),
                 )
@@ -619,7 +620,7 @@ tensors need no explicit collective in SPMD: the compiler inserts them from the 
                 ):
                     return  # XLA_ALWAYS_ALLREDUCE=1: a real all-reduce over the sharded devices
                 if not in_launched_function(self.ctx):
-                    self.report(node, self.message.format(api=short), requires=[("spmd", True)])
+                    self.report(node, self.message.format(api=short), requires=[(Fact.SPMD, True)])
                 return
 
     def _always_allreduce(self) -> bool:
@@ -726,7 +727,7 @@ if __name__ == "__main__":
             return
         if other_arm_enables_spmd(self.ctx):
             return
-        self.report(node, self.message.format(api=api), requires=[("spmd", True)])
+        self.report(node, self.message.format(api=api), requires=[(Fact.SPMD, True)])
 
 
 class SpmdWithReplicaCollectives(Rule):
@@ -859,7 +860,7 @@ torch_xla.sync()
         if expects_error(self.ctx) or in_launched_function(self.ctx):
             return
         self.report(
-            node, self.message.format(what=what, why=self.WHY[why]), requires=[("spmd", True)]
+            node, self.message.format(what=what, why=self.WHY[why]), requires=[(Fact.SPMD, True)]
         )
 
 
@@ -1094,7 +1095,7 @@ class PerHostSeed(SeedBeforeModel):
     preview = True
     sources = PER_HOST_APIS
     variables = PER_HOST_VARIABLES
-    requires = (("spmd", True),)
+    requires = ((Fact.SPMD, True),)
     summary = (
         "In SPMD, a seed that differs per host (process_index, rank) set before the model is built."
     )
