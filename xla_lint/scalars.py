@@ -1,6 +1,6 @@
 """Scalar arithmetic torch does on the host, in pure Python (no torch, no LibCST).
 
-Shared by the XLA204 rule (xla_lint/rules/recompilation.py) and the runtime checker's
+Shared by the XLA204 rule (xla_lint/rules/recompilation/adam_scalar.py) and the runtime checker's
 step-counter probe (xla_lint/runtime/job.py), which must not import LibCST.
 """
 

@@ -7,9 +7,9 @@ import libcst as cst
 import pytest
 
 from xla_lint.analysis.context import Dispatcher, FileContext
+from xla_lint.analysis.loops import LoopFacts
+from xla_lint.analysis.meshes import assigned_once
 from xla_lint.analysis.walk import LEAVES, TRIVIA, Flat, iter_nodes, silent_types, walk
-from xla_lint.rules.mesh import assigned_once
-from xla_lint.rules.recompilation import LoopFacts
 
 SOURCE = """\
 import os

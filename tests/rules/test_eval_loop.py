@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from helpers import lint_tree, write_tree
 
-from xla_lint.rules.recompilation import EvalLoopWithoutStepBoundary
+from xla_lint.rules.recompilation.eval_loop import EvalLoopWithoutStepBoundary
 
 HEAD = "import torch\nimport torch_xla\ndevice = torch_xla.device()\n"
 # The brief's plain evaluation loop: its `for` is on line 6.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from xla_lint.analysis.context import FileContext
+from xla_lint.analysis.loops import LoopFacts
 from xla_lint.analysis.walk import iter_nodes
-from xla_lint.rules.recompilation import LoopFacts
 
 SOURCE = """\
 import torch_xla

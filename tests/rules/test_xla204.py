@@ -15,7 +15,8 @@ from helpers import lint_tree, write_tree
 from xla_lint.analysis.context import FileContext
 from xla_lint.analysis.walk import iter_nodes
 from xla_lint.pipeline.run import PROGRAM_RULES, PROGRAM_RULES_NEED
-from xla_lint.rules.recompilation import literal_iterations, recompile_step, round_to
+from xla_lint.rules.recompilation.adam_scalar import literal_iterations
+from xla_lint.scalars import recompile_step, round_to
 
 HEAD = "import torch\nimport torch_xla\n"
 

@@ -3,7 +3,7 @@
 A tiny model trains with each optimizer for a dozen steps around the predicted step (the
 optimizer's ``state["step"]`` is set just below it), one ``torch_xla.sync()`` per step, and
 ``torch_xla.debug.metrics`` counts the compilations of each step. Non-capturable Adam/AdamW
-compile exactly once more, at the step :func:`xla_lint.rules.recompilation.recompile_step`
+compile exactly once more, at the step :func:`xla_lint.scalars.recompile_step`
 predicts (the number the rule's message names); ``capturable=True`` and the sync-free
 ``step(found_inf=...)`` update never do, and turning torch_xla's special scalars off
 (what ``XLA_NO_SPECIAL_SCALARS=1`` does) does not remove it. Each scenario uses its own layer
@@ -24,7 +24,7 @@ pytest.importorskip("torch_xla")
 
 from helpers import lint_tree, write_tree
 
-from xla_lint.rules.recompilation import recompile_step
+from xla_lint.scalars import recompile_step
 
 pytestmark = pytest.mark.runtime
 

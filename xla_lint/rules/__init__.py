@@ -5,7 +5,11 @@ rendezvous, launch), ``checkpoint`` (saving sharded state), ``output`` (logging)
 ``fsdp`` (FSDPv2), ``initialization`` (runtime initialisation: the compilation cache,
 torchax), ``multiprocess`` (one process per device), ``recompilation``
 (host syncs and graph breaks), ``scan`` (compiled loops: ``scan``, ``scan_layers``), ``deprecated`` (removed and deprecated APIs), ``meta``
-(about xla-lint's own comments). Adding a module here is all it takes to register its rules.
+(about xla-lint's own comments). A family that outgrows one module becomes a package with one
+module per rule and a ``common`` module for what its rules share (``recompilation/``,
+``multiprocess/``); an analysis that two or more families use lives in :mod:`xla_lint.analysis`
+(``devices``, ``meshes``, ``loops``, ``seeds``). Adding a module here, or in a family's package,
+is all it takes to register its rules.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ def all_rules() -> tuple[type[Rule], ...]:
     """Every rule class, sorted by code. Raises RuntimeError on a duplicate code or name."""
     found: dict[str, type[Rule]] = {SyntaxErrorRule.code: SyntaxErrorRule}
     names = {SyntaxErrorRule.name}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{__name__}.{info.name}")
+    for info in sorted(pkgutil.walk_packages(__path__, f"{__name__}."), key=lambda i: i.name):
+        module = importlib.import_module(info.name)
         for obj in vars(module).values():
             if (
                 isinstance(obj, type)

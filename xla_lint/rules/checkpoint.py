@@ -8,12 +8,12 @@ import libcst as cst
 
 from ..analysis import apis
 from ..analysis.context import find_arg
+from ..analysis.devices import expects_error
 from ..analysis.holds import may_hold_tensors
 from ..analysis.values import CALL, Known, value_of
 from ..diagnostics import Severity
 from ..program.facts import Fact
 from ..rule import Invalid, Rule, Valid
-from .spmd import expects_error
 
 if TYPE_CHECKING:  # pragma: no cover
     pass

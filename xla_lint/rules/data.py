@@ -27,12 +27,12 @@ import libcst as cst
 
 from ..analysis import apis
 from ..analysis.context import find_arg
+from ..analysis.meshes import literal_elements, literal_int, mesh_of, spec_call
 from ..analysis.values import Known, Site, definition, file_values, one_line, value_of
 from ..analysis.walk import iter_nodes
 from ..diagnostics import Severity
 from ..program.facts import Fact
 from ..rule import Invalid, Rule, Valid
-from .mesh import literal_elements, literal_int, mesh_of, spec_call
 
 SPMD = ((Fact.SPMD, True),)
 DATA_LOADER = "torch.utils.data.DataLoader"

@@ -6,12 +6,12 @@ import libcst as cst
 
 from ..analysis import apis
 from ..analysis.context import find_arg, literal_string
+from ..analysis.devices import expects_error, function_key
+from ..analysis.meshes import mesh_of
 from ..analysis.values import CALL, PARAMETER, Known, Site, value_of
 from ..diagnostics import Severity
 from ..program.facts import Fact
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
-from .mesh import mesh_of
-from .spmd import expects_error, function_key
 
 FSDPV2_POSITIONAL = ("mesh", "shard_output")  # keyword-only since torch_xla 2.4 (pytorch/xla#7044)
 KEYWORD_ONLY_SINCE = (2, 4)

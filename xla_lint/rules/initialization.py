@@ -20,6 +20,8 @@ import libcst as cst
 
 from ..analysis import apis
 from ..analysis.context import find_arg
+from ..analysis.devices import expects_error, is_xla_device
+from ..analysis.loops import LoopFacts
 from ..analysis.names import Scope
 from ..analysis.seeds import blocks_around
 from ..analysis.seeds import short as _short
@@ -27,8 +29,6 @@ from ..analysis.walk import TRIVIA, children, iter_nodes
 from ..diagnostics import Severity
 from ..program.facts import Fact
 from ..rule import Invalid, Rule, Valid
-from .recompilation import LoopFacts
-from .spmd import expects_error, is_xla_device
 
 INITIALIZE_CACHE = f"{apis.XR}.initialize_cache"
 # The runtime's own test of the assertion initialize_cache makes (torch_xla/runtime.py).

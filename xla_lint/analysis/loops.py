@@ -1,0 +1,478 @@
+"""Loops and steps, as the loop rules and the initialisation rules ask: which loops are training loops
+(their body runs a step: ``loss.backward()``, an optimizer step, ``torch_xla.step()``, a sync, a
+``torch_xla.compile``d call), directly or through a function of the module (:class:`LoopFacts`),
+and what ends a step there (:class:`Steps`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ..scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
+from . import apis
+from .context import FileContext, find_arg
+from .names import Scope
+from .walk import TRIVIA, calls_in, walk
+
+SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
+
+
+XLA_STEP = "torch_xla.step"
+
+
+XLA_COMPILE = "torch_xla.compile"
+
+
+# A function compiled by these runs its own graph when called (dynamo with the openxla backend,
+# or torch_xla.compile, which syncs before and after: torch_xla/torch_xla.py): a step boundary.
+COMPILERS = frozenset({XLA_COMPILE, "torch.compile"})
+
+
+OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
+
+
+ADD_STEP_CLOSURE = f"{apis.XM}.add_step_closure"
+
+
+DEVICE_LOADERS = frozenset({apis.MP_DEVICE_LOADER, apis.PARALLEL_LOADER})
+
+
+EAGER_MODE = frozenset(
+    {"torch_xla.experimental.eager_mode", "torch_xla.experimental.eager.eager_mode"}
+)
+
+
+ITERABLE_DATASET = frozenset(
+    {
+        "torch.utils.data.IterableDataset",
+        "torch.utils.data.dataset.IterableDataset",
+        "torch.utils.data.datapipes.datapipe.IterDataPipe",
+    }
+)
+
+
+# Calls that pass an iterable through: `for i, b in enumerate(loader)` iterates `loader`.
+WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "chain", "trange"})
+
+
+_Assignment = cst.Assign | cst.AugAssign | cst.AnnAssign
+
+
+# What LoopFacts reads from the module's Flat (FileContext.flat).
+_LOOP_FACTS_TYPES = frozenset(
+    {
+        cst.Call,
+        cst.For,
+        cst.While,
+        cst.Assign,
+        cst.AugAssign,
+        cst.AnnAssign,
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Lambda,
+    }
+)
+
+
+# An open loop, function, class or lambda while LoopFacts reads the module (see _scan_module).
+_Opened = tuple[int, cst.For | cst.While | None, cst.FunctionDef | None, int, int, bool]
+
+
+def root_name(node: cst.CSTNode) -> str | None:
+    """``loss`` for ``loss``, ``loss.data``, ``loss[0]``; None for calls and literals."""
+    while type(node) is cst.Attribute or type(node) is cst.Subscript:
+        node = node.value
+    return node.value if type(node) is cst.Name else None
+
+
+def _last_name(node: cst.CSTNode) -> str | None:
+    if type(node) is cst.Name:
+        return node.value
+    if type(node) is cst.Attribute:
+        return node.attr.value
+    return None
+
+
+def _looks_like_optimizer(node: cst.CSTNode) -> bool:
+    name = _last_name(node)
+    return name is not None and "opt" in name.lower()
+
+
+@dataclass
+class Steps:
+    """What running a piece of code does, as far as the step structure goes."""
+
+    backward: bool = False
+    optimizer: bool = False
+    boundary: bool = (
+        False  # cuts the lazy graph: torch_xla.step/sync/mark_step/optimizer_step(barrier=True)
+    )
+    xla_step: bool = False  # torch_xla.step() / sync() / mark_step() / a torch_xla.compile'd call (marks a step loop)
+    backward_roots: set[str] = field(default_factory=set)
+
+    def merge(self, other: Steps) -> None:
+        self.backward |= other.backward
+        self.optimizer |= other.optimizer
+        self.boundary |= other.boundary
+        self.xla_step |= other.xla_step
+
+    @property
+    def trains(self) -> bool:
+        return self.backward or self.optimizer or self.xla_step
+
+
+class LoopFacts:
+    """Per-module facts the loop rules share, from one pass over the module's nodes
+    (:attr:`FileContext.flat`; computed once per file).
+
+    ``functions``: same-module function name -> :class:`Steps` of its body outside its own
+    loops (a function that *is* one training step); ``loader_names``: names and attributes
+    assigned a torch_xla device loader (``MpDeviceLoader``, ``ParallelLoader``,
+    ``.per_device_loader()``), or ``iter()`` of one; ``has_device_loader``: the module makes one.
+
+    The pass records where every call and assignment sits: its function (whose body it is
+    directly in) and the chain of loops around it up to the nearest function, lambda or
+    class, each with whether it is in that loop's body (a ``while`` loop's test counts as
+    body) or elsewhere in the loop (a ``for`` loop's iterable, an ``else`` branch). Calls are
+    classified after the pass, when every name the classification reads is known.
+    """
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.functions: dict[str, Steps] = {}
+        self.loader_names: set[str] = set()
+        self.has_device_loader = False
+        self.eager = False
+        self.iterable_classes: set[str] = set()
+        self.iterable_values: set[str] = set()
+        self.compiled_names: set[str] = (
+            set()
+        )  # names assigned `torch.compile(...)`/`torch_xla.compile(...)`
+        # The subset assigned `torch_xla.compile(...)`, and functions decorated with it: calling one
+        # runs one XLA step (torch_xla/torch_xla.py `compile`: sync() before and after the call).
+        self.xla_compiled_names: set[str] = set()
+        # Per loop (by id): calls in its body (full) / not inside a nested loop (own), the
+        # loops nested in its body, the assignments in its body; each call with its scope.
+        self._full: dict[int, list[tuple[cst.Call, Scope]]] = {}
+        self._own: dict[int, list[tuple[cst.Call, Scope]]] = {}
+        self._inner: dict[int, list[cst.For | cst.While]] = {}
+        self._assigns: dict[int, list[_Assignment]] = {}
+        self._loops: dict[int, tuple[Steps, Steps]] = {}
+        self._classified: dict[tuple[int, bool], Steps | None] = {}
+        self._scan_module()
+
+    # -- the pass -------------------------------------------------------------------
+    def _scan_module(self) -> None:
+        ctx = self.ctx
+        facts = self
+        functions: list[tuple[cst.FunctionDef, Scope]] = []
+        function_calls: dict[int, list[tuple[cst.Call, Scope]]] = {}
+        full, own, inner, assigns = self._full, self._own, self._inner, self._assigns
+        scopes: list[Scope] = [ctx.root_scope]
+        flat = ctx.flat
+        nodes, ends = flat.nodes, flat.ends
+
+        def visit_call(node: cst.Call) -> None:
+            names = ctx.qnames(node, scopes[-1])
+            if names & EAGER_MODE:
+                arg = find_arg(node, "enable", 0)
+                if arg is not None and not (
+                    isinstance(arg.value, cst.Name) and arg.value.value == "False"
+                ):
+                    facts.eager = True
+            if facts.is_device_loader(node, scopes[-1]):
+                facts.has_device_loader = True
+
+        def visit_assign(node: cst.Assign) -> None:
+            scope = scopes[-1]
+            value = node.value
+            if type(value) is cst.Call and ctx.qnames(value, scope) & COMPILERS:
+                xla = XLA_COMPILE in ctx.qnames(value, scope)
+                for t in node.targets:
+                    name = _last_name(t.target)
+                    if name:
+                        facts.compiled_names.add(name)
+                        if xla:
+                            facts.xla_compiled_names.add(name)
+            if facts.is_device_loader(value, scope):
+                for t in node.targets:
+                    name = _last_name(t.target)
+                    if name:
+                        facts.loader_names.add(name)
+            if type(value) is cst.Call:
+                callee = _last_name(value.func)
+                streaming = find_arg(value, "streaming")
+                if (
+                    callee in facts.iterable_classes
+                    or ctx.qnames(value, scope) & ITERABLE_DATASET
+                    or (
+                        streaming is not None
+                        and isinstance(streaming.value, cst.Name)
+                        and streaming.value.value == "True"
+                    )
+                ):
+                    for t in node.targets:
+                        name = _last_name(t.target)
+                        if name:
+                            facts.iterable_values.add(name)
+
+        # The loops, functions, classes and lambdas around the node being read, outermost first:
+        # (end of its subtree, the loop, the function, start, stop, pushed a scope), [start, stop)
+        # being the range of a function's body or of a loop's body (with a while loop's test,
+        # which runs as often); a class or lambda has neither loop nor function.
+        opened: list[_Opened] = []
+
+        def where(i: int) -> tuple[cst.FunctionDef | None, list[tuple[cst.For | cst.While, bool]]]:
+            """The function whose body ``nodes[i]`` is directly in (or None), and the loops around
+            it up to the nearest function, lambda or class, each with whether it is in that loop's
+            body or elsewhere in the loop (a ``for`` loop's iterable, an ``else`` branch)."""
+            chain: list[tuple[cst.For | cst.While, bool]] = []
+            function = None
+            for _, loop, defined, start, stop, _ in reversed(opened):
+                if loop is not None:
+                    chain.append((loop, start <= i < stop))
+                    continue
+                if defined is not None and start <= i < stop:
+                    function = defined
+                break
+            chain.reverse()
+            return function, chain
+
+        def extent(i: int, node: cst.CSTNode) -> tuple[int, int]:
+            """Where ``node``, a child of ``nodes[i]``, starts and ends in ``nodes`` (an empty
+            range when it is not there)."""
+            j = i + 1
+            while j < ends[i] and nodes[j] is not node:
+                j = ends[j]
+            return (j, ends[j]) if j < ends[i] else (j, j)
+
+        for i in flat.of_types(_LOOP_FACTS_TYPES):
+            while opened and opened[-1][0] <= i:
+                if opened.pop()[5]:
+                    scopes.pop()
+            node = nodes[i]
+            if type(node) is cst.Call:
+                function, chain = where(i)
+                record = (node, scopes[-1])
+                if chain:
+                    last = len(chain) - 1
+                    for k, (loop, in_body) in enumerate(chain):
+                        if in_body:
+                            full[id(loop)].append(record)
+                            if k == last:
+                                own[id(loop)].append(record)
+                elif function is not None:
+                    function_calls[id(function)].append(record)
+                visit_call(node)
+            elif type(node) is cst.For or type(node) is cst.While:
+                for loop, in_body in where(i)[1]:
+                    if in_body:
+                        inner[id(loop)].append(node)
+                key = id(node)
+                full[key], own[key], inner[key], assigns[key] = [], [], [], []
+                start, stop = extent(i, node.body)
+                if type(node) is cst.While:
+                    test_start, test_stop = extent(i, node.test)
+                    if test_start < test_stop:  # (a leaf test, `while True:`, is not in flat)
+                        start = test_start
+                opened.append((ends[i], node, None, start, stop, False))
+            elif (
+                type(node) is cst.Assign
+                or type(node) is cst.AugAssign
+                or type(node) is cst.AnnAssign
+            ):
+                for loop, in_body in where(i)[1]:
+                    if in_body:
+                        assigns[id(loop)].append(node)
+                if type(node) is cst.Assign:
+                    visit_assign(node)
+            elif type(node) is cst.FunctionDef:
+                scopes.append(ctx.scopes.get(node, scopes[-1]))
+                functions.append((node, scopes[-1]))
+                function_calls[id(node)] = []
+                start, stop = extent(i, node.body)
+                opened.append((ends[i], None, node, start, stop, True))
+            elif type(node) is cst.ClassDef:
+                scopes.append(ctx.scopes.get(node, scopes[-1]))
+                opened.append((ends[i], None, None, 0, 0, True))
+                for base in node.bases:
+                    if (
+                        ctx.qnames(base.value, scopes[-2]) & ITERABLE_DATASET
+                        or _last_name(base.value) in facts.iterable_classes
+                    ):
+                        facts.iterable_classes.add(node.name.value)
+            elif type(node) is cst.Lambda:
+                opened.append((ends[i], None, None, 0, 0, False))
+        for func, scope in functions:
+            steps = Steps()
+            decorators = [ctx.qnames(d.decorator, scope) for d in func.decorators]
+            if any(names & COMPILERS for names in decorators):
+                steps.boundary = True
+            if any(XLA_COMPILE in names for names in decorators):
+                steps.xla_step = True  # `@torch_xla.compile`: each call is one step
+                self.xla_compiled_names.add(func.name.value)
+            for call, call_scope in function_calls[id(func)]:
+                found = self._classify(call, call_scope, False)
+                if found is not None:
+                    steps.merge(found)
+            previous = self.functions.get(func.name.value)
+            if previous is not None:
+                steps.merge(previous)
+            self.functions[func.name.value] = steps
+
+    def _classify(self, call: cst.Call, scope: Scope, use_functions: bool) -> Steps | None:
+        key = (id(call), use_functions)
+        if key not in self._classified:
+            self._classified[key] = self.classify(call, scope, use_functions)
+        return self._classified[key]
+
+    def inner_loops(self, node: cst.For | cst.While) -> list[cst.For | cst.While]:
+        """The loops inside ``node``'s body (at any depth, not inside a nested function,
+        lambda or class), in source order."""
+        return self._inner.get(id(node), [])
+
+    def calls(self, node: cst.For | cst.While) -> list[tuple[cst.Call, Scope]]:
+        """The calls in ``node``'s body (at any depth, not inside a nested function, lambda or
+        class; a ``while`` loop's test included), in source order, each with its scope."""
+        return self._full.get(id(node), [])
+
+    def assignments(self, node: cst.For | cst.While) -> list[_Assignment]:
+        """The ``=``, ``+=`` and annotated assignments in ``node``'s body (at any depth, not
+        inside a nested function, lambda or class), in source order."""
+        return self._assigns.get(id(node), [])
+
+    def is_device_loader(self, node: cst.CSTNode, scope: Scope) -> bool:
+        """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``,
+        a name assigned one, or such a value passed through ``enumerate``/``iter``/``zip``/..."""
+        if type(node) is cst.Call:
+            if self.ctx.qnames(node, scope) & DEVICE_LOADERS:
+                return True
+            if type(node.func) is cst.Attribute and node.func.attr.value == "per_device_loader":
+                return True
+            if _last_name(node.func) in WRAPPERS:
+                return any(
+                    self.is_device_loader(a.value, scope) for a in node.args if a.keyword is None
+                )
+            return False
+        name = _last_name(node)
+        return name is not None and name in self.loader_names
+
+    def classify(self, call: cst.Call, scope: Scope, use_functions: bool = True) -> Steps | None:
+        """What one call does to the step structure, or None when nothing."""
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "backward":
+            root = root_name(func.value)
+            roots = {root} if root else _names_in(func.value)
+            return Steps(backward=True, backward_roots=roots)
+        names = self.ctx.qnames(call, scope)
+        if XLA_STEP in names or names & SYNC:
+            return Steps(boundary=True, xla_step=True)
+        if OPTIMIZER_STEP in names:
+            barrier = find_arg(call, "barrier", 1)
+            cuts = barrier is not None and not (
+                isinstance(barrier.value, cst.Name) and barrier.value.value == "False"
+            )
+            return Steps(optimizer=True, boundary=cuts)
+        if isinstance(func, cst.Attribute) and func.attr.value == "step" and not names:
+            if _looks_like_optimizer(func.value) or any(
+                _looks_like_optimizer(a.value) for a in call.args
+            ):
+                return Steps(optimizer=True)
+        if (
+            names & COMPILERS
+            or (isinstance(func, cst.Call) and self.ctx.qnames(func, scope) & COMPILERS)
+            or (
+                _last_name(func) in self.compiled_names
+                and (
+                    isinstance(func, cst.Name)
+                    or (
+                        isinstance(func, cst.Attribute)
+                        and isinstance(func.value, cst.Name)
+                        and func.value.value == "self"
+                    )
+                )
+            )
+        ):
+            if not names & COMPILERS:
+                # calling a compiled function runs its graph; a torch_xla.compile'd one is a whole step
+                return Steps(boundary=True, xla_step=self.runs_xla_compiled(call, scope))
+        if isinstance(func, cst.Name) and func.value == "next" and call.args:
+            if self.is_device_loader(call.args[0].value, scope):
+                return Steps(boundary=True)
+        if use_functions:
+            name = _last_name(func)
+            local = (
+                isinstance(func, cst.Name)
+                and not names
+                or (
+                    isinstance(func, cst.Attribute)
+                    and isinstance(func.value, cst.Name)
+                    and func.value.value == "self"
+                )
+            )
+            if local and name in self.functions:
+                s = self.functions[name]
+                return Steps(s.backward, s.optimizer, s.boundary, s.xla_step)
+        return None
+
+    def runs_xla_compiled(self, call: cst.Call, scope: Scope) -> bool:
+        """True for a call of a function compiled with ``torch_xla.compile``: ``step_fn(x)`` or
+        ``self.step_fn(x)`` with ``step_fn = torch_xla.compile(f, ...)`` or ``@torch_xla.compile``
+        (``@torch_xla.compile(...)``) on its definition, or ``torch_xla.compile(f)(x)``. In
+        torch_xla 2.9.0 (``torch_xla/torch_xla.py``, ``compile``) the call syncs the pending
+        graph, runs ``f`` with eager mode off and syncs again: it is one step, like ``torch_xla.step()``."""
+        func = call.func
+        if isinstance(func, cst.Call):
+            return XLA_COMPILE in self.ctx.qnames(func, scope)
+        if self.ctx.qnames(func, scope):
+            return False  # a module's function, not one of this file's compiled names
+        return _last_name(func) in self.xla_compiled_names and (
+            isinstance(func, cst.Name)
+            or (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+            )
+        )
+
+    def loop(self, node: cst.For | cst.While, scope: Scope | None = None) -> tuple[Steps, Steps]:
+        """(own, full) :class:`Steps` of a loop's body (and of a ``while`` loop's test):
+        ``own`` leaves out what runs inside loops nested in it; calls of same-module functions
+        count as what those functions do. Nested functions, lambdas and classes are not part
+        of it. (``scope`` is accepted for compatibility: each call is read in its own scope.)"""
+        key = id(node)
+        if key not in self._loops:
+            own, full = Steps(), Steps()
+            own_calls = {id(call) for call, _ in self._own.get(key, ())}
+            # A while loop's test runs every iteration, but what `.backward()` is called on
+            # there is not a tensor the body computes (XLA201 reads backward_roots).
+            in_test = {id(c) for c in calls_in(node.test)} if type(node) is cst.While else ()
+            for call, call_scope in self._full.get(key, ()):
+                found = self._classify(call, call_scope, True)
+                if found is None:
+                    continue
+                full.merge(found)
+                if id(call) not in in_test:
+                    full.backward_roots |= found.backward_roots
+                if id(call) in own_calls:
+                    own.merge(found)
+            self._loops[key] = (own, full)
+        return self._loops[key]
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+        def visit_Call(self, n: cst.Call) -> bool:
+            for a in n.args:
+                walk(a.value, self, TRIVIA)
+            return False
+
+    walk(node, _V(), TRIVIA)
+    return found

@@ -1,0 +1,410 @@
+"""XLA015: a graph run on some replicas only (a host read or a sync under a replica-only test)."""
+
+from __future__ import annotations
+
+from typing import TypeGuard
+
+import libcst as cst
+
+from ...analysis import apis
+from ...analysis.context import find_arg, literal_string
+from ...analysis.devices import (
+    function_key,
+)
+from ...analysis.holds import may_hold_tensors
+from ...analysis.values import (
+    is_replica_test,
+)
+from ...analysis.walk import TRIVIA, walk
+from ...diagnostics import Severity
+from ...rule import Invalid, Rule, Valid
+from .common import _LAUNCH, MULTIPROCESS
+
+# Graph-executing or collective calls every replica must reach (torch_xla/core/xla_model.py).
+SYNC_APIS = {
+    f"{apis.XM}.save": "xm.save",
+    f"{apis.XM}.rendezvous": "xm.rendezvous",
+    f"{apis.XM}.xla_rendezvous": "xm.xla_rendezvous",
+    f"{apis.XM}.mesh_reduce": "xm.mesh_reduce",
+    f"{apis.XM}.all_reduce": "xm.all_reduce",
+    f"{apis.XM}.all_gather": "xm.all_gather",
+    f"{apis.XM}.mark_step": "xm.mark_step",
+    "torch_xla.sync": "torch_xla.sync",
+    "torch.distributed.barrier": "dist.barrier",
+}
+
+
+SYNC_METHODS = {"item": ".item()", "cpu": ".cpu()"}
+
+
+# Calls that run the pending graph but are no collective themselves: `xm.save` syncs the XLA
+# tensors of its data (`_maybe_convert_to_cpu`: `_xla_sync_multi`), nothing else.
+_GRAPH_RUNNERS = ("torch_xla.sync", "xm.mark_step", "xm.save")
+
+
+def _divergent_test(ctx, test: cst.BaseExpression) -> bool:
+    """True when ``test`` holds on some replicas only: it calls ``is_master_ordinal``, compares
+    an ordinal (``xr.global_ordinal() == 0``) or reads a flag saved from one
+    (``is_root = xm.is_master_ordinal()``); see :func:`xla_lint.analysis.values.is_replica_test`."""
+    return is_replica_test(ctx, test)
+
+
+class ReplicaDivergentSync(Rule):
+    code = "XLA015"
+    name = "replica-divergent-sync"
+    summary = "A graph-executing or collective call under `if xm.is_master_ordinal():`: the other replicas never reach it."
+    message = (
+        "`{api}` under a branch only some replicas take (`{test}`): {why}; run it on every replica "
+        "(or log through `xm.add_step_closure`)"
+    )
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+In a multi-process program (`torch_xla.launch`, `xmp.spawn`, an `xla` process group)
+that is not SPMD, flags `.item()`, `.cpu()`, `xm.save`, `xm.rendezvous`,
+`xm.xla_rendezvous`, `xm.mesh_reduce`, `xm.all_reduce`, `xm.all_gather`,
+`xm.mark_step`, `torch_xla.sync()` and `dist.barrier()` inside an `if` whose test only
+holds on some replicas: `xm.is_master_ordinal()`, or a comparison of
+`xr.global_ordinal()`, `xr.local_ordinal()`, `xm.get_ordinal()`... with a value, also
+through a name saved from one (`is_root = xm.is_master_ordinal()` ... `if is_root:`;
+`rank = xr.global_ordinal()` ... `if rank == 0:`; module level or the same function).
+
+Not flagged: the "master goes first" idiom, where the same barrier (`xm.rendezvous`,
+`xm.xla_rendezvous` or `dist.barrier`, with the same arguments: the same tag) is called in
+the same function under complementary branches (`if not xm.is_master_ordinal():` /
+`if xm.is_master_ordinal():`, `rank != 0` / `rank == 0`, the `if` and `else` of one test):
+every replica enters exactly one of the two, so all of them meet in one rendezvous. Nor
+`xm.save` of data that holds no XLA tensor (a scheduler's `state_dict()`, the arguments,
+numbers): it syncs nothing.
+
+## Why is this bad
+Every replica runs the same program and the collectives in it must be entered by all of
+them. In torch_xla 2.9.0 (`torch_xla/core/xla_model.py`): `rendezvous` is an
+`xla_rendezvous`, an XLA `all_gather` over all replicas; `mesh_reduce` is a
+`rendezvous`. Called from one replica, these wait for replicas that never come: the job
+hangs. `save` is meant to be called by every replica: it syncs the XLA tensors of its data
+on each (`_maybe_convert_to_cpu`, `_xla_sync_multi`) and writes only on the master itself
+(`should_write_data = not master_only or is_master_ordinal(...)`). `save` of XLA tensors,
+`.item()`, `.cpu()` and `torch_xla.sync()` on one replica execute the pending graph there
+alone: when that
+graph holds the step's gradient all-reduce, the master waits for the others forever;
+otherwise the master compiles and runs a graph the others do not, and its later graphs
+differ from theirs.
+
+## Example
+```python
+if xm.is_master_ordinal():
+    print(f"loss {loss.item()}")
+    xm.save(model.state_dict(), "model.pt")
+```
+
+## Use instead
+```python
+xm.add_step_closure(lambda l: print(f"loss {l.item()}", flush=True), args=(loss,))
+xm.save(model.state_dict(), "model.pt")   # all replicas call it; only the master writes
+```
+
+For the master to do something first (download a dataset) while the others wait, let
+every replica enter the same rendezvous once, on either side of the work:
+```python
+if not xm.is_master_ordinal():
+    xm.rendezvous("download")          # the others wait here...
+dataset = datasets.MNIST(root, download=True)
+if xm.is_master_ordinal():
+    xm.rendezvous("download")          # ...until the master has downloaded
+```
+
+## References
+- https://docs.pytorch.org/xla/master/learn/pytorch-on-xla-devices.html
+- torch_xla 2.9.0 `torch_xla/core/xla_model.py` (`save`, `rendezvous`, `mesh_reduce`, `add_step_closure`)
+"""
+    valid = (
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    xm.save(model.state_dict(), 'm.pt')\n"
+            "    if xm.is_master_ordinal():\n        print('saved', flush=True)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH + "import torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if xr.process_index() == 0:\n    print(loss.item(), flush=True)\n"
+        ),
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
+            "        def log(l):\n            print(l.item(), flush=True)\n"
+            "        xm.add_step_closure(log, args=(loss,))\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nif xm.is_master_ordinal():\n    v = t.item()\n"
+        ),
+        # The download idiom as real code writes it (pytorch/xla's old MNIST/ImageNet examples,
+        # Colab notebooks): every replica enters exactly one `rendezvous('download_only_once')`.
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    if not xm.is_master_ordinal():\n"
+            "        xm.rendezvous('download_only_once')\n"
+            "    train_dataset = datasets.MNIST('/tmp/mnist', download=True)\n"
+            '    if xm.is_master_ordinal():\n        xm.rendezvous("download_only_once")\n'
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        Valid(
+            _LAUNCH + "def train(index):\n    is_root = xm.is_master_ordinal()\n"
+            "    if Config.use_tpu and not is_root:\n        xm.rendezvous('download_only_once')\n"
+            "    dataset = WikiDataset()\n"
+            "    if Config.use_tpu and is_root:\n        xm.rendezvous('download_only_once')\n"
+            "torch_xla.launch(train)\n"
+        ),
+        # torch_distributed_zero_first (YOLOv5 and others), with a saved ordinal, and an if/else.
+        Valid(
+            _LAUNCH + "import torch.distributed as dist\nimport torch_xla.runtime as xr\n"
+            "def _mp_fn(i):\n    rank = xr.global_ordinal()\n    if rank != 0:\n        dist.barrier()\n"
+            "    prepare()\n    if rank == 0:\n        dist.barrier()\n"
+            "    if xm.is_master_ordinal(local=False):\n        xm.rendezvous('ckpt')\n"
+            "    else:\n        xm.rendezvous('ckpt')\ntorch_xla.launch(_mp_fn)\n"
+        ),
+        # xm.save of a scheduler's state syncs nothing (cambrian-mllm/cambrian's trainer).
+        Valid(
+            _LAUNCH + "def _mp_fn(i):\n    sched = torch.optim.lr_scheduler.StepLR(opt, 1)\n"
+            "    lr_scheduler_state_dict = sched.state_dict()\n"
+            "    if xm.is_master_ordinal(local=False):\n"
+            "        xm.save(lr_scheduler_state_dict, 'sched.pt', master_only=True)\n"
+            "        xm.save({'epoch': 3, 'args': vars(args)}, 'meta.pt')\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        # A flag that is a parameter (accelerate's `_goes_first(self, is_main)`) is not known to diverge.
+        Valid(
+            _LAUNCH
+            + "def _goes_first(is_main):\n    if not is_main:\n        xm.rendezvous('first')\n"
+            "    yield\n    if is_main:\n        xm.rendezvous('first')\n"
+            "def _mp_fn(i):\n    is_main = 1\n    is_main = xm.is_master_ordinal()\n    is_main = 2\n"
+            "    if is_main:\n        print(loss.item())\ntorch_xla.launch(_mp_fn)\n"
+        ),
+    )
+    invalid = (
+        Invalid(
+            _LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
+            "        print(loss.item(), flush=True)\n        xm.save(model.state_dict(), 'm.pt')\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (5, 6),
+        ),
+        Invalid(
+            "import torch_xla\nfrom torch_xla import runtime as xr\n"
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def _mp_fn(i):\n    if xr.global_ordinal() == 0:\n        torch_xla.sync()\n"
+            "    else:\n        torch_xla.core.xla_model.rendezvous('wait')\nxmp.spawn(_mp_fn)\n",
+            (6, 8),
+        ),
+        Invalid(
+            _LAUNCH + "import torch.distributed as dist\ndef _mp_fn(i):\n"
+            "    if not xm.is_master_ordinal(local=False):\n        return\n"
+            "    for batch in loader:\n        if xm.is_master_ordinal():\n            dist.barrier()\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (9,),
+        ),
+        # Saved flags: module level and in the same function.
+        Invalid(
+            _LAUNCH + "import torch_xla.runtime as xr\nIS_ROOT = xr.global_ordinal() == 0\n"
+            "def _mp_fn(i):\n    is_root = xm.is_master_ordinal()\n    rank = xm.get_ordinal()\n"
+            "    if is_root:\n        print(loss.item())\n    if IS_ROOT:\n        xm.mark_step()\n"
+            "    if rank == 0:\n        xm.save(model.state_dict(), 'm.pt')\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (9, 11, 13),
+        ),
+        # Not the download idiom: different tags, the same side twice, another function.
+        Invalid(
+            _LAUNCH
+            + "def _mp_fn(i):\n    if not xm.is_master_ordinal():\n        xm.rendezvous('a')\n"
+            "    if xm.is_master_ordinal():\n        xm.rendezvous('b')\n"
+            "    if xm.is_master_ordinal():\n        xm.rendezvous('c')\n"
+            "    if xm.is_master_ordinal():\n        xm.rendezvous('c')\n"
+            "def other():\n    if not xm.is_master_ordinal():\n        xm.rendezvous('a')\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (5, 7, 9, 11, 14),
+        ),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._barriers: dict[int, list[tuple[cst.Call, str, tuple, list]]] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        api = self._sync_api(node)
+        if api is None:
+            return
+        branch = self._divergent_branch()
+        if branch is None:
+            return
+        test, positive = branch
+        if api in _BARRIERS and self._paired(node, api, (test, positive)):
+            return
+        if api == "xm.save":
+            data = find_arg(node, "data", 0)
+            if data is not None and not may_hold_tensors(self.ctx, data.value):
+                return  # no XLA tensor in it: `_maybe_convert_to_cpu` syncs nothing
+        why = (
+            "the other replicas never enter the collective and the job hangs"
+            if api not in SYNC_METHODS.values() and api not in _GRAPH_RUNNERS
+            else "it executes the pending graph on these replicas alone, which hangs if the graph "
+            "holds a collective and makes the replicas' graphs diverge otherwise"
+        )
+        text = " ".join(self.ctx.module.code_for_node(test).split())
+        self.report(
+            node, self.message.format(api=api, test=text[:60], why=why), requires=MULTIPROCESS
+        )
+
+    def _sync_api(self, node: cst.Call) -> str | None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS and not node.args:
+            if not self.ctx.qnames(func):  # a method of a value, not a module function
+                return SYNC_METHODS[func.attr.value]
+        names = self.ctx.qnames(func)
+        for api, short in SYNC_APIS.items():
+            if api in names:
+                return short
+        return None
+
+    def _divergent_branch(self) -> tuple[cst.BaseExpression, bool] | None:
+        """The innermost enclosing test that holds on some replicas only, and whether the node
+        is in its true branch; None outside such a branch."""
+        stack = self.ctx.stack
+        for i in range(len(stack) - 2, -1, -1):
+            node = stack[i]
+            if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+            if isinstance(node, (cst.If, cst.IfExp)) and stack[i + 1] is not node.test:
+                if _divergent_test(self.ctx, node.test):
+                    return node.test, stack[i + 1] is node.body
+        return None
+
+    def _paired(self, node: cst.Call, api: str, condition: tuple[cst.BaseExpression, bool]) -> bool:
+        """The same barrier, with the same arguments, is called in the same function under the
+        complementary condition: every replica enters exactly one of the two."""
+        function = function_key(self.ctx)
+        barriers = self._barriers.get(id(function))
+        if barriers is None:
+            barriers = self._barriers[id(function)] = self._collect_barriers(function)
+        arguments = _arguments(self.ctx, node)
+        for call, other, other_arguments, conditions in barriers:
+            if (
+                call is not node
+                and other == api
+                and other_arguments == arguments
+                and any(_complementary(self.ctx, condition, c) for c in conditions)
+            ):
+                return True
+        return False
+
+    def _collect_barriers(self, function: cst.CSTNode) -> list[tuple[cst.Call, str, tuple, list]]:
+        """Every barrier call in ``function``'s own code (not nested functions, classes or lambdas),
+        with its arguments and the ``(test, in true branch)`` of each ``if`` around it, innermost first."""
+        rule, found, stack = self, [], []
+
+        class Collect:
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                stack.append(node)
+                if node is not function and isinstance(
+                    node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+                ):
+                    return False
+                if type(node) is cst.Call:
+                    api = rule._sync_api(node)
+                    if api in _BARRIERS:
+                        conditions = []
+                        for i in range(len(stack) - 2, -1, -1):
+                            owner = stack[i]
+                            if (
+                                isinstance(owner, (cst.If, cst.IfExp))
+                                and stack[i + 1] is not owner.test
+                            ):
+                                conditions.append((owner.test, stack[i + 1] is owner.body))
+                        found.append((node, api, _arguments(rule.ctx, node), conditions))
+                return True
+
+            def on_leave(self, node: cst.CSTNode) -> None:
+                stack.pop()
+
+        walk(function, Collect(), TRIVIA)
+        return found
+
+
+# Barriers that the "master goes first" idiom calls from complementary branches.
+_BARRIERS = frozenset({"xm.rendezvous", "xm.xla_rendezvous", "dist.barrier"})
+
+
+def _arguments(ctx, call: cst.Call) -> tuple:
+    """A call's arguments, comparable across calls: string literals by value, the rest by code."""
+    out = []
+    for arg in call.args:
+        value = literal_string(arg.value)
+        code = value if value is not None else " ".join(ctx.module.code_for_node(arg.value).split())
+        out.append((arg.keyword.value if arg.keyword is not None else None, arg.star, code))
+    return tuple(out)
+
+
+def _bare(ctx, node: cst.BaseExpression) -> str:
+    """The code of ``node`` without its own parentheses, on one line."""
+    if getattr(node, "lpar", None):
+        node = node.with_changes(lpar=[], rpar=[])
+    return " ".join(ctx.module.code_for_node(node).split())
+
+
+_OPPOSITE = {
+    cst.Equal: cst.NotEqual,
+    cst.NotEqual: cst.Equal,
+    cst.LessThan: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.LessThanEqual,
+    cst.LessThanEqual: cst.GreaterThan,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
+    cst.In: cst.NotIn,
+    cst.NotIn: cst.In,
+}
+
+
+def _complementary(
+    ctx, a: tuple[cst.BaseExpression, bool], b: tuple[cst.BaseExpression, bool]
+) -> bool:
+    """True when condition ``a`` holds exactly where ``b`` does not. A condition is ``(test,
+    in true branch)``; recognised: ``x`` / ``not x`` (and the ``if``/``else`` of one test),
+    ``r == 0`` / ``r != 0`` (and the other opposite comparisons), and ``c and x`` / ``c and not x``
+    (the same other conjuncts)."""
+    (ta, pa), (tb, pb) = a, b
+    while isinstance(ta, cst.UnaryOperation) and isinstance(ta.operator, cst.Not):
+        ta, pa = ta.expression, not pa
+    while isinstance(tb, cst.UnaryOperation) and isinstance(tb.operator, cst.Not):
+        tb, pb = tb.expression, not pb
+    if _bare(ctx, ta) == _bare(ctx, tb):
+        return pa != pb
+    if pa != pb:
+        return False
+    if (
+        isinstance(ta, cst.Comparison)
+        and isinstance(tb, cst.Comparison)
+        and len(ta.comparisons) == 1
+        and len(tb.comparisons) == 1
+    ):
+        ca, cb = ta.comparisons[0], tb.comparisons[0]
+        return (
+            _OPPOSITE.get(type(ca.operator)) is type(cb.operator)
+            and _bare(ctx, ta.left) == _bare(ctx, tb.left)
+            and _bare(ctx, ca.comparator) == _bare(ctx, cb.comparator)
+        )
+    if pa and _conjunction(ta) and _conjunction(tb):
+        left, right = _conjuncts(ta), _conjuncts(tb)
+        if len(left) != len(right):
+            return False
+        differ = [
+            (x, y) for x, y in zip(left, right, strict=True) if _bare(ctx, x) != _bare(ctx, y)
+        ]
+        return len(differ) == 1 and _complementary(ctx, (differ[0][0], True), (differ[0][1], True))
+    return False
+
+
+def _conjunction(node: cst.BaseExpression) -> TypeGuard[cst.BooleanOperation]:
+    return isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And)
+
+
+def _conjuncts(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a and b and c`` -> ``[a, b, c]``."""
+    if _conjunction(node):
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    return [node]

@@ -1,0 +1,373 @@
+"""XLA029 spawn-unpicklable: a lambda, nested function or multiprocessing primitive given to the launch."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ...analysis import apis
+from ...analysis.context import find_arg, literal_string
+from ...analysis.values import (
+    definition,
+    value_of,
+)
+from ...analysis.walk import iter_nodes
+from ...diagnostics import Severity
+from ...rule import Invalid, Rule, Valid
+from .common import _is_one
+
+# Multiprocessing objects that refuse to be pickled ("... should only be shared between processes
+# through inheritance": multiprocessing/synchronize.py, queues.py, sharedctypes.py), by factory name.
+# A Pipe's connections and a Manager's proxies pickle; measured with torch 2.9.0's multiprocessing.
+_INHERIT_ONLY = frozenset(
+    {
+        "Queue",
+        "SimpleQueue",
+        "JoinableQueue",
+        "Lock",
+        "RLock",
+        "Event",
+        "Condition",
+        "Semaphore",
+        "BoundedSemaphore",
+        "Barrier",
+        "Value",
+        "Array",
+    }
+)
+
+
+_MP_ROOTS = ("multiprocessing", "torch.multiprocessing")
+
+
+class SpawnUnpicklable(Rule):
+    code = "XLA029"
+    name = "spawn-unpicklable"
+    summary = (
+        "xmp.spawn/torch_xla.launch given a lambda, a nested function or a multiprocessing "
+        "Queue/Lock/Event: they cannot be pickled to the worker processes."
+    )
+    message = (
+        "{what} cannot be pickled, and `{api}` pickles its function and `args` to send them to "
+        "the worker processes: it raises {error} before training starts; {fix}"
+    )
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+Flags `xmp.spawn(fn, args=...)` and `torch_xla.launch(fn, args=...)` when `fn` is a
+`lambda`, a function defined inside another function (or a name assigned one, or a
+`functools.partial` of one), or when an element of `args` is a `multiprocessing` /
+`torch.multiprocessing` `Queue`, `SimpleQueue`, `JoinableQueue`, `Lock`, `RLock`, `Event`,
+`Condition`, `Semaphore`, `BoundedSemaphore`, `Barrier`, `Value` or `Array` (made there, or
+a name assigned one, also through `mp.get_context(...)`). Not flagged: `xmp.spawn(...,
+nprocs=1)` and `torch_xla.launch(..., debug_single_process=True)`, which run `fn` in the
+calling process; a `Manager()`'s queues and a `Pipe()`'s connections, which pickle.
+
+## Why is this bad
+In torch_xla 2.9.0, `torch_xla.launch` calls `xmp.spawn`, which calls
+`torch_xla/_internal/pjrt.py` `spawn` → `run_multiprocess`: the function and its `args`
+are wrapped in `_SpawnFn` ("Pickle-able wrapper") and handed to a
+`concurrent.futures.ProcessPoolExecutor`, which pickles every task to send it to a worker
+process, whatever the start method (`fork` too), and on every device type (on CPU too,
+with one worker). A local function or a lambda is pickled by name and cannot be found
+(`AttributeError: Can't pickle local object 'main.<locals>.nested'`); a multiprocessing
+synchronisation object refuses (`RuntimeError: Queue objects should only be shared between
+processes through inheritance`). Measured with torch_xla 2.9.0 on CPU for each of them;
+`xmp.spawn(..., nprocs=1)` (`_run_singleprocess`) and a `Manager().Queue()` run. Under
+`torchrun`, `torch_xla.launch` calls `fn` directly and nothing is pickled: a program
+started only that way does not raise.
+
+## Example
+```python
+import torch.multiprocessing as mp
+import torch_xla
+
+def main():
+    results = mp.Queue()
+    def _mp_fn(index, results):
+        results.put(train(index))
+    torch_xla.launch(_mp_fn, args=(results,))
+```
+
+## Use instead
+```python
+import torch.multiprocessing as mp
+import torch_xla
+
+def _mp_fn(index, results):          # at module level: pickled by name
+    results.put(train(index))
+
+def main():
+    results = mp.Manager().Queue()   # a proxy, which pickles
+    torch_xla.launch(_mp_fn, args=(results,))
+```
+
+## References
+- torch_xla 2.9.0 `torch_xla/_internal/pjrt.py` (`spawn`, `run_multiprocess`, `_SpawnFn`),
+  `torch_xla/torch_xla.py` (`launch`)
+- https://docs.python.org/3/library/multiprocessing.html#programming-guidelines ("Explicitly
+  pass resources to child processes", picklability)
+"""
+    valid = (
+        Valid(
+            "import torch_xla\nimport torch.multiprocessing as mp\n"
+            "def _mp_fn(index, q):\n    q.put(index)\n"
+            "if __name__ == '__main__':\n    q = mp.Manager().Queue()\n"
+            "    torch_xla.launch(_mp_fn, args=(q,))\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def main():\n    def nested(index):\n        pass\n"
+            "    xmp.spawn(nested, nprocs=1)\n"
+            "    torch_xla.launch(lambda i: None, debug_single_process=True)\n"
+        ),
+        Valid(
+            "import multiprocessing\nimport torch_xla\n"
+            "def _mp_fn(index, conn):\n    conn.send(index)\n"
+            "def main():\n    parent, child = multiprocessing.Pipe()\n"
+            "    torch_xla.launch(_mp_fn, args=(child,))\n"
+        ),
+        # A module-level function, a method of an instance, a partial of a module-level function.
+        Valid(
+            "import functools\nimport torch_xla\n"
+            "def _mp_fn(index, cfg):\n    pass\n"
+            "class Launcher:\n    def run(self, index):\n        pass\n"
+            "    def go(self):\n        torch_xla.launch(self.run)\n"
+            "def main(cfg):\n    torch_xla.launch(functools.partial(_mp_fn, cfg=cfg))\n"
+            "    torch_xla.launch(_mp_fn, args=(cfg,))\n"
+        ),
+        # torch's own mp.spawn is not torch_xla's (it starts processes itself, by inheritance).
+        Valid(
+            "import torch.multiprocessing as mp\nimport torch_xla\n"
+            "def main():\n    q = mp.Queue()\n    mp.spawn(lambda i, q: None, args=(q,), nprocs=2)\n"
+        ),
+    )
+    invalid = (
+        Invalid(
+            "import torch.multiprocessing as mp\nimport torch_xla\n"
+            "def main():\n    results = mp.Queue()\n"
+            "    def _mp_fn(index, results):\n        results.put(index)\n"
+            "    torch_xla.launch(_mp_fn, args=(results,))\n",
+            (7, 7),
+        ),
+        # nreimers/se-pytorch-xla train_many_data_files_v1.py: a Queue through xmp.spawn's args
+        Invalid(
+            "import multiprocessing as mp\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def _mp_fn(index, queue):\n    pass\n"
+            "if __name__ == '__main__':\n    ctx = mp.get_context('spawn')\n"
+            "    xmp.spawn(_mp_fn, args=(ctx.Queue(),))\n"
+            "    lock = mp.Lock()\n    xmp.spawn(_mp_fn, (lock,))\n",
+            (7, 9),
+        ),
+        Invalid("import torch_xla\ntorch_xla.launch(lambda index: print(index))\n", (2,)),
+        # A function defined under the main guard, a queue inside a dict of args.
+        Invalid(
+            "import torch.multiprocessing as mp\nimport torch_xla\n"
+            "if __name__ == '__main__':\n    def _mp_fn(index, box):\n        pass\n"
+            "    torch_xla.launch(_mp_fn, args=({'queue': mp.Queue()},))\n",
+            (6, 6),
+        ),
+        # nreimers/se-pytorch-xla train_many_data_files_v1.py: a list of queues
+        Invalid(
+            "import torch.multiprocessing as mp\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def main(files):\n    queues = []\n    for f in files:\n"
+            "        queue = mp.Queue(maxsize=8)\n        queues.append(queue)\n"
+            "    xmp.spawn(train, args=(files, queues), start_method='fork')\n",
+            (8,),
+        ),
+        Invalid(
+            "import functools\nimport torch_xla\n"
+            "def main(cfg):\n    def train(index, cfg):\n        pass\n"
+            "    fn = functools.partial(train, cfg=cfg)\n    torch_xla.launch(fn)\n",
+            (7,),
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx = self.ctx
+        if ctx.is_call_to(node, apis.LAUNCH):
+            api = "torch_xla.launch"
+            single = find_arg(node, "debug_single_process", 3)
+            if single is not None and _is_true_literal(single.value):
+                return
+        elif ctx.is_call_to(node, apis.SPAWN):
+            api = "xmp.spawn"
+            nprocs = find_arg(node, "nprocs", 2)
+            if nprocs is not None and _is_one(value_of(ctx, nprocs.value)):
+                return
+        else:
+            return
+        fn = find_arg(node, "fn", 0)
+        if fn is not None:
+            what = self._unpicklable_function(fn.value, 0)
+            if what is not None:
+                self.report(
+                    node,
+                    self.message.format(
+                        what=what,
+                        api=api,
+                        error="a pickling error (`Can't pickle local object`, `Can't get "
+                        "attribute ... on <module '__mp_main__'>`)",
+                        fix="define the function at module level, outside `if __name__ == "
+                        "'__main__':`",
+                    ),
+                )
+        args = find_arg(node, "args", 1)
+        if args is None:
+            return
+        value = args.value
+        if type(value) is cst.Name:
+            found = definition(ctx, value)
+            value = found[0] if found is not None else value
+        if not isinstance(value, (cst.Tuple, cst.List)):
+            return
+        for item in _contents(value):
+            kind = self._inherit_only(item) or self._collects_inherit_only(item)
+            if kind is not None:
+                self.report(
+                    node,
+                    self.message.format(
+                        what=f"a multiprocessing `{kind}`",
+                        api=api,
+                        error="`RuntimeError: ... objects should only be shared between "
+                        "processes through inheritance`",
+                        fix="pass a `Manager().Queue()`-style proxy (`mp.Manager()` makes "
+                        "queues, locks and events that pickle), or create it in each process",
+                    ),
+                )
+
+    def _unpicklable_function(self, expr: cst.BaseExpression, depth: int) -> str | None:
+        """What makes ``expr`` (the launched function) unpicklable: "a `lambda`", "the nested
+        function `name`", or None. Follows a name assigned once and a ``functools.partial``."""
+        ctx = self.ctx
+        if type(expr) is cst.Lambda:
+            return "a `lambda`"
+        if type(expr) is cst.Call and ctx.is_call_to(expr, "functools.partial") and expr.args:
+            return self._unpicklable_function(expr.args[0].value, depth + 1) if depth < 3 else None
+        if type(expr) is not cst.Name:
+            return None
+        if _local_function(ctx, expr.value):
+            return f"the nested function `{expr.value}`"
+        found = definition(ctx, expr)
+        if found is not None and depth < 3:
+            return self._unpicklable_function(found[0], depth + 1)
+        return None
+
+    def _inherit_only(self, expr: cst.BaseExpression) -> str | None:
+        """The class name (``Queue``) when ``expr`` makes or names a multiprocessing object
+        that only pickles for a child started by inheritance, else None. A name is read at
+        the node being visited (the launch call)."""
+        ctx = self.ctx
+        if type(expr) is cst.Name:
+            found = definition(ctx, expr)
+            if found is None:
+                return None
+            expr = found[0]
+        if type(expr) is not cst.Call:
+            return None
+        func = expr.func
+        if type(func) is not cst.Attribute or func.attr.value not in _INHERIT_ONLY:
+            return None
+        kind = func.attr.value
+        for name in ctx.qnames(func):
+            if any(name == f"{root}.{kind}" for root in _MP_ROOTS):
+                return kind
+        owner = func.value  # ctx.Queue() with ctx = mp.get_context(...)
+        if type(owner) is cst.Name:
+            found = definition(ctx, owner)
+            owner = found[0] if found is not None else owner
+        if type(owner) is cst.Call and any(
+            name in (f"{root}.get_context" for root in _MP_ROOTS) for name in ctx.qnames(owner.func)
+        ):
+            return kind
+        return None
+
+    def _collects_inherit_only(self, expr: cst.BaseExpression) -> str | None:
+        """The class name when ``expr`` is a list the enclosing function (or the module)
+        fills with such objects: ``queues.append(mp.Queue())`` or ``q = mp.Queue()`` then
+        ``queues.append(q)`` (nreimers/se-pytorch-xla passes the list to ``xmp.spawn``)."""
+        if type(expr) is not cst.Name:
+            return None
+        body = next(iter(self.ctx.enclosing(cst.FunctionDef)), self.ctx.module)
+        made: dict[str, str] = {}  # local name -> the class of the object assigned to it
+        added: list[cst.BaseExpression] = []  # what is appended to the list
+        for node in iter_nodes(body):
+            if type(node) is cst.Assign and len(node.targets) == 1:
+                target = node.targets[0].target
+                if type(target) is cst.Name and type(node.value) is cst.Call:
+                    kind = self._inherit_only(node.value)
+                    if kind is not None:
+                        made[target.value] = kind
+            elif (
+                type(node) is cst.Call
+                and type(node.func) is cst.Attribute
+                and node.func.attr.value in ("append", "insert")
+                and type(node.func.value) is cst.Name
+                and node.func.value.value == expr.value
+                and node.args
+            ):
+                added.append(node.args[-1].value)
+        for item in added:
+            kind = made.get(item.value) if type(item) is cst.Name else self._inherit_only(item)
+            if kind is not None:
+                return kind
+        return None
+
+
+def _contents(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values a tuple, list or dict display holds, nested displays opened (``args=(cfg,
+    {"queue": q})`` gives ``cfg`` and ``q``); any other expression is itself."""
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [v for e in node.elements for v in _contents(e.value)]
+    if isinstance(node, cst.Dict):
+        return [
+            v for e in node.elements if isinstance(e, cst.DictElement) for v in _contents(e.value)
+        ]
+    return [node]
+
+
+def _is_true_literal(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Name and node.value == "True"
+
+
+def _defined_under_main_guard(module: cst.Module, name: str) -> bool:
+    """True when the module defines function ``name`` only inside ``if __name__ ==
+    "__main__":``: a spawned worker imports the script as ``__mp_main__``, where that block
+    does not run, so unpickling the function by name fails (measured with torch_xla 2.9.0)."""
+    inside = outside = False
+    for stmt in module.body:
+        if type(stmt) is cst.FunctionDef and stmt.name.value == name:
+            outside = True
+        elif type(stmt) is cst.If and _is_main_guard(stmt.test):
+            inside = inside or any(
+                type(n) is cst.FunctionDef and n.name.value == name for n in iter_nodes(stmt.body)
+            )
+    return inside and not outside
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    words = {
+        n.value if type(n) is cst.Name else literal_string(n)
+        for n in (test.left, target.comparator)
+    }
+    return type(target.operator) is cst.Equal and words == {"__name__", "__main__"}
+
+
+def _local_function(ctx, name: str) -> bool:
+    """True when ``name``, read in the scope being visited, is a function defined inside
+    another function's body (a closure: pickle looks it up by ``__qualname__`` and fails)."""
+    scope = ctx.scope
+    while scope is not None and name not in scope.bindings:
+        scope = scope.parent
+    if scope is not None and scope.kind == "module":
+        return _defined_under_main_guard(ctx.module, name)
+    if scope is None or scope.kind != "function" or scope.node is None:
+        return False
+    return any(
+        type(n) is cst.FunctionDef and n.name.value == name
+        for n in iter_nodes(scope.node.body)
+        if n is not scope.node
+    )

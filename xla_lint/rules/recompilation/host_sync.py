@@ -1,0 +1,412 @@
+"""XLA201 host-sync-in-step: a value read to the host inside a training step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ...analysis import apis
+from ...analysis.context import FileContext
+from ...analysis.loops import _last_name, _names_in, root_name
+from ...analysis.names import bound_names
+from ...analysis.values import definition
+from ...analysis.walk import TRIVIA, calls_in, walk
+from ...diagnostics import Severity
+from ...rule import Invalid, Valid
+from ...scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
+from .common import HOST_METHODS, LoopRule, chain_root, is_literal_loop
+
+
+def _has_modulo(node: cst.CSTNode) -> bool:
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_BinaryOperation(self, n: cst.BinaryOperation) -> None:
+            nonlocal found
+            if isinstance(n.operator, cst.Modulo):
+                found = True
+
+    walk(node, _V(), TRIVIA)
+    return found
+
+
+def _compares_counter(test: cst.CSTNode, counters: set[str]) -> bool:
+    """``step == 0``, ``i == n - 1``: a test true on one iteration of the loop counting with ``counters``."""
+    if not isinstance(test, cst.Comparison):
+        return False
+    sides = [test.left, *(c.comparator for c in test.comparisons)]
+    return any(isinstance(c.operator, cst.Equal) for c in test.comparisons) and any(
+        isinstance(s, cst.Name) and s.value in counters for s in sides
+    )
+
+
+class HostSyncInStep(LoopRule):
+    code = "XLA201"
+    name = "host-sync-in-step"
+    summary = "A tensor read on the host (.item(), .cpu(), print) on every step of a training or step loop."
+    message = (
+        "{what} on every step of a loop that runs an XLA graph per iteration waits for the graph to "
+        "run and copies the result to the host; read it every N steps or in `xm.add_step_closure` "
+        "(a tensor already on the CPU is cheap: then ignore this)"
+    )
+    severity = Severity.WARNING
+    explanation = """\
+## What it does
+In a module that imports torch_xla, flags reading a tensor's value on the host inside a
+training loop (a loop whose body runs `backward()`, an optimizer step, `torch_xla.step()`,
+`torch_xla.sync()` or `xm.mark_step()`, or calls a step function compiled with
+`torch_xla.compile`: `step_fn = torch_xla.compile(train_step, ...)`, `@torch_xla.compile`,
+`torch_xla.compile(f)(x)`; directly or through a function of the same module): `.item()`,
+`.tolist()`, `.cpu()`, `.numpy()`, `float(t)`/`int(t)`, printing or formatting a tensor
+(`print(loss)`, `f"{loss:.3f}"`). A "tensor" for `float`/`int`/printing is the value
+`backward()` is called on, or a name the loop computes from it, from a `torch.*` call or
+from a `torch_xla.compile`d function. Not flagged: code under `if step % N == 0:` (or `if step == 0:`,
+or a flag assigned such a test: `log_now = step % N == 0` ... `if log_now:`),
+inside a function or lambda given to `xm.add_step_closure`, after the loop, in a loop
+that only evaluates (no step), a loop over a literal list or tuple (a few
+configurations, not steps), inside `assert` statements and `assert*` calls (a test
+checking a value needs the value), and methods on the loop's own batch variables (the
+loader's CPU tensors). One diagnostic per statement: `allclose(a.cpu(), b.cpu())` and
+`t.cpu().numpy()` are reported once.
+
+## Why is this bad
+torch_xla records operations lazily and runs them as one compiled graph at the step
+boundary. Reading a value on the host needs it now: the part of the pending graph that
+computes it is compiled (a different graph from the step's, so one more compilation) and
+executed, and the host waits for the device and for the device-to-host copy before it can
+trace the next operation. It is not a step boundary: the other pending tensors keep their
+graphs (measured on CPU, torch_xla 2.9.0: after `loss.item()` on each of 40 iterations an
+accumulated tensor still held a 363-node graph; see XLA205). Done every step it serializes host and device, which otherwise overlap:
+`torch_xla.sync()` (`torch_xla/torch_xla.py`, 2.9.0) only *launches* the step's graph
+(`wait=False`), and step closures (`xm.add_step_closure`, `torch_xla/core/xla_model.py`)
+run after that launch, with the values already materialized. A function wrapped by
+`torch_xla.compile` is such a step: in 2.9.0 (`torch_xla/torch_xla.py`, `compile`) each
+call syncs the pending graph, traces the function with eager mode off and syncs again
+on the way out, launching the step's graph; `loss.item()` right after it waits for that
+whole step to finish on the device before the host may trace the next one.
+
+## Example
+```python
+for step, (x, y) in enumerate(loader):
+    with torch_xla.step():
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+    total += loss.item()
+```
+
+## Use instead
+```python
+for step, (x, y) in enumerate(loader):
+    with torch_xla.step():
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss.detach()            # stays on the device
+    if step % 50 == 0:
+        xm.add_step_closure(lambda l=loss: print(f"loss {l.item():.3f}", flush=True))
+print(total_loss.item())                       # once, after the loop
+```
+
+## References
+- https://docs.pytorch.org/xla/master/learn/troubleshoot.html
+- torch_xla 2.9.0 `torch_xla/torch_xla.py` (`sync`, `step`, `compile`), `torch_xla/core/xla_model.py` (`add_step_closure`)
+"""
+    valid = (
+        Valid(
+            "import torch_xla\nfor step, (x, y) in enumerate(loader):\n    with torch_xla.step():\n"
+            "        loss = model(x).sum()\n        loss.backward()\n        opt.step()\n"
+            "    if step % 10 == 0:\n        print(loss.item(), flush=True)\n"
+        ),
+        # The periodic test saved in a flag first (TaiMingLu/vision_transformers_torch_xla).
+        Valid(
+            "import torch_xla\nfor step, (x, y) in enumerate(loader):\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n    torch_xla.sync()\n"
+            "    log_now = step < 5 or (step + 1) % 100 == 0\n"
+            "    if log_now:\n        print(loss.item(), flush=True)\n"
+        ),
+        Valid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nfor x in loader:\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+            "    xm.add_step_closure(lambda: print(loss.item(), flush=True))\n"
+        ),
+        Valid(
+            "import torch_xla\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    optimizer.step()\n    torch_xla.sync()\nprint(loss.item(), flush=True)\n"
+        ),
+        Valid(
+            "import torch_xla\ncorrect = 0\nfor x, y in test_loader:\n"
+            "    correct += model(x).argmax(1).eq(y).sum().item()\n"
+        ),
+        Valid(
+            "import torch_xla\nfor epoch in range(3):\n    for x in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"
+            "    print(f'epoch {epoch} loss {loss.item()}', flush=True)\n"
+        ),
+        Valid(
+            "import torch_xla\nfor x, y in loader:\n    labels = y.numpy()\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+        ),
+        Valid(
+            "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    print(loss.item())\n"
+        ),
+        Valid(
+            "import torch_xla\nfor dynamic in [True, False]:\n    out = run(dynamic)\n    torch_xla.sync()\n"
+            "    print(out.cpu(), flush=True)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nfor i in range(3):\n    out = model(x)\n    out.sum().backward()\n"
+            "    torch_xla.sync()\n    assert torch.allclose(out.cpu(), expected)\n"
+            "    self.assertEqual(out.tolist(), [1.0])\n"
+        ),
+        # pytorch/xla examples/train_resnet_base.py and test/eager/test_eager_with_xla_compile.py
+        Valid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\nclass Trainer:\n"
+            "    def __init__(self):\n"
+            "        self.compiled_step_fn = torch_xla.compile(self.step_fn, full_graph=True, name='step')\n"
+            "    def train_loop_fn(self, loader):\n        for step, (data, target) in enumerate(loader):\n"
+            "            loss = self.compiled_step_fn(data, target)\n            if step % 10 == 0:\n"
+            "                xm.add_step_closure(self._train_update, args=(step, loss))\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nfor compiled in [dummy_decorated, torch_xla.compile(dummy)]:\n"
+            "    t2_compiled = compiled(t1)\n    self.assertTrue(torch.allclose(t2.cpu(), t2_compiled.cpu()))\n"
+        ),
+    )
+    invalid = (
+        Invalid(
+            "import torch_xla\nfor x, y in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n    losses.append(loss.item())\n"
+            "    print(f'loss {loss:.3f}', flush=True)\n",
+            (7, 8),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nfor i, batch in enumerate(loader):\n"
+            "    out = model(batch)\n    loss = criterion(out, batch)\n    loss.backward()\n"
+            "    xm.optimizer_step(optimizer, barrier=True)\n"
+            "    acc = float(loss)\n    hist = out.cpu().detach().numpy()\n    xm.master_print(loss)\n"
+            "    pair = (out.cpu(), loss.cpu())\n",
+            (7, 8, 9, 10),
+        ),
+        Invalid(
+            "import torch_xla\ndef train_step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    optimizer.step()\n    torch_xla.sync()\n    return loss\n"
+            "for x in loader:\n    loss = train_step(x)\n    print(loss.tolist(), flush=True)\n",
+            (10,),
+        ),
+        Invalid(
+            "import torch_xla\nstep = 0\nwhile step < 100:\n    loss = model(next(it)).sum()\n"
+            "    loss.backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+            "    if loss.item() < 0.01:\n        break\n    step += 1\n",
+            (8,),
+        ),
+        # A function compiled with torch_xla.compile is one step per call (assigned, decorated, as a method).
+        Invalid(
+            "import torch_xla\ndef train_step(x, y):\n    loss = loss_fn(model(x), y)\n    loss.backward()\n"
+            "    optimizer.step()\n    return loss\nstep_fn = torch_xla.compile(train_step)\n"
+            "for x, y in loader:\n    loss = step_fn(x, y)\n    print(loss.item(), flush=True)\n",
+            (10,),
+        ),
+        Invalid(
+            "import torch_xla\n@torch_xla.compile\ndef step(x):\n    return model(x).sum()\n"
+            "@torch_xla.compile(full_graph=True)\ndef other(x):\n    return model(x).mean()\n"
+            "for x in loader:\n    total += step(x).item()\n    m = other(x)\n    print(m, flush=True)\n",
+            (9, 11),
+        ),
+        Invalid(
+            "import torch_xla\nclass Trainer:\n    def __init__(self):\n"
+            "        self.step = torch_xla.compile(self.step_fn, full_graph=True)\n"
+            "    def loop(self, loader):\n        for x in loader:\n            loss = self.step(x)\n"
+            "            self.losses.append(float(loss))\n",
+            (8,),
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._tensors: dict[int, set[str]] = {}
+        self._reported_statements: set[int] = set()
+        self._modulo: dict[int, bool] = {}  # id(a test guarding a host read) -> _has_modulo
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.imports_torch_xla:
+            return
+        func = node.func
+        if type(func) is cst.Attribute and func.attr.value in HOST_METHODS:
+            if node.args and not HOST_METHODS[func.attr.value]:
+                return
+            receiver = func.value
+            if _has_host_call(receiver):
+                return  # `t.cpu().detach().numpy()`: reported once, at `.cpu()`
+            if self.ctx.qnames(receiver):
+                return  # a module's function or value (`np.array(...).tolist()`), not a tensor
+            self._check(node, f"`.{func.attr.value}()`", receiver=receiver)
+            return
+        if (
+            type(func) is cst.Name
+            and func.value in ("float", "int")
+            and len(node.args) == 1
+            and node.args[0].keyword is None
+            and not node.args[0].star
+        ):
+            if "builtins." + func.value in self.ctx.qnames(func):
+                self._check(node, f"`{func.value}()` of a tensor", value=node.args[0].value)
+            return
+        if _last_name(func) in ("print", "master_print"):
+            if not self.ctx.is_call_to(node, apis.PRINT, f"{apis.XM}.master_print"):
+                return
+            for arg in node.args:
+                if not arg.star and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+                    if self._check(node, "printing a tensor", value=arg.value, plain=True):
+                        return
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        if self.ctx.imports_torch_xla and isinstance(
+            node.expression, (cst.Name, cst.Attribute, cst.Subscript)
+        ):
+            self._check(node, "formatting a tensor", value=node.expression, plain=True)
+
+    # --------------------------------------------------------------------------
+    def _check(
+        self,
+        node: cst.CSTNode,
+        what: str,
+        *,
+        receiver: cst.CSTNode | None = None,
+        value: cst.CSTNode | None = None,
+        plain: bool = False,
+    ) -> bool:
+        loop = self._step_loop()
+        if loop is None or self._in_verification():
+            return False
+        if receiver is not None:
+            root = chain_root(receiver)
+            if (
+                root is not None
+                and root in self._batch_names(loop)
+                and root not in self._tensor_names(loop)
+            ):
+                return False
+        if value is not None:
+            root = root_name(value)
+            if root is None or root not in self._tensor_names(loop):
+                if plain or not (
+                    isinstance(value, cst.Call)
+                    and any(n.startswith("torch.") for n in self.ctx.qnames(value))
+                ):
+                    return False
+        statement = self._statement_of(node)
+        if statement in self._reported_statements:
+            return (
+                True  # one diagnostic per statement: `allclose(a.cpu(), b.cpu())` is one host read
+            )
+        self._reported_statements.add(statement)
+        return self.report(node, self.message.format(what=what))
+
+    def _statement_of(self, node: cst.CSTNode) -> int:
+        """Identity of the innermost statement holding ``node``."""
+        for anc in reversed(self.ctx.stack):
+            if isinstance(anc, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return id(anc)
+        return id(node)
+
+    def _in_verification(self) -> bool:
+        """Inside an ``assert`` statement or an ``assert*`` call (``self.assertTrue``,
+        ``np.testing.assert_allclose``): checking a value needs the value."""
+        stack = self.ctx.stack
+        for i in range(len(stack) - 2, -1, -1):
+            node = stack[i]
+            kind = type(node)
+            if kind is cst.FunctionDef or kind is cst.Lambda or kind is cst.ClassDef:
+                return False
+            if kind is cst.Assert:
+                return True
+            if type(node) is cst.Call and (_last_name(node.func) or "").startswith("assert"):
+                return True
+        return False
+
+    def _step_loop(self) -> cst.For | cst.While | None:
+        """The innermost loop running the current node on every iteration, if it is a training
+        loop and the node is not under an every-N-steps branch or in a step closure."""
+        stack = self.ctx.stack
+        guarded: list[cst.CSTNode] = []
+        for i in range(len(stack) - 2, -1, -1):
+            node, child = stack[i], stack[i + 1]
+            kind = type(node)
+            if kind is cst.FunctionDef or kind is cst.Lambda or kind is cst.ClassDef:
+                return None
+            if (type(node) is cst.If or type(node) is cst.IfExp) and child is node.body:
+                guarded.append(node.test)
+                if type(node.test) is cst.Name:  # `log_now = step % 100 == 0` ... `if log_now:`
+                    found = definition(self.ctx, node.test)
+                    if found is not None:
+                        guarded.append(found[0])
+            if type(node) is cst.For or type(node) is cst.While:
+                if not (child is node.body or type(node) is cst.While and child is node.test):
+                    continue  # a for-loop's iterable, or an else branch: runs once
+                own, _ = self.facts.loop(node, self.ctx.scope)
+                if not own.trains or is_literal_loop(node):
+                    return None
+                counters = bound_names(node.target) if isinstance(node, cst.For) else set()
+                if any(self._has_modulo(t) or _compares_counter(t, counters) for t in guarded):
+                    return None
+                return node
+        return None
+
+    def _has_modulo(self, test: cst.CSTNode) -> bool:
+        """:func:`_has_modulo` of ``test``, once per test (each host read under it asks)."""
+        found = self._modulo.get(id(test))
+        if found is None:
+            found = self._modulo[id(test)] = _has_modulo(test)
+        return found
+
+    def _batch_names(self, loop: cst.For | cst.While) -> set[str]:
+        return bound_names(loop.target) if isinstance(loop, cst.For) else set()
+
+    def _tensor_names(self, loop: cst.For | cst.While) -> set[str]:
+        """Names holding device tensors in ``loop``: what ``backward()`` is called on, and
+        names assigned from those or from a ``torch.*`` call in the loop."""
+        key = id(loop)
+        if key in self._tensors:
+            return self._tensors[key]
+        _, full = self.facts.loop(loop, self.ctx.scope)
+        names = set(full.backward_roots)
+        assigns: list[tuple[set[str], cst.CSTNode]] = []
+        ctx = self.ctx
+        for node in self.facts.assignments(loop):
+            if type(node) is cst.Assign:
+                targets: set[str] = set()
+                for t in node.targets:
+                    targets |= bound_names(t.target)
+                assigns.append((targets, node.value))
+            elif (type(node) is cst.AugAssign or type(node) is cst.AnnAssign) and (
+                node.value is not None  # an AnnAssign without one binds nothing
+            ):
+                assigns.append((bound_names(node.target), node.value))
+        torchy: set[int] = set()
+        for i, (_, value) in enumerate(assigns):
+            for call in calls_in(value):
+                if any(
+                    n.startswith("torch.") and not n.startswith("torch_xla")
+                    for n in ctx.qnames(call)
+                ) or self.facts.runs_xla_compiled(call, ctx.scope):
+                    torchy.add(i)  # a torch op's result, or what a torch_xla.compile'd step returns
+                    break
+        for _ in range(3):
+            for i, (targets, value) in enumerate(assigns):
+                if i in torchy or _names_in(value) & names:
+                    names |= targets
+        self._tensors[key] = names
+        return names
+
+
+def _has_host_call(node: cst.CSTNode) -> bool:
+    """True when the receiver chain ``node`` already contains ``.item()``/``.cpu()``/..."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in HOST_METHODS:
+                return True
+            node = node.func
+        else:
+            node = node.value
+    return False

@@ -1,0 +1,158 @@
+"""XLA203: a training loop with no step boundary (the graph grows with every iteration)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ...analysis.names import Scope
+from ...diagnostics import Severity
+from ...rule import Invalid, Valid
+from ...scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
+from .common import LoopRule, is_literal_loop
+
+
+class MissingStepBoundary(LoopRule):
+    code = "XLA203"
+    name = "missing-step-boundary"
+    summary = "A training loop with no torch_xla.step()/sync(): the lazy graph grows every step."
+    message = (
+        "training loop without a step boundary: wrap the step in `with torch_xla.step():`, call "
+        "`torch_xla.sync()` after the optimizer step, or iterate an `MpDeviceLoader`"
+    )
+    severity = Severity.ERROR
+    explanation = """\
+## What it does
+In a module that imports torch_xla, flags the innermost loop that runs both `backward()`
+and an optimizer step (`optimizer.step()`, `scaler.step(optimizer)`,
+`xm.optimizer_step(...)`, directly or through a function of the same module) when
+nothing in it ends the step: no `torch_xla.step()`, `torch_xla.sync()`,
+`xm.mark_step()`, `xm.optimizer_step(..., barrier=True)` or call of a function
+compiled with `torch_xla.compile`/`torch.compile` (a decorated function, or a name
+assigned `torch.compile(f, backend="openxla")`: calling it runs its own graph), and the loop does not iterate a torch_xla device loader
+(`MpDeviceLoader`, `ParallelLoader.per_device_loader()`, directly, through
+`enumerate`/`zip`/..., or through a name assigned one in this module). When the loop
+iterates a function parameter or attribute and the module builds a device loader
+somewhere, the loader may be what is passed in, and the loop is not flagged; nor is a
+loop over a literal list or tuple. Modules
+that turn on eager mode (`torch_xla.experimental.eager_mode(True)`) are not checked.
+
+## Why is this bad
+torch_xla traces operations into a graph and only compiles and runs it at a step
+boundary. Without one, each iteration appends its forward, backward and optimizer
+update to the same pending graph: the graph grows without bound, tracing slows down
+step after step, host memory grows, and the device only runs something when a value is
+read (`.item()`), which then compiles a huge, never-reused graph. Checked in torch_xla
+2.9.0: `xm.optimizer_step` (`torch_xla/core/xla_model.py`) reduces gradients, calls
+`optimizer.step()` and calls `torch_xla.sync()` only `if barrier:`; `PerDeviceLoader.next`
+(`torch_xla/distributed/parallel_loader.py`, what `MpDeviceLoader.__iter__` returns)
+calls `torch_xla.sync()` before handing out each batch (every `batches_per_execution`
+batches) and at the end; `torch_xla.step()` (`torch_xla/torch_xla.py`) syncs on exit.
+
+## Example
+```python
+for x, y in loader:                     # a torch DataLoader
+    loss = loss_fn(model(x.to(device)), y.to(device))
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+```
+
+## Use instead
+```python
+for x, y in loader:
+    with torch_xla.step():
+        loss = loss_fn(model(x.to(device)), y.to(device))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+```
+or iterate `pl.MpDeviceLoader(loader, device)`, or call `torch_xla.sync()` at the end
+of the step.
+
+## References
+- https://docs.pytorch.org/xla/master/learn/pytorch-on-xla-devices.html
+- torch_xla 2.9.0 `torch_xla/distributed/parallel_loader.py`, `torch_xla/core/xla_model.py`, `torch_xla/torch_xla.py`
+"""
+    valid = (
+        Valid(
+            "import torch_xla\nfor x in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "device_loader = pl.MpDeviceLoader(loader, device)\nfor step, (x, y) in enumerate(device_loader):\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    xm.optimizer_step(optimizer)\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "def train_loop(loader):\n    for x in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        xm.optimizer_step(optimizer)\n"
+            "train_loop(pl.MpDeviceLoader(train_loader, device))\n"
+        ),
+        Valid(
+            "import torch_xla.core.xla_model as xm\nfor x in loader:\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    xm.optimizer_step(optimizer, barrier=True)\n"
+        ),
+        Valid(
+            "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n    optimizer.step()\n"
+        ),
+        Valid(
+            "import torch_xla\nfor epoch in range(2):\n    for x in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n"
+        ),
+        Valid(
+            "import torch_xla\ndef step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    optimizer.step()\n    torch_xla.sync()\nfor x in loader:\n    step(x)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\ndef train_step(model, x):\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    optimizer.step()\n    return loss\n"
+            "compiled = torch.compile(train_step, backend='openxla')\nfor x in loader:\n"
+            "    compiled(model, x)\n    train_step(cpu_model, x.cpu())\n"
+        ),
+    )
+    invalid = (
+        Invalid(
+            "import torch_xla\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    optimizer.step()\n    optimizer.zero_grad()\n",
+            (2,),
+        ),
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nfor epoch in range(3):\n"
+            "    for x in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
+            "        xm.optimizer_step(optimizer)\n",
+            (3,),
+        ),
+        Invalid(
+            "import torch_xla\nstep = 0\nwhile step < 10:\n    loss = model(batch).sum()\n"
+            "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    step += 1\n",
+            (3,),
+        ),
+    )
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._loop(node)
+
+    def _loop(self, node: cst.For | cst.While) -> None:
+        if not self.ctx.imports_torch_xla or self.facts.eager or is_literal_loop(node):
+            return
+        scope = self.ctx.scope
+        _, full = self.facts.loop(node, scope)
+        if not (full.backward and full.optimizer) or full.boundary:
+            return
+        if self._inner_training_loop(node, scope):
+            return  # the inner loop is the training loop (and is checked itself)
+        if isinstance(node, cst.For) and self.iterates_device_loader(node.iter, scope):
+            return
+        self.report(node)
+
+    def _inner_training_loop(self, node: cst.For | cst.While, scope: Scope) -> bool:
+        facts = self.facts
+        for inner in facts.inner_loops(node):
+            _, f = facts.loop(inner, scope)
+            if f.backward and f.optimizer:
+                return True
+        return False
