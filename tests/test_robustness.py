@@ -396,12 +396,13 @@ def test_file_deleted_between_discovery_and_reading(tmp_path):
     script = textwrap.dedent("""
         import os, sys
         import xla_lint.cli as cli
-        real = cli.discover
+        import xla_lint.pipeline.workspace as workspace
+        real = workspace.discover
         def discover(paths, settings, launchers=None):
             found = real(paths, settings, launchers)
             os.unlink("a.py")  # gone after discovery, before reading
             return found
-        cli.discover = discover
+        workspace.discover = discover
         cli.main(["--isolated", "--no-cache", "--select", "XLA004", "."], prog_name="xla-lint")
     """)
     proc = subprocess.run(

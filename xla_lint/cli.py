@@ -18,7 +18,7 @@ import click
 from . import __version__
 from .config import ConfigError, Settings, build_settings
 from .diagnostics import Diagnostic
-from .pipeline.discover import DiscoveryError, discover
+from .pipeline.discover import DiscoveryError
 from .pipeline.fixes import (
     WriteError,
     applies,
@@ -28,7 +28,8 @@ from .pipeline.fixes import (
     unified_diff,
     write_atomic,
 )
-from .pipeline.run import TOO_LARGE, default_jobs, finalize, lint_file, program_facts, run
+from .pipeline.run import TOO_LARGE, default_jobs, lint_file
+from .pipeline.workspace import lint_buffer, lint_paths, relinter
 from .reporters import Report, reporters, rule_to_json
 from .reporters import statistics as statistics_report
 from .reporters.explain import render_rule
@@ -334,20 +335,16 @@ def check(
             _check_stdin(
                 settings, stdin_filename or "-", options, fix=fix, diff=diff, exit_zero=exit_zero
             )
-        launchers: list[str] = []
-        targets = discover(list(paths) or ["."], settings, launchers)
+        started = time.perf_counter()
+        # More workers than cores only adds start-up and contention (-j 1000 took 50x longer).
+        targets, result = lint_paths(
+            paths,
+            settings,
+            jobs=min(jobs or default_jobs(), default_jobs()),
+            cache=not no_cache,
+        )
     except (ConfigError, DiscoveryError) as exc:
         _fail(str(exc))
-    started = time.perf_counter()
-    # More workers than cores only adds start-up and contention (-j 1000 took 50x longer).
-    result = run(
-        targets,
-        settings,
-        min(jobs or default_jobs(), default_jobs()),
-        cache=not no_cache,
-        launchers=launchers,
-        folders=[p for p in (list(paths) or ["."]) if os.path.isdir(p)],
-    )
     if verbose:
         _log_run(result, time.perf_counter() - started)
     else:
@@ -500,16 +497,10 @@ def _check_stdin(
         result = FileResult(name, [syntax_error(name, exc.message, exc.line, exc.column)])
     else:
         result = lint_file(target, settings, text=text)
-    program = program_facts(
-        [result], settings, entries=(name,)
-    )  # standard input is run as a program
-    diagnostics = finalize([result], program, settings)[0]
+    program, diagnostics = lint_buffer(target, settings, result)  # stdin is run as a program
     fixed, applied = 0, None
     if (fix or diff) and text is not None and kind == "python":
-
-        def relint(version: str) -> list:
-            return finalize([lint_file(target, settings, text=version)], program, settings)[0]
-
+        relint = relinter(target, settings, program)
         outcome = fix_loop(name, text, relint, settings.unsafe_fixes)
         fixed = outcome.applied
         applied = [d for d in diagnostics if applies(d, settings.unsafe_fixes)] if fixed else []
@@ -561,11 +552,7 @@ def _fix(targets: list[Target], settings: Settings, result, write: bool):
             failed = True
             continue
 
-        def relint(version: str, target=target) -> list:
-            return finalize([lint_file(target, settings, text=version)], result.program, settings)[
-                0
-            ]
-
+        relint = relinter(target, settings, result.program)
         outcome = fix_loop(path, text, relint, unsafe)
         if outcome.fixed != text:
             if not write:

@@ -359,15 +359,16 @@ def test_jobs_is_capped_at_the_cores(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from xla_lint import cli
+    from xla_lint.pipeline import workspace
 
     seen = []
-    real = cli.run
+    real = workspace.run
 
     def recording(targets, settings, jobs, **kw):
         seen.append(jobs)
         return real(targets, settings, jobs, **kw)
 
-    monkeypatch.setattr(cli, "run", recording)
+    monkeypatch.setattr(workspace, "run", recording)
     (tmp_path / "a.py").write_text("import torch_xla\nprint(1)\n")
     monkeypatch.chdir(tmp_path)
     for option in (["--jobs", "1000"], [], ["--jobs", "1"]):

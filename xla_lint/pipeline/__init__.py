@@ -5,6 +5,8 @@
   findings kept against the program's facts, suppressions (:func:`~xla_lint.pipeline.run.run`).
 - ``cache``: the per-file result cache; ``fixes``: applying fixes and writing files atomically;
   ``noqa``: ``--add-noqa``'s comments.
+- ``workspace``: the one composition every entry point calls (``xla-lint PATH...``, standard
+  input, ``--fix``, the editor server, the trace's static lint).
 
 The linting of one source (parse, one traversal of every rule) is :mod:`xla_lint.linter`,
 imported lazily by ``run`` so that a run that parses nothing never imports LibCST.

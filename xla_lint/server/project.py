@@ -29,12 +29,11 @@ from ..pipeline.run import (
     lint_bytes,
     lint_file,
     lint_reached,
-    lint_targets,
     program_facts,
     too_large,
 )
+from ..pipeline.workspace import scan_folder
 from ..program.facts import FileFacts
-from ..program.launchers import read_launches
 from ..program.model import Launch, ProgramModel
 from ..results import FileResult
 from ..sources.prefilter import PREFILTER
@@ -85,14 +84,7 @@ class Project:
         self._edited: tuple[str, list[FileFacts], ProgramModel] | None = None
         self._parses: dict[str, Parsed] = {}  # open document -> the parse of its last text
         if root is not None:
-            launchers: list[str] = []
-            try:
-                targets = discover([root], self.settings, launchers)
-            except DiscoveryError:  # the folder is gone
-                targets = []
-            found = lint_targets(targets, self.settings, jobs, self.settings.cache_dir)
-            self.results = {r.path: r for r in found}
-            self.launches = read_launches(launchers, [root])
+            self.results, self.launches = scan_folder(root, self.settings, jobs)
         self.program = self._build(self.results)
 
     def _build(self, results: dict[str, FileResult], entry: str | None = None) -> ProgramModel:

@@ -691,15 +691,13 @@ def lint_static(path: str) -> tuple[list, str | None]:
     and only files of the program whose entry is ``path`` are kept. Returns
     ``(diagnostics, None)`` or ``([], reason)`` when linting failed."""
     from ..config import ConfigError, build_settings
-    from ..pipeline.discover import DiscoveryError, discover
-    from ..pipeline.run import run
+    from ..pipeline.discover import DiscoveryError
+    from ..pipeline.workspace import lint_paths
 
     folder = os.path.dirname(os.path.abspath(path))
     try:
         settings = build_settings(cwd=Path(folder), preview=True)
-        launchers: list[str] = []
-        targets = discover([folder], settings, launchers)
-        result = run(targets, settings, 1, cache=False, launchers=launchers, folders=[folder])
+        _, result = lint_paths([folder], settings)
     except (ConfigError, DiscoveryError) as exc:
         return [], str(exc)
     except Exception as exc:

@@ -1,0 +1,88 @@
+"""The one composition of the pipeline: what every entry point calls to lint.
+
+- :func:`lint_paths`: files and folders, as ``xla-lint PATH...`` and the trace's static lint run
+  them (discover, lint every file, build the program model, keep the findings whose facts hold).
+- :func:`lint_buffer`: one text as a file of its own program (standard input).
+- :func:`relinter`: the function that lints each version of a file under a fixed program model,
+  as ``--fix`` rounds, ``--fix -`` and the editor's "fix all" run it.
+- :func:`scan_folder`: a workspace folder's results and launches before any program model, for the
+  editor server, which then lints open buffers against them.
+
+The stages themselves are :mod:`xla_lint.pipeline.discover` and :mod:`xla_lint.pipeline.run`;
+this module only puts them in order, once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from ..config import Settings
+from ..diagnostics import Diagnostic
+from ..program.launchers import read_launches
+from ..program.model import Launch, ProgramModel
+from ..results import FileResult
+from ..sources.target import Target
+from .discover import discover
+from .run import RunResult, finalize, lint_file, lint_targets, program_facts, run
+
+
+def lint_paths(
+    paths: Sequence[str], settings: Settings, *, jobs: int = 1, cache: bool = False
+) -> tuple[list[Target], RunResult]:
+    """Lint the files and folders ``paths`` (empty: the current folder) as ``xla-lint PATH...``
+    does: the targets linted and the finished run. The folders named contribute their
+    ``pyproject.toml``'s ``[project.scripts]``; shell scripts and docs found on the way are read
+    for the commands that run the tree's files. Raises
+    :class:`~xla_lint.pipeline.discover.DiscoveryError` for a path that does not exist."""
+    named = list(paths) or ["."]
+    launchers: list[str] = []
+    targets = discover(named, settings, launchers)
+    result = run(
+        targets,
+        settings,
+        jobs,
+        cache=cache,
+        launchers=launchers,
+        folders=[p for p in named if os.path.isdir(p)],
+    )
+    return targets, result
+
+
+def relinter(
+    target: Target, settings: Settings, program: ProgramModel
+) -> Callable[[str], list[Diagnostic]]:
+    """``relint(text)``: the diagnostics of ``text`` linted as ``target`` under ``program``'s
+    facts, after suppressions. The program model is the one the run built, kept as it is for
+    every version (a fix does not change which programs run the file)."""
+
+    def relint(text: str) -> list[Diagnostic]:
+        return finalize([lint_file(target, settings, text=text)], program, settings)[0]
+
+    return relint
+
+
+def lint_buffer(
+    target: Target, settings: Settings, result: FileResult
+) -> tuple[ProgramModel, list[Diagnostic]]:
+    """The program model of one buffer run as a program of its own (its ``result``, from
+    :func:`~xla_lint.pipeline.run.lint_file` of its text), and its diagnostics under it."""
+    program = program_facts([result], settings, entries=(target.path,))
+    return program, finalize([result], program, settings)[0]
+
+
+def scan_folder(
+    root: str, settings: Settings, jobs: int = 1
+) -> tuple[dict[str, FileResult], list[Launch]]:
+    """Every file ``xla-lint ROOT`` would lint, linted (from the result cache where it can), and
+    the launches of the folder's scripts and docs: what the editor server builds its program
+    model from. A folder that is gone gives nothing."""
+    from .discover import DiscoveryError
+
+    launchers: list[str] = []
+    try:
+        targets = discover([root], settings, launchers)
+    except DiscoveryError:  # the folder is gone
+        targets = []
+    found = lint_targets(targets, settings, jobs, settings.cache_dir)
+    return {r.path: r for r in found}, read_launches(launchers, [root])
