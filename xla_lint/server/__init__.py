@@ -485,7 +485,9 @@ def serve(debounce: float = DEBOUNCE) -> int:
     Standard output carries the protocol, so anything else printed there (a warning from a
     library) goes to standard error instead. The garbage collector runs less often.
     """
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    # The process's own standard output: the command line's (xla_lint.stdout) drops what is
+    # written after the reader left, where the server has to see that its client is gone.
+    stdin, stdout = sys.stdin.buffer, (sys.__stdout__ or sys.stdout).buffer
     sys.stdout = sys.stderr
     # A lint makes ~10^5 LibCST nodes: with the default threshold (700 allocations) the cyclic
     # collector runs hundreds of times a lint, a fifth to a quarter of its time (measured on a
