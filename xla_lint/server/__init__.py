@@ -44,6 +44,7 @@ from ..results import FileResult
 from ..sources.suppress import find_suppressions
 from .convert import SOURCE, Text, hover_text, to_lsp
 from .project import PYTHON_SUFFIXES, Linted, Project
+from .protocol import Protocol, describe
 
 DEBOUNCE = 0.15  # seconds without a change before a document is linted again
 FIX_ALL = f"{lsp.CodeActionKind.SourceFixAll.value}.{SOURCE}"
@@ -56,8 +57,15 @@ class XlaLintServer(LanguageServer):
     """The xla-lint language server; ``debounce``: seconds to wait after a change (0 in tests),
     ``jobs``: worker processes for a workspace folder's first run."""
 
+    protocol: Protocol
+
     def __init__(self, debounce: float = DEBOUNCE, jobs: int = 1) -> None:
-        super().__init__(SOURCE, __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Full)
+        super().__init__(
+            SOURCE,
+            __version__,
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Full,
+            protocol_cls=Protocol,
+        )
         self.debounce = debounce
         self.jobs = jobs
         self.projects: dict[tuple[bool, str], Project] = {}
@@ -95,6 +103,12 @@ class XlaLintServer(LanguageServer):
             return handler(params)
 
         self.feature(method, options)(run_async if asyncio.iscoroutinefunction(handler) else run)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """An exception in a handler, or a message that did not parse: pygls's default shows
+        it to the user (``window/showMessage``, a popup); here it goes to the client's log
+        (a request's error is also in its response)."""
+        self.protocol.log(*describe(error))
 
     def shutdown(self) -> None:
         """Stop the worker thread too (a lint under way finishes; queued ones are dropped)."""
