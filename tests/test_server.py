@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -1122,3 +1123,51 @@ def test_malformed_messages_are_logged_and_requests_answered(tmp_path: Path) -> 
     finally:
         status = server.close()
     assert status == 0
+
+
+def _big_module(functions: int) -> str:
+    """A module whose lint takes seconds (LibCST parses ~30 s per MB)."""
+    body = "".join(
+        f"def step_{i}(x):\n    device = xm.xla_device()\n    return x.to(device) * {i}\n"
+        for i in range(functions)
+    )
+    return "import torch_xla.core.xla_model as xm\n" + body
+
+
+@pytest.mark.parametrize("name, linting", [("SIGINT", False), ("SIGINT", True), ("SIGTERM", True)])
+def test_server_command_ends_on_a_signal(tmp_path: Path, name: str, linting: bool) -> None:
+    """Ctrl-C in the terminal running ``xla-lint server`` (SIGINT) or a request to end
+    (SIGTERM) ends it at once, idle or in the middle of a lint (whose LibCST parse holds the
+    interpreter for seconds): killed by the signal, as a shell reports with status 128 + its
+    number (130 for Ctrl-C), without a traceback."""
+    signum = getattr(signal, name)
+    root = workspace(tmp_path, {"big.py": _big_module(3000)})
+    server = RawServer(root)
+    try:
+        server.initialize()
+        if linting:
+            server.notify(
+                "textDocument/didOpen",
+                {
+                    "textDocument": {
+                        "uri": from_fs_path(str(root / "big.py")),
+                        "languageId": "python",
+                        "version": 1,
+                        "text": (root / "big.py").read_text(),
+                    }
+                },
+            )
+            time.sleep(0.5)  # the lint has started; it takes seconds
+        sent = time.monotonic()
+        server.proc.send_signal(signum)
+        status = server.proc.wait(10)
+        took = time.monotonic() - sent
+    finally:
+        server.close()
+    assert status == -signum
+    assert took < 5, took
+    if linting:  # it was still linting: no diagnostics came
+        while not server.received.empty():
+            message = server.received.get_nowait()
+            assert message is None or message.get("method") != "textDocument/publishDiagnostics"
+    assert b"Traceback" not in server.stderr, server.stderr.decode(errors="replace")
