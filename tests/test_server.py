@@ -757,7 +757,9 @@ def test_server_command_without_the_lsp_extra() -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr == (
-        "xla-lint: error: xla-lint server needs the lsp extra: pip install 'xla-lint[lsp]'\n"
+        "xla-lint: error: xla-lint server needs the lsp extra: pip install -e '.[lsp]' in a "
+        "clone of xla-lint, or pip install 'xla-lint[lsp] @ git+REPOSITORY-URL' "
+        "(docs/editors.md)\n"
     )
 
 

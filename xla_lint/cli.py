@@ -866,5 +866,8 @@ def server_command(stdio: bool) -> None:
     except ImportError as exc:
         if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
             raise
-        _fail("xla-lint server needs the lsp extra: pip install 'xla-lint[lsp]'")
+        _fail(  # xla-lint is not on PyPI: `pip install 'xla-lint[lsp]'` finds nothing
+            "xla-lint server needs the lsp extra: pip install -e '.[lsp]' in a clone of "
+            "xla-lint, or pip install 'xla-lint[lsp] @ git+REPOSITORY-URL' (docs/editors.md)"
+        )
     sys.exit(serve())
