@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -754,7 +757,9 @@ def test_server_command_without_the_lsp_extra() -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr == (
-        "xla-lint: error: xla-lint server needs the lsp extra: pip install 'xla-lint[lsp]'\n"
+        "xla-lint: error: xla-lint server needs the lsp extra: pip install -e '.[lsp]' in a "
+        "clone of xla-lint, or pip install 'xla-lint[lsp] @ git+REPOSITORY-URL' "
+        "(docs/editors.md)\n"
     )
 
 
@@ -914,3 +919,257 @@ def test_a_file_above_max_file_size_is_named_once(tmp_path: Path) -> None:
             assert "model.py is not linted (too large" in warnings[0].message
 
     run(scenario())
+
+
+# ---- a client that sends what it should not; signals ------------------------------------
+
+
+class RawServer:
+    """``python -m xla_lint server`` over its standard streams, written to as bytes (a body
+    that is not JSON cannot go through a LanguageClient). Every wait is bounded by TIMEOUT."""
+
+    def __init__(self, root: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "xla_lint", "server"],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.root = root
+        self.received: queue.Queue[dict | None] = queue.Queue()
+        self.log: list[dict] = []  # every message received, in order
+        self.stderr = b""
+        self._ids = iter(range(1, 10**6))
+        threading.Thread(target=self._read, daemon=True).start()
+        self._errors = threading.Thread(target=self._read_stderr, daemon=True)
+        self._errors.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while True:
+            length = 0
+            while True:
+                header = self.proc.stdout.readline()
+                if not header:
+                    self.received.put(None)
+                    return
+                if header.lower().startswith(b"content-length:"):
+                    length = int(header.split(b":")[1])
+                elif not header.strip():
+                    break
+            self.received.put(json.loads(self.proc.stdout.read(length)))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def send(self, message: dict | bytes) -> None:
+        assert self.proc.stdin is not None
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def until(self, done) -> list[dict]:
+        """The messages received up to and with the first that ``done`` accepts."""
+        got: list[dict] = []
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            message = self.received.get(timeout=max(0.01, deadline - time.monotonic()))
+            assert message is not None, f"the server closed its output: {self.stderr[-2000:]!r}"
+            got.append(message)
+            self.log.append(message)
+            if done(message):
+                return got
+
+    def request(self, method: str, params: Any) -> tuple[dict, list[dict]]:
+        """The response to a request, and the messages that came before it."""
+        msg_id = next(self._ids)
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        got = self.until(lambda m: m.get("id") == msg_id and "method" not in m)
+        return got[-1], got[:-1]
+
+    def notify(self, method: str, params: Any) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def initialize(self) -> None:
+        response, _ = self.request(
+            "initialize", {"capabilities": {}, "rootUri": from_fs_path(str(self.root))}
+        )
+        assert "result" in response, response
+        self.notify("initialized", {})
+
+    def close(self) -> int:
+        """Shut the server down as an editor does (if it is still running); its exit status."""
+        try:
+            if self.proc.poll() is None:
+                self.request("shutdown", None)
+                self.notify("exit", None)
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            return self.proc.wait(TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(TIMEOUT)
+            self._errors.join(TIMEOUT)
+
+
+SCRIPT = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
+
+
+def test_malformed_messages_are_logged_and_requests_answered(tmp_path: Path) -> None:
+    """A change to a document that is not open, a body that is not JSON or not a JSON-RPC
+    object, a position outside LSP's range: each goes to the client's log
+    (``window/logMessage``), a request is answered with InvalidParams (-32602), nothing is
+    shown to the user (``window/showMessage``) and the server goes on answering."""
+    root = workspace(tmp_path, {"script.py": SCRIPT})
+    uri = from_fs_path(str(root / "script.py"))
+    unopened = from_fs_path(str(root / "other.py"))
+    server = RawServer(root)
+    try:
+        server.initialize()
+
+        def exchange(message: dict | bytes) -> list[dict]:
+            """What the server sent for ``message``: up to the answer to a hover of an unopened
+            document sent after it (null: messages are taken in order)."""
+            server.send(message)
+            response, before = server.request(
+                "textDocument/hover",
+                {"textDocument": {"uri": unopened}, "position": {"line": 0, "character": 0}},
+            )
+            assert response.get("result", "missing") is None, response
+            return before
+
+        def logged(message: dict | bytes) -> list[str]:
+            return [m["params"]["message"] for m in exchange(message) if m.get("method") == LOG]
+
+        LOG = "window/logMessage"
+        change = {
+            "textDocument": {"uri": unopened, "version": 2},
+            "contentChanges": [{"text": "x = 1\n"}],
+        }
+        assert logged({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": change}) == [
+            f"xla-lint: ignored textDocument/didChange of {unopened}: the document is not open"
+        ]
+        for body, said in [
+            (b"[1, 2]", "ignored a message that is not a JSON-RPC object: [1, 2]"),
+            (b"42", "ignored a message that is not a JSON-RPC object: 42"),
+            (b'{"id": 7}', 'ignored a message that is not a JSON-RPC object: {"id": 7}'),
+            (b"{not json", "ignored a message that is not JSON: Expecting property name"),
+        ]:
+            logs = logged(body)
+            assert len(logs) == 1 and logs[0].startswith(f"xla-lint: {said}"), (body, logs)
+
+        server.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": SCRIPT}},
+        )
+        server.until(lambda m: m.get("method") == "textDocument/publishDiagnostics")
+
+        def hover(line: int, character: int) -> dict:
+            return {
+                "textDocument": {"uri": uri},
+                "position": {"line": line, "character": character},
+            }
+
+        def actions(start: tuple[int, int], end: tuple[int, int]) -> dict:
+            return {
+                "textDocument": {"uri": uri},
+                "range": {
+                    "start": {"line": start[0], "character": start[1]},
+                    "end": {"line": end[0], "character": end[1]},
+                },
+                "context": {"diagnostics": []},
+            }
+
+        for method, params, problem in [
+            (
+                "textDocument/hover",
+                hover(-1, 0),
+                "Position.line should be in range [0:2147483647], but was -1. @ $.params.position",
+            ),
+            (
+                "textDocument/hover",
+                hover(0, 2**31),
+                "Position.character should be in range [0:2147483647], but was 2147483648.",
+            ),
+            (
+                "textDocument/codeAction",
+                actions((-3, 0), (0, 0)),
+                "Position.line should be in range [0:2147483647], but was -3. @ $.params.range",
+            ),
+            (
+                "textDocument/hover",
+                {"textDocument": {"uri": uri}},
+                "required field missing @ $.params.position",
+            ),
+        ]:
+            sent = exchange({"jsonrpc": "2.0", "id": "bad", "method": method, "params": params})
+            responses = [m for m in sent if m.get("id") == "bad"]
+            assert len(responses) == 1 and "error" in responses[0], sent
+            error = responses[0]["error"]
+            assert error["code"] == -32602, error
+            assert error["message"].startswith(f"Invalid params of {method}: {problem}"), error
+            logs = [m["params"]["message"] for m in sent if m.get("method") == LOG]
+            assert len(logs) == 1 and problem in logs[0], logs
+
+        # Past the end of the text, inside LSP's range: nothing there, or the text's end.
+        assert server.request("textDocument/hover", hover(1000, 5))[0]["result"] is None
+        fixes = server.request("textDocument/codeAction", actions((0, 0), (99, 99)))[0]["result"]
+        assert [a["title"] for a in fixes][:1] == ["xla-lint (XLA302): call `torch_xla.sync()`"]
+        # Still answering: the rule's summary over the finding.
+        found = server.request("textDocument/hover", hover(1, 4))[0]["result"]
+        assert "**XLA302**" in found["contents"]["value"]
+        assert [m for m in server.log if m.get("method") == "window/showMessage"] == []
+    finally:
+        status = server.close()
+    assert status == 0
+
+
+def _big_module(functions: int) -> str:
+    """A module whose lint takes seconds (LibCST parses ~30 s per MB)."""
+    body = "".join(
+        f"def step_{i}(x):\n    device = xm.xla_device()\n    return x.to(device) * {i}\n"
+        for i in range(functions)
+    )
+    return "import torch_xla.core.xla_model as xm\n" + body
+
+
+@pytest.mark.parametrize("name, linting", [("SIGINT", False), ("SIGINT", True), ("SIGTERM", True)])
+def test_server_command_ends_on_a_signal(tmp_path: Path, name: str, linting: bool) -> None:
+    """Ctrl-C in the terminal running ``xla-lint server`` (SIGINT) or a request to end
+    (SIGTERM) ends it at once, idle or in the middle of a lint (whose LibCST parse holds the
+    interpreter for seconds): killed by the signal, as a shell reports with status 128 + its
+    number (130 for Ctrl-C), without a traceback."""
+    signum = getattr(signal, name)
+    root = workspace(tmp_path, {"big.py": _big_module(3000)})
+    server = RawServer(root)
+    try:
+        server.initialize()
+        if linting:
+            server.notify(
+                "textDocument/didOpen",
+                {
+                    "textDocument": {
+                        "uri": from_fs_path(str(root / "big.py")),
+                        "languageId": "python",
+                        "version": 1,
+                        "text": (root / "big.py").read_text(),
+                    }
+                },
+            )
+            time.sleep(0.5)  # the lint has started; it takes seconds
+        sent = time.monotonic()
+        server.proc.send_signal(signum)
+        status = server.proc.wait(10)
+        took = time.monotonic() - sent
+    finally:
+        server.close()
+    assert status == -signum
+    assert took < 5, took
+    if linting:  # it was still linting: no diagnostics came
+        while not server.received.empty():
+            message = server.received.get_nowait()
+            assert message is None or message.get("method") != "textDocument/publishDiagnostics"
+    assert b"Traceback" not in server.stderr, server.stderr.decode(errors="replace")

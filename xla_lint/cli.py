@@ -36,6 +36,7 @@ from .reporters.explain import render_rule
 from .results import FileResult, syntax_error
 from .sources.target import DOCUMENT_SUFFIXES, NOTEBOOK_SUFFIX, Target
 from .sources.text import SourceError, decode_with_encoding, read_source
+from .stdout import guard
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a job stopped by Ctrl-C
@@ -69,6 +70,7 @@ class DefaultGroup(click.Group):
         ours, instead of click's usage block."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        guard()  # `xla-lint . | head`: the run ends as it would have, quietly (docs/cli.md)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.UsageError as exc:
@@ -89,8 +91,6 @@ class DefaultGroup(click.Group):
             raise
         except KeyboardInterrupt:  # click would print "Aborted!" and exit 1, the code for findings
             _interrupted()
-        except BrokenPipeError:  # `xla-lint ... | head`
-            sys.exit(EXIT_ERROR)
         except Exception as exc:  # a bug of ours: one line, a defined exit code, no traceback
             click.echo(
                 f"xla-lint: internal error (please report): {type(exc).__name__}: {exc}", err=True
@@ -853,5 +853,8 @@ def server_command(stdio: bool) -> None:
     except ImportError as exc:
         if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
             raise
-        _fail("xla-lint server needs the lsp extra: pip install 'xla-lint[lsp]'")
+        _fail(  # xla-lint is not on PyPI: `pip install 'xla-lint[lsp]'` finds nothing
+            "xla-lint server needs the lsp extra: pip install -e '.[lsp]' in a clone of "
+            "xla-lint, or pip install 'xla-lint[lsp] @ git+REPOSITORY-URL' (docs/editors.md)"
+        )
     sys.exit(serve())

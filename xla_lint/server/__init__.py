@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import signal
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ from ..results import FileResult
 from ..sources.suppress import find_suppressions
 from .convert import SOURCE, Text, hover_text, to_lsp
 from .project import PYTHON_SUFFIXES, Linted, Project
+from .protocol import Protocol, describe
 
 DEBOUNCE = 0.15  # seconds without a change before a document is linted again
 FIX_ALL = f"{lsp.CodeActionKind.SourceFixAll.value}.{SOURCE}"
@@ -56,8 +58,15 @@ class XlaLintServer(LanguageServer):
     """The xla-lint language server; ``debounce``: seconds to wait after a change (0 in tests),
     ``jobs``: worker processes for a workspace folder's first run."""
 
+    protocol: Protocol
+
     def __init__(self, debounce: float = DEBOUNCE, jobs: int = 1) -> None:
-        super().__init__(SOURCE, __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Full)
+        super().__init__(
+            SOURCE,
+            __version__,
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Full,
+            protocol_cls=Protocol,
+        )
         self.debounce = debounce
         self.jobs = jobs
         self.projects: dict[tuple[bool, str], Project] = {}
@@ -95,6 +104,12 @@ class XlaLintServer(LanguageServer):
             return handler(params)
 
         self.feature(method, options)(run_async if asyncio.iscoroutinefunction(handler) else run)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """An exception in a handler, or a message that did not parse: pygls's default shows
+        it to the user (``window/showMessage``, a popup); here it goes to the client's log
+        (a request's error is also in its response)."""
+        self.protocol.log(*describe(error))
 
     def shutdown(self) -> None:
         """Stop the worker thread too (a lint under way finishes; queued ones are dropped)."""
@@ -485,11 +500,20 @@ def serve(debounce: float = DEBOUNCE) -> int:
     Standard output carries the protocol, so anything else printed there (a warning from a
     library) goes to standard error instead. The garbage collector runs less often.
     """
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    # The process's own standard output: the command line's (xla_lint.stdout) drops what is
+    # written after the reader left, where the server has to see that its client is gone.
+    stdin, stdout = sys.stdin.buffer, (sys.__stdout__ or sys.stdout).buffer
     sys.stdout = sys.stderr
     # A lint makes ~10^5 LibCST nodes: with the default threshold (700 allocations) the cyclic
     # collector runs hundreds of times a lint, a fifth to a quarter of its time (measured on a
     # 1,000-line file: 257 -> 190 ms). The nodes form no cycles (reference counts free them).
     gc.set_threshold(100_000, 50, 100)
+    # Ctrl-C in the terminal running the server: the signal's default action ends the process
+    # at once. Python's KeyboardInterrupt did nothing: pygls swallows it, then the interpreter
+    # waits for ever for its thread blocked reading standard input (and a LibCST parse holds
+    # the interpreter for seconds). Nothing is left half-written (the cache is written to a
+    # temporary file and renamed); a shell reports 130. SIGTERM keeps its default action too.
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     XlaLintServer(debounce).start_io(stdin, stdout)
     return 0
