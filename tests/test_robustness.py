@@ -588,3 +588,50 @@ def test_fix_never_overwrites_an_edit_made_while_it_ran(tmp_path, monkeypatch, m
     assert result.exit_code == 1, result.output
     assert "a.py: changed while it was being fixed, left unchanged (run again)" in result.output
     assert path.read_text() == PRINT + "y = 2\n"
+
+
+def test_a_folder_named_from_its_parent_uses_its_own_configuration(tmp_path):
+    # `xla-lint proj` from the parent folder silently ignored proj/pyproject.toml (Ruff uses
+    # the nearest configuration of what it lints).
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text('[tool.xla-lint]\nignore = ["XLA004"]\n')
+    (proj / "a.py").write_text(PRINT)
+    proc = xla(tmp_path, "--no-cache", "proj")
+    assert proc.returncode == 0, proc.stdout
+    proc = xla(tmp_path, "--no-cache", "proj/a.py")
+    assert proc.returncode == 0, proc.stdout
+    # a folder without configuration of its own still takes the one around the run
+    (tmp_path / "pyproject.toml").write_text('[tool.xla-lint]\nignore = ["XLA004"]\n')
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "b.py").write_text(PRINT)
+    assert xla(tmp_path, "--no-cache", "other").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ('cache-dir = ""', "cache-dir must name a folder (it is empty)"),
+        ("select = []", "select = [] turns every rule off"),
+    ],
+)
+def test_configuration_values_that_silently_did_the_wrong_thing(tmp_path, table, message):
+    # cache-dir = "" wrote cache files into the project's root; select = [] checked nothing.
+    (tmp_path / "pyproject.toml").write_text(f"[tool.xla-lint]\n{table}\n")
+    (tmp_path / "a.py").write_text(PRINT)
+    proc = xla(tmp_path, ".")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "pyproject.toml"]
+
+
+def test_config_file_without_an_xla_lint_table_is_an_error(tmp_path):
+    # --config other.toml without [tool.xla-lint] silently used the defaults.
+    (tmp_path / "other.toml").write_text("[tool.ruff]\nline-length = 90\n")
+    (tmp_path / "a.py").write_text(PRINT)
+    proc = xla(tmp_path, "--no-cache", "--config", "other.toml", ".")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "xla-lint: error: other.toml: no [tool.xla-lint] table (the file --config names must have one)"
+    ]

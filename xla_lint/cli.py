@@ -314,6 +314,7 @@ def check(
     try:
         settings = build_settings(
             cwd=Path.cwd(),
+            start=_config_start(paths, stdin_filename),
             config_file=config_file,
             select=_split_codes(select, "--select"),
             extend_select=_split_codes(extend_select, "--extend-select"),
@@ -478,6 +479,20 @@ def _log_run(result, seconds: float) -> None:
         f"{result.suppressed} suppressed by comments",
         err=True,
     )
+
+
+def _config_start(paths: tuple[str, ...], stdin_filename: str | None) -> Path | None:
+    """The folder the configuration is looked for from: the one holding every path named (the
+    folder named, or a named file's folder), ``--stdin-filename``'s folder for standard input;
+    None (the current folder) when no path is named."""
+    named = [stdin_filename or "."] if paths == ("-",) else list(paths)
+    folders = [os.path.abspath(p if os.path.isdir(p) else os.path.dirname(p) or ".") for p in named]
+    if not folders:
+        return None
+    try:
+        return Path(os.path.commonpath(folders))
+    except ValueError:  # paths on different drives
+        return None
 
 
 def _check_stdin(

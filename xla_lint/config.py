@@ -171,8 +171,10 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def load_table(path: Path) -> dict[str, Any]:
-    """The ``[tool.xla-lint]`` table of ``path``; raises ConfigError on bad TOML."""
+def load_table(path: Path, required: bool = False) -> dict[str, Any]:
+    """The ``[tool.xla-lint]`` table of ``path``; raises ConfigError on bad TOML, and with
+    ``required`` (a file named by ``--config``) when the file has no such table: its settings
+    would otherwise be silently the defaults."""
     try:
         data = tomllib.loads(read_source(str(path), MAX_CONFIG_BYTES).decode("utf-8"))
     except FileNotFoundError:
@@ -184,6 +186,10 @@ def load_table(path: Path) -> dict[str, Any]:
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: `tool` must be a table")
+    if required and "xla-lint" not in tool:
+        raise ConfigError(
+            f"{path}: no [tool.xla-lint] table (the file --config names must have one)"
+        )
     table = tool.get("xla-lint", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.xla-lint] must be a table")
@@ -302,8 +308,14 @@ def build_settings(
     preview: bool | None = None,
     max_file_size: str | None = None,
     unsafe_fixes: bool | None = None,
+    start: Path | None = None,
 ) -> Settings:
     """Merge the config file (found from ``cwd`` unless given) with command-line values.
+
+    ``start``: the folder of what is linted (the folder holding every path named); the nearest
+    ``[tool.xla-lint]`` at or above it is used, as Ruff uses the nearest configuration, so
+    ``xla-lint proj`` from the parent folder reads ``proj/pyproject.toml``. When ``start`` has
+    none above it (a path outside the current folder), the one found from ``cwd`` applies.
 
     Command-line ``select``/``ignore`` replace the file's; ``extend_select`` and
     ``exclude`` add to them. Raises ConfigError with a one-line message.
@@ -311,15 +323,20 @@ def build_settings(
     path = None
     table: dict[str, Any] = {}
     if not isolated:
-        path = config_file or find_pyproject(cwd)
+        path = config_file or (start is not None and find_pyproject(start)) or find_pyproject(cwd)
         if path is not None:
-            table = load_table(path)
+            table = load_table(path, required=config_file is not None)
     source = str(path) if path else "configuration"
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"{source}: unknown key {unknown[0]!r} in [tool.xla-lint]")
 
     file_select = _codes(table["select"], "select", source) if "select" in table else None
+    if file_select == []:  # as `--select ''` on the command line: nothing would be checked
+        raise ConfigError(
+            f"{source}: select = [] turns every rule off; remove it for the default rules, "
+            "or list codes"
+        )
     file_extend = _codes(table.get("extend-select", []), "extend-select", source)
     file_ignore = _codes(table.get("ignore", []), "ignore", source)
     cli_select = _codes(select, "--select", "command line") if select else None
@@ -383,6 +400,8 @@ def build_settings(
     cdir = cache_dir or table.get("cache-dir", ".xla_lint_cache")
     if not isinstance(cdir, str):
         raise ConfigError(f"{source}: cache-dir must be a string")
+    if not cdir.strip():  # "" would write the cache's files into the project's own folder
+        raise ConfigError(f"{source}: cache-dir must name a folder (it is empty)")
     if max_file_size is not None:
         size_limit = parse_size(max_file_size, "--max-file-size", "command line")
     else:
