@@ -188,10 +188,74 @@ def test_a_program_on_path_is_run_only_when_it_is_a_python_script(tmp_path, monk
         resolve_target(["tool", "-c", "x"], str(tmp_path))
 
 
+#: An executable's first bytes (ELF header), as /bin/true starts.
+ELF = b"\x7fELF\x02\x01\x01\x00" + bytes(56)
+
+
+@pytest.mark.parametrize(
+    "name, content, why",
+    [
+        ("prog", ELF, "an executable binary"),
+        ("data.bin", b"print(1)\n\x00\x01", "a binary file: it holds NUL bytes"),
+        ("run.sh", b"#!/bin/bash\necho hi\n", "its #! line runs /bin/bash"),
+        ("tool", b"#!/usr/bin/env node\nconsole.log(1)\n", "its #! line runs /usr/bin/env node"),
+    ],
+    ids=["elf", "nul-bytes", "bash", "node"],
+)
+def test_a_file_that_is_not_python_source_is_refused(tmp_path, name, content, why):
+    """`trace -- /bin/true` ran the binary as a Python script: the report said the script
+    raised "SyntaxError: source code string cannot contain null bytes" (exit 1)."""
+    (tmp_path / name).write_bytes(content)
+    (tmp_path / name).chmod(0o755)
+    for words in ([f"./{name}"], [str(tmp_path / name)], ["python", name, "--x"]):
+        with pytest.raises(TraceUsageError) as info:
+            resolve_target(words, str(tmp_path))
+        head = words[1] if words[0] == "python" else words[0]
+        assert str(info.value).startswith(
+            f"`{head}` is not a Python script ({why}); trace runs Python: "
+        ), info.value
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_refused_without_reading_it(tmp_path):
+    os.mkfifo(tmp_path / "train.py")
+    with pytest.raises(TraceUsageError, match=r"not a Python script \(not a regular file\)"):
+        resolve_target(["python", "train.py"], str(tmp_path))
+
+
+def test_what_python_runs_is_still_traced(tmp_path, monkeypatch):
+    """A `.py` file (whatever its `#!` line), a zipapp, a console script whose `#!` names
+    python, and pip's `/bin/sh` trampoline for a long interpreter path are Python."""
+    import zipapp
+
+    (tmp_path / "train.py").write_text("#!/bin/bash\nprint(1)\n")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text("print(1)\n")
+    zipapp.create_archive(tmp_path / "app", tmp_path / "app.pyz", interpreter="/usr/bin/python3")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "long-cli").write_text(
+        "#!/bin/sh\n'''exec' \"/a/very/long/venv path/bin/python\" \"$0\" \"$@\"\n' '''\nprint(1)\n"
+    )
+    (bin_dir / "long-cli").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    for words, target in (
+        (["python", "train.py"], tmp_path / "train.py"),
+        (["train.py"], tmp_path / "train.py"),
+        (["python", "app.pyz"], tmp_path / "app.pyz"),
+        (["long-cli", "--lr", "1"], bin_dir / "long-cli"),
+    ):
+        t = resolve_target(words, str(tmp_path))
+        assert (t.kind, t.target) == ("path", str(target)), words
+
+
 def test_cli_usage_errors_are_one_line_exit_2(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "prog").write_bytes(ELF)
+    (tmp_path / "prog").chmod(0o755)
     runner = CliRunner()
     for args, text in (
+        (["trace", "--", "./prog"], "`./prog` is not a Python script (an executable binary)"),
         (["trace", "--", "python", "nothere.py"], "no such script: nothere.py"),
         (["trace"], "nothing to trace"),
         (["trace", "--steps", "0", "--", "x.py"], "--steps"),

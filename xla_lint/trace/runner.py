@@ -161,15 +161,57 @@ def _is_python(word: str) -> bool:
 
 def _python_shebang(program: str) -> bool:
     """Whether the file ``program`` starts with a ``#!`` line naming a Python interpreter
-    (``#!/usr/bin/env python3``, a virtualenv's ``#!/.../bin/python``)."""
+    (``#!/usr/bin/env python3``, a virtualenv's ``#!/.../bin/python``), or with the ``/bin/sh``
+    trampoline pip writes for a console script when the interpreter's path is too long for a
+    ``#!`` line (``#!/bin/sh``, then ``'''exec' "/long/path/python" "$0" "$@"``)."""
     try:
         with open(program, "rb") as f:
-            first = f.readline(256)
+            first, second = f.readline(256), f.readline(1024)
     except OSError:
         return False
     if not first.startswith(b"#!"):
         return False
-    return any(_is_python(word) for word in first[2:].decode("utf-8", "replace").split())
+    if any(_is_python(word) for word in first[2:].decode("utf-8", "replace").split()):
+        return True
+    if not second.startswith(b"'''exec' "):
+        return False
+    try:
+        words = shlex.split(second[len(b"'''exec' ") :].decode("utf-8", "replace"))
+    except ValueError:
+        return False
+    return bool(words) and _is_python(words[0])
+
+
+#: Bytes of a script read to tell whether it is Python source.
+SOURCE_PROBE_BYTES = 1 << 20
+
+
+def _not_python(path: str) -> str | None:
+    """Why the file ``path`` cannot be a Python script, or ``None`` when it may be one: not a
+    regular file (a FIFO or a device: reading it could block), an executable binary, NUL bytes
+    (Python source has none), or a ``#!`` line naming another interpreter (``#!/bin/sh``; a
+    ``.py`` file is Python whatever its ``#!`` line says). What ``python FILE`` also runs is
+    accepted: a zip archive (a zipapp) and compiled bytecode of this Python (``.pyc``)."""
+    import stat
+    import zipfile
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "not a regular file"
+        with open(path, "rb") as f:
+            head = f.read(SOURCE_PROBE_BYTES)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    if head.startswith(b"\x7fELF"):
+        return "an executable binary"
+    if head.startswith(importlib.util.MAGIC_NUMBER):
+        return None
+    if b"\0" in head:
+        return None if zipfile.is_zipfile(path) else "a binary file: it holds NUL bytes"
+    if head.startswith(b"#!") and not path.endswith((".py", ".pyw")) and not _python_shebang(path):
+        line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+        return f"its #! line runs {line}"
+    return None
 
 
 def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
@@ -177,8 +219,9 @@ def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
 
     A leading ``python``/``python3``/``pythonX.Y`` (or this interpreter's path) means this
     interpreter; ``-m MODULE`` runs a module. Raises :class:`TraceUsageError` for an empty
-    command, a missing script, an interpreter option we do not pass on, or a launcher that
-    starts several processes (not traced yet).
+    command, a missing script, a file or program that is not Python (a binary, a ``#!`` line
+    naming another interpreter: :func:`_not_python`), an interpreter option we do not pass
+    on, or a launcher that is not traced.
     """
     words = list(command)
     if words and words[0] == "--":
@@ -224,6 +267,13 @@ def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
     if os.path.isdir(path):
         if not os.path.exists(os.path.join(path, "__main__.py")):
             raise TraceUsageError(f"{head} is a folder without __main__.py")
+    else:
+        why = _not_python(path)
+        if why is not None:
+            raise TraceUsageError(
+                f"`{head}` is not a Python script ({why}); trace runs Python: "
+                "`xla-lint trace -- python train.py ARGS` or `-- python -m MODULE ARGS`"
+            )
     return Target("path", os.path.abspath(path), tuple(words[1:]))
 
 
