@@ -16,8 +16,9 @@ from click.testing import CliRunner
 
 from xla_lint.cli import main
 from xla_lint.diagnostics import Diagnostic
-from xla_lint.trace import hook
+from xla_lint.trace import hook, runner
 from xla_lint.trace.events import EVENT_SCHEMA, REPORT_SCHEMA, Location, Trace
+from xla_lint.trace.hosts import failures
 from xla_lint.trace.report import (
     adam_constant_step,
     analyse,
@@ -121,6 +122,36 @@ def test_faulthandler_dump_gives_the_script_thread(tmp_path):
         '  File "<frozen runpy>", line 88 in _run_code\n'
     )
     assert _read_stack(str(dump))[0] == {"path": "/u/train.py", "line": 7, "function": "<module>"}
+
+
+def test_a_fatal_signal_dump_gives_the_crashed_thread_down_to_the_script(tmp_path, monkeypatch):
+    monkeypatch.setattr(hook, "_library_dirs", ("/usr/lib/python3.11/",))
+    dump = tmp_path / "fatal.txt"
+    dump.write_text(
+        "Fatal Python error: Segmentation fault\n\n"
+        'Thread 0x01 (most recent call first):\n  File "/u/train.py", line 3 in <module>\n\n'
+        "Current thread 0x02 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n'
+        '  File "/u/loader.py", line 7 in read\n'
+        '  File "/u/train.py", line 9 in <module>\n'
+        '  File "<frozen runpy>", line 88 in _run_code\n'
+        '  File "/x/xla_lint/trace/hook.py", line 1727 in _run\n'
+        '  File "<string>", line 5 in <module>\n\n'
+        "Extension modules: torch._C (total: 1)\n"
+    )
+    event = runner.crash_event(11, str(dump))
+    jsonschema.validate({**event, "t": 1.0}, EVENT_SCHEMA)  # the runner stamps it
+    assert (event["signal"], event["name"], event["fatal"]) == (11, "SIGSEGV", "Segmentation fault")
+    assert [(f["path"], f["line"]) for f in event["stack"]] == [
+        ("/usr/lib/python3.11/ctypes/__init__.py", 519),
+        ("/u/loader.py", 7),
+        ("/u/train.py", 9),
+    ]
+    assert event["location"] == {"path": "/u/loader.py", "line": 7, "function": "read"}
+    assert runner.crash_event(None, str(dump))["signal"] == 11  # a rank's: from the dump
+    killed = runner.crash_event(9, str(tmp_path / "none.txt"))
+    assert (killed["name"], killed["stack"], killed["location"]) == ("SIGKILL", [], None)
+    assert runner.crash_event(None, str(tmp_path / "none.txt")) is None
 
 
 # --- the command ------------------------------------------------------------------------------
@@ -632,6 +663,85 @@ def test_a_script_error_is_exit_1_with_its_message():
         "ValueError",
     )
     assert "error: ValueError: bad batch at" in render_text(report)
+
+
+def test_a_script_that_died_of_a_signal_is_headlined_with_it_and_its_stack():
+    frames = [
+        {"path": "/usr/lib/python3.11/ctypes/__init__.py", "line": 519, "function": "string_at"},
+        loc(8) | {"function": "fail"},
+        loc(12),
+    ]
+    crashed = [
+        {"event": "torch_xla", "t": 1.0, "version": "2.9.0"},
+        step(1, 1),
+        step(2, 0),
+        {"event": "child_exit", "t": 3.0, "code": -11},
+    ]
+    signal = {"event": "crash", "t": 3.0, "signal": 11, "name": "SIGSEGV"}
+    reports = {}
+    for name, extra in (
+        (
+            "segv",
+            [{**signal, "fatal": "Segmentation fault", "stack": frames, "location": frames[1]}],
+        ),
+        (
+            "kill",
+            [
+                {
+                    **signal,
+                    "signal": 9,
+                    "name": "SIGKILL",
+                    "fatal": None,
+                    "stack": [],
+                    "location": None,
+                }
+            ],
+        ),
+    ):
+        reports[name] = build_report(
+            make(crashed[:-1] + extra + crashed[-1:]),
+            command=["x.py"],
+            target=U,
+            steps_requested=5,
+            wall_s=3.0,
+            events_file="/tmp/e.jsonl",
+            device={"pjrt_device": "CPU", "cpu_devices": 8},
+        )
+        jsonschema.validate(reports[name], REPORT_SCHEMA)
+        assert (reports[name]["status"], reports[name]["exit_code"]) == ("crashed", 1)
+    assert reports["segv"]["crash"]["location"] == frames[1]
+    text = render_text(reports["segv"]).splitlines()
+    assert text[1].startswith(
+        "the script died of signal 11 (SIGSEGV) after 2 steps at /u/train.py:8;"
+    )
+    assert text[2:6] == [
+        "crash: Fatal Python error: Segmentation fault; the Python stack at the crash (most recent call first):",
+        "    /usr/lib/python3.11/ctypes/__init__.py:519 in string_at",
+        "  > /u/train.py:8 in fail",
+        "    /u/train.py:12 in <module>",
+    ]
+    assert not any("without a word" in line or "signal 11" in line for line in text[6:])
+    text = render_text(reports["kill"]).splitlines()
+    assert text[1].startswith("the script died of signal 9 (SIGKILL) after 2 steps;")
+    assert (
+        text[2]
+        == "crash: no Python stack: SIGKILL cannot be caught (the out-of-memory killer, or kill -9)"
+    )
+    hung = make(
+        crashed[:-1]
+        + [{**signal, "fatal": "Segmentation fault", "stack": frames, "location": frames[1]}]
+    )
+    [finding] = failures(
+        {
+            0: make([step(1, 1)] + [{"event": "stop", "t": 2.0, "reason": "steps", "steps": 1}]),
+            1: hung,
+        },
+        {},
+    )
+    assert (
+        finding["message"] == "host 1 died of signal 11 (SIGSEGV) at /u/train.py:8 after 2 step(s)"
+    )
+    assert finding["location"] == frames[1]
 
 
 # --- import promises -------------------------------------------------------------------------

@@ -71,6 +71,10 @@ from typing import Any
 EVENTS_ENV = "XLA_LINT_TRACE_EVENTS"
 STEPS_ENV = "XLA_LINT_TRACE_STEPS"
 STACKS_ENV = "XLA_LINT_TRACE_STACKS"
+#: Where faulthandler writes the Python stacks when the process dies of a fatal signal
+#: (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT); each other process of the run writes its own
+#: (:func:`worker_file`).
+FATAL_ENV = "XLA_LINT_TRACE_FATAL"
 EXPLAIN_ENV = "XLA_LINT_TRACE_EXPLAIN"
 #: The folder holding the ``sitecustomize.py`` that hooks every Python process the script starts.
 SITE_ENV = "XLA_LINT_TRACE_SITE"
@@ -1758,10 +1762,36 @@ def _is_top_process() -> bool:
 
 
 def _after_fork() -> None:
-    """A forked child (a DataLoader worker, a ``fork`` launch) traces nothing it inherited."""
+    """A forked child (a DataLoader worker, a ``fork`` launch) traces nothing it inherited,
+    and dumps its stacks on a fatal signal into a file of its own."""
     _THREADS.clear()
     _DEFAULT.clear()
     _READERS.clear()
+    fatal = os.environ.get(FATAL_ENV)
+    if fatal:
+        _dump_on_fatal_signal(worker_file(fatal, os.getpid()))
+
+
+def _dump_stacks_on_request(path: str | None) -> None:
+    """Every thread's Python stack into ``path`` on SIGUSR1: the runner asks for them before
+    it ends a run that hangs (``--timeout``, Ctrl-C, a failed peer)."""
+    if path and hasattr(signal, "SIGUSR1"):
+        handle = open(path, "w", encoding="utf-8")
+        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+
+
+def _dump_on_fatal_signal(path: str | None) -> None:
+    """Every thread's Python stack into ``path`` when the process dies of a fatal signal
+    (faulthandler's SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT handler writes them, then the
+    signal kills the process as before): the runner reads them after the process died of one.
+    A script that enables faulthandler itself replaces this file with its own."""
+    if not path:
+        return
+    try:
+        handle = open(path, "w", encoding="utf-8")
+    except OSError:
+        return
+    faulthandler.enable(file=handle, all_threads=True)
 
 
 def _marked(rank: int, call):
@@ -1896,10 +1926,9 @@ def worker_main() -> None:
     debug = os.environ.get(DEBUG_FILE_ENV)
     if debug:  # read by torch_xla when it loads: each process reports to its own file
         os.environ[DEBUG_FILE_ENV] = worker_file(_top_file(debug), os.getpid())
-    stacks = os.environ.get(STACKS_ENV)
-    if stacks and hasattr(signal, "SIGUSR1"):
-        handle = open(worker_file(stacks, os.getpid()), "w", encoding="utf-8")
-        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+    stacks, fatal = os.environ.get(STACKS_ENV), os.environ.get(FATAL_ENV)
+    _dump_stacks_on_request(worker_file(stacks, os.getpid()) if stacks else None)
+    _dump_on_fatal_signal(worker_file(fatal, os.getpid()) if fatal else None)
     os.register_at_fork(after_in_child=_after_fork)
     _set_library_dirs()
     _after_import("torch_xla", _on_worker_torch_xla)
@@ -1926,10 +1955,8 @@ def main() -> None:
     )
     _register(tracer)
     _set_library_dirs()
-    stacks = os.environ.get(STACKS_ENV)
-    if stacks and hasattr(signal, "SIGUSR1"):
-        handle = open(stacks, "w", encoding="utf-8")
-        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+    _dump_stacks_on_request(os.environ.get(STACKS_ENV))
+    _dump_on_fatal_signal(os.environ.get(FATAL_ENV))
     tracer.emit(
         {
             "event": "start",
