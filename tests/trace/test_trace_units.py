@@ -154,6 +154,47 @@ def test_a_fatal_signal_dump_gives_the_crashed_thread_down_to_the_script(tmp_pat
     assert runner.crash_event(None, str(tmp_path / "none.txt")) is None
 
 
+def test_a_patched_call_records_once_on_its_tracer_and_passes_through_otherwise(monkeypatch):
+    """hook._wrap holds the guards of every patch: a call inside an exclusive call (a host
+    read inside a host read) is not recorded again, nor one `when` refuses, nor one without a
+    tracer (`own_thread`: the calling thread's own); `always` runs on every call."""
+    import threading
+
+    seen: list = []
+    tracer = object()
+    monkeypatch.setattr(hook, "_THREADS", {threading.get_ident(): tracer})
+    monkeypatch.setattr(hook, "_DEFAULT", [tracer])
+
+    def record(name):
+        def around(t, frame, original, args, kwargs):
+            seen.append((name, t is tracer, frame.f_code.co_name))
+            return original(*args, **kwargs)
+
+        return around
+
+    inner = hook._wrap(lambda x: x + 1, around=record("inner"), when=lambda a, k: a[0] >= 0)
+    outer = hook._wrap(lambda x: inner(x) * 2, around=record("outer"), exclusive=True)
+    assert outer(1) == 4 and inner(1) == 2 and inner(-1) == 0
+    here = sys._getframe().f_code.co_name  # each recorder sees its caller's frame: this test
+    assert seen == [("outer", True, here), ("inner", True, here)]
+    assert hook._LOCAL.busy is False
+    seen.clear()
+    always: list = []
+    mine = hook._wrap(lambda: 1, own_thread=True, before=lambda t, f, a, k: seen.append("own"))
+    any_thread = hook._wrap(
+        lambda: 2,
+        always=lambda a, k: always.append(1),
+        after=lambda t, f, a, k, result, state: seen.append(("any", result)),
+    )
+    worker = threading.Thread(target=lambda: (mine(), any_thread()))
+    worker.start()
+    worker.join()
+    assert seen == [("any", 2)] and always == [1]  # another thread: the process's first tracer
+    monkeypatch.setattr(hook, "_DEFAULT", [])
+    monkeypatch.setattr(hook, "_THREADS", {})
+    assert (mine(), any_thread(), seen, always) == (1, 2, [("any", 2)], [1, 1])  # no tracer
+
+
 # --- the command ------------------------------------------------------------------------------
 
 
