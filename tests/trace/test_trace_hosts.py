@@ -19,12 +19,15 @@ import pytest
 
 from xla_lint.trace.events import EVENT_SCHEMA, REPORT_SCHEMA, Trace
 from xla_lint.trace.hosts import divergence, failures, host_events_path
+from xla_lint.trace.runner import RunResult, Target
 
 jsonschema = pytest.importorskip("jsonschema")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trace" / "host_divergence.py"
 RUN_TIMEOUT = 300
+#: --timeout of the run where host 1 hangs: time for host 0 to import torch_xla and run its steps.
+HANG_TIMEOUT = 60
 
 
 def line_of(path: Path, text: str) -> int:
@@ -34,11 +37,13 @@ def line_of(path: Path, text: str) -> int:
     return found[0]
 
 
-def _trace(script_args: list[str], events: Path) -> tuple[int, dict, dict[int, list[dict]], str]:
+def _trace(
+    script_args: list[str], events: Path, options: tuple[str, ...] = ()
+) -> tuple[int, dict, dict[int, list[dict]], str]:
     proc = subprocess.run(
         [sys.executable, "-m", "xla_lint", "trace", "--json", "--events", str(events)]
         + ["--simulate-hosts", "2", "--cpu-devices", "1", "--steps", "3", "--no-static"]
-        + ["--", "python", str(EXAMPLE), *script_args],
+        + [*options, "--", "python", str(EXAMPLE), *script_args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -57,15 +62,17 @@ def _trace(script_args: list[str], events: Path) -> tuple[int, dict, dict[int, l
 def runs(tmp_path_factory) -> dict[str, Future]:
     pytest.importorskip("torch_xla")
     base = tmp_path_factory.mktemp("hosts")
-    scenarios = {
-        "diverge": [],
-        "seeds": ["--same", "--seed-per-host"],
-        "same": ["--same"],
-        "raises": ["--same", "--fail-at", "2"],
+    scenarios = {  # name -> (script arguments, trace options); the long one first
+        "hangs": (["--same", "--hang-at", "2"], ("--timeout", str(HANG_TIMEOUT))),
+        "diverge": ([], ()),
+        "seeds": (["--same", "--seed-per-host"], ()),
+        "same": (["--same"], ()),
+        "raises": (["--same", "--fail-at", "2"], ()),
     }
     pool = ThreadPoolExecutor(max_workers=2)
     futures = {
-        name: pool.submit(_trace, args, base / f"{name}.jsonl") for name, args in scenarios.items()
+        name: pool.submit(_trace, args, base / f"{name}.jsonl", options)
+        for name, (args, options) in scenarios.items()
     }
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
@@ -138,6 +145,23 @@ def test_a_host_that_raises_is_named_and_the_run_ends(runs):
     assert [e["reason"] for e in hosts[0] if e["event"] == "stop"] == ["steps"]
 
 
+@pytest.mark.runtime
+def test_a_host_hung_in_its_step_is_named_at_its_line(runs):
+    """A host sleeping in its step was reported "host 1 timeout  (no user frame)": the line of
+    its stack (faulthandler on SIGUSR1, as for one process) was not used."""
+    code, report, hosts, stderr = get(runs, "hangs")
+    assert code == 1, stderr
+    finding = next(f for f in report["findings"] if f["title"] == "host 1 timeout")
+    sleep = line_of(EXAMPLE, "time.sleep(3600)")
+    assert finding["location"]["line"] == sleep and finding["location"]["path"] == str(EXAMPLE)
+    assert finding["message"] == (
+        f"host 1 was ended by --timeout while at examples/trace/host_divergence.py:{sleep} "
+        "after 1 step(s)"
+    )
+    timeout = next(e for e in hosts[1] if e["event"] == "timeout")
+    assert timeout["location"]["line"] == sleep
+
+
 # --- the comparison, on hand-made events ----------------------------------------------------------
 
 
@@ -194,6 +218,16 @@ def test_a_host_without_a_boundary_is_named():
     never.add({"event": "stop", "reason": "no-boundary", "steps": 0})
     [finding] = failures({0: ok, 1: never}, {})
     assert finding["message"] == "host 1 never reached a step boundary after 0 step(s)"
+
+
+def test_a_host_ended_by_the_timeout_is_named_at_the_line_of_its_stack():
+    ok = _host({1: ["aa"]}, 1)
+    hung = Trace()
+    hung.add({"event": "timeout", "seconds": 60.0, "location": {"path": "/x/t.py", "line": 7}})
+    results = {1: RunResult(Target("path", "/x/t.py"), "e", "w", -15, True, False, 60.0, {})}
+    [finding] = failures({0: ok, 1: hung}, results)
+    assert finding["location"] == {"path": "/x/t.py", "line": 7}
+    assert finding["message"] == "host 1 was ended by --timeout while at /x/t.py:7 after 0 step(s)"
 
 
 def test_host_events_path():

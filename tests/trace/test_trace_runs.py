@@ -312,6 +312,63 @@ def test_text_report_names_the_finding_and_its_line(tmp_path):
     )
 
 
+CRASHES = """\
+import ctypes, os
+import torch, torch_xla
+
+
+def fail():
+    {crash}
+
+
+w = torch.zeros(3, device=torch_xla.device())
+for i in range(10):
+    w = w + 1
+    torch_xla.sync()
+    if i == 1:
+        fail()
+"""
+
+
+@pytest.mark.parametrize(
+    "crash, number, name, fatal",
+    [
+        ("ctypes.string_at(0)", 11, "SIGSEGV", "Segmentation fault"),
+        ("os.abort()", 6, "SIGABRT", "Aborted"),
+    ],
+)
+def test_a_script_that_dies_of_a_signal_is_named_with_its_stack(
+    tmp_path, crash, number, name, fatal
+):
+    """A segfault was "the script died after 2 steps without a word (killed, or os._exit)":
+    now the signal, and the Python stack faulthandler wrote at the crash, at the user's line."""
+    from xla_lint.trace.report import render_text
+
+    script = tmp_path / "crash.py"
+    script.write_text(CRASHES.format(crash=crash))
+    run = trace(["--no-static"], ["python", str(script)], tmp_path / "events.jsonl")
+    for event in run.events:
+        jsonschema.validate(event, EVENT_SCHEMA)
+    jsonschema.validate(run.report, REPORT_SCHEMA)
+    assert run.code == 1 and run.report["status"] == "crashed", run.stderr
+    assert run.report["steps_traced"] == 2
+    report = run.report["crash"]
+    assert (report["signal"], report["name"], report["fatal"]) == (number, name, fatal)
+    line = line_of(script, crash)
+    assert report["location"] == {"path": str(script), "line": line, "function": "fail"}
+    user = [f for f in report["stack"] if f["path"] == str(script)]
+    assert [(f["line"], f["function"]) for f in user] == [
+        (line, "fail"),
+        (line_of(script, "        fail()"), "<module>"),
+    ]
+    assert not any("runpy" in f["path"] or "hook.py" in f["path"] for f in report["stack"])
+    text = render_text(run.report)
+    assert f"the script died of signal {number} ({name}) after 2 steps at {script}:{line};" in text
+    assert f"  > {script}:{line} in fail" in text
+    assert "without a word" not in text and "killed by signal" not in text
+    assert f"Fatal Python error: {fatal}" in run.stderr  # where faulthandler would print it
+
+
 def test_events_file_that_would_destroy_data_is_refused_and_left_unchanged(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("print('hi')\n")

@@ -16,8 +16,9 @@ from click.testing import CliRunner
 
 from xla_lint.cli import main
 from xla_lint.diagnostics import Diagnostic
-from xla_lint.trace import hook
+from xla_lint.trace import hook, runner
 from xla_lint.trace.events import EVENT_SCHEMA, REPORT_SCHEMA, Location, Trace
+from xla_lint.trace.hosts import failures
 from xla_lint.trace.report import (
     adam_constant_step,
     analyse,
@@ -123,6 +124,77 @@ def test_faulthandler_dump_gives_the_script_thread(tmp_path):
     assert _read_stack(str(dump))[0] == {"path": "/u/train.py", "line": 7, "function": "<module>"}
 
 
+def test_a_fatal_signal_dump_gives_the_crashed_thread_down_to_the_script(tmp_path, monkeypatch):
+    monkeypatch.setattr(hook, "_library_dirs", ("/usr/lib/python3.11/",))
+    dump = tmp_path / "fatal.txt"
+    dump.write_text(
+        "Fatal Python error: Segmentation fault\n\n"
+        'Thread 0x01 (most recent call first):\n  File "/u/train.py", line 3 in <module>\n\n'
+        "Current thread 0x02 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n'
+        '  File "/u/loader.py", line 7 in read\n'
+        '  File "/u/train.py", line 9 in <module>\n'
+        '  File "<frozen runpy>", line 88 in _run_code\n'
+        '  File "/x/xla_lint/trace/hook.py", line 1727 in _run\n'
+        '  File "<string>", line 5 in <module>\n\n'
+        "Extension modules: torch._C (total: 1)\n"
+    )
+    event = runner.crash_event(11, str(dump))
+    jsonschema.validate({**event, "t": 1.0}, EVENT_SCHEMA)  # the runner stamps it
+    assert (event["signal"], event["name"], event["fatal"]) == (11, "SIGSEGV", "Segmentation fault")
+    assert [(f["path"], f["line"]) for f in event["stack"]] == [
+        ("/usr/lib/python3.11/ctypes/__init__.py", 519),
+        ("/u/loader.py", 7),
+        ("/u/train.py", 9),
+    ]
+    assert event["location"] == {"path": "/u/loader.py", "line": 7, "function": "read"}
+    assert runner.crash_event(None, str(dump))["signal"] == 11  # a rank's: from the dump
+    killed = runner.crash_event(9, str(tmp_path / "none.txt"))
+    assert (killed["name"], killed["stack"], killed["location"]) == ("SIGKILL", [], None)
+    assert runner.crash_event(None, str(tmp_path / "none.txt")) is None
+
+
+def test_a_patched_call_records_once_on_its_tracer_and_passes_through_otherwise(monkeypatch):
+    """hook._wrap holds the guards of every patch: a call inside an exclusive call (a host
+    read inside a host read) is not recorded again, nor one `when` refuses, nor one without a
+    tracer (`own_thread`: the calling thread's own); `always` runs on every call."""
+    import threading
+
+    seen: list = []
+    tracer = object()
+    monkeypatch.setattr(hook, "_THREADS", {threading.get_ident(): tracer})
+    monkeypatch.setattr(hook, "_DEFAULT", [tracer])
+
+    def record(name):
+        def around(t, frame, original, args, kwargs):
+            seen.append((name, t is tracer, frame.f_code.co_name))
+            return original(*args, **kwargs)
+
+        return around
+
+    inner = hook._wrap(lambda x: x + 1, around=record("inner"), when=lambda a, k: a[0] >= 0)
+    outer = hook._wrap(lambda x: inner(x) * 2, around=record("outer"), exclusive=True)
+    assert outer(1) == 4 and inner(1) == 2 and inner(-1) == 0
+    here = sys._getframe().f_code.co_name  # each recorder sees its caller's frame: this test
+    assert seen == [("outer", True, here), ("inner", True, here)]
+    assert hook._LOCAL.busy is False
+    seen.clear()
+    always: list = []
+    mine = hook._wrap(lambda: 1, own_thread=True, before=lambda t, f, a, k: seen.append("own"))
+    any_thread = hook._wrap(
+        lambda: 2,
+        always=lambda a, k: always.append(1),
+        after=lambda t, f, a, k, result, state: seen.append(("any", result)),
+    )
+    worker = threading.Thread(target=lambda: (mine(), any_thread()))
+    worker.start()
+    worker.join()
+    assert seen == [("any", 2)] and always == [1]  # another thread: the process's first tracer
+    monkeypatch.setattr(hook, "_DEFAULT", [])
+    monkeypatch.setattr(hook, "_THREADS", {})
+    assert (mine(), any_thread(), seen, always) == (1, 2, [("any", 2)], [1, 1])  # no tracer
+
+
 # --- the command ------------------------------------------------------------------------------
 
 
@@ -188,10 +260,74 @@ def test_a_program_on_path_is_run_only_when_it_is_a_python_script(tmp_path, monk
         resolve_target(["tool", "-c", "x"], str(tmp_path))
 
 
+#: An executable's first bytes (ELF header), as /bin/true starts.
+ELF = b"\x7fELF\x02\x01\x01\x00" + bytes(56)
+
+
+@pytest.mark.parametrize(
+    "name, content, why",
+    [
+        ("prog", ELF, "an executable binary"),
+        ("data.bin", b"print(1)\n\x00\x01", "a binary file: it holds NUL bytes"),
+        ("run.sh", b"#!/bin/bash\necho hi\n", "its #! line runs /bin/bash"),
+        ("tool", b"#!/usr/bin/env node\nconsole.log(1)\n", "its #! line runs /usr/bin/env node"),
+    ],
+    ids=["elf", "nul-bytes", "bash", "node"],
+)
+def test_a_file_that_is_not_python_source_is_refused(tmp_path, name, content, why):
+    """`trace -- /bin/true` ran the binary as a Python script: the report said the script
+    raised "SyntaxError: source code string cannot contain null bytes" (exit 1)."""
+    (tmp_path / name).write_bytes(content)
+    (tmp_path / name).chmod(0o755)
+    for words in ([f"./{name}"], [str(tmp_path / name)], ["python", name, "--x"]):
+        with pytest.raises(TraceUsageError) as info:
+            resolve_target(words, str(tmp_path))
+        head = words[1] if words[0] == "python" else words[0]
+        assert str(info.value).startswith(
+            f"`{head}` is not a Python script ({why}); trace runs Python: "
+        ), info.value
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_refused_without_reading_it(tmp_path):
+    os.mkfifo(tmp_path / "train.py")
+    with pytest.raises(TraceUsageError, match=r"not a Python script \(not a regular file\)"):
+        resolve_target(["python", "train.py"], str(tmp_path))
+
+
+def test_what_python_runs_is_still_traced(tmp_path, monkeypatch):
+    """A `.py` file (whatever its `#!` line), a zipapp, a console script whose `#!` names
+    python, and pip's `/bin/sh` trampoline for a long interpreter path are Python."""
+    import zipapp
+
+    (tmp_path / "train.py").write_text("#!/bin/bash\nprint(1)\n")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text("print(1)\n")
+    zipapp.create_archive(tmp_path / "app", tmp_path / "app.pyz", interpreter="/usr/bin/python3")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "long-cli").write_text(
+        "#!/bin/sh\n'''exec' \"/a/very/long/venv path/bin/python\" \"$0\" \"$@\"\n' '''\nprint(1)\n"
+    )
+    (bin_dir / "long-cli").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    for words, target in (
+        (["python", "train.py"], tmp_path / "train.py"),
+        (["train.py"], tmp_path / "train.py"),
+        (["python", "app.pyz"], tmp_path / "app.pyz"),
+        (["long-cli", "--lr", "1"], bin_dir / "long-cli"),
+    ):
+        t = resolve_target(words, str(tmp_path))
+        assert (t.kind, t.target) == ("path", str(target)), words
+
+
 def test_cli_usage_errors_are_one_line_exit_2(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "prog").write_bytes(ELF)
+    (tmp_path / "prog").chmod(0o755)
     runner = CliRunner()
     for args, text in (
+        (["trace", "--", "./prog"], "`./prog` is not a Python script (an executable binary)"),
         (["trace", "--", "python", "nothere.py"], "no such script: nothere.py"),
         (["trace"], "nothing to trace"),
         (["trace", "--steps", "0", "--", "x.py"], "--steps"),
@@ -568,6 +704,85 @@ def test_a_script_error_is_exit_1_with_its_message():
         "ValueError",
     )
     assert "error: ValueError: bad batch at" in render_text(report)
+
+
+def test_a_script_that_died_of_a_signal_is_headlined_with_it_and_its_stack():
+    frames = [
+        {"path": "/usr/lib/python3.11/ctypes/__init__.py", "line": 519, "function": "string_at"},
+        loc(8) | {"function": "fail"},
+        loc(12),
+    ]
+    crashed = [
+        {"event": "torch_xla", "t": 1.0, "version": "2.9.0"},
+        step(1, 1),
+        step(2, 0),
+        {"event": "child_exit", "t": 3.0, "code": -11},
+    ]
+    signal = {"event": "crash", "t": 3.0, "signal": 11, "name": "SIGSEGV"}
+    reports = {}
+    for name, extra in (
+        (
+            "segv",
+            [{**signal, "fatal": "Segmentation fault", "stack": frames, "location": frames[1]}],
+        ),
+        (
+            "kill",
+            [
+                {
+                    **signal,
+                    "signal": 9,
+                    "name": "SIGKILL",
+                    "fatal": None,
+                    "stack": [],
+                    "location": None,
+                }
+            ],
+        ),
+    ):
+        reports[name] = build_report(
+            make(crashed[:-1] + extra + crashed[-1:]),
+            command=["x.py"],
+            target=U,
+            steps_requested=5,
+            wall_s=3.0,
+            events_file="/tmp/e.jsonl",
+            device={"pjrt_device": "CPU", "cpu_devices": 8},
+        )
+        jsonschema.validate(reports[name], REPORT_SCHEMA)
+        assert (reports[name]["status"], reports[name]["exit_code"]) == ("crashed", 1)
+    assert reports["segv"]["crash"]["location"] == frames[1]
+    text = render_text(reports["segv"]).splitlines()
+    assert text[1].startswith(
+        "the script died of signal 11 (SIGSEGV) after 2 steps at /u/train.py:8;"
+    )
+    assert text[2:6] == [
+        "crash: Fatal Python error: Segmentation fault; the Python stack at the crash (most recent call first):",
+        "    /usr/lib/python3.11/ctypes/__init__.py:519 in string_at",
+        "  > /u/train.py:8 in fail",
+        "    /u/train.py:12 in <module>",
+    ]
+    assert not any("without a word" in line or "signal 11" in line for line in text[6:])
+    text = render_text(reports["kill"]).splitlines()
+    assert text[1].startswith("the script died of signal 9 (SIGKILL) after 2 steps;")
+    assert (
+        text[2]
+        == "crash: no Python stack: SIGKILL cannot be caught (the out-of-memory killer, or kill -9)"
+    )
+    hung = make(
+        crashed[:-1]
+        + [{**signal, "fatal": "Segmentation fault", "stack": frames, "location": frames[1]}]
+    )
+    [finding] = failures(
+        {
+            0: make([step(1, 1)] + [{"event": "stop", "t": 2.0, "reason": "steps", "steps": 1}]),
+            1: hung,
+        },
+        {},
+    )
+    assert (
+        finding["message"] == "host 1 died of signal 11 (SIGSEGV) at /u/train.py:8 after 2 step(s)"
+    )
+    assert finding["location"] == frames[1]
 
 
 # --- import promises -------------------------------------------------------------------------

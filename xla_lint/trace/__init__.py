@@ -19,8 +19,8 @@ writes its own events file (``events.rankN.jsonl``).
 
 Exit status: 0 the traced steps showed no finding; 1 a finding, or the script (or a rank)
 raised, exited non-zero, died or hit ``--timeout``; 2 a usage error or a script that cannot be
-traced (no such script or module, torch_xla not installed, ``accelerate``/``deepspeed``
-launchers). This package is never imported by the linter itself.
+traced (no such script or module, a program or file that is not Python, torch_xla not
+installed, ``accelerate``/``deepspeed`` launchers). This package is never imported by the linter itself.
 """
 
 from __future__ import annotations

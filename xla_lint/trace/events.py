@@ -18,7 +18,8 @@ parameter's sharding), ``stop`` (the trace stopped the script), ``exit``/``error
 (how the script ended), ``end`` (final counters), ``launch``
 (``torch_xla.launch``/``xmp.spawn`` called: each rank then writes the same kinds to its own
 file, ``events.rankN.jsonl``, with ``rank`` in its ``start`` and ``step`` events); the parent
-adds ``timeout``, ``child_exit`` and ``peers_ended`` (a rank failed, the others were ended); with ``--explain``, ``ir_diff`` (the IR lines that changed in
+adds ``timeout``, ``child_exit``, ``crash`` (the script died of a signal: which, and the Python
+stack faulthandler wrote at the crash) and ``peers_ended`` (a rank failed, the others were ended); with ``--explain``, ``ir_diff`` (the IR lines that changed in
 a step that compiled, each with the place its node was made); ``internal`` records a failure of the instrumentation itself
 (the script goes on).
 """
@@ -110,6 +111,13 @@ EVENT_FIELDS: dict[str, dict[str, Any]] = {
     "end": {"steps": {"type": "integer"}},
     "timeout": {"seconds": {"type": "number"}},
     "child_exit": {"code": {"type": ["integer", "null"]}},
+    "crash": {  # the parent: the script died of a signal, with its stack at the crash
+        "signal": {"type": "integer"},
+        "name": {"type": "string"},
+        "fatal": {"type": ["string", "null"]},
+        "stack": {"type": "array", "items": LOCATION_SCHEMA},
+        "location": LOCATION_SCHEMA,
+    },
     "internal": {"where": {"type": "string"}, "message": {"type": "string"}},
     "seed": {  # --simulate-hosts: a seed of torch's or torch_xla's generator
         "what": {"type": "string"},
@@ -384,6 +392,17 @@ REPORT_SCHEMA: dict = {
             },
         },
         "error": {"type": ["object", "null"]},
+        "crash": {  # the script died of a signal
+            "type": ["object", "null"],
+            "required": ["signal", "name", "fatal", "location", "stack"],
+            "properties": {
+                "signal": {"type": "integer"},
+                "name": {"type": "string"},
+                "fatal": {"type": ["string", "null"]},
+                "location": _REPORT_LOCATION,
+                "stack": {"type": "array", "items": _REPORT_LOCATION},
+            },
+        },
         "ranks": {"type": ["array", "null"], "items": _RANK},
         "hosts": {  # --simulate-hosts only
             "type": "array",
@@ -544,6 +563,7 @@ class Trace:
     end: dict | None = None
     timeout: dict | None = None
     child_exit: dict | None = None
+    crash: dict | None = None
     script: dict | None = None
     launch: dict | None = None
     peers_ended: dict | None = None
@@ -582,6 +602,7 @@ class Trace:
             "end",
             "timeout",
             "child_exit",
+            "crash",
             "script",
             "launch",
             "peers_ended",

@@ -32,6 +32,16 @@ What is patched, and why (torch_xla 2.9.0):
 * ``torch_xla.launch`` and ``xmp.spawn``: recorded (a ``launch`` event); the per-device
   function runs in other processes (see *One process per device* below).
 
+Every wrapper is made by :func:`_wrap` (:func:`_patch`), which holds the guards once: when a
+call only runs the original (dynamo tracing it, a call inside a host read, no tracer, a call
+from torch's or torch_xla's compilers) and when it records, before or after the original or
+around it (the openxla bridge's ``extract_internal`` wraps each compiled graph's function
+with it). Not made by it: ``_SpawnFn.__call__`` (it makes a rank's tracer and runs the call
+in it: there is no tracer to guard yet), ``ShardingSpec.__post_init__`` (it tags the spec with
+its user line for the ``MpDeviceLoader`` made from it, with or without a tracer), the
+simulated host's ``process_index``/``process_count`` (replaced, the originals never run), and
+torch's hooks (the optimizer step and module hooks are not wrappers).
+
 One process per device. Every Python process the script starts inherits
 ``PYTHONPATH`` with a folder whose ``sitecustomize.py`` (written by the runner) loads this file
 by path and calls :func:`worker_main` (``site`` imports ``sitecustomize`` at every interpreter
@@ -71,6 +81,10 @@ from typing import Any
 EVENTS_ENV = "XLA_LINT_TRACE_EVENTS"
 STEPS_ENV = "XLA_LINT_TRACE_STEPS"
 STACKS_ENV = "XLA_LINT_TRACE_STACKS"
+#: Where faulthandler writes the Python stacks when the process dies of a fatal signal
+#: (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT); each other process of the run writes its own
+#: (:func:`worker_file`).
+FATAL_ENV = "XLA_LINT_TRACE_FATAL"
 EXPLAIN_ENV = "XLA_LINT_TRACE_EXPLAIN"
 #: The folder holding the ``sitecustomize.py`` that hooks every Python process the script starts.
 SITE_ENV = "XLA_LINT_TRACE_SITE"
@@ -819,22 +833,21 @@ class Tracer:
         )
 
     # -- host reads --
-    def host_read(self, kind: str, original, tensor, args, kwargs):
-        """Run one host read of an XLA tensor and count it at the user's line. (Whether it made
-        a graph run is told by torch_xla's execution report for that line, not by counters:
-        the step's own asynchronous execution may finish during the read.)"""
-        _LOCAL.busy = True
+    def host_read(self, frame, original, args, kwargs, *, kind: str):
+        """Run one host read of an XLA tensor (``args[0]``) and count it at the user's line
+        from ``frame`` (the caller's), also when it raised. (Whether it made a graph run is told
+        by torch_xla's execution report for that line, not by counters: the step's own
+        asynchronous execution may finish during the read.)"""
         started = time.time() if self.shared else 0.0
         try:
-            return original(tensor, *args, **kwargs)
+            return original(*args, **kwargs)
         finally:
-            _LOCAL.busy = False
             if self.shared:
                 ended = time.time()
                 self.windows.append((started, ended))
                 self.rank_counts["transfers"] += 1
                 self.rank_counts["transfer_s"] += ended - started
-            self.record_read(kind, sys._getframe(2))
+            self.record_read(kind, frame)
 
     @_safe
     def record_read(self, kind: str, frame) -> None:
@@ -1139,6 +1152,87 @@ _COMPILER_DIRS: tuple[str, ...] = ()
 _TOP_PID: list = []
 
 
+def _wrap(
+    original,
+    *,
+    before=None,
+    after=None,
+    around=None,
+    own_thread: bool = False,
+    skip_compiling: bool = False,
+    skip_compiler: bool = False,
+    exclusive: bool = False,
+    when=None,
+    always=None,
+):
+    """``original`` wrapped so that a call to it is recorded by a tracer: the one place that
+    says when a patched call records and when it only calls ``original``.
+
+    ``always(args, kwargs)``, when given, runs first on every call, recorded or not (what a
+    launcher must do for the processes it starts; not for a wrapper with ``skip_compiling``,
+    whose test must come first). Then the guards, in this order; each lets the call through to
+    ``original`` unrecorded:
+
+    1. *dynamo tracing* (``skip_compiling``): under ``torch.compiler.is_compiling()``, which
+       dynamo folds to True while it traces a function, the wrapper returns at once, so that
+       it stays out of the graph instead of breaking it (``threading.get_ident`` is not
+       traceable); first, before anything dynamo cannot trace.
+    2. *re-entrancy*: a call made inside an ``exclusive`` call is that call's own work and is
+       recorded once, by the outer call (``print(tensor)`` calls ``.tolist()`` and
+       ``.item()`` inside: one host read). Only exclusive calls (host reads) hold the guard,
+       from their first recorder to their last: the syncs made inside a loader's ``next`` or
+       inside ``torch_xla.launch`` are the script's and count.
+    3. ``when(args, kwargs)`` false: the call is not one to record (a tensor not on XLA).
+    4. *no tracer*: the calling thread's tracer with ``own_thread`` (a step boundary or a batch
+       belongs to the thread that traces its steps), else :func:`_current` (the process's
+       first tracer hears of what other threads make: optimizers, loaders); None before
+       tracing starts, and in a worker process before its rank starts.
+    5. *the compiler's call* (``skip_compiler``): called from torch's or torch_xla's compilers
+       (:func:`_in_compiler`: dynamo printing a tensor, the openxla bridge syncing while it
+       compiles), not by the script.
+
+    Then the call is recorded around ``original``: ``around(tracer, frame, original, args,
+    kwargs)`` makes the call itself and returns its result; else ``before(tracer, frame, args,
+    kwargs)`` runs first (its value is ``after``'s ``state``) and, when ``original`` returned,
+    ``after(tracer, frame, args, kwargs, result, state)``. ``frame`` is the caller's (the user's
+    line is looked up from it); ``args`` start with ``self`` for a method."""
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        if always is not None:
+            always(args, kwargs)
+        if skip_compiling and _is_compiling():
+            return original(*args, **kwargs)
+        if _LOCAL.busy or (when is not None and not when(args, kwargs)):
+            return original(*args, **kwargs)
+        tracer = _THREADS.get(threading.get_ident()) if own_thread else _current()
+        frame = sys._getframe(1)
+        if tracer is None or (skip_compiler and _in_compiler(frame)):
+            return original(*args, **kwargs)
+        if exclusive:
+            _LOCAL.busy = True
+        try:
+            if around is not None:
+                return around(tracer, frame, original, args, kwargs)
+            state = before(tracer, frame, args, kwargs) if before is not None else None
+            result = original(*args, **kwargs)
+            if after is not None:
+                after(tracer, frame, args, kwargs, result, state)
+            return result
+        finally:
+            if exclusive:
+                _LOCAL.busy = False
+
+    return wrapper
+
+
+def _patch(owner, name: str, **how):
+    """Replace ``owner.name`` by :func:`_wrap` of it (``how``: its guards and recorders)."""
+    wrapper = _wrap(getattr(owner, name), **how)
+    setattr(owner, name, wrapper)
+    return wrapper
+
+
 def install_patches(torch_xla) -> None:
     """Patch torch and torch_xla once in this process (see the module docstring)."""
     if _PATCHED:
@@ -1173,24 +1267,30 @@ def install_patches(torch_xla) -> None:
         _patch_seeds(torch, torch_xla)
 
 
+def _before_sync(tracer: Tracer, frame, args, kwargs) -> float:
+    """Before a step boundary: the IR to diff (``--explain``), and when it started."""
+    if tracer.explain:
+        tracer.capture_ir()
+    return time.time() if tracer.shared else 0.0
+
+
+def _after_sync(tracer: Tracer, frame, args, kwargs, result, started: float) -> None:
+    """After a step boundary: its span (ranks sharing a process), then the boundary itself."""
+    if tracer.shared:
+        tracer.windows.append((started, time.time()))
+    tracer.on_sync(frame)
+
+
 def _patch_sync(torch_xla) -> None:
     original = torch_xla.sync
-
-    @functools.wraps(original)
-    def sync(*args, **kwargs):
-        tracer = None if _LOCAL.busy else _THREADS.get(threading.get_ident())
-        if tracer is None or _in_compiler(sys._getframe(1)):
-            return original(*args, **kwargs)  # the openxla bridge syncs while it compiles
-        if tracer.explain:
-            tracer.capture_ir()
-        started = time.time() if tracer.shared else 0.0
-        result = original(*args, **kwargs)
-        if tracer.shared:
-            tracer.windows.append((started, time.time()))
-        tracer.on_sync(sys._getframe(1))
-        return result
-
-    torch_xla.sync = sync
+    sync = _patch(
+        torch_xla,
+        "sync",
+        own_thread=True,
+        skip_compiler=True,  # the openxla bridge syncs while it compiles
+        before=_before_sync,
+        after=_after_sync,
+    )
     module: Any = sys.modules.get("torch_xla.torch_xla")
     if module is not None and getattr(module, "sync", None) is original:
         module.sync = sync
@@ -1204,22 +1304,21 @@ def _patch_tensor(torch) -> None:
         return isinstance(device, torch.device) and device.type == "cpu"
 
     def wrap(name: str, kind: str, check=None) -> None:
-        original = getattr(torch.Tensor, name, None)
-        if original is None:
+        if getattr(torch.Tensor, name, None) is None:
             return
 
-        @functools.wraps(original)
-        def method(self, *args, **kwargs):
-            if _is_compiling():
-                return original(self, *args, **kwargs)
-            if _LOCAL.busy or not self.is_xla or (check is not None and not check(args, kwargs)):
-                return original(self, *args, **kwargs)
-            tracer = _current()
-            if tracer is None or _in_compiler(sys._getframe(1)):
-                return original(self, *args, **kwargs)
-            return tracer.host_read(kind, original, self, args, kwargs)
+        def xla(args, kwargs) -> bool:
+            return bool(args) and args[0].is_xla and (check is None or check(args[1:], kwargs))
 
-        setattr(torch.Tensor, name, method)
+        _patch(
+            torch.Tensor,
+            name,
+            skip_compiling=True,
+            skip_compiler=True,  # dynamo printing or guarding a tensor
+            exclusive=True,  # a read inside a read (print(tensor) -> .tolist()) is one read
+            when=xla,
+            around=functools.partial(Tracer.host_read, kind=kind),  # no frame of its own
+        )
 
     for name, kind in (
         ("item", ".item()"),
@@ -1239,20 +1338,13 @@ def _patch_tensor(torch) -> None:
 
 
 def _patch_optim(torch) -> None:
-    optimizer_cls = torch.optim.Optimizer
-    original = optimizer_cls.__init__
+    def made(tracer: Tracer, frame, args, kwargs, result, state) -> None:
+        optimizer = args[0]
+        if not getattr(optimizer, "_xla_lint_traced", False):  # once, through super().__init__
+            optimizer._xla_lint_traced = True
+            tracer.on_optimizer_init(optimizer, frame)
 
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        if _is_compiling():
-            return
-        tracer = _current()
-        if tracer is not None and not getattr(self, "_xla_lint_traced", False):
-            self._xla_lint_traced = True
-            tracer.on_optimizer_init(self, sys._getframe(1))
-
-    optimizer_cls.__init__ = __init__
+    _patch(torch.optim.Optimizer, "__init__", skip_compiling=True, after=made)
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     def stepped(optimizer, args, kwargs) -> None:
@@ -1268,39 +1360,28 @@ def _patch_optim(torch) -> None:
 def _patch_data(torch) -> None:
     import torch.utils.data.dataloader as dl
 
-    original_init = dl.DataLoader.__init__
-
-    @functools.wraps(original_init)
-    def __init__(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        tracer = _current()
-        if tracer is None:
-            return
+    def made(tracer: Tracer, frame, args, kwargs, result, state) -> None:
+        loader = args[0]
         try:
-            size = len(self.dataset)
+            size = len(loader.dataset)
         except TypeError:
             size = None
         tracer.on_loader(
             "DataLoader",
-            self,
-            sys._getframe(1),
-            batch_size=self.batch_size,
-            drop_last=self.drop_last,
+            loader,
+            frame,
+            batch_size=loader.batch_size,
+            drop_last=loader.drop_last,
             dataset_size=size,
         )
 
-    dl.DataLoader.__init__ = __init__  # type: ignore[method-assign]
-    original_next = dl._BaseDataLoaderIter.__next__
+    _patch(dl.DataLoader, "__init__", after=made)
+    _patch(dl._BaseDataLoaderIter, "__next__", own_thread=True, after=_batch)
 
-    @functools.wraps(original_next)
-    def __next__(self):
-        batch = original_next(self)
-        tracer = _THREADS.get(threading.get_ident())
-        if tracer is not None:
-            tracer.on_batch(batch)
-        return batch
 
-    dl._BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
+def _batch(tracer: Tracer, frame, args, kwargs, batch, state) -> None:
+    """A batch a loader handed to the traced thread."""
+    tracer.on_batch(batch)
 
 
 def _module_pre(module, args) -> None:
@@ -1346,25 +1427,24 @@ def _release_module_hooks() -> None:
 
 def _launcher(name: str, original):
     """``torch_xla.launch`` / ``xmp.spawn``: a ``launch`` event (the outermost call), and the
-    worker processes it starts patch torch_xla when they import it."""
+    worker processes it starts patch torch_xla when they import it (traced or not)."""
 
-    @functools.wraps(original)
-    def launch(*args, **kwargs):
-        tracer = _current()
-        if tracer is not None and not tracer.launched:
+    def spawning(args, kwargs) -> None:
+        os.environ[SPAWN_ENV] = "1"
+
+    def launched(tracer: Tracer, frame, args, kwargs) -> None:
+        if not tracer.launched:
             tracer.launched = True
             tracer.emit(
                 {
                     "event": "launch",
                     "what": name,
-                    "location": user_location(sys._getframe(1)),
+                    "location": user_location(frame),
                     "start_method": kwargs.get("start_method", "spawn"),
                 }
             )
-        os.environ[SPAWN_ENV] = "1"
-        return original(*args, **kwargs)
 
-    return launch
+    return _wrap(original, always=spawning, before=launched)
 
 
 def _patch_launch(torch_xla) -> None:
@@ -1430,17 +1510,12 @@ def _patch_dynamo_bridge(bridge) -> None:
 
     @functools.wraps(original)
     def extract_internal(*args, **kwargs):
-        run = original(*args, **kwargs)
         region = object()
 
-        @functools.wraps(run)
-        def optimized_mod(*inputs):
-            tracer = None if _LOCAL.busy else _THREADS.get(threading.get_ident())
-            if tracer is not None:
-                tracer.on_dynamo_run(region, sys._getframe(1))
-            return run(*inputs)
+        def runs(tracer: Tracer, frame, inputs, _kwargs) -> None:
+            tracer.on_dynamo_run(region, frame)
 
-        return optimized_mod
+        return _wrap(original(*args, **kwargs), own_thread=True, before=runs)
 
     bridge.extract_internal = extract_internal
 
@@ -1487,23 +1562,18 @@ def _patch_seeds(torch, torch_xla) -> None:
     XLA027 (per-host-seed) flags."""
 
     def patched(module, name: str, what: str) -> None:
-        original = getattr(module, name)
+        def seeded(tracer: Tracer, frame, args, kwargs) -> None:
+            value = args[0] if args else kwargs.get("seed")
+            tracer.emit(
+                {
+                    "event": "seed",
+                    "what": what,
+                    "value": _number(value),
+                    "location": user_location(frame),
+                }
+            )
 
-        @functools.wraps(original)
-        def seed(value, *args, **kwargs):
-            tracer = _current()
-            if tracer is not None and not _is_compiling():
-                tracer.emit(
-                    {
-                        "event": "seed",
-                        "what": what,
-                        "value": _number(value),
-                        "location": user_location(sys._getframe(1)),
-                    }
-                )
-            return original(value, *args, **kwargs)
-
-        setattr(module, name, seed)
+        _patch(module, name, skip_compiling=True, before=seeded)
 
     patched(torch, "manual_seed", "torch.manual_seed")
     if getattr(torch.random, "manual_seed", None) is not None:
@@ -1512,49 +1582,27 @@ def _patch_seeds(torch, torch_xla) -> None:
 
 
 def _patch_use_spmd(xr) -> None:
-    original = xr.use_spmd
+    def used(tracer: Tracer, frame, args, kwargs, result, state) -> None:
+        tracer.spmd = True
+        tracer.emit({"event": "spmd", "location": user_location(frame)})
 
-    @functools.wraps(original)
-    def use_spmd(*args, **kwargs):
-        result = original(*args, **kwargs)
-        tracer = _current()
-        if tracer is not None:
-            tracer.spmd = True
-            tracer.emit({"event": "spmd", "location": user_location(sys._getframe(1))})
-        return result
-
-    xr.use_spmd = use_spmd
+    _patch(xr, "use_spmd", after=used)
 
 
 def _patch_parallel_loader(pl) -> None:
-    original_init = pl.MpDeviceLoader.__init__
-
-    @functools.wraps(original_init)
-    def __init__(self, loader, device, **kwargs):
-        original_init(self, loader, device, **kwargs)
-        tracer = _current()
-        if tracer is None:
-            return
+    def made(tracer: Tracer, frame, args, kwargs, result, state) -> None:
+        # MpDeviceLoader(loader, device, **kwargs)
+        loader = args[1] if len(args) > 1 else kwargs.get("loader")
         spec = kwargs.get("input_sharding")
         facts = {"input_sharding": _describe_spec(spec)}
         site = getattr(spec, "_xla_lint_site", None)
         if site is not None:
             facts["sharding_location"] = site
         facts["wraps"] = id(loader)
-        tracer.on_loader("MpDeviceLoader", self, sys._getframe(1), **facts)
+        tracer.on_loader("MpDeviceLoader", args[0], frame, **facts)
 
-    pl.MpDeviceLoader.__init__ = __init__
-    original_next = pl.PerDeviceLoader.next
-
-    @functools.wraps(original_next)
-    def next_batch(self):
-        batch = original_next(self)
-        tracer = _THREADS.get(threading.get_ident())
-        if tracer is not None:
-            tracer.on_batch(batch)
-        return batch
-
-    pl.PerDeviceLoader.next = next_batch
+    _patch(pl.MpDeviceLoader, "__init__", after=made)
+    _patch(pl.PerDeviceLoader, "next", own_thread=True, after=_batch)
 
 
 def _patch_sharding_spec(xs) -> None:
@@ -1758,10 +1806,36 @@ def _is_top_process() -> bool:
 
 
 def _after_fork() -> None:
-    """A forked child (a DataLoader worker, a ``fork`` launch) traces nothing it inherited."""
+    """A forked child (a DataLoader worker, a ``fork`` launch) traces nothing it inherited,
+    and dumps its stacks on a fatal signal into a file of its own."""
     _THREADS.clear()
     _DEFAULT.clear()
     _READERS.clear()
+    fatal = os.environ.get(FATAL_ENV)
+    if fatal:
+        _dump_on_fatal_signal(worker_file(fatal, os.getpid()))
+
+
+def _dump_stacks_on_request(path: str | None) -> None:
+    """Every thread's Python stack into ``path`` on SIGUSR1: the runner asks for them before
+    it ends a run that hangs (``--timeout``, Ctrl-C, a failed peer)."""
+    if path and hasattr(signal, "SIGUSR1"):
+        handle = open(path, "w", encoding="utf-8")
+        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+
+
+def _dump_on_fatal_signal(path: str | None) -> None:
+    """Every thread's Python stack into ``path`` when the process dies of a fatal signal
+    (faulthandler's SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT handler writes them, then the
+    signal kills the process as before): the runner reads them after the process died of one.
+    A script that enables faulthandler itself replaces this file with its own."""
+    if not path:
+        return
+    try:
+        handle = open(path, "w", encoding="utf-8")
+    except OSError:
+        return
+    faulthandler.enable(file=handle, all_threads=True)
 
 
 def _marked(rank: int, call):
@@ -1896,10 +1970,9 @@ def worker_main() -> None:
     debug = os.environ.get(DEBUG_FILE_ENV)
     if debug:  # read by torch_xla when it loads: each process reports to its own file
         os.environ[DEBUG_FILE_ENV] = worker_file(_top_file(debug), os.getpid())
-    stacks = os.environ.get(STACKS_ENV)
-    if stacks and hasattr(signal, "SIGUSR1"):
-        handle = open(worker_file(stacks, os.getpid()), "w", encoding="utf-8")
-        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+    stacks, fatal = os.environ.get(STACKS_ENV), os.environ.get(FATAL_ENV)
+    _dump_stacks_on_request(worker_file(stacks, os.getpid()) if stacks else None)
+    _dump_on_fatal_signal(worker_file(fatal, os.getpid()) if fatal else None)
     os.register_at_fork(after_in_child=_after_fork)
     _set_library_dirs()
     _after_import("torch_xla", _on_worker_torch_xla)
@@ -1926,10 +1999,8 @@ def main() -> None:
     )
     _register(tracer)
     _set_library_dirs()
-    stacks = os.environ.get(STACKS_ENV)
-    if stacks and hasattr(signal, "SIGUSR1"):
-        handle = open(stacks, "w", encoding="utf-8")
-        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+    _dump_stacks_on_request(os.environ.get(STACKS_ENV))
+    _dump_on_fatal_signal(os.environ.get(FATAL_ENV))
     tracer.emit(
         {
             "event": "start",

@@ -156,14 +156,20 @@ def failures(hosts: dict[int, Trace], results: dict[int, RunResult]) -> list[dic
         if status not in FAILED:
             continue
         error = trace.error or {}
-        location = error.get("location")
+        # where the host was: its exception's line, or, when the run was ended around it, the
+        # line of its stack (faulthandler on SIGUSR1, the runner's `timeout` event)
+        location = (trace.timeout or {}).get("location") if status == "timeout" else None
+        crash = (trace.crash or {}) if status == "crashed" else {}
+        location = location or error.get("location") or crash.get("location")
         where = Location.from_json(location)
         at = f" at {_short(where.path)}:{where.line}" if where else ""
         what = {
             "error": f"raised {error.get('type')}: {error.get('message')}{at}",
-            "crashed": "died without an exception",
+            "crashed": f"died of signal {crash['signal']} ({crash.get('name')}){at}"
+            if crash.get("signal")
+            else "died without an exception",
             "no-boundary": "never reached a step boundary",
-            "timeout": "was ended by --timeout",
+            "timeout": f"was ended by --timeout{' while' + at if at else ''}",
             "exited": f"exited with status {(trace.exit or {}).get('code')}",
         }[status]
         message = f"host {host} {what} after {len(trace.steps)} step(s)"

@@ -538,7 +538,8 @@ def confirm_static(diagnostics: list, findings: list[Finding]) -> list[dict]:
 
 def status_of(trace: Trace, timed_out: bool, interrupted: bool) -> str:
     """How the run ended: stopped (by --steps), finished, error, timeout, no-boundary,
-    crashed (killed or died without a word), exited (the script called sys.exit)."""
+    crashed (died of a signal, the ``crash`` event, or without a word), exited (the script
+    called sys.exit)."""
     if timed_out or interrupted:
         return "timeout"
     if trace.error is not None:
@@ -632,6 +633,16 @@ def _error_json(trace: Trace) -> dict | None:
     return {k: trace.error.get(k) for k in ("type", "message", "traceback", "location")}
 
 
+def _crash_json(trace: Trace) -> dict | None:
+    """The signal the script died of and its Python stack at the crash (the runner's
+    ``crash`` event), or None."""
+    if trace.crash is None:
+        return None
+    return {k: trace.crash.get(k) for k in ("signal", "name", "fatal", "location")} | {
+        "stack": list(trace.crash.get("stack") or [])
+    }
+
+
 def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) -> dict:
     """One rank in the report: its status, steps and compiles, as the top-level ones."""
     start = trace.start or {}
@@ -704,8 +715,10 @@ def build_report(
         )
         notes.append(f"the run was {what}{at}; the report holds what happened until then")
     code = (trace.child_exit or {}).get("code")
+    crash = _crash_json(trace) if status == "crashed" and not ranks else None
     if status == "crashed" and isinstance(code, int) and code < 0:
-        notes.append(f"the script's process was killed by signal {-code}")
+        if crash is None:  # else the headline names the signal
+            notes.append(f"the script's process was killed by signal {-code}")
     elif status == "crashed" and code not in (None, 0) and not ranks:
         notes.append(f"the script's process exited with status {code} without an exception")
     notes += _rank_notes(trace, ranks)
@@ -761,6 +774,7 @@ def build_report(
         "findings": [f.to_json() for f in findings],
         "static": confirm_static(static, findings) if static is not None else None,
         "error": error,
+        "crash": crash,
         "ranks": [
             _rank_json(r, t, analyses[r], (rank_files or {}).get(r))
             for r, t in sorted(ranks.items())
@@ -898,8 +912,17 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
         code=report.get("script_exit"),
         opt=report.get("optimizer_steps"),
     )
+    crash = report.get("crash") if report["status"] == "crashed" else None
+    if crash:
+        at = f" at {_where(crash['location'])}" if crash.get("location") else ""
+        text = (
+            f"the script died of signal {crash['signal']} ({crash['name']}) "
+            f"after {report['steps_traced']} steps{at}"
+        )
     text = text.replace(" 1 steps", " 1 step").replace(" 1 optimizer steps", " 1 optimizer step")
     out.append(f"{text}; {report['wall_s']:.1f} s wall; events: {report['events_file']}")
+    if crash:
+        out += _render_crash(crash)
     error = report.get("error")
     if error:
         out.append(
@@ -995,6 +1018,27 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     for note in report["notes"]:
         out.append(f"note: {note}")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _render_crash(crash: dict) -> list[str]:
+    """The Python stack at the crash, innermost first, the script's line marked ``>``."""
+    if not crash.get("stack"):
+        name = crash.get("name")
+        if name == "SIGKILL":
+            why = "SIGKILL cannot be caught (the out-of-memory killer, or kill -9)"
+        elif name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"):
+            why = "faulthandler wrote none for the trace (did the script enable its own?)"
+        else:
+            why = "faulthandler writes one for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT only"
+        return [f"crash: no Python stack: {why}"]
+    out = [
+        f"crash: Fatal Python error: {crash.get('fatal')}; the Python stack at the crash "
+        "(most recent call first):"
+    ]
+    for frame in crash["stack"]:
+        mark = ">" if frame == crash.get("location") else " "
+        out.append(f"  {mark} {_where(frame)} in {frame.get('function') or '?'}")
+    return out
 
 
 def _render_ranks(ranks: list[dict]) -> list[str]:

@@ -161,15 +161,57 @@ def _is_python(word: str) -> bool:
 
 def _python_shebang(program: str) -> bool:
     """Whether the file ``program`` starts with a ``#!`` line naming a Python interpreter
-    (``#!/usr/bin/env python3``, a virtualenv's ``#!/.../bin/python``)."""
+    (``#!/usr/bin/env python3``, a virtualenv's ``#!/.../bin/python``), or with the ``/bin/sh``
+    trampoline pip writes for a console script when the interpreter's path is too long for a
+    ``#!`` line (``#!/bin/sh``, then ``'''exec' "/long/path/python" "$0" "$@"``)."""
     try:
         with open(program, "rb") as f:
-            first = f.readline(256)
+            first, second = f.readline(256), f.readline(1024)
     except OSError:
         return False
     if not first.startswith(b"#!"):
         return False
-    return any(_is_python(word) for word in first[2:].decode("utf-8", "replace").split())
+    if any(_is_python(word) for word in first[2:].decode("utf-8", "replace").split()):
+        return True
+    if not second.startswith(b"'''exec' "):
+        return False
+    try:
+        words = shlex.split(second[len(b"'''exec' ") :].decode("utf-8", "replace"))
+    except ValueError:
+        return False
+    return bool(words) and _is_python(words[0])
+
+
+#: Bytes of a script read to tell whether it is Python source.
+SOURCE_PROBE_BYTES = 1 << 20
+
+
+def _not_python(path: str) -> str | None:
+    """Why the file ``path`` cannot be a Python script, or ``None`` when it may be one: not a
+    regular file (a FIFO or a device: reading it could block), an executable binary, NUL bytes
+    (Python source has none), or a ``#!`` line naming another interpreter (``#!/bin/sh``; a
+    ``.py`` file is Python whatever its ``#!`` line says). What ``python FILE`` also runs is
+    accepted: a zip archive (a zipapp) and compiled bytecode of this Python (``.pyc``)."""
+    import stat
+    import zipfile
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "not a regular file"
+        with open(path, "rb") as f:
+            head = f.read(SOURCE_PROBE_BYTES)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    if head.startswith(b"\x7fELF"):
+        return "an executable binary"
+    if head.startswith(importlib.util.MAGIC_NUMBER):
+        return None
+    if b"\0" in head:
+        return None if zipfile.is_zipfile(path) else "a binary file: it holds NUL bytes"
+    if head.startswith(b"#!") and not path.endswith((".py", ".pyw")) and not _python_shebang(path):
+        line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+        return f"its #! line runs {line}"
+    return None
 
 
 def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
@@ -177,8 +219,9 @@ def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
 
     A leading ``python``/``python3``/``pythonX.Y`` (or this interpreter's path) means this
     interpreter; ``-m MODULE`` runs a module. Raises :class:`TraceUsageError` for an empty
-    command, a missing script, an interpreter option we do not pass on, or a launcher that
-    starts several processes (not traced yet).
+    command, a missing script, a file or program that is not Python (a binary, a ``#!`` line
+    naming another interpreter: :func:`_not_python`), an interpreter option we do not pass
+    on, or a launcher that is not traced.
     """
     words = list(command)
     if words and words[0] == "--":
@@ -224,6 +267,13 @@ def resolve_target(command: list[str] | tuple[str, ...], cwd: str) -> Target:
     if os.path.isdir(path):
         if not os.path.exists(os.path.join(path, "__main__.py")):
             raise TraceUsageError(f"{head} is a folder without __main__.py")
+    else:
+        why = _not_python(path)
+        if why is not None:
+            raise TraceUsageError(
+                f"`{head}` is not a Python script ({why}); trace runs Python: "
+                "`xla-lint trace -- python train.py ARGS` or `-- python -m MODULE ARGS`"
+            )
     return Target("path", os.path.abspath(path), tuple(words[1:]))
 
 
@@ -273,6 +323,7 @@ def build_env(
     env[hook.EVENTS_ENV] = events_file
     env[hook.STEPS_ENV] = str(opts.steps)
     env[hook.STACKS_ENV] = os.path.join(workdir, "stacks.txt")
+    env[hook.FATAL_ENV] = os.path.join(workdir, "fatal.txt")
     env[hook.SITE_ENV] = os.path.join(workdir, "site")
     env[hook.HOOK_ENV] = os.path.abspath(hook.__file__)
     env[hook.ABORT_ENV] = os.path.join(workdir, "abort")
@@ -385,8 +436,10 @@ def run_child(
         if guard is not None:  # the child has ended (or is left to the watchdog to end)
             guard.close()
     wall = time.perf_counter() - started
+    if proc.returncode is not None and proc.returncode < 0 and not (timed_out or interrupted):
+        _echo_fatal_dump(env.get(hook.FATAL_ENV), stream)
     _append_parent_events(
-        events_file, env, proc.returncode, timed_out, interrupted, opts.timeout, wall
+        events_file, env, proc.returncode, timed_out, interrupted, opts.timeout, wall, peers_ended
     )
     for rank, path in rank_files(events_file).items():
         _append_rank_events(path, rank, timed_out or interrupted or peers_ended, wall, env)
@@ -407,6 +460,19 @@ def run_child(
     return RunResult(
         target, events_file, workdir, proc.returncode, timed_out, interrupted, wall, facts
     )
+
+
+def _echo_fatal_dump(path: str | None, stream) -> None:
+    """Show what faulthandler wrote when the script died of a fatal signal where the script's
+    standard error goes, as ``python -X faulthandler`` would have printed it there."""
+    text = _read_dump(path)
+    if not text.startswith("Fatal Python error: "):
+        return
+    try:
+        stream.write(text if text.endswith("\n") else text + "\n")
+        stream.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def rank_files(events_file: str) -> dict[int, str]:
@@ -548,14 +614,21 @@ def _append_parent_events(
     interrupted: bool,
     timeout: float,
     wall: float,
+    ended: bool = False,
 ) -> None:
     """Add what only the parent knows: compile blocks the child had no chance to turn into
     events (it crashed, hung or was killed mid-compile), the timeout with the stack the child
-    was in, and its exit status."""
+    was in, the signal it died of (not one the run ended it with: ``ended``) with its stack at
+    the crash, and its exit status."""
     from .events import read_events
 
     trace = read_events(events_file)
     lines = _late_compiles(trace, env.get("PT_XLA_DEBUG_FILE"))
+    if returncode is not None and returncode < 0 and not (timed_out or interrupted or ended):
+        hook._set_library_dirs(*_library_modules(trace))
+        crash = crash_event(-returncode, env.get(hook.FATAL_ENV))
+        if crash is not None:
+            lines.append(crash)
     if timed_out or interrupted:
         hook._set_library_dirs(
             *_library_modules(trace)
@@ -653,23 +726,35 @@ def _library_modules(trace) -> list:
     return found
 
 
+def _read_dump(path: str | None) -> str:
+    """The text of a faulthandler dump file ("" when there is none)."""
+    if not path or not os.path.exists(path):
+        return ""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def _read_stack(path: str | None, marker: str | None = None) -> list[dict]:
     """The script's thread's frames (innermost first) from a faulthandler dump; with
     ``marker``, the thread whose frames hold that file name (a rank sharing its process)."""
-    if not path or not os.path.exists(path):
-        return []
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
+    return _dump_frames(_read_dump(path), marker)
+
+
+def _dump_frames(text: str, marker: str | None = None, current_first: bool = False) -> list[dict]:
+    """The frames (innermost first) of one thread of a faulthandler dump: the thread holding
+    ``marker``, else (with ``current_first``: the thread that got the signal, else) the
+    script's thread, the one running a ``<module>`` frame (runpy -> the script's top level)."""
     chunks = [c for c in text.split("\n\n") if "File " in c]
-    # The script's thread is the one running a <module> frame (runpy -> the script's top level),
-    # or a rank's per-device function (its marker frame).
+    current = next((c for c in chunks if "Current thread" in c), None)
     main = next((c for c in chunks if marker and marker in c), None)
     main = (
         main
+        or (current if current_first else None)
         or next((c for c in chunks if "<module>" in c), None)
-        or next((c for c in chunks if "Current thread" in c), chunks[0] if chunks else "")
+        or current
+        or (chunks[0] if chunks else "")
     )
     frames = []
     for line in main.splitlines():
@@ -683,6 +768,52 @@ def _read_stack(path: str | None, marker: str | None = None) -> list[dict]:
                 {"path": path_part, "line": int(number), "function": function.strip() or None}
             )
     return frames
+
+
+#: faulthandler's words for the fatal signals it handles (Modules/faulthandler.c).
+FATAL_SIGNALS = {
+    "Segmentation fault": "SIGSEGV",
+    "Bus error": "SIGBUS",
+    "Illegal instruction": "SIGILL",
+    "Floating-point exception": "SIGFPE",
+    "Floating point exception": "SIGFPE",
+    "Aborted": "SIGABRT",
+}
+
+
+def signal_name(number: int) -> str:
+    """``11`` -> ``SIGSEGV`` (``signal 64`` for a number this platform does not name)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def crash_event(number: int | None, path: str | None) -> dict | None:
+    """The ``crash`` event of a process that died of signal ``number`` (None: read it from the
+    dump), with the Python stack faulthandler wrote to ``path`` at the crash (the thread that
+    got the signal, innermost first, down to the script's top level) and its first user
+    frame. None when the number is unknown and there is no dump."""
+    text = _read_dump(path)
+    fatal = None
+    if text.startswith("Fatal Python error: "):
+        fatal = text.partition("\n")[0][len("Fatal Python error: ") :].strip()
+    if number is None:
+        name = FATAL_SIGNALS.get(fatal or "")
+        if name is None:
+            return None
+        number = int(getattr(signal, name))
+    frames = _dump_frames(text, current_first=True) if fatal else []
+    runpy_at = next((i for i, f in enumerate(frames) if "runpy" in f["path"]), len(frames))
+    stack = frames[:runpy_at]  # runpy and the bootstrap below the script are ours
+    return {
+        "event": "crash",
+        "signal": number,
+        "name": signal_name(number),
+        "fatal": fatal,
+        "stack": stack[: hook.MAX_FRAMES],
+        "location": next((f for f in stack if hook.is_user_file(f["path"])), None),
+    }
 
 
 def lint_static(path: str) -> tuple[list, str | None]:
