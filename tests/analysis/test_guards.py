@@ -643,3 +643,21 @@ def test_code_under_a_constant_false_test_reports_nothing_and_sets_no_fact(tmp_p
     write_tree(tmp_path, {"train.py": src})
     result, _, _ = lint_tree(tmp_path, select=["XLA008"], entry_points={"train.py": "single"})
     assert [d.line for d in result.diagnostics] == ([] if dead else [6])
+
+
+def test_where_code_runs_costs_one_pass_per_block_not_one_per_finding(monkeypatch):
+    # Each finding asked whether an `if is_xla(): ...; return` came before it in its block by
+    # scanning the block again: 10,000 findings in one block cost 10,000 scans (7 s).
+    from xla_lint.analysis import guards
+    from xla_lint.linter import lint_text
+    from xla_lint.rules import rule_by_code
+
+    calls = []
+    real = guards._branch_platforms
+    monkeypatch.setattr(guards, "_branch_platforms", lambda test: calls.append(1) or real(test))
+    n = 400
+    code = "import torch_xla\nimport torch_xla.core.xla_model as xm\n"
+    code += "if flag:\n    pass\nd = xm.xla_device()\n" * n  # n `if`s before the last finding
+    diags, _ = lint_text(code, "a.py", [rule_by_code("XLA301")])
+    assert len(diags) == n
+    assert len(calls) < 4 * n  # one look at each statement's `if`, plus each node's own branches

@@ -70,6 +70,7 @@ one walk over the statements; each question then checks the traversal's ancestor
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -1131,7 +1132,7 @@ def _stack_runs_on_xla(stack: Sequence[cst.CSTNode]) -> bool:
         node = stack[i]
         child = stack[i + 1]
         if isinstance(node, (cst.IndentedBlock, cst.Module)):
-            if _after_xla_exit(node.body, child):
+            if _after_xla_exit(stack[0], node, node.body, child):
                 return False
             continue
         if not isinstance(node, (cst.If, cst.IfExp)):
@@ -1144,17 +1145,39 @@ def _stack_runs_on_xla(stack: Sequence[cst.CSTNode]) -> bool:
     return True
 
 
-def _after_xla_exit(statements: Sequence[cst.CSTNode], child: cst.CSTNode) -> bool:
-    """True when ``child`` follows, in ``statements``, an ``if`` without ``else`` whose body
-    runs only on XLA and always leaves (``if is_xla(): ...; return``): what comes after it
-    runs only without XLA."""
-    for stmt in statements:
-        if stmt is child:
-            return False
-        if type(stmt) is cst.If and stmt.orelse is None and _branch_platforms(stmt.test)[1]:
-            if _always_leaves(stmt.body):
-                return True
-    return False
+# Per block of the module being linted: the index of its first XLA exit (None: none) and each
+# statement's index, so that asking for every node of a long block costs one pass over it, not
+# one per node (10,000 findings in one block took seconds each thousand). Reset per module.
+_EXITS = threading.local()
+
+
+def _after_xla_exit(
+    module: cst.CSTNode, block: cst.CSTNode, statements: Sequence[cst.CSTNode], child: cst.CSTNode
+) -> bool:
+    """True when ``child`` follows, in ``statements`` (the body of ``block``), an ``if`` without
+    ``else`` whose body runs only on XLA and always leaves (``if is_xla(): ...; return``): what
+    comes after it runs only without XLA."""
+    if getattr(_EXITS, "module", None) is not module:
+        _EXITS.module, _EXITS.blocks = module, {}
+    entry = _EXITS.blocks.get(id(block))
+    if entry is None or entry[0] is not block:
+        first = None
+        for i, stmt in enumerate(statements):
+            if (
+                type(stmt) is cst.If
+                and stmt.orelse is None
+                and _branch_platforms(stmt.test)[1]
+                and _always_leaves(stmt.body)
+            ):
+                first = i
+                break
+        entry = (block, first, {id(stmt): i for i, stmt in enumerate(statements)})
+        _EXITS.blocks[id(block)] = entry
+    _, first, index = entry
+    if first is None:
+        return False
+    at = index.get(id(child))
+    return at is None or first < at
 
 
 def _always_leaves(block: cst.BaseSuite) -> bool:
