@@ -635,3 +635,16 @@ def test_config_file_without_an_xla_lint_table_is_an_error(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "xla-lint: error: other.toml: no [tool.xla-lint] table (the file --config names must have one)"
     ]
+
+
+def test_a_file_python_compiles_but_libcst_cannot_parse_says_so(tmp_path):
+    # 5,000 adjacent string literals (a long prompt): Python compiles the file, LibCST's parser
+    # fails; it was reported as a plain syntax error ("expected one of STRING").
+    lines = "".join(f'    "line {i} of a long prompt"\n' for i in range(5000))
+    (tmp_path / "p.py").write_text(f"import torch_xla\nPROMPT = (\n{lines})\n")
+    compile((tmp_path / "p.py").read_text(), "p.py", "exec")  # Python accepts it
+    proc = xla(tmp_path, "--isolated", "--no-cache", "p.py")
+    assert proc.returncode == 1
+    row = rows(proc)[0]
+    assert "LibCST's parser cannot read this file, although Python compiles it" in row
+    assert row.endswith("nothing in it was linted")

@@ -85,6 +85,11 @@ def parse_source(
         return cst.parse_module(text), syntax
     except cst.ParserSyntaxError as exc:
         message, line, column = _syntax_error_position(text, exc)
+        if syntax is not None:  # Python compiles it: a limit of LibCST's parser, not an error
+            message = (
+                "LibCST's parser cannot read this file, although Python compiles it "
+                f"({message}); nothing in it was linted"
+            )
         return syntax_error(path, message, line + line_offset, column + column_offset)
     except RecursionError:
         return syntax_error(path, "nesting too deep to parse", 1 + line_offset, 1 + column_offset)
