@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ..scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
 from . import apis
 from .context import FileContext, find_arg
 from .names import Scope
@@ -476,3 +475,56 @@ def _names_in(node: cst.CSTNode) -> set[str]:
 
     walk(node, _V(), TRIVIA)
     return found
+
+
+@dataclass
+class StepClosures:
+    """The functions this module gives to ``xm.add_step_closure``: what runs after a step.
+
+    torch_xla 2.9.0 runs a step closure inside ``torch_xla.sync()`` once the step's graph has
+    been launched on every replica (``torch_xla/torch_xla.py`` ``sync``, then
+    ``xla_model._run_step_closures``); its tensors are that graph's outputs, so reading them
+    there (``.item()``, ``.cpu()``, ``print``), on one replica or all, copies values and runs no
+    graph of its own. ``names``: functions and methods given by name (``_report``,
+    ``self._train_update``: ``_train_update``); ``lambdas``: lambdas given directly. A closure
+    imported from another module, or built by a factory, is not recognised.
+    """
+
+    names: frozenset[str] = frozenset()
+    lambdas: frozenset[int] = frozenset()  # id() of the Lambda nodes
+
+    @classmethod
+    def of(cls, ctx: FileContext) -> StepClosures:
+        """The closures of ``ctx``'s module, computed once per file."""
+        return ctx.memo("xla_lint.analysis.loops.StepClosures", lambda: cls._find(ctx))
+
+    @classmethod
+    def _find(cls, ctx: FileContext) -> StepClosures:
+        names: set[str] = set()
+        lambdas: set[int] = set()
+        for call in calls_in(ctx.module):
+            if ADD_STEP_CLOSURE not in ctx.qnames(call.func):
+                continue
+            arg = find_arg(call, "closure", 0)
+            value = arg.value if arg is not None else None
+            if isinstance(value, cst.Name):
+                names.add(value.value)
+            elif isinstance(value, cst.Attribute):
+                names.add(value.attr.value)
+            elif isinstance(value, cst.Lambda):
+                lambdas.add(id(value))
+        return cls(frozenset(names), frozenset(lambdas))
+
+
+def in_step_closure(ctx: FileContext) -> bool:
+    """True when the node being visited runs in a step closure of its module (inside a function
+    or lambda the module gives to ``xm.add_step_closure``; see :class:`StepClosures`)."""
+    closures = StepClosures.of(ctx)
+    if not closures.names and not closures.lambdas:
+        return False
+    for node in ctx.stack:
+        if isinstance(node, cst.FunctionDef) and node.name.value in closures.names:
+            return True
+        if isinstance(node, cst.Lambda) and id(node) in closures.lambdas:
+            return True
+    return False

@@ -15,7 +15,7 @@ from ...analysis.walk import TRIVIA, calls_in, iter_nodes, walk
 from ...diagnostics import Severity
 from ...program.facts import Fact
 from ...rule import Invalid, Rule, Valid
-from ...scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
+from ...scalars import recompile_step
 from .common import _CALLS
 
 # torch's Adam and AdamW, and torch_xla's sync-free AMP variants (torch_xla 2.9.0

@@ -7,7 +7,6 @@ import libcst as cst
 from ...analysis.loops import WRAPPERS, LoopFacts, _last_name
 from ...analysis.names import Scope
 from ...rule import Rule
-from ...scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
 
 TENSOR_FACTORIES = frozenset(
     {f"torch.{n}" for n in ("randn", "rand", "zeros", "ones", "empty", "arange", "randint", "full")}

@@ -14,7 +14,6 @@ from ...analysis.walk import iter_nodes
 from ...diagnostics import Severity
 from ...program.facts import Fact
 from ...rule import Invalid, Valid
-from ...scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
 from .common import _CALLS, HOST_METHODS, TENSOR_FACTORIES, LoopRule, chain_root, is_literal_loop
 
 # Context managers and decorators that turn autograd off: code under them evaluates.

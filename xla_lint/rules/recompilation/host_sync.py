@@ -12,7 +12,6 @@ from ...analysis.values import definition
 from ...analysis.walk import TRIVIA, calls_in, walk
 from ...diagnostics import Severity
 from ...rule import Invalid, Valid
-from ...scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
 from .common import HOST_METHODS, LoopRule, chain_root, is_literal_loop
 
 

@@ -9,7 +9,6 @@ from ...analysis.loops import ITERABLE_DATASET, _last_name
 from ...analysis.values import Known, definition, value_of
 from ...diagnostics import Severity
 from ...rule import Invalid, Valid
-from ...scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
 from .common import TENSOR_FACTORIES, LoopRule
 
 DATALOADER = "torch.utils.data.DataLoader"

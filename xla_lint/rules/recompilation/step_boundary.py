@@ -7,7 +7,6 @@ import libcst as cst
 from ...analysis.names import Scope
 from ...diagnostics import Severity
 from ...rule import Invalid, Valid
-from ...scalars import recompile_step, round_to  # noqa: F401 - round_to: re-exported for tests
 from .common import LoopRule, is_literal_loop
 
 
