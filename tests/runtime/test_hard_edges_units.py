@@ -562,3 +562,42 @@ def test_hosts_started_with_different_options_are_named_at_the_rendezvous():
         )
         == []
     )
+
+
+# --- issue 27, item 4: the runtime checker's exits and waits ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call,prefix",
+    [
+        ("from xla_lint.runtime.cli import main; sys.exit(main([]))", "python -m xla_lint.runtime"),
+        ("from xla_lint.cli import main; main(['runtime'])", "xla-lint runtime"),
+    ],
+)
+def test_a_missing_runtime_extra_is_named_like_every_other_usage_error(call, prefix):
+    """It printed "error: the runtime checker needs ..." without the command's name, unlike
+    every other error line of xla-lint ("xla-lint runtime: error: ...")."""
+    import subprocess
+
+    from xla_lint.runtime import RUNTIME_EXTRA_HINT
+
+    code = f"import sys; sys.modules['torch'] = None; sys.modules['torch_xla'] = None; {call}"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [f"{prefix}: error: {RUNTIME_EXTRA_HINT}"]
+
+
+def test_a_runtime_that_cannot_start_is_named_like_every_other_error(monkeypatch, capsys):
+    import xla_lint.runtime.cli as cli
+    import xla_lint.runtime.runner as runner
+
+    def no_tpu(opts):
+        raise RuntimeError("TPU initialization failed: no libtpu\nsecond line")
+
+    monkeypatch.setattr(cli, "runtime_available", lambda: True)
+    monkeypatch.setattr(runner, "run", no_tpu)
+    assert main(["--device", "tpu"], prog_name="xla-lint runtime") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "xla-lint runtime: error: the runtime could not start or finish on this machine: "
+        "RuntimeError: TPU initialization failed: no libtpu"
+    ]

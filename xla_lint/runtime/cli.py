@@ -246,8 +246,8 @@ def command(
             raise click.UsageError(
                 f"--json {json_path}: folder {folder} does not exist or is not writable", ctx
             )
-    if not runtime_available():
-        click.echo(f"error: {RUNTIME_EXTRA_HINT}", err=True)
+    if not runtime_available():  # named like the usage errors main() prints
+        click.echo(f"{ctx.command_path}: error: {RUNTIME_EXTRA_HINT}", err=True)
         ctx.exit(2)
     from .runner import run
 
@@ -262,7 +262,8 @@ def command(
     ) as exc:  # e.g. --device tpu on a machine without libtpu: one line, no traceback
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         click.echo(
-            f"error: the runtime could not start or finish on this machine: {type(exc).__name__}: {first}",
+            f"{ctx.command_path}: error: the runtime could not start or finish on this machine: "
+            f"{type(exc).__name__}: {first}",
             err=True,
         )
         ctx.exit(2 if kw.get("device") not in (None, "auto", "cpu") else 1)
