@@ -601,3 +601,21 @@ def test_a_runtime_that_cannot_start_is_named_like_every_other_error(monkeypatch
         "xla-lint runtime: error: the runtime could not start or finish on this machine: "
         "RuntimeError: TPU initialization failed: no libtpu"
     ]
+
+
+def test_host_0_says_once_that_it_waits_for_the_other_hosts(capsys):
+    """Host 0 printed nothing until --timeout ran out (120 s by default)."""
+    store = FakeStore()
+    store.set(f"{KEY}join/0", json.dumps({"hostname": "h", "pid": 0, "num_hosts": 3, "claim": 1}))
+    store.add(f"{KEY}claim/0", 1)
+    t0 = time.monotonic()
+    verdict = HostGroup._host0_collect(store, 3, t0, 0.35, RendezvousResult(expected=3))
+    assert verdict["missing"] == [1, 2] and time.monotonic() - t0 < 5
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["waiting up to 0.35 s for 3 hosts to join (joined: 0)"]
+    for i in (1, 2):  # every host already there: no wait, no line
+        store.set(f"{KEY}join/{i}", json.dumps({"hostname": "h", "pid": i, "num_hosts": 3}))
+        store.add(f"{KEY}claim/{i}", 1)
+    HostGroup._host0_collect(store, 3, time.monotonic(), 5.0, RendezvousResult(expected=3))
+    assert capsys.readouterr().err == ""

@@ -313,13 +313,25 @@ class HostGroup:
     def _host0_collect(
         store: Any, n: int, t0: float, timeout: float, result: RendezvousResult
     ) -> dict:
-        """Poll ``join/<i>`` keys until all ``n`` hosts arrived or ``timeout`` passed."""
+        """Poll ``join/<i>`` keys until all ``n`` hosts arrived or ``timeout`` passed.
+
+        When a host is missing at the first poll, one line on standard error says how long
+        host 0 waits (``waiting up to 120 s for 3 hosts to join (joined: 0)``)."""
         keys = [f"{KEY}join/{i}" for i in range(n)]
         arrived: set[int] = set()
+        announced = False
         while True:
             arrived |= {i for i in range(n) if i not in arrived and store.check([keys[i]])}
             if len(arrived) == n or time.monotonic() - t0 > timeout:
                 break
+            if not announced:
+                joined = ", ".join(map(str, sorted(arrived))) or "none"
+                print(
+                    f"waiting up to {timeout:g} s for {n} hosts to join (joined: {joined})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                announced = True
             time.sleep(0.1)
         hosts = {str(i): json.loads(store.get(keys[i])) for i in sorted(arrived)}
         duplicates = sorted(i for i in arrived if store.add(f"{KEY}claim/{i}", 0) > 1)
