@@ -311,3 +311,37 @@ def test_a_mesh_that_does_not_fit_devices_known_only_at_run_time_is_still_a_usag
         "--mesh fsdp --mesh-shape 4 (see python -m xla_lint.runtime --help)"
     )
     assert "Traceback" not in proc.stderr and "job.py" not in proc.stderr
+
+
+# --- issue 27, item 4: exits and waits ------------------------------------------------------------
+
+
+def test_an_unreachable_coordinator_prints_one_line_within_the_timeout():
+    """--timeout 15 took 32 s and printed c10d's 40-frame C++ stack on the terminal."""
+    port = free_port()  # nothing listens there
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        checker(
+            "--coordinator",
+            f"127.0.0.1:{port}",
+            "--num-hosts",
+            "2",
+            "--host-index",
+            "1",
+            "--timeout",
+            "3",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    wall = time.monotonic() - t0
+    assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stderr)
+    assert proc.stderr.splitlines() == [
+        f"host 1: rendezvous failed: host 1 of 2 could not reach the coordinator 127.0.0.1:{port} "
+        f"(host 0) within 3 s: start the command on host 0 too, and check that 127.0.0.1:{port} is "
+        "reachable from this host"
+    ]
+    assert wall < 3 + 5, wall  # the wait starts before torch is imported

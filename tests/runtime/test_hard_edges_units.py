@@ -619,3 +619,26 @@ def test_host_0_says_once_that_it_waits_for_the_other_hosts(capsys):
         store.add(f"{KEY}claim/{i}", 1)
     HostGroup._host0_collect(store, 3, time.monotonic(), 5.0, RendezvousResult(expected=3))
     assert capsys.readouterr().err == ""
+
+
+def test_an_unreachable_coordinator_is_given_up_on_after_timeout_without_a_cpp_stack(capfd):
+    """--timeout 15 took 32 s (torch's TCPStore client tried twice, 15 s each) and printed
+    c10d's 40-frame C++ stack on the terminal."""
+    pytest.importorskip("torch.distributed")
+    import socket
+
+    from xla_lint.runtime.hosts import RendezvousError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(RendezvousError) as info:
+        HostGroup.join(HostLayout(1, 2, ("127.0.0.1", port), "cli"), 2.0, 30.0)
+    waited = time.monotonic() - t0
+    assert 2.0 <= waited < 3.5, waited
+    assert str(info.value).startswith(
+        f"host 1 of 2 could not reach the coordinator 127.0.0.1:{port} (host 0) within 2 s"
+    )
+    captured = capfd.readouterr()  # file descriptors 1 and 2: what C++ would print
+    assert captured.out == "" and captured.err == "", captured.err[:2000]

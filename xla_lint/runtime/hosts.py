@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,52 @@ def native_output_to_devnull() -> Iterator[None]:
             os.close(copy)
 
 
+@contextlib.contextmanager
+def native_stderr_kept(into: list[str]) -> Iterator[None]:
+    """Point file descriptor 2 at a temporary file for the duration and append what was
+    written there to ``into``.
+
+    torch's c10d logs a failed TCPStore connection at ERROR level with the whole C++
+    stack of the exception (40 frames), which ``TORCH_CPP_LOG_LEVEL=ERROR`` lets through;
+    the checker names the problem in one line instead and keeps this text for the JSON
+    report (``errors[].traceback``) where there is one.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as log:
+        try:
+            os.dup2(log.fileno(), 2)
+            yield
+            _flush_c_stdio()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            text = log.read().decode("utf-8", "replace").strip()
+            if text:
+                into.append(text)
+
+
+def wait_for_listener(host: str, port: int, deadline: float) -> bool:
+    """True once something accepts TCP connections at ``host:port``, False when
+    ``deadline`` (``time.monotonic()``) comes first. Strictly bounded: the name lookup and
+    the connection attempts run in a daemon thread, each attempt at most 1 s."""
+    found = threading.Event()
+
+    def probe() -> None:
+        while time.monotonic() < deadline:
+            try:
+                left = max(0.05, min(1.0, deadline - time.monotonic()))
+                with socket.create_connection((host, port), timeout=left):
+                    found.set()
+                    return
+            except OSError:
+                time.sleep(max(0.0, min(0.25, deadline - time.monotonic())))
+
+    threading.Thread(target=probe, name="xla-lint-coordinator-probe", daemon=True).start()
+    return found.wait(max(0.0, deadline - time.monotonic()))
+
+
 def _flush_c_stdio() -> None:
     try:
         import ctypes
@@ -88,11 +135,15 @@ def _flush_c_stdio() -> None:
 
 
 class RendezvousError(RuntimeError):
-    """The hosts did not all join. ``result`` says who did (a :class:`RendezvousResult`)."""
+    """The hosts did not all join. ``result`` says who did (a :class:`RendezvousResult`);
+    ``native_log`` is what torch's C++ side wrote while it failed (kept off the terminal)."""
 
-    def __init__(self, message: str, result: RendezvousResult | None = None) -> None:
+    def __init__(
+        self, message: str, result: RendezvousResult | None = None, native_log: str = ""
+    ) -> None:
         super().__init__(message)
         self.result = result
+        self.native_log = native_log
 
 
 @dataclass(frozen=True)
@@ -230,8 +281,6 @@ class HostGroup:
     def _join_store(
         cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None
     ) -> HostGroup:
-        import torch.distributed as dist
-
         t0 = time.monotonic()
         # join() comes here for several hosts, and resolve_layout gives those a coordinator
         assert layout.coordinator is not None
@@ -241,15 +290,32 @@ class HostGroup:
         result = RendezvousResult(
             expected=n, joined=[], timeout_s=timeout, source=layout.source, coordinator=coord
         )
+        unreachable = (
+            f"host {me} of {n} could not reach the coordinator {coord} (host 0) within {timeout:g} s: "
+            f"start the command on host 0 too, and check that {coord} is reachable from this host"
+        )
+        # A host other than 0 first waits, in Python, until host 0 listens: torch's TCPStore
+        # client retries a refused connection once its own timeout is over (try=0, then
+        # try=1: 2 x --timeout in all) and logs the C++ stack of each failure. The wait
+        # starts before torch is imported, so --timeout is the whole wait.
+        if me != 0 and not wait_for_listener(host, port, t0 + timeout):
+            result.message = unreachable
+            raise RendezvousError(unreachable, result)
+        import torch.distributed as dist
+
+        native: list[str] = []
+        connect_s = timeout if me == 0 else max(1.0, t0 + timeout - time.monotonic())
         try:
-            store = dist.TCPStore(
-                host,
-                port,
-                world_size=None,
-                is_master=(me == 0),
-                timeout=timedelta(seconds=timeout),
-                wait_for_workers=False,
-            )
+            with native_stderr_kept(native):
+                store = dist.TCPStore(
+                    host,
+                    port,
+                    world_size=None,
+                    is_master=(me == 0),
+                    timeout=timedelta(seconds=connect_s),
+                    wait_for_workers=False,
+                )
+            store.set_timeout(timedelta(seconds=timeout))  # the store's later waits
         except Exception as exc:
             if me == 0 and (
                 "EADDRINUSE" in str(exc) or "address already in use" in str(exc).lower()
@@ -261,12 +327,9 @@ class HostGroup:
             if me == 0:
                 msg = f"host 0 could not serve the coordinator store on {coord}: {first_line(exc)}"
             else:
-                msg = (
-                    f"host {me} of {n} could not reach the coordinator {coord} (host 0) within {timeout:g} s: "
-                    f"start the command on host 0 too, and check that {coord} is reachable from this host"
-                )
+                msg = unreachable
             result.message = msg
-            raise RendezvousError(msg, result) from None
+            raise RendezvousError(msg, result, "\n".join(native)) from None
         claims = store.add(f"{KEY}claim/{me}", 1)
         payload = {
             "hostname": socket.gethostname(),

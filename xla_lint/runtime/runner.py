@@ -111,7 +111,10 @@ def _run_checked(
             opts.to_json(),
             rv,
             [],
-            [{"host": 0, "stage": "rendezvous", "error": str(exc)}],
+            [
+                {"host": 0, "stage": "rendezvous", "error": str(exc)}
+                | ({"traceback": exc.native_log} if exc.native_log else {})
+            ],
             device_env,
             time.perf_counter() - t0,
         )
