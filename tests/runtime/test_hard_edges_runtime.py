@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -345,3 +346,92 @@ def test_an_unreachable_coordinator_prints_one_line_within_the_timeout():
         "reachable from this host"
     ]
     assert wall < 3 + 5, wall  # the wait starts before torch is imported
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def run_with_a_hung_host(tmp_path: Path, hung: int, timeout: float, job_timeout: float) -> dict:
+    """Two hosts joined with --coordinator; host ``hung`` is stopped (SIGSTOP: alive, silent)
+    at the start of its training step 2. Returns the other host's output, its wall time
+    from the stop, and the stopped host's progress."""
+    port = free_port()
+    paths = [tmp_path / f"progress-{i}.json" for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            checker(
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--num-hosts",
+                "2",
+                "--host-index",
+                str(i),
+                *SMALL,
+                "--timeout",
+                str(timeout),
+                "--job-timeout",
+                str(job_timeout),
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**clean_env(), "XLA_LINT_RUNTIME_PROGRESS": str(paths[i])},
+            stdin=subprocess.DEVNULL,
+        )
+        for i in range(2)
+    ]
+    other = procs[1 - hung]
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while read_json(paths[hung]).get("step") != 2:
+            assert time.monotonic() < deadline and other.poll() is None, "never reached step 2"
+            time.sleep(0.05)
+        procs[hung].send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            stdout, stderr = other.communicate(timeout=job_timeout + timeout + 120)
+        except subprocess.TimeoutExpired:
+            other.kill()
+            stdout, stderr = other.communicate(timeout=30)
+            stderr += "\n(killed by the test: still waiting for the hung host)"
+        return {
+            "code": other.returncode,
+            "stdout": stdout,
+            "stderr": stderr,
+            "after_stop": time.monotonic() - stopped,
+        }
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.communicate(timeout=30)
+
+
+@pytest.mark.slow
+def test_a_hung_host_is_given_up_on_after_the_job_timeout(tmp_path):
+    """--timeout 60 --job-timeout 8: host 0 waited at the gather for the stopped host 1 for
+    max(--timeout, --job-timeout) = 60 s (the gloo group timeout), not --job-timeout."""
+    res = run_with_a_hung_host(tmp_path, hung=1, timeout=60, job_timeout=8)
+    assert res["code"] == 1, explain(res)
+    assert (
+        "FAIL  rendezvous     host 1 never reached the gather (it died or hung); it was last seen in "
+        "step 2 of 3 (train stage)" in res["stdout"]
+    ), explain(res)
+    # the rest of host 0's job, 8 s at the gather, the report; not the 60 s of --timeout
+    assert res["after_stop"] < 8 + 30, res["after_stop"]
+    assert not any(word in res["stdout"] + res["stderr"] for word in NOISE), explain(res)
+
+
+@pytest.mark.slow
+def test_a_hung_host_0_is_given_up_on_after_the_job_timeout(tmp_path):
+    """Host 0 stopped: host 1 waited forever for an answer of host 0's store (torch's
+    TCPStore client reads the answer to a wait or a check with no time limit)."""
+    res = run_with_a_hung_host(tmp_path, hung=0, timeout=60, job_timeout=8)
+    assert res["code"] == 1, explain(res)
+    assert "FAIL  rendezvous     host 0 stopped answering" in res["stdout"], explain(res)
+    assert "host 1 noticed" in res["stdout"] and "and stopped" in res["stdout"], explain(res)
+    assert res["after_stop"] < 2 * 8 + 30, res["after_stop"]
+    assert not any(word in res["stdout"] + res["stderr"] for word in NOISE), explain(res)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -642,3 +643,58 @@ def test_an_unreachable_coordinator_is_given_up_on_after_timeout_without_a_cpp_s
     )
     captured = capfd.readouterr()  # file descriptors 1 and 2: what C++ would print
     assert captured.out == "" and captured.err == "", captured.err[:2000]
+
+
+class HungStore(FakeStore):
+    """A store whose server stopped answering: every call that reads an answer blocks."""
+
+    def __init__(self, hang: bool = True):
+        super().__init__()
+        self.hang, self.release = hang, threading.Event()
+
+    def check(self, keys):
+        if self.hang:
+            self.release.wait(60)
+        return super().check(keys)
+
+    def wait(self, keys, timeout):
+        if self.hang:
+            self.release.wait(60)
+
+
+def test_a_store_that_stops_answering_is_given_up_on_and_names_host_0_as_hung():
+    """torch's TCPStore client waits for host 0's answer with no time limit: a stopped
+    host 0 hung host 1 forever (seen: 630 s, then killed)."""
+    from datetime import timedelta
+
+    from xla_lint.runtime.hosts import BoundedStore, StoreTimeout
+
+    hung = HungStore()
+    store = BoundedStore(hung, 0.3)
+    store.set(f"{KEY}progress/1", "{}")  # calls that get their answer are passed through
+    assert hung.data[f"{KEY}progress/1"] == b"{}"
+    t0 = time.monotonic()
+    with pytest.raises(StoreTimeout, match="did not answer a check within 0.3 s"):
+        store.check([f"{KEY}progress/0"])
+    assert time.monotonic() - t0 < 2
+    with pytest.raises(StoreTimeout):  # lost: every later call fails at once
+        store.get(f"{KEY}progress/0")
+    slow = HungStore()
+    t0 = time.monotonic()
+    with pytest.raises(StoreTimeout, match="within 5.2 s"):  # a wait: its own timeout + 5 s
+        BoundedStore(slow, 0.1).wait([f"{KEY}status"], timedelta(seconds=0.2))
+    assert 5.0 < time.monotonic() - t0 < 7
+    hung.release.set()
+    slow.release.set()
+
+    progress = Progress(1, 10)  # what host 1 reports when its progress write times out
+    later = HungStore(hang=False)
+    progress.attach(BoundedStore(later, 0.2), f"{KEY}progress/1", raise_on_loss=True)
+    later.hang = True
+    with pytest.raises(CoordinatorLost) as info:
+        progress.update("train", 3)
+    (lost,) = info.value.deaths
+    assert describe_death(lost).startswith(
+        "host 0 stopped answering (the host store it serves kept the connection but did not answer"
+    )
+    later.release.set()

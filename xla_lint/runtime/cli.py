@@ -196,7 +196,7 @@ def _betas(
     type=SECONDS,
     default=900.0,
     show_default=True,
-    help="Seconds a host may spend in the job before the others give up on it.",
+    help="Seconds a joined host may keep the others waiting (at the gather, or host 0's store not answering) before they give up on it.",
 )
 @click.option(
     "--checkpoint-dir",

@@ -146,6 +146,61 @@ class RendezvousError(RuntimeError):
         self.native_log = native_log
 
 
+class StoreTimeout(TimeoutError):
+    """Host 0's store did not answer within the time allowed (see :class:`BoundedStore`)."""
+
+
+#: seconds host 0's store has to answer a ``wait`` once the wait's own timeout is over
+STORE_ANSWER_S = 5.0
+
+
+class BoundedStore:
+    """Host 0's TCPStore as another host uses it, every call bounded.
+
+    torch 2.9's TCPStore client reads the server's answer with no time limit: ``check``,
+    ``add`` and ``get`` block in ``recv`` until host 0 answers, and ``wait`` (``get`` too)
+    sends CANCEL_WAIT once its timeout is over and then blocks the same way. A host 0 that
+    hangs - stopped, or its machine gone without closing the connection - would hang every
+    other host forever. Each call runs in a daemon thread and raises :class:`StoreTimeout`
+    after ``limit`` seconds (a ``wait``: its own timeout + :data:`STORE_ANSWER_S`); from
+    then on the store counts as lost and every call raises at once.
+    """
+
+    def __init__(self, store: Any, limit: float) -> None:
+        self.store, self.limit = store, limit
+        self.lost: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+        if not callable(method):
+            return method
+        return lambda *args, **kwargs: self._call(name, method, args, kwargs)
+
+    def _call(self, name: str, method: Any, args: tuple, kwargs: dict) -> Any:
+        if self.lost:
+            raise StoreTimeout(self.lost)
+        limit = self.limit
+        if name == "wait" and len(args) > 1 and isinstance(args[1], timedelta):
+            limit = args[1].total_seconds() + STORE_ANSWER_S
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                box["value"] = method(*args, **kwargs)
+            except BaseException as exc:  # handed to the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=call, name=f"xla-lint-store-{name}", daemon=True)
+        worker.start()
+        worker.join(limit)
+        if worker.is_alive():
+            self.lost = f"host 0's store did not answer a {name} within {limit:g} s"
+            raise StoreTimeout(self.lost)
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+
 @dataclass(frozen=True)
 class HostLayout:
     """This process's place among the hosts.
@@ -258,7 +313,9 @@ class HostGroup:
         cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None = None
     ) -> HostGroup:
         """Rendezvous within ``timeout`` seconds, then create the gloo group whose
-        collectives time out after ``group_timeout`` seconds.
+        collectives time out after ``group_timeout`` seconds (``--job-timeout``: how long a
+        joined host may keep the others waiting). The other hosts also use host 0's store
+        through a :class:`BoundedStore` with that limit.
 
         ``options`` (:meth:`RuntimeOptions.comparable`) travel with each host's join; host 0
         compares them. Raises :class:`RendezvousError` naming the hosts that did not join,
@@ -305,6 +362,7 @@ class HostGroup:
 
         native: list[str] = []
         connect_s = timeout if me == 0 else max(1.0, t0 + timeout - time.monotonic())
+        store: Any
         try:
             with native_stderr_kept(native):
                 store = dist.TCPStore(
@@ -316,6 +374,8 @@ class HostGroup:
                     wait_for_workers=False,
                 )
             store.set_timeout(timedelta(seconds=timeout))  # the store's later waits
+            if me != 0:  # a hung host 0 must not hang this host: every call bounded
+                store = BoundedStore(store, timeout)
         except Exception as exc:
             if me == 0 and (
                 "EADDRINUSE" in str(exc) or "address already in use" in str(exc).lower()
@@ -358,10 +418,11 @@ class HostGroup:
         if not result.ok:
             raise RendezvousError(result.message, result)
         try:
+            raw = store.store if isinstance(store, BoundedStore) else store
             with native_output_to_devnull():  # gloo's "[Gloo] Rank i is connected to ..." on stdout
                 dist.init_process_group(
                     "gloo",
-                    store=dist.PrefixStore(f"{KEY}pg", store),
+                    store=dist.PrefixStore(f"{KEY}pg", raw),
                     rank=me,
                     world_size=n,
                     timeout=timedelta(seconds=group_timeout),
@@ -370,6 +431,8 @@ class HostGroup:
             result.message = f"host {me}: the gloo process group did not form: {exc}"
             raise RendezvousError(result.message, result) from None
         result.elapsed_s = round(time.monotonic() - t0, 3)
+        if isinstance(store, BoundedStore):
+            store.limit = group_timeout  # joined: a host may now keep the others --job-timeout
         return cls(layout, result, store, dist.group.WORLD)
 
     @staticmethod
@@ -452,8 +515,12 @@ class HostGroup:
 
         t0 = time.monotonic()
         with native_output_to_devnull():
+            # one timeout for both: here creating the group is the join (--timeout), and its
+            # collectives wait for a slow host (--job-timeout)
             dist.init_process_group(
-                "gloo", init_method="xla://", timeout=timedelta(seconds=group_timeout)
+                "gloo",
+                init_method="xla://",
+                timeout=timedelta(seconds=max(timeout, group_timeout)),
             )
         n, me = dist.get_world_size(), dist.get_rank()
         payloads: list = [None] * n
@@ -516,6 +583,8 @@ class HostGroup:
         None when the store itself is gone (host 0 died)."""
         if self.store is None:
             return []
+        if isinstance(self.store, BoundedStore):  # the gather already waited --job-timeout:
+            self.store.limit = min(self.store.limit, STORE_ANSWER_S)  # a live host 0 answers now
         try:
             lost = [i for i in range(self.num_hosts) if not self.store.check([f"{KEY}done/{i}"])]
             out = []

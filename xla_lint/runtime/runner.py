@@ -88,9 +88,9 @@ def _run_checked(
     from .report import build_report, emit
 
     progress.update("rendezvous")
-    group_timeout = max(opts.timeout, opts.job_timeout)
     try:
-        group = HostGroup.join(layout, opts.timeout, group_timeout, opts.comparable())
+        # --timeout: joining; --job-timeout: how long a joined host may keep the others waiting
+        group = HostGroup.join(layout, opts.timeout, opts.job_timeout, opts.comparable())
     except RendezvousError as exc:
         progress.update("report")
         if layout.host_index != 0:
@@ -184,7 +184,11 @@ def _run_joined(
         if found is None:  # the store is gone with host 0
             if opts.simulated:  # the launcher names host 0 with its exit status
                 return 1
-            raise HostLost(first_line(exc), [], "at the gather") from None
+            from .progress import COORDINATOR_HUNG, COORDINATOR_LOST, death
+
+            hung = bool(getattr(group.store, "lost", None))  # a BoundedStore that timed out
+            how = COORDINATOR_HUNG if hung else COORDINATOR_LOST
+            raise HostLost(first_line(exc), [death(0, how, None)], "at the gather") from None
         lost = [d for d in found if d["host"] != me]
         if not lost:
             fatal.append(
@@ -205,7 +209,7 @@ def _run_joined(
     lost_ids = [d["host"] for d in lost]
     if me != 0:
         progress.update("status")
-        code = group.share_status(None, timeout=opts.timeout + 60)
+        code = group.share_status(None, timeout=opts.job_timeout)
         group.close()
         return code
 
@@ -231,7 +235,7 @@ def _run_joined(
         )
         emit(report, opts.json_path, opts.quiet)
         code = report["exit_code"]
-    group.share_status(code, lost=lost_ids)
+    group.share_status(code, timeout=opts.job_timeout, lost=lost_ids)
     group.close()
     return code
 
