@@ -435,3 +435,22 @@ def test_a_hung_host_0_is_given_up_on_after_the_job_timeout(tmp_path):
     assert "host 1 noticed" in res["stdout"] and "and stopped" in res["stdout"], explain(res)
     assert res["after_stop"] < 2 * 8 + 30, res["after_stop"]
     assert not any(word in res["stdout"] + res["stderr"] for word in NOISE), explain(res)
+
+
+@pytest.mark.slow
+def test_a_device_count_that_does_not_divide_the_parameters_is_named_by_the_checkpoint_check(
+    tmp_path,
+):
+    """--cpu-devices 3 failed the checkpoint check with a raw CheckpointException ("ranks:
+    dict_keys([0]) / Traceback ...") and nothing said that 3 does not divide 32 or 128.
+    Training itself is fine: XLA pads the last shard."""
+    res = run_simulated([*SMALL, "--cpu-devices", "3"], tmp_path / "three.json")
+    assert res["code"] == 1, explain(res)
+    checks = {c["name"]: c for c in res["report"]["checks"]}
+    assert {n for n, c in checks.items() if c["status"] != "PASS"} == {"checkpoint"}, explain(res)
+    assert checks["checkpoint"]["summary"].startswith(
+        "host 0: 12 of 12 tensors have a sharded dimension their shards do not divide, e.g. "
+        "embed_tokens.weight [128, 32]: dim 0 of 128 in 3 shards"
+    ), explain(res)
+    assert "CheckpointException" not in res["stdout"].split("cause and fix")[0], explain(res)
+    assert res["report"]["errors"] == []

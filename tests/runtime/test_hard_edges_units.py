@@ -698,3 +698,46 @@ def test_a_store_that_stops_answering_is_given_up_on_and_names_host_0_as_hung():
         "host 0 stopped answering (the host store it serves kept the connection but did not answer"
     )
     later.release.set()
+
+
+def test_shards_that_do_not_divide_a_dimension_are_found():
+    from xla_lint.runtime.spec import uneven_dims
+
+    assert uneven_dims("{devices=[3,1]0,1,2}", (256, 64)) == [{"dim": 0, "size": 256, "shards": 3}]
+    assert uneven_dims("{devices=[1,3]0,1,2}", (64, 256)) == [{"dim": 1, "size": 256, "shards": 3}]
+    assert uneven_dims("{devices=[3]0,1,2}", (66,)) == []
+    assert uneven_dims("{devices=[4,1,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}", (6, 8)) == [
+        {"dim": 0, "size": 6, "shards": 4}
+    ]
+    assert uneven_dims("{replicated}", (7,)) == [] and uneven_dims("", (7,)) == []
+
+
+def test_a_checkpoint_of_unevenly_sharded_tensors_is_a_clear_failure_not_a_raw_exception():
+    """--cpu-devices 3 failed the checkpoint check with "CheckpointException: CheckpointException
+    ranks:dict_keys([0]) / Traceback ..." and nothing said that 3 does not divide 64."""
+    rec = make_record()
+    rec["checkpoint"].update(
+        tensors=21,
+        bytes=0,
+        diff_before_load=0.0,
+        mode="not written: no tensor the SPMD checkpoint planners can load",
+        uneven=[
+            {
+                "name": "embed_tokens.weight",
+                "shape": [256, 64],
+                "sharding_spec": "{devices=[3,1]0,1,2}",
+                "dims": [{"dim": 0, "size": 256, "shards": 3}],
+            }
+        ]
+        * 21,
+    )
+    result = {r.name: r for r in run_all(context([rec]))}["checkpoint"]
+    assert result.status == "FAIL"
+    assert result.summary == (
+        "host 0: 21 of 21 tensors have a sharded dimension their shards do not divide, e.g. "
+        "embed_tokens.weight [256, 64]: dim 0 of 256 in 3 shards; torch_xla 2.9's SPMD checkpoint "
+        "planners cannot load them"
+    )
+    assert "proves nothing" not in result.summary
+    assert "'ellipsis' object is not iterable" in result.explanation
+    assert "--cpu-devices 2, 4 or 8" in result.explanation
