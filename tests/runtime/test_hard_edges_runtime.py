@@ -454,3 +454,147 @@ def test_a_device_count_that_does_not_divide_the_parameters_is_named_by_the_chec
     ), explain(res)
     assert "CheckpointException" not in res["stdout"].split("cause and fix")[0], explain(res)
     assert res["report"]["errors"] == []
+
+
+def simulated_hosts_progress(launcher: int) -> dict[int, dict]:
+    """The progress of the simulated hosts a launcher started, by host index (Linux /proc)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(") ", 1)[1].split()[1]) != launcher:
+                continue
+            cmd = (stat.parent / "cmdline").read_bytes().split(b"\0")
+            environ = (stat.parent / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"--host-index" not in cmd:
+            continue
+        host = int(cmd[cmd.index(b"--host-index") + 1])
+        for var in environ:
+            if var.startswith(b"XLA_LINT_RUNTIME_PROGRESS="):
+                found[host] = read_json(Path(var.split(b"=", 1)[1].decode()))
+    return found
+
+
+def ctrl_c_in_training(args: list[str], json_path: Path, progress: Path | None = None) -> dict:
+    """Start the checker in its own process group and, once host 0 is in training step 2,
+    send SIGINT to the whole group - what Ctrl-C in a terminal does."""
+    env = {**clean_env(), **({"XLA_LINT_RUNTIME_PROGRESS": str(progress)} if progress else {})}
+    proc = subprocess.Popen(
+        checker(*args, "--json", str(json_path)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while True:
+            host0 = (
+                read_json(progress) if progress else simulated_hosts_progress(proc.pid).get(0, {})
+            )
+            if host0.get("stage") == "train" and (host0.get("step") or 0) >= 2:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
+    report = json.loads(json_path.read_text()) if json_path.exists() else None
+    return {"code": proc.returncode, "stdout": stdout, "stderr": stderr, "report": report}
+
+
+def assert_partial_report(res: dict, where: str) -> None:
+    assert res["code"] == 130, explain(res)
+    lines = res["stdout"].splitlines()
+    assert lines and lines[0].startswith("xla-lint runtime check:"), explain(res)
+    for name in ("environment", "rendezvous", "mesh", "sharding"):  # reached before step 2
+        assert any(line.startswith(f"PASS  {name}") for line in lines), explain(res)
+    assert any(
+        line.startswith(f"SKIP  checkpoint     not run: interrupted (Ctrl-C) {where}")
+        for line in lines
+    ), explain(res)
+    assert lines[-1].endswith("(exit 130)"), explain(res)
+    assert res["report"]["status"] == "interrupted" and res["report"]["exit_code"] == 130
+    assert "Aborted!" not in res["stderr"] and "Traceback" not in res["stderr"], explain(res)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_one_host_prints_the_partial_report_and_exits_130(tmp_path):
+    """It printed click's "Aborted!" and exited 1 (the status of a failed check), no report."""
+    res = ctrl_c_in_training(
+        [*SMALL, "--steps", "40"], tmp_path / "r.json", progress=tmp_path / "progress.json"
+    )
+    assert_partial_report(res, "in step ")
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_simulated_hosts_prints_the_partial_report_and_exits_130(tmp_path):
+    """It exited 130 in silence: the launcher stopped its hosts and printed nothing."""
+    res = ctrl_c_in_training(
+        ["--simulate-hosts", "2", *SMALL, "--steps", "40"], tmp_path / "r.json"
+    )
+    assert_partial_report(res, "on host 0 in step ")
+    assert ", host 1 " in res["report"]["interrupted"]["where"], explain(res)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_hosts_joined_by_coordinator_exits_130_and_host_0_reports(tmp_path):
+    """Both printed click's "Aborted!" and exited 1."""
+    port = free_port()
+    paths = [tmp_path / f"progress-{i}.json" for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            checker(
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--num-hosts",
+                "2",
+                "--host-index",
+                str(i),
+                *SMALL,
+                "--steps",
+                "40",
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**clean_env(), "XLA_LINT_RUNTIME_PROGRESS": str(paths[i])},
+            stdin=subprocess.DEVNULL,
+        )
+        for i in range(2)
+    ]
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while (read_json(paths[0]).get("step") or 0) < 2:
+            assert time.monotonic() < deadline and procs[0].poll() is None, "no step 2"
+            time.sleep(0.05)
+        for proc in procs:  # a Ctrl-C on each host's terminal
+            proc.send_signal(signal.SIGINT)
+        out = [
+            dict(zip(("stdout", "stderr"), p.communicate(timeout=120), strict=True)) for p in procs
+        ]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.communicate(timeout=30)
+    host0 = {"code": procs[0].returncode, **out[0]}
+    host1 = {"code": procs[1].returncode, **out[1]}
+    assert host0["code"] == 130 and host1["code"] == 130, explain(host0) + explain(host1)
+    lines = host0["stdout"].splitlines()
+    assert any(line.startswith("PASS  rendezvous     2 of 2 host(s) joined") for line in lines)
+    assert any(
+        line.startswith("SKIP  training       not run: interrupted (Ctrl-C) on host 0 in ")
+        and line.endswith("; no run record from host(s) 1")
+        for line in lines
+    ), explain(host0)
+    assert lines[-1].endswith("(exit 130)"), explain(host0)
+    assert host1["stdout"] == "" and host1["stderr"].splitlines()[-1].startswith(
+        "host 1: interrupted (Ctrl-C) "
+    ), explain(host1)
+    assert "Aborted!" not in host0["stderr"] + host1["stderr"]

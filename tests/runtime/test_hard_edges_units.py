@@ -741,3 +741,79 @@ def test_a_checkpoint_of_unevenly_sharded_tensors_is_a_clear_failure_not_a_raw_e
     assert "proves nothing" not in result.summary
     assert "'ellipsis' object is not iterable" in result.explanation
     assert "--cpu-devices 2, 4 or 8" in result.explanation
+
+
+def test_an_interrupted_run_reports_the_checks_it_reached_and_marks_the_rest_not_run(
+    tmp_path, capsys
+):
+    """Ctrl-C printed click's "Aborted!" and exited 1 ("a check failed"), with no report."""
+    from xla_lint.runtime.report import report_interrupted
+
+    rec = make_record()  # interrupted in step 3 of 6: the model was built, training not finished
+    rec["steps"], rec["losses"] = rec["steps"][:2], rec["losses"][:2]
+    rec["completed"] = ["environment", "mesh", "model"]
+    rec["interrupted"] = {"stage": "train", "step": 3, "steps": 6}
+    where = "in step 3 of 6 (train stage)"
+    rv = {"ok": True, "expected": 1, "joined": [0], "missing": [], "source": "single"}
+    code = report_interrupted(
+        RuntimeOptions(steps=6).to_json(),
+        rv,
+        [rec],
+        {"cpu_devices": 8},
+        4.2,
+        {"signal": "SIGINT", "where": where, "joined": True},
+        str(tmp_path / "r.json"),
+    )
+    assert code == 130
+    out = capsys.readouterr().out.splitlines()
+    status = {
+        line.split()[1]: line.split()[0] for line in out if line[:4] in ("PASS", "SKIP", "FAIL")
+    }
+    assert status == {
+        "environment": "PASS",
+        "rendezvous": "PASS",
+        "mesh": "PASS",
+        "sharding": "PASS",
+        **dict.fromkeys(
+            ("training", "recompilation", "consistency", "convergence", "checkpoint", "throughput"),
+            "SKIP",
+        ),
+    }
+    assert f"SKIP  training       not run: interrupted (Ctrl-C) {where}" in out
+    assert out[-1] == "4 passed, 0 failed, 6 skipped in 4.2 s (exit 130)"
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["status"], report["exit_code"]) == ("interrupted", 130)
+    assert report["interrupted"]["where"] == where
+
+    # interrupted before the job: no record, nothing reached
+    ctx = CheckContext(
+        RuntimeOptions().to_json(), [None], rv, interrupted={"where": where, "joined": True}
+    )
+    results = {r.name: r for r in run_all(ctx)}
+    assert results["environment"].summary == f"not run: interrupted (Ctrl-C) {where}"
+    # --coordinator, host 0 interrupted: the other hosts' records were never gathered
+    ctx = CheckContext(
+        RuntimeOptions(num_hosts=2, host_index=0, coordinator="h:1").to_json(),
+        [rec, None],
+        {**rv, "expected": 2, "joined": [0, 1]},
+        interrupted={"where": f"on host 0 {where}", "joined": True},
+    )
+    results = {r.name: r for r in run_all(ctx)}
+    assert results["rendezvous"].status == "PASS"  # joined; the records were not gathered
+    assert results["mesh"].summary == (
+        f"not run: interrupted (Ctrl-C) on host 0 {where}; no run record from host(s) 1"
+    )
+
+
+def test_ctrl_c_before_the_run_can_report_exits_130_in_one_line(monkeypatch, capsys):
+    """click printed "Aborted!" and the checker exited 1, the status of a failed check."""
+    import xla_lint.runtime.cli as cli
+    import xla_lint.runtime.runner as runner
+
+    def interrupted(opts):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "runtime_available", lambda: True)
+    monkeypatch.setattr(runner, "run", interrupted)
+    assert main([], prog_name="xla-lint runtime") == 130
+    assert capsys.readouterr().err.splitlines() == ["xla-lint runtime: interrupted"]

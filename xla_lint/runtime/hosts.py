@@ -44,6 +44,7 @@ from .env import HOST_LAYOUT_VARS
 from .options import OptionsError, RuntimeOptions, option_differences
 from .progress import (
     BEFORE_JOINING,
+    EXIT_INTERRUPTED,
     PROGRESS_ENV,
     death,
     describe_death,
@@ -666,6 +667,13 @@ STOP_GRACE_S = 5.0
 AFTER_HOST0_S = 30.0
 #: how often the launcher looks at its hosts, seconds
 POLL_S = 0.1
+#: seconds the launcher gives its hosts, after Ctrl-C, to stop and leave their run records
+#: (a host inside a compile notices when it returns) before it stops them
+INTERRUPT_GRACE_S = 10.0
+
+
+class _LauncherInterrupted(KeyboardInterrupt):
+    """Ctrl-C reached the launcher."""
 
 
 def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None) -> int:
@@ -687,6 +695,10 @@ def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None)
     :data:`STOP_GRACE_S` s) and prints the report itself, naming the dead host, its
     signal or exit status and the last stage and step it reached (``device_env`` goes
     into that report). Waits at most ``--timeout`` + ``--job-timeout`` + 60 s in all.
+
+    Ctrl-C (SIGINT to the launcher, or a host that ended interrupted): every host gets
+    SIGINT and leaves its run record so far beside its progress file; the launcher prints
+    the partial report from them (:func:`_conclude_interrupted`) and returns 130.
     """
     n = opts.simulate_hosts or 1
     port = free_loopback_port()
@@ -698,11 +710,19 @@ def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None)
     procs: dict[int, subprocess.Popen] = {}
     t0 = time.monotonic()
 
-    def stop_children(signum, frame):  # SIGTERM/SIGINT to the launcher ends its hosts too
+    def stop_children(signum, frame):  # SIGTERM to the launcher ends its hosts too
         stop_processes(list(procs.values()))
         raise SystemExit(128 + signum)
 
-    previous = {sig: signal.signal(sig, stop_children) for sig in (signal.SIGTERM, signal.SIGINT)}
+    def interrupt(signum, frame):  # Ctrl-C: the hosts leave their records, the launcher reports
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _forward_sigint(procs)
+        raise _LauncherInterrupted
+
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, stop_children),
+        signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
+    }
     try:
         for i in range(n):
             if i in missing:
@@ -722,7 +742,13 @@ def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None)
                 env={**env, PROGRESS_ENV: paths[i]},
             )
         watch = _watch(procs, paths, t0, opts.timeout + opts.job_timeout + 60)
+        if watch.interrupted:  # a host was interrupted on its own: the others the same way
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _forward_sigint(procs)
+            return _conclude_interrupted(opts, procs, paths, t0, port, device_env or {})
         return _conclude(opts, watch, procs, paths, t0, port, device_env or {})
+    except _LauncherInterrupted:
+        return _conclude_interrupted(opts, procs, paths, t0, port, device_env or {})
     finally:
         stop_processes(list(procs.values()))
         for sig, handler in previous.items():
@@ -738,6 +764,7 @@ class _Watch:
     deaths: list = field(default_factory=list)
     usage_error: bool = False
     timed_out: bool = False
+    interrupted: bool = False
 
 
 def _watch(
@@ -758,10 +785,14 @@ def _watch(
                 w.deaths.append(
                     death(i, how_it_ended(proc.returncode), progress, detected_s=round(now - t0, 3))
                 )
+            elif progress.get("status") == "interrupted":
+                w.interrupted = True
             elif proc.returncode == 2:
                 w.usage_error = True
         if 0 in w.codes and host0_ended is None:
             host0_ended = now
+        if w.interrupted:
+            return w
         if w.deaths or w.usage_error or len(w.codes) == len(procs):
             return w
         if (host0_ended is not None and now - host0_ended > AFTER_HOST0_S) or now - t0 > limit:
@@ -827,6 +858,95 @@ def _conclude(
         print(f"simulated hosts exited non-zero ({bad})", file=sys.stderr, flush=True)
         return 1
     return code0
+
+
+def _forward_sigint(procs: dict[int, subprocess.Popen]) -> None:
+    """SIGINT to every host still running (from a terminal they got it already; a simulated
+    host handles only the first, :func:`xla_lint.runtime.runner._interrupt_once`)."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGINT)
+            except OSError:
+                pass
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _conclude_interrupted(
+    opts: RuntimeOptions,
+    procs: dict[int, subprocess.Popen],
+    paths: dict[int, str],
+    t0: float,
+    port: int,
+    device_env: dict,
+) -> int:
+    """After Ctrl-C: wait (at most :data:`INTERRUPT_GRACE_S` s) for the hosts to stop, stop
+    the rest, and print the partial report from the run records they left
+    (``<progress file>.record.json``, xla_lint/runtime/runner.py): the checks the run
+    reached on every host, the others SKIPped as not run. Returns 130."""
+    from .report import report_interrupted
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: the wait is bounded anyway
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
+    while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    stragglers = [i for i, p in procs.items() if p.poll() is None]
+    stop_processes([procs[i] for i in stragglers])
+    left = {i: _read_json(f"{paths[i]}.record.json") for i in procs}
+    progress = {i: read_progress(paths[i]) or {} for i in procs}
+    if 0 in procs and (
+        left[0].get("reported")
+        or (progress[0].get("stage") == "exit" and isinstance(progress[0].get("status"), int))
+    ):
+        return EXIT_INTERRUPTED  # host 0 had printed its report already
+    n = opts.simulate_hosts or 1
+    records = [left.get(i, {}).get("record") for i in range(n)]
+    rendezvous = left.get(0, {}).get("rendezvous")
+    if rendezvous:
+        rendezvous = {**rendezvous, "source": "simulated"}
+    else:
+        rendezvous = {
+            "ok": False,
+            "expected": n,
+            "joined": [],
+            "missing": sorted(set(range(n)) - set(procs)),
+            "duplicates": [],
+            "elapsed_s": None,
+            "timeout_s": opts.timeout,
+            "source": "simulated",
+            "coordinator": f"127.0.0.1:{port}",
+            "hosts": {},
+            "message": "interrupted (Ctrl-C) before the hosts joined",
+        }
+    places = [
+        f"host {i} {left[i].get('interrupted') or describe_progress(progress[i])}"
+        for i in sorted(procs)
+    ]
+    where = "on " + ", ".join(places)
+    if stragglers:
+        where += (
+            f" (the launcher stopped host(s) {', '.join(map(str, stragglers))}, still running "
+            f"{INTERRUPT_GRACE_S:g} s after Ctrl-C)"
+        )
+    interrupted = {"signal": "SIGINT", "where": where, "joined": bool(rendezvous.get("ok"))}
+    return report_interrupted(
+        opts.to_json(),
+        rendezvous,
+        records,
+        device_env,
+        time.monotonic() - t0,
+        interrupted,
+        opts.json_path,
+        opts.quiet,
+    )
 
 
 def _launcher_report(

@@ -39,7 +39,7 @@ from torch.nn import functional as F
 
 from .model import DecoderLayer, DecoderOnlyModel, load_user_model, synthetic_tokens
 from .options import OptionsError, RuntimeOptions, mesh_device_problem
-from .progress import HostLost, Progress
+from .progress import HostLost, JobInterrupted, Progress
 from .spec import parse_sharding, sharded_axes, uneven_dims
 
 #: Stages of the job in order; an exception in one is recorded with its stage name and
@@ -71,6 +71,8 @@ class RunRecord:
     * ``errors``: ``{"stage", "error", "traceback"}`` for an exception caught in a stage.
     * ``probe``: with ``--fast-forward-step``, what :func:`fast_forward` did.
     * ``compile_cache``: with ``--compile-cache``, what :func:`probe_compile_cache` measured.
+    * ``interrupted``: after Ctrl-C, ``{"stage", "step", "steps"}`` where the job stopped
+      (``completed`` lists the stages it finished); empty otherwise.
     """
 
     host_index: int = 0
@@ -89,6 +91,7 @@ class RunRecord:
     completed: list = field(default_factory=list)
     probe: dict = field(default_factory=dict)
     compile_cache: dict = field(default_factory=dict)
+    interrupted: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The record as a plain dict."""
@@ -479,12 +482,34 @@ def run_job(
 
     ``progress`` receives every stage and training step; ``user_model`` is the ``--model``
     the preflight built. Raises :class:`~xla_lint.runtime.options.OptionsError` when the
-    mesh shape does not hold the global device count (known only now on TPU).
+    mesh shape does not hold the global device count (known only now on TPU), and
+    :class:`~xla_lint.runtime.progress.JobInterrupted` (a KeyboardInterrupt) carrying the
+    record so far, with ``interrupted`` set, on Ctrl-C.
     """
     rec = RunRecord(host_index=host_index, num_hosts=num_hosts, simulated=opts.simulated)
+    progress = progress or Progress(host_index, opts.steps)
+    try:
+        return _run_stages(
+            opts, rec, progress, host_index, num_hosts, spans_hosts, process_group, user_model
+        )
+    except KeyboardInterrupt:  # Ctrl-C: the record so far goes into the partial report
+        rec.interrupted = {"stage": progress.stage, "step": progress.step, "steps": opts.steps}
+        raise JobInterrupted(rec) from None
+
+
+def _run_stages(
+    opts: RuntimeOptions,
+    rec: RunRecord,
+    progress: Progress,
+    host_index: int,
+    num_hosts: int,
+    spans_hosts: bool,
+    process_group: Any,
+    user_model: torch.nn.Module | None,
+) -> RunRecord:
+    """The stages of :func:`run_job`, filling ``rec``."""
     state: dict[str, Any] = {}
     t_start = time.perf_counter()
-    progress = progress or Progress(host_index, opts.steps)
 
     def stage(name: str) -> Stage:
         return Stage(rec, name, progress)

@@ -42,6 +42,19 @@ class HostLost(RuntimeError):
         self.deaths, self.where = deaths, where
 
 
+#: exit status after Ctrl-C (SIGINT), as shells report a job stopped by it: 128 + 2
+EXIT_INTERRUPTED = 130
+
+
+class JobInterrupted(KeyboardInterrupt):
+    """Ctrl-C inside the job; ``record`` is the run record so far (a ``RunRecord`` of
+    xla_lint/runtime/job.py, its ``interrupted`` set), for the partial report."""
+
+    def __init__(self, record: Any) -> None:
+        super().__init__()
+        self.record = record
+
+
 class CoordinatorLost(HostLost):
     """Host 0's TCPStore stopped answering: host 0 died or its machine is unreachable."""
 
