@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -311,3 +312,289 @@ def test_a_mesh_that_does_not_fit_devices_known_only_at_run_time_is_still_a_usag
         "--mesh fsdp --mesh-shape 4 (see python -m xla_lint.runtime --help)"
     )
     assert "Traceback" not in proc.stderr and "job.py" not in proc.stderr
+
+
+# --- issue 27, item 4: exits and waits ------------------------------------------------------------
+
+
+def test_an_unreachable_coordinator_prints_one_line_within_the_timeout():
+    """--timeout 15 took 32 s and printed c10d's 40-frame C++ stack on the terminal."""
+    port = free_port()  # nothing listens there
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        checker(
+            "--coordinator",
+            f"127.0.0.1:{port}",
+            "--num-hosts",
+            "2",
+            "--host-index",
+            "1",
+            "--timeout",
+            "3",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    wall = time.monotonic() - t0
+    assert proc.returncode == 1 and proc.stdout == "", (proc.returncode, proc.stderr)
+    assert proc.stderr.splitlines() == [
+        f"host 1: rendezvous failed: host 1 of 2 could not reach the coordinator 127.0.0.1:{port} "
+        f"(host 0) within 3 s: start the command on host 0 too, and check that 127.0.0.1:{port} is "
+        "reachable from this host"
+    ]
+    assert wall < 3 + 5, wall  # the wait starts before torch is imported
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def run_with_a_hung_host(tmp_path: Path, hung: int, timeout: float, job_timeout: float) -> dict:
+    """Two hosts joined with --coordinator; host ``hung`` is stopped (SIGSTOP: alive, silent)
+    at the start of its training step 2. Returns the other host's output, its wall time
+    from the stop, and the stopped host's progress."""
+    port = free_port()
+    paths = [tmp_path / f"progress-{i}.json" for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            checker(
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--num-hosts",
+                "2",
+                "--host-index",
+                str(i),
+                *SMALL,
+                "--timeout",
+                str(timeout),
+                "--job-timeout",
+                str(job_timeout),
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**clean_env(), "XLA_LINT_RUNTIME_PROGRESS": str(paths[i])},
+            stdin=subprocess.DEVNULL,
+        )
+        for i in range(2)
+    ]
+    other = procs[1 - hung]
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while read_json(paths[hung]).get("step") != 2:
+            assert time.monotonic() < deadline and other.poll() is None, "never reached step 2"
+            time.sleep(0.05)
+        procs[hung].send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            stdout, stderr = other.communicate(timeout=job_timeout + timeout + 120)
+        except subprocess.TimeoutExpired:
+            other.kill()
+            stdout, stderr = other.communicate(timeout=30)
+            stderr += "\n(killed by the test: still waiting for the hung host)"
+        return {
+            "code": other.returncode,
+            "stdout": stdout,
+            "stderr": stderr,
+            "after_stop": time.monotonic() - stopped,
+        }
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.communicate(timeout=30)
+
+
+@pytest.mark.slow
+def test_a_hung_host_is_given_up_on_after_the_job_timeout(tmp_path):
+    """--timeout 60 --job-timeout 8: host 0 waited at the gather for the stopped host 1 for
+    max(--timeout, --job-timeout) = 60 s (the gloo group timeout), not --job-timeout."""
+    res = run_with_a_hung_host(tmp_path, hung=1, timeout=60, job_timeout=8)
+    assert res["code"] == 1, explain(res)
+    assert (
+        "FAIL  rendezvous     host 1 never reached the gather (it died or hung); it was last seen in "
+        "step 2 of 3 (train stage)" in res["stdout"]
+    ), explain(res)
+    # the rest of host 0's job, 8 s at the gather, the report; not the 60 s of --timeout
+    assert res["after_stop"] < 8 + 30, res["after_stop"]
+    assert not any(word in res["stdout"] + res["stderr"] for word in NOISE), explain(res)
+
+
+@pytest.mark.slow
+def test_a_hung_host_0_is_given_up_on_after_the_job_timeout(tmp_path):
+    """Host 0 stopped: host 1 waited forever for an answer of host 0's store (torch's
+    TCPStore client reads the answer to a wait or a check with no time limit)."""
+    res = run_with_a_hung_host(tmp_path, hung=0, timeout=60, job_timeout=8)
+    assert res["code"] == 1, explain(res)
+    assert "FAIL  rendezvous     host 0 stopped answering" in res["stdout"], explain(res)
+    assert "host 1 noticed" in res["stdout"] and "and stopped" in res["stdout"], explain(res)
+    assert res["after_stop"] < 2 * 8 + 30, res["after_stop"]
+    assert not any(word in res["stdout"] + res["stderr"] for word in NOISE), explain(res)
+
+
+@pytest.mark.slow
+def test_a_device_count_that_does_not_divide_the_parameters_is_named_by_the_checkpoint_check(
+    tmp_path,
+):
+    """--cpu-devices 3 failed the checkpoint check with a raw CheckpointException ("ranks:
+    dict_keys([0]) / Traceback ...") and nothing said that 3 does not divide 32 or 128.
+    Training itself is fine: XLA pads the last shard."""
+    res = run_simulated([*SMALL, "--cpu-devices", "3"], tmp_path / "three.json")
+    assert res["code"] == 1, explain(res)
+    checks = {c["name"]: c for c in res["report"]["checks"]}
+    assert {n for n, c in checks.items() if c["status"] != "PASS"} == {"checkpoint"}, explain(res)
+    assert checks["checkpoint"]["summary"].startswith(
+        "host 0: 12 of 12 tensors have a sharded dimension their shards do not divide, e.g. "
+        "embed_tokens.weight [128, 32]: dim 0 of 128 in 3 shards"
+    ), explain(res)
+    assert "CheckpointException" not in res["stdout"].split("cause and fix")[0], explain(res)
+    assert res["report"]["errors"] == []
+
+
+def simulated_hosts_progress(launcher: int) -> dict[int, dict]:
+    """The progress of the simulated hosts a launcher started, by host index (Linux /proc)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(") ", 1)[1].split()[1]) != launcher:
+                continue
+            cmd = (stat.parent / "cmdline").read_bytes().split(b"\0")
+            environ = (stat.parent / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"--host-index" not in cmd:
+            continue
+        host = int(cmd[cmd.index(b"--host-index") + 1])
+        for var in environ:
+            if var.startswith(b"XLA_LINT_RUNTIME_PROGRESS="):
+                found[host] = read_json(Path(var.split(b"=", 1)[1].decode()))
+    return found
+
+
+def ctrl_c_in_training(args: list[str], json_path: Path, progress: Path | None = None) -> dict:
+    """Start the checker in its own process group and, once host 0 is in training step 2,
+    send SIGINT to the whole group - what Ctrl-C in a terminal does."""
+    env = {**clean_env(), **({"XLA_LINT_RUNTIME_PROGRESS": str(progress)} if progress else {})}
+    proc = subprocess.Popen(
+        checker(*args, "--json", str(json_path)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while True:
+            host0 = (
+                read_json(progress) if progress else simulated_hosts_progress(proc.pid).get(0, {})
+            )
+            if host0.get("stage") == "train" and (host0.get("step") or 0) >= 2:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
+    report = json.loads(json_path.read_text()) if json_path.exists() else None
+    return {"code": proc.returncode, "stdout": stdout, "stderr": stderr, "report": report}
+
+
+def assert_partial_report(res: dict, where: str) -> None:
+    assert res["code"] == 130, explain(res)
+    lines = res["stdout"].splitlines()
+    assert lines and lines[0].startswith("xla-lint runtime check:"), explain(res)
+    for name in ("environment", "rendezvous", "mesh", "sharding"):  # reached before step 2
+        assert any(line.startswith(f"PASS  {name}") for line in lines), explain(res)
+    assert any(
+        line.startswith(f"SKIP  checkpoint     not run: interrupted (Ctrl-C) {where}")
+        for line in lines
+    ), explain(res)
+    assert lines[-1].endswith("(exit 130)"), explain(res)
+    assert res["report"]["status"] == "interrupted" and res["report"]["exit_code"] == 130
+    assert "Aborted!" not in res["stderr"] and "Traceback" not in res["stderr"], explain(res)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_one_host_prints_the_partial_report_and_exits_130(tmp_path):
+    """It printed click's "Aborted!" and exited 1 (the status of a failed check), no report."""
+    res = ctrl_c_in_training(
+        [*SMALL, "--steps", "40"], tmp_path / "r.json", progress=tmp_path / "progress.json"
+    )
+    assert_partial_report(res, "in step ")
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_simulated_hosts_prints_the_partial_report_and_exits_130(tmp_path):
+    """It exited 130 in silence: the launcher stopped its hosts and printed nothing."""
+    res = ctrl_c_in_training(
+        ["--simulate-hosts", "2", *SMALL, "--steps", "40"], tmp_path / "r.json"
+    )
+    assert_partial_report(res, "on host 0 in step ")
+    assert ", host 1 " in res["report"]["interrupted"]["where"], explain(res)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_hosts_joined_by_coordinator_exits_130_and_host_0_reports(tmp_path):
+    """Both printed click's "Aborted!" and exited 1."""
+    port = free_port()
+    paths = [tmp_path / f"progress-{i}.json" for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            checker(
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--num-hosts",
+                "2",
+                "--host-index",
+                str(i),
+                *SMALL,
+                "--steps",
+                "40",
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**clean_env(), "XLA_LINT_RUNTIME_PROGRESS": str(paths[i])},
+            stdin=subprocess.DEVNULL,
+        )
+        for i in range(2)
+    ]
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while (read_json(paths[0]).get("step") or 0) < 2:
+            assert time.monotonic() < deadline and procs[0].poll() is None, "no step 2"
+            time.sleep(0.05)
+        for proc in procs:  # a Ctrl-C on each host's terminal
+            proc.send_signal(signal.SIGINT)
+        out = [
+            dict(zip(("stdout", "stderr"), p.communicate(timeout=120), strict=True)) for p in procs
+        ]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.communicate(timeout=30)
+    host0 = {"code": procs[0].returncode, **out[0]}
+    host1 = {"code": procs[1].returncode, **out[1]}
+    assert host0["code"] == 130 and host1["code"] == 130, explain(host0) + explain(host1)
+    lines = host0["stdout"].splitlines()
+    assert any(line.startswith("PASS  rendezvous     2 of 2 host(s) joined") for line in lines)
+    assert any(
+        line.startswith("SKIP  training       not run: interrupted (Ctrl-C) on host 0 in ")
+        and line.endswith("; no run record from host(s) 1")
+        for line in lines
+    ), explain(host0)
+    assert lines[-1].endswith("(exit 130)"), explain(host0)
+    assert host1["stdout"] == "" and host1["stderr"].splitlines()[-1].startswith(
+        "host 1: interrupted (Ctrl-C) "
+    ), explain(host1)
+    assert "Aborted!" not in host0["stderr"] + host1["stderr"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -562,3 +563,257 @@ def test_hosts_started_with_different_options_are_named_at_the_rendezvous():
         )
         == []
     )
+
+
+# --- issue 27, item 4: the runtime checker's exits and waits ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call,prefix",
+    [
+        ("from xla_lint.runtime.cli import main; sys.exit(main([]))", "python -m xla_lint.runtime"),
+        ("from xla_lint.cli import main; main(['runtime'])", "xla-lint runtime"),
+    ],
+)
+def test_a_missing_runtime_extra_is_named_like_every_other_usage_error(call, prefix):
+    """It printed "error: the runtime checker needs ..." without the command's name, unlike
+    every other error line of xla-lint ("xla-lint runtime: error: ...")."""
+    import subprocess
+
+    from xla_lint.runtime import RUNTIME_EXTRA_HINT
+
+    code = f"import sys; sys.modules['torch'] = None; sys.modules['torch_xla'] = None; {call}"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [f"{prefix}: error: {RUNTIME_EXTRA_HINT}"]
+
+
+def test_a_runtime_that_cannot_start_is_named_like_every_other_error(monkeypatch, capsys):
+    import xla_lint.runtime.cli as cli
+    import xla_lint.runtime.runner as runner
+
+    def no_tpu(opts):
+        raise RuntimeError("TPU initialization failed: no libtpu\nsecond line")
+
+    monkeypatch.setattr(cli, "runtime_available", lambda: True)
+    monkeypatch.setattr(runner, "run", no_tpu)
+    assert main(["--device", "tpu"], prog_name="xla-lint runtime") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "xla-lint runtime: error: the runtime could not start or finish on this machine: "
+        "RuntimeError: TPU initialization failed: no libtpu"
+    ]
+
+
+def test_host_0_says_once_that_it_waits_for_the_other_hosts(capsys):
+    """Host 0 printed nothing until --timeout ran out (120 s by default)."""
+    store = FakeStore()
+    store.set(f"{KEY}join/0", json.dumps({"hostname": "h", "pid": 0, "num_hosts": 3, "claim": 1}))
+    store.add(f"{KEY}claim/0", 1)
+    t0 = time.monotonic()
+    verdict = HostGroup._host0_collect(store, 3, t0, 0.35, RendezvousResult(expected=3))
+    assert verdict["missing"] == [1, 2] and time.monotonic() - t0 < 5
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["waiting up to 0.35 s for 3 hosts to join (joined: 0)"]
+    for i in (1, 2):  # every host already there: no wait, no line
+        store.set(f"{KEY}join/{i}", json.dumps({"hostname": "h", "pid": i, "num_hosts": 3}))
+        store.add(f"{KEY}claim/{i}", 1)
+    HostGroup._host0_collect(store, 3, time.monotonic(), 5.0, RendezvousResult(expected=3))
+    assert capsys.readouterr().err == ""
+
+
+def test_an_unreachable_coordinator_is_given_up_on_after_timeout_without_a_cpp_stack(capfd):
+    """--timeout 15 took 32 s (torch's TCPStore client tried twice, 15 s each) and printed
+    c10d's 40-frame C++ stack on the terminal."""
+    pytest.importorskip("torch.distributed")
+    import socket
+
+    from xla_lint.runtime.hosts import RendezvousError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(RendezvousError) as info:
+        HostGroup.join(HostLayout(1, 2, ("127.0.0.1", port), "cli"), 2.0, 30.0)
+    waited = time.monotonic() - t0
+    assert 2.0 <= waited < 3.5, waited
+    assert str(info.value).startswith(
+        f"host 1 of 2 could not reach the coordinator 127.0.0.1:{port} (host 0) within 2 s"
+    )
+    captured = capfd.readouterr()  # file descriptors 1 and 2: what C++ would print
+    assert captured.out == "" and captured.err == "", captured.err[:2000]
+
+
+class HungStore(FakeStore):
+    """A store whose server stopped answering: every call that reads an answer blocks."""
+
+    def __init__(self, hang: bool = True):
+        super().__init__()
+        self.hang, self.release = hang, threading.Event()
+
+    def check(self, keys):
+        if self.hang:
+            self.release.wait(60)
+        return super().check(keys)
+
+    def wait(self, keys, timeout):
+        if self.hang:
+            self.release.wait(60)
+
+
+def test_a_store_that_stops_answering_is_given_up_on_and_names_host_0_as_hung():
+    """torch's TCPStore client waits for host 0's answer with no time limit: a stopped
+    host 0 hung host 1 forever (seen: 630 s, then killed)."""
+    from datetime import timedelta
+
+    from xla_lint.runtime.hosts import BoundedStore, StoreTimeout
+
+    hung = HungStore()
+    store = BoundedStore(hung, 0.3)
+    store.set(f"{KEY}progress/1", "{}")  # calls that get their answer are passed through
+    assert hung.data[f"{KEY}progress/1"] == b"{}"
+    t0 = time.monotonic()
+    with pytest.raises(StoreTimeout, match="did not answer a check within 0.3 s"):
+        store.check([f"{KEY}progress/0"])
+    assert time.monotonic() - t0 < 2
+    with pytest.raises(StoreTimeout):  # lost: every later call fails at once
+        store.get(f"{KEY}progress/0")
+    slow = HungStore()
+    t0 = time.monotonic()
+    with pytest.raises(StoreTimeout, match="within 5.2 s"):  # a wait: its own timeout + 5 s
+        BoundedStore(slow, 0.1).wait([f"{KEY}status"], timedelta(seconds=0.2))
+    assert 5.0 < time.monotonic() - t0 < 7
+    hung.release.set()
+    slow.release.set()
+
+    progress = Progress(1, 10)  # what host 1 reports when its progress write times out
+    later = HungStore(hang=False)
+    progress.attach(BoundedStore(later, 0.2), f"{KEY}progress/1", raise_on_loss=True)
+    later.hang = True
+    with pytest.raises(CoordinatorLost) as info:
+        progress.update("train", 3)
+    (lost,) = info.value.deaths
+    assert describe_death(lost).startswith(
+        "host 0 stopped answering (the host store it serves kept the connection but did not answer"
+    )
+    later.release.set()
+
+
+def test_shards_that_do_not_divide_a_dimension_are_found():
+    from xla_lint.runtime.spec import uneven_dims
+
+    assert uneven_dims("{devices=[3,1]0,1,2}", (256, 64)) == [{"dim": 0, "size": 256, "shards": 3}]
+    assert uneven_dims("{devices=[1,3]0,1,2}", (64, 256)) == [{"dim": 1, "size": 256, "shards": 3}]
+    assert uneven_dims("{devices=[3]0,1,2}", (66,)) == []
+    assert uneven_dims("{devices=[4,1,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}", (6, 8)) == [
+        {"dim": 0, "size": 6, "shards": 4}
+    ]
+    assert uneven_dims("{replicated}", (7,)) == [] and uneven_dims("", (7,)) == []
+
+
+def test_a_checkpoint_of_unevenly_sharded_tensors_is_a_clear_failure_not_a_raw_exception():
+    """--cpu-devices 3 failed the checkpoint check with "CheckpointException: CheckpointException
+    ranks:dict_keys([0]) / Traceback ..." and nothing said that 3 does not divide 64."""
+    rec = make_record()
+    rec["checkpoint"].update(
+        tensors=21,
+        bytes=0,
+        diff_before_load=0.0,
+        mode="not written: no tensor the SPMD checkpoint planners can load",
+        uneven=[
+            {
+                "name": "embed_tokens.weight",
+                "shape": [256, 64],
+                "sharding_spec": "{devices=[3,1]0,1,2}",
+                "dims": [{"dim": 0, "size": 256, "shards": 3}],
+            }
+        ]
+        * 21,
+    )
+    result = {r.name: r for r in run_all(context([rec]))}["checkpoint"]
+    assert result.status == "FAIL"
+    assert result.summary == (
+        "host 0: 21 of 21 tensors have a sharded dimension their shards do not divide, e.g. "
+        "embed_tokens.weight [256, 64]: dim 0 of 256 in 3 shards; torch_xla 2.9's SPMD checkpoint "
+        "planners cannot load them"
+    )
+    assert "proves nothing" not in result.summary
+    assert "'ellipsis' object is not iterable" in result.explanation
+    assert "--cpu-devices 2, 4 or 8" in result.explanation
+
+
+def test_an_interrupted_run_reports_the_checks_it_reached_and_marks_the_rest_not_run(
+    tmp_path, capsys
+):
+    """Ctrl-C printed click's "Aborted!" and exited 1 ("a check failed"), with no report."""
+    from xla_lint.runtime.report import report_interrupted
+
+    rec = make_record()  # interrupted in step 3 of 6: the model was built, training not finished
+    rec["steps"], rec["losses"] = rec["steps"][:2], rec["losses"][:2]
+    rec["completed"] = ["environment", "mesh", "model"]
+    rec["interrupted"] = {"stage": "train", "step": 3, "steps": 6}
+    where = "in step 3 of 6 (train stage)"
+    rv = {"ok": True, "expected": 1, "joined": [0], "missing": [], "source": "single"}
+    code = report_interrupted(
+        RuntimeOptions(steps=6).to_json(),
+        rv,
+        [rec],
+        {"cpu_devices": 8},
+        4.2,
+        {"signal": "SIGINT", "where": where, "joined": True},
+        str(tmp_path / "r.json"),
+    )
+    assert code == 130
+    out = capsys.readouterr().out.splitlines()
+    status = {
+        line.split()[1]: line.split()[0] for line in out if line[:4] in ("PASS", "SKIP", "FAIL")
+    }
+    assert status == {
+        "environment": "PASS",
+        "rendezvous": "PASS",
+        "mesh": "PASS",
+        "sharding": "PASS",
+        **dict.fromkeys(
+            ("training", "recompilation", "consistency", "convergence", "checkpoint", "throughput"),
+            "SKIP",
+        ),
+    }
+    assert f"SKIP  training       not run: interrupted (Ctrl-C) {where}" in out
+    assert out[-1] == "4 passed, 0 failed, 6 skipped in 4.2 s (exit 130)"
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["status"], report["exit_code"]) == ("interrupted", 130)
+    assert report["interrupted"]["where"] == where
+
+    # interrupted before the job: no record, nothing reached
+    ctx = CheckContext(
+        RuntimeOptions().to_json(), [None], rv, interrupted={"where": where, "joined": True}
+    )
+    results = {r.name: r for r in run_all(ctx)}
+    assert results["environment"].summary == f"not run: interrupted (Ctrl-C) {where}"
+    # --coordinator, host 0 interrupted: the other hosts' records were never gathered
+    ctx = CheckContext(
+        RuntimeOptions(num_hosts=2, host_index=0, coordinator="h:1").to_json(),
+        [rec, None],
+        {**rv, "expected": 2, "joined": [0, 1]},
+        interrupted={"where": f"on host 0 {where}", "joined": True},
+    )
+    results = {r.name: r for r in run_all(ctx)}
+    assert results["rendezvous"].status == "PASS"  # joined; the records were not gathered
+    assert results["mesh"].summary == (
+        f"not run: interrupted (Ctrl-C) on host 0 {where}; no run record from host(s) 1"
+    )
+
+
+def test_ctrl_c_before_the_run_can_report_exits_130_in_one_line(monkeypatch, capsys):
+    """click printed "Aborted!" and the checker exited 1, the status of a failed check."""
+    import xla_lint.runtime.cli as cli
+    import xla_lint.runtime.runner as runner
+
+    def interrupted(opts):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "runtime_available", lambda: True)
+    monkeypatch.setattr(runner, "run", interrupted)
+    assert main([], prog_name="xla-lint runtime") == 130
+    assert capsys.readouterr().err.splitlines() == ["xla-lint runtime: interrupted"]

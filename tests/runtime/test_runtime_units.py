@@ -392,7 +392,9 @@ def test_without_torch_the_checker_prints_one_line_and_exits_2():
     assert out.returncode == 2
     from xla_lint.runtime import RUNTIME_EXTRA_HINT
 
-    assert out.stderr.strip().splitlines() == ["error: " + RUNTIME_EXTRA_HINT]
+    assert out.stderr.strip().splitlines() == [
+        "python -m xla_lint.runtime: error: " + RUNTIME_EXTRA_HINT
+    ]
     assert "pip install -e '.[runtime]'" in RUNTIME_EXTRA_HINT  # a clone has no package index entry
     assert out.stdout == ""
 

@@ -6,7 +6,8 @@ is :data:`command`, so the top-level ``xla-lint`` group can mount it as
 with ``ctx.exit(status)`` so the status survives either way.
 
 Exit status: 0 every check passed, 1 a check failed (or a host broke), 2 usage error
-(including a missing runtime extra). This module imports neither torch nor torch_xla.
+(including a missing runtime extra), 130 interrupted (Ctrl-C; the partial report is
+printed). This module imports neither torch nor torch_xla.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import click
 
 from . import RUNTIME_EXTRA_HINT
 from .options import OPTIMIZERS, Injection, OptionsError, RuntimeOptions, parse_betas, parse_shape
+from .progress import EXIT_INTERRUPTED
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 #: counts that must be at least 1; click refuses others with one line naming the option and the range
@@ -196,7 +198,7 @@ def _betas(
     type=SECONDS,
     default=900.0,
     show_default=True,
-    help="Seconds a host may spend in the job before the others give up on it.",
+    help="Seconds a joined host may keep the others waiting (at the gather, or host 0's store not answering) before they give up on it.",
 )
 @click.option(
     "--checkpoint-dir",
@@ -229,7 +231,8 @@ def command(
     """Train a small FSDPv2 job on every device and check the SPMD setup: environment,
     rendezvous, mesh, sharding, training, recompilation, consistency, convergence,
     checkpoint and throughput. Exit 0 when every check passes, 1 when one fails or a host
-    dies, 2 on a usage error (options are checked before any device work)."""
+    dies, 2 on a usage error (options are checked before any device work), 130 when
+    interrupted (Ctrl-C: the checks reached so far are reported, the rest marked not run)."""
     try:
         opts = RuntimeOptions(
             mesh_axes=tuple(a.strip() for a in mesh.split(",") if a.strip()),
@@ -246,23 +249,32 @@ def command(
             raise click.UsageError(
                 f"--json {json_path}: folder {folder} does not exist or is not writable", ctx
             )
-    if not runtime_available():
-        click.echo(f"error: {RUNTIME_EXTRA_HINT}", err=True)
+    if not runtime_available():  # named like the usage errors main() prints
+        click.echo(f"{ctx.command_path}: error: {RUNTIME_EXTRA_HINT}", err=True)
         ctx.exit(2)
-    from .runner import run
+    try:
+        from .runner import run
+    except KeyboardInterrupt:
+        click.echo(f"{ctx.command_path}: interrupted", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
 
     try:
         status = run(opts)
     except OptionsError as exc:
         raise click.UsageError(str(exc), ctx) from None
-    except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:  # Ctrl-C before the run could report (run() prints a partial report)
+        if not simulated:  # a simulated host leaves that to its launcher
+            click.echo(f"{ctx.command_path}: interrupted", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
+    except (click.exceptions.Exit, click.ClickException, SystemExit):
         raise
     except (
         Exception
     ) as exc:  # e.g. --device tpu on a machine without libtpu: one line, no traceback
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         click.echo(
-            f"error: the runtime could not start or finish on this machine: {type(exc).__name__}: {first}",
+            f"{ctx.command_path}: error: the runtime could not start or finish on this machine: "
+            f"{type(exc).__name__}: {first}",
             err=True,
         )
         ctx.exit(2 if kw.get("device") not in (None, "auto", "cpu") else 1)
@@ -271,7 +283,7 @@ def command(
 
 def main(argv: list[str] | None = None, prog_name: str = PROG_NAME) -> int:
     """Run the checker with ``argv`` (default ``sys.argv[1:]``) and return the exit status
-    instead of exiting: 0 pass, 1 a check failed, 2 usage error. ``prog_name`` is the
+    instead of exiting: 0 pass, 1 a check failed, 2 usage error, 130 interrupted. ``prog_name`` is the
     command named in usage errors (``xla-lint runtime`` when called from xla_lint/cli.py)."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -285,7 +297,9 @@ def main(argv: list[str] | None = None, prog_name: str = PROG_NAME) -> int:
     except click.ClickException as exc:
         exc.show()
         return 2
-    except click.Abort:
-        click.echo("Aborted!", err=True)
-        return 1
+    except (
+        click.Abort
+    ):  # click's form of Ctrl-C (it printed "Aborted!" and exited 1, "a check failed")
+        click.echo(f"{prog_name}: interrupted", err=True)
+        return EXIT_INTERRUPTED
     return int(result) if isinstance(result, int) else 0

@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from .env import HOST_LAYOUT_VARS
 from .options import OptionsError, RuntimeOptions, option_differences
 from .progress import (
     BEFORE_JOINING,
+    EXIT_INTERRUPTED,
     PROGRESS_ENV,
     death,
     describe_death,
@@ -78,6 +80,52 @@ def native_output_to_devnull() -> Iterator[None]:
             os.close(copy)
 
 
+@contextlib.contextmanager
+def native_stderr_kept(into: list[str]) -> Iterator[None]:
+    """Point file descriptor 2 at a temporary file for the duration and append what was
+    written there to ``into``.
+
+    torch's c10d logs a failed TCPStore connection at ERROR level with the whole C++
+    stack of the exception (40 frames), which ``TORCH_CPP_LOG_LEVEL=ERROR`` lets through;
+    the checker names the problem in one line instead and keeps this text for the JSON
+    report (``errors[].traceback``) where there is one.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as log:
+        try:
+            os.dup2(log.fileno(), 2)
+            yield
+            _flush_c_stdio()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            text = log.read().decode("utf-8", "replace").strip()
+            if text:
+                into.append(text)
+
+
+def wait_for_listener(host: str, port: int, deadline: float) -> bool:
+    """True once something accepts TCP connections at ``host:port``, False when
+    ``deadline`` (``time.monotonic()``) comes first. Strictly bounded: the name lookup and
+    the connection attempts run in a daemon thread, each attempt at most 1 s."""
+    found = threading.Event()
+
+    def probe() -> None:
+        while time.monotonic() < deadline:
+            try:
+                left = max(0.05, min(1.0, deadline - time.monotonic()))
+                with socket.create_connection((host, port), timeout=left):
+                    found.set()
+                    return
+            except OSError:
+                time.sleep(max(0.0, min(0.25, deadline - time.monotonic())))
+
+    threading.Thread(target=probe, name="xla-lint-coordinator-probe", daemon=True).start()
+    return found.wait(max(0.0, deadline - time.monotonic()))
+
+
 def _flush_c_stdio() -> None:
     try:
         import ctypes
@@ -88,11 +136,70 @@ def _flush_c_stdio() -> None:
 
 
 class RendezvousError(RuntimeError):
-    """The hosts did not all join. ``result`` says who did (a :class:`RendezvousResult`)."""
+    """The hosts did not all join. ``result`` says who did (a :class:`RendezvousResult`);
+    ``native_log`` is what torch's C++ side wrote while it failed (kept off the terminal)."""
 
-    def __init__(self, message: str, result: RendezvousResult | None = None) -> None:
+    def __init__(
+        self, message: str, result: RendezvousResult | None = None, native_log: str = ""
+    ) -> None:
         super().__init__(message)
         self.result = result
+        self.native_log = native_log
+
+
+class StoreTimeout(TimeoutError):
+    """Host 0's store did not answer within the time allowed (see :class:`BoundedStore`)."""
+
+
+#: seconds host 0's store has to answer a ``wait`` once the wait's own timeout is over
+STORE_ANSWER_S = 5.0
+
+
+class BoundedStore:
+    """Host 0's TCPStore as another host uses it, every call bounded.
+
+    torch 2.9's TCPStore client reads the server's answer with no time limit: ``check``,
+    ``add`` and ``get`` block in ``recv`` until host 0 answers, and ``wait`` (``get`` too)
+    sends CANCEL_WAIT once its timeout is over and then blocks the same way. A host 0 that
+    hangs - stopped, or its machine gone without closing the connection - would hang every
+    other host forever. Each call runs in a daemon thread and raises :class:`StoreTimeout`
+    after ``limit`` seconds (a ``wait``: its own timeout + :data:`STORE_ANSWER_S`); from
+    then on the store counts as lost and every call raises at once.
+    """
+
+    def __init__(self, store: Any, limit: float) -> None:
+        self.store, self.limit = store, limit
+        self.lost: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+        if not callable(method):
+            return method
+        return lambda *args, **kwargs: self._call(name, method, args, kwargs)
+
+    def _call(self, name: str, method: Any, args: tuple, kwargs: dict) -> Any:
+        if self.lost:
+            raise StoreTimeout(self.lost)
+        limit = self.limit
+        if name == "wait" and len(args) > 1 and isinstance(args[1], timedelta):
+            limit = args[1].total_seconds() + STORE_ANSWER_S
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                box["value"] = method(*args, **kwargs)
+            except BaseException as exc:  # handed to the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=call, name=f"xla-lint-store-{name}", daemon=True)
+        worker.start()
+        worker.join(limit)
+        if worker.is_alive():
+            self.lost = f"host 0's store did not answer a {name} within {limit:g} s"
+            raise StoreTimeout(self.lost)
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
 
 
 @dataclass(frozen=True)
@@ -207,7 +314,9 @@ class HostGroup:
         cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None = None
     ) -> HostGroup:
         """Rendezvous within ``timeout`` seconds, then create the gloo group whose
-        collectives time out after ``group_timeout`` seconds.
+        collectives time out after ``group_timeout`` seconds (``--job-timeout``: how long a
+        joined host may keep the others waiting). The other hosts also use host 0's store
+        through a :class:`BoundedStore` with that limit.
 
         ``options`` (:meth:`RuntimeOptions.comparable`) travel with each host's join; host 0
         compares them. Raises :class:`RendezvousError` naming the hosts that did not join,
@@ -230,8 +339,6 @@ class HostGroup:
     def _join_store(
         cls, layout: HostLayout, timeout: float, group_timeout: float, options: dict | None
     ) -> HostGroup:
-        import torch.distributed as dist
-
         t0 = time.monotonic()
         # join() comes here for several hosts, and resolve_layout gives those a coordinator
         assert layout.coordinator is not None
@@ -241,15 +348,35 @@ class HostGroup:
         result = RendezvousResult(
             expected=n, joined=[], timeout_s=timeout, source=layout.source, coordinator=coord
         )
+        unreachable = (
+            f"host {me} of {n} could not reach the coordinator {coord} (host 0) within {timeout:g} s: "
+            f"start the command on host 0 too, and check that {coord} is reachable from this host"
+        )
+        # A host other than 0 first waits, in Python, until host 0 listens: torch's TCPStore
+        # client retries a refused connection once its own timeout is over (try=0, then
+        # try=1: 2 x --timeout in all) and logs the C++ stack of each failure. The wait
+        # starts before torch is imported, so --timeout is the whole wait.
+        if me != 0 and not wait_for_listener(host, port, t0 + timeout):
+            result.message = unreachable
+            raise RendezvousError(unreachable, result)
+        import torch.distributed as dist
+
+        native: list[str] = []
+        connect_s = timeout if me == 0 else max(1.0, t0 + timeout - time.monotonic())
+        store: Any
         try:
-            store = dist.TCPStore(
-                host,
-                port,
-                world_size=None,
-                is_master=(me == 0),
-                timeout=timedelta(seconds=timeout),
-                wait_for_workers=False,
-            )
+            with native_stderr_kept(native):
+                store = dist.TCPStore(
+                    host,
+                    port,
+                    world_size=None,
+                    is_master=(me == 0),
+                    timeout=timedelta(seconds=connect_s),
+                    wait_for_workers=False,
+                )
+            store.set_timeout(timedelta(seconds=timeout))  # the store's later waits
+            if me != 0:  # a hung host 0 must not hang this host: every call bounded
+                store = BoundedStore(store, timeout)
         except Exception as exc:
             if me == 0 and (
                 "EADDRINUSE" in str(exc) or "address already in use" in str(exc).lower()
@@ -261,12 +388,9 @@ class HostGroup:
             if me == 0:
                 msg = f"host 0 could not serve the coordinator store on {coord}: {first_line(exc)}"
             else:
-                msg = (
-                    f"host {me} of {n} could not reach the coordinator {coord} (host 0) within {timeout:g} s: "
-                    f"start the command on host 0 too, and check that {coord} is reachable from this host"
-                )
+                msg = unreachable
             result.message = msg
-            raise RendezvousError(msg, result) from None
+            raise RendezvousError(msg, result, "\n".join(native)) from None
         claims = store.add(f"{KEY}claim/{me}", 1)
         payload = {
             "hostname": socket.gethostname(),
@@ -295,10 +419,11 @@ class HostGroup:
         if not result.ok:
             raise RendezvousError(result.message, result)
         try:
+            raw = store.store if isinstance(store, BoundedStore) else store
             with native_output_to_devnull():  # gloo's "[Gloo] Rank i is connected to ..." on stdout
                 dist.init_process_group(
                     "gloo",
-                    store=dist.PrefixStore(f"{KEY}pg", store),
+                    store=dist.PrefixStore(f"{KEY}pg", raw),
                     rank=me,
                     world_size=n,
                     timeout=timedelta(seconds=group_timeout),
@@ -307,19 +432,33 @@ class HostGroup:
             result.message = f"host {me}: the gloo process group did not form: {exc}"
             raise RendezvousError(result.message, result) from None
         result.elapsed_s = round(time.monotonic() - t0, 3)
+        if isinstance(store, BoundedStore):
+            store.limit = group_timeout  # joined: a host may now keep the others --job-timeout
         return cls(layout, result, store, dist.group.WORLD)
 
     @staticmethod
     def _host0_collect(
         store: Any, n: int, t0: float, timeout: float, result: RendezvousResult
     ) -> dict:
-        """Poll ``join/<i>`` keys until all ``n`` hosts arrived or ``timeout`` passed."""
+        """Poll ``join/<i>`` keys until all ``n`` hosts arrived or ``timeout`` passed.
+
+        When a host is missing at the first poll, one line on standard error says how long
+        host 0 waits (``waiting up to 120 s for 3 hosts to join (joined: 0)``)."""
         keys = [f"{KEY}join/{i}" for i in range(n)]
         arrived: set[int] = set()
+        announced = False
         while True:
             arrived |= {i for i in range(n) if i not in arrived and store.check([keys[i]])}
             if len(arrived) == n or time.monotonic() - t0 > timeout:
                 break
+            if not announced:
+                joined = ", ".join(map(str, sorted(arrived))) or "none"
+                print(
+                    f"waiting up to {timeout:g} s for {n} hosts to join (joined: {joined})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                announced = True
             time.sleep(0.1)
         hosts = {str(i): json.loads(store.get(keys[i])) for i in sorted(arrived)}
         duplicates = sorted(i for i in arrived if store.add(f"{KEY}claim/{i}", 0) > 1)
@@ -377,8 +516,12 @@ class HostGroup:
 
         t0 = time.monotonic()
         with native_output_to_devnull():
+            # one timeout for both: here creating the group is the join (--timeout), and its
+            # collectives wait for a slow host (--job-timeout)
             dist.init_process_group(
-                "gloo", init_method="xla://", timeout=timedelta(seconds=group_timeout)
+                "gloo",
+                init_method="xla://",
+                timeout=timedelta(seconds=max(timeout, group_timeout)),
             )
         n, me = dist.get_world_size(), dist.get_rank()
         payloads: list = [None] * n
@@ -441,6 +584,8 @@ class HostGroup:
         None when the store itself is gone (host 0 died)."""
         if self.store is None:
             return []
+        if isinstance(self.store, BoundedStore):  # the gather already waited --job-timeout:
+            self.store.limit = min(self.store.limit, STORE_ANSWER_S)  # a live host 0 answers now
         try:
             lost = [i for i in range(self.num_hosts) if not self.store.check([f"{KEY}done/{i}"])]
             out = []
@@ -522,6 +667,13 @@ STOP_GRACE_S = 5.0
 AFTER_HOST0_S = 30.0
 #: how often the launcher looks at its hosts, seconds
 POLL_S = 0.1
+#: seconds the launcher gives its hosts, after Ctrl-C, to stop and leave their run records
+#: (a host inside a compile notices when it returns) before it stops them
+INTERRUPT_GRACE_S = 10.0
+
+
+class _LauncherInterrupted(KeyboardInterrupt):
+    """Ctrl-C reached the launcher."""
 
 
 def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None) -> int:
@@ -543,6 +695,10 @@ def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None)
     :data:`STOP_GRACE_S` s) and prints the report itself, naming the dead host, its
     signal or exit status and the last stage and step it reached (``device_env`` goes
     into that report). Waits at most ``--timeout`` + ``--job-timeout`` + 60 s in all.
+
+    Ctrl-C (SIGINT to the launcher, or a host that ended interrupted): every host gets
+    SIGINT and leaves its run record so far beside its progress file; the launcher prints
+    the partial report from them (:func:`_conclude_interrupted`) and returns 130.
     """
     n = opts.simulate_hosts or 1
     port = free_loopback_port()
@@ -554,11 +710,19 @@ def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None)
     procs: dict[int, subprocess.Popen] = {}
     t0 = time.monotonic()
 
-    def stop_children(signum, frame):  # SIGTERM/SIGINT to the launcher ends its hosts too
+    def stop_children(signum, frame):  # SIGTERM to the launcher ends its hosts too
         stop_processes(list(procs.values()))
         raise SystemExit(128 + signum)
 
-    previous = {sig: signal.signal(sig, stop_children) for sig in (signal.SIGTERM, signal.SIGINT)}
+    def interrupt(signum, frame):  # Ctrl-C: the hosts leave their records, the launcher reports
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _forward_sigint(procs)
+        raise _LauncherInterrupted
+
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, stop_children),
+        signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
+    }
     try:
         for i in range(n):
             if i in missing:
@@ -578,7 +742,13 @@ def launch_simulated_hosts(opts: RuntimeOptions, device_env: dict | None = None)
                 env={**env, PROGRESS_ENV: paths[i]},
             )
         watch = _watch(procs, paths, t0, opts.timeout + opts.job_timeout + 60)
+        if watch.interrupted:  # a host was interrupted on its own: the others the same way
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _forward_sigint(procs)
+            return _conclude_interrupted(opts, procs, paths, t0, port, device_env or {})
         return _conclude(opts, watch, procs, paths, t0, port, device_env or {})
+    except _LauncherInterrupted:
+        return _conclude_interrupted(opts, procs, paths, t0, port, device_env or {})
     finally:
         stop_processes(list(procs.values()))
         for sig, handler in previous.items():
@@ -594,6 +764,7 @@ class _Watch:
     deaths: list = field(default_factory=list)
     usage_error: bool = False
     timed_out: bool = False
+    interrupted: bool = False
 
 
 def _watch(
@@ -614,10 +785,14 @@ def _watch(
                 w.deaths.append(
                     death(i, how_it_ended(proc.returncode), progress, detected_s=round(now - t0, 3))
                 )
+            elif progress.get("status") == "interrupted":
+                w.interrupted = True
             elif proc.returncode == 2:
                 w.usage_error = True
         if 0 in w.codes and host0_ended is None:
             host0_ended = now
+        if w.interrupted:
+            return w
         if w.deaths or w.usage_error or len(w.codes) == len(procs):
             return w
         if (host0_ended is not None and now - host0_ended > AFTER_HOST0_S) or now - t0 > limit:
@@ -683,6 +858,95 @@ def _conclude(
         print(f"simulated hosts exited non-zero ({bad})", file=sys.stderr, flush=True)
         return 1
     return code0
+
+
+def _forward_sigint(procs: dict[int, subprocess.Popen]) -> None:
+    """SIGINT to every host still running (from a terminal they got it already; a simulated
+    host handles only the first, :func:`xla_lint.runtime.runner._interrupt_once`)."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGINT)
+            except OSError:
+                pass
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _conclude_interrupted(
+    opts: RuntimeOptions,
+    procs: dict[int, subprocess.Popen],
+    paths: dict[int, str],
+    t0: float,
+    port: int,
+    device_env: dict,
+) -> int:
+    """After Ctrl-C: wait (at most :data:`INTERRUPT_GRACE_S` s) for the hosts to stop, stop
+    the rest, and print the partial report from the run records they left
+    (``<progress file>.record.json``, xla_lint/runtime/runner.py): the checks the run
+    reached on every host, the others SKIPped as not run. Returns 130."""
+    from .report import report_interrupted
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: the wait is bounded anyway
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
+    while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    stragglers = [i for i, p in procs.items() if p.poll() is None]
+    stop_processes([procs[i] for i in stragglers])
+    left = {i: _read_json(f"{paths[i]}.record.json") for i in procs}
+    progress = {i: read_progress(paths[i]) or {} for i in procs}
+    if 0 in procs and (
+        left[0].get("reported")
+        or (progress[0].get("stage") == "exit" and isinstance(progress[0].get("status"), int))
+    ):
+        return EXIT_INTERRUPTED  # host 0 had printed its report already
+    n = opts.simulate_hosts or 1
+    records = [left.get(i, {}).get("record") for i in range(n)]
+    rendezvous = left.get(0, {}).get("rendezvous")
+    if rendezvous:
+        rendezvous = {**rendezvous, "source": "simulated"}
+    else:
+        rendezvous = {
+            "ok": False,
+            "expected": n,
+            "joined": [],
+            "missing": sorted(set(range(n)) - set(procs)),
+            "duplicates": [],
+            "elapsed_s": None,
+            "timeout_s": opts.timeout,
+            "source": "simulated",
+            "coordinator": f"127.0.0.1:{port}",
+            "hosts": {},
+            "message": "interrupted (Ctrl-C) before the hosts joined",
+        }
+    places = [
+        f"host {i} {left[i].get('interrupted') or describe_progress(progress[i])}"
+        for i in sorted(procs)
+    ]
+    where = "on " + ", ".join(places)
+    if stragglers:
+        where += (
+            f" (the launcher stopped host(s) {', '.join(map(str, stragglers))}, still running "
+            f"{INTERRUPT_GRACE_S:g} s after Ctrl-C)"
+        )
+    interrupted = {"signal": "SIGINT", "where": where, "joined": bool(rendezvous.get("ok"))}
+    return report_interrupted(
+        opts.to_json(),
+        rendezvous,
+        records,
+        device_env,
+        time.monotonic() - t0,
+        interrupted,
+        opts.json_path,
+        opts.quiet,
+    )
 
 
 def _launcher_report(

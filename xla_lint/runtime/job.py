@@ -39,8 +39,8 @@ from torch.nn import functional as F
 
 from .model import DecoderLayer, DecoderOnlyModel, load_user_model, synthetic_tokens
 from .options import OptionsError, RuntimeOptions, mesh_device_problem
-from .progress import HostLost, Progress
-from .spec import parse_sharding, sharded_axes
+from .progress import HostLost, JobInterrupted, Progress
+from .spec import parse_sharding, sharded_axes, uneven_dims
 
 #: Stages of the job in order; an exception in one is recorded with its stage name and
 #: the later stages do not run (xla_lint/runtime/checks/__init__.py maps each stage to the
@@ -71,6 +71,8 @@ class RunRecord:
     * ``errors``: ``{"stage", "error", "traceback"}`` for an exception caught in a stage.
     * ``probe``: with ``--fast-forward-step``, what :func:`fast_forward` did.
     * ``compile_cache``: with ``--compile-cache``, what :func:`probe_compile_cache` measured.
+    * ``interrupted``: after Ctrl-C, ``{"stage", "step", "steps"}`` where the job stopped
+      (``completed`` lists the stages it finished); empty otherwise.
     """
 
     host_index: int = 0
@@ -89,6 +91,7 @@ class RunRecord:
     completed: list = field(default_factory=list)
     probe: dict = field(default_factory=dict)
     compile_cache: dict = field(default_factory=dict)
+    interrupted: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The record as a plain dict."""
@@ -479,12 +482,34 @@ def run_job(
 
     ``progress`` receives every stage and training step; ``user_model`` is the ``--model``
     the preflight built. Raises :class:`~xla_lint.runtime.options.OptionsError` when the
-    mesh shape does not hold the global device count (known only now on TPU).
+    mesh shape does not hold the global device count (known only now on TPU), and
+    :class:`~xla_lint.runtime.progress.JobInterrupted` (a KeyboardInterrupt) carrying the
+    record so far, with ``interrupted`` set, on Ctrl-C.
     """
     rec = RunRecord(host_index=host_index, num_hosts=num_hosts, simulated=opts.simulated)
+    progress = progress or Progress(host_index, opts.steps)
+    try:
+        return _run_stages(
+            opts, rec, progress, host_index, num_hosts, spans_hosts, process_group, user_model
+        )
+    except KeyboardInterrupt:  # Ctrl-C: the record so far goes into the partial report
+        rec.interrupted = {"stage": progress.stage, "step": progress.step, "steps": opts.steps}
+        raise JobInterrupted(rec) from None
+
+
+def _run_stages(
+    opts: RuntimeOptions,
+    rec: RunRecord,
+    progress: Progress,
+    host_index: int,
+    num_hosts: int,
+    spans_hosts: bool,
+    process_group: Any,
+    user_model: torch.nn.Module | None,
+) -> RunRecord:
+    """The stages of :func:`run_job`, filling ``rec``."""
     state: dict[str, Any] = {}
     t_start = time.perf_counter()
-    progress = progress or Progress(host_index, opts.steps)
 
     def stage(name: str) -> Stage:
         return Stage(rec, name, progress)
@@ -661,8 +686,12 @@ def checkpoint_round_trip(
     load it into zeroed tensors of the same sharding with ``SPMDLoadPlanner``, compare.
 
     Returns ``{"dir", "mode", "tensors", "bytes", "max_abs_diff", "diff_before_load",
-    "mismatches": [names], "sharding_mismatches": [names], "save_s", "load_s"}``.
-    ``diff_before_load`` > 0 proves the comparison could fail (the targets start at zero).
+    "mismatches": [names], "not_written", "uneven", "sharding_mismatches": [names],
+    "save_s", "load_s"}``. ``diff_before_load`` > 0 proves the comparison could fail (the
+    targets start at zero). ``uneven`` (``[{"name", "shape", "sharding_spec", "dims"}]``,
+    :func:`~xla_lint.runtime.spec.uneven_dims`) are the tensors split into shards that do
+    not divide a dimension: torch_xla 2.9's ``SPMDLoadPlanner`` raises on them, so they are
+    left out of the round trip and the checkpoint check names them.
     The sharding of each target is copied from the saved tensor with
     ``torch_xla._XLAC._get_xla_op_sharding`` / ``_xla_mark_sharding`` (what
     ``xs.mark_sharding`` calls, torch_xla/distributed/spmd/xla_sharding.py).
@@ -683,6 +712,37 @@ def checkpoint_round_trip(
     )
     try:
         sd = {k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}
+        uneven = []
+        for k, v in sd.items():
+            spec = torch_xla._XLAC._get_xla_sharding_spec(v)
+            dims = uneven_dims(spec, tuple(v.shape))
+            if dims:
+                uneven.append(
+                    {
+                        "name": strip_wrapper_names(k),
+                        "shape": list(v.shape),
+                        "sharding_spec": spec,
+                        "dims": dims,
+                        "key": k,
+                    }
+                )
+        left_out = {u.pop("key") for u in uneven}
+        sd = {k: v for k, v in sd.items() if k not in left_out}
+        if not sd:  # nothing the SPMD planners can load: no round trip at all
+            return {
+                "dir": run_dir,
+                "mode": "not written: no tensor the SPMD checkpoint planners can load",
+                "tensors": len(uneven),
+                "bytes": 0,
+                "max_abs_diff": 0.0,
+                "diff_before_load": 0.0,
+                "mismatches": [],
+                "not_written": [],
+                "uneven": uneven,
+                "sharding_mismatches": [],
+                "save_s": 0.0,
+                "load_s": 0.0,
+            }
         t0 = time.perf_counter()
         metadata = dist_cp.save(
             state_dict={"model": sd},
@@ -757,7 +817,7 @@ def checkpoint_round_trip(
             "mode": "one checkpoint over the host process group"
             if spans_hosts
             else "one checkpoint per SPMD world (no_dist)",
-            "tensors": len(keys) + len(not_written),
+            "tensors": len(keys) + len(not_written) + len(uneven),
             "bytes": size,
             "max_abs_diff": max(after) if after else 0.0,
             "diff_before_load": max(before) if before else 0.0,
@@ -765,6 +825,7 @@ def checkpoint_round_trip(
                 strip_wrapper_names(k) for k, d in zip(keys, after, strict=True) if d != 0.0
             ],
             "not_written": not_written_info,
+            "uneven": uneven,
             "sharding_mismatches": sharding_mismatches,
             "save_s": round(save_s, 4),
             "load_s": round(load_s, 4),

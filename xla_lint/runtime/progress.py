@@ -29,6 +29,8 @@ BEFORE_JOINING = ("start", "rendezvous")
 
 #: how host 0 ended, as another host sees it when host 0's store stops answering
 COORDINATOR_LOST = "stopped answering (the host store it serves broke the connection: host 0 died or its machine is gone)"
+#: the same when the store keeps the connection but does not answer (a TimeoutError)
+COORDINATOR_HUNG = "stopped answering (the host store it serves kept the connection but did not answer: host 0 hangs, or its machine is unreachable)"
 
 
 class HostLost(RuntimeError):
@@ -38,6 +40,19 @@ class HostLost(RuntimeError):
     def __init__(self, message: str, deaths: list[dict], where: str = "") -> None:
         super().__init__(message)
         self.deaths, self.where = deaths, where
+
+
+#: exit status after Ctrl-C (SIGINT), as shells report a job stopped by it: 128 + 2
+EXIT_INTERRUPTED = 130
+
+
+class JobInterrupted(KeyboardInterrupt):
+    """Ctrl-C inside the job; ``record`` is the run record so far (a ``RunRecord`` of
+    xla_lint/runtime/job.py, its ``interrupted`` set), for the partial report."""
+
+    def __init__(self, record: Any) -> None:
+        super().__init__()
+        self.record = record
 
 
 class CoordinatorLost(HostLost):
@@ -109,8 +124,9 @@ class Progress:
                     f"host 0 (the coordinator, which serves the host store) stopped answering while host "
                     f"{self.host_index} was {where}: {first_line(exc)}"
                 )
+                how = COORDINATOR_HUNG if isinstance(exc, TimeoutError) else COORDINATOR_LOST
                 raise CoordinatorLost(
-                    msg, [death(0, COORDINATOR_LOST, self.host0, last_seen=True)], where
+                    msg, [death(0, how, self.host0, last_seen=True)], where
                 ) from None
 
     def _write_file(self, extra: dict) -> None:

@@ -11,7 +11,7 @@ import sys
 from typing import IO, Any
 
 from .checks import FAIL, PASS, SKIP, CheckContext, CheckResult, run_all
-from .progress import describe_death
+from .progress import EXIT_INTERRUPTED, describe_death
 
 SCHEMA = "xla-lint-runtime/1"
 
@@ -42,13 +42,16 @@ def build_report(
     errors: list,
     device_env: dict,
     wall_s: float,
+    interrupted: dict | None = None,
 ) -> dict:
-    """The full JSON-ready report (see docs/runtime.md for every field)."""
-    code = exit_code(results)
+    """The full JSON-ready report (see docs/runtime.md for every field). ``interrupted``
+    (after Ctrl-C) makes it a partial report: status ``interrupted``, exit code 130."""
+    code = EXIT_INTERRUPTED if interrupted else exit_code(results)
     counts = {s: sum(r.status == s for r in results) for s in (PASS, FAIL, SKIP)}
+    status = "interrupted" if interrupted else "fail" if code else "pass"
     return {
         "schema": SCHEMA,
-        "status": "fail" if code else "pass",
+        "status": status,
         "exit_code": code,
         "summary": counts,
         "wall_s": round(wall_s, 3),
@@ -65,6 +68,7 @@ def build_report(
         "checks": [r.to_json() for r in results],
         "errors": errors,
         "records": records,
+        **({"interrupted": interrupted} if interrupted else {}),
     }
 
 
@@ -106,6 +110,11 @@ def format_text(report: dict) -> str:
     for e in report["errors"]:
         if e.get("stage") not in SHOWN_IN_CHECKS:
             lines.append(f"error on host {e.get('host')} ({e.get('stage')}): {e.get('error')}")
+    if report.get("interrupted"):
+        lines.append(
+            f"interrupted (Ctrl-C) {report['interrupted'].get('where', '')}: the checks the run had not "
+            "reached are not run"
+        )
     s = report["summary"]
     lines += [
         "",
@@ -167,5 +176,29 @@ def report_lost_hosts(
     errors = [e for r in records if r for e in r.get("errors", [])]
     errors += [{"host": d["host"], "stage": "died", "error": describe_death(d)} for d in deaths]
     report = build_report(results, options, rv, records, errors, device_env, wall_s)
+    emit(report, json_path, quiet)
+    return report["exit_code"]
+
+
+def report_interrupted(
+    options: dict,
+    rendezvous: dict,
+    records: list,
+    device_env: dict,
+    wall_s: float,
+    interrupted: dict,
+    json_path: str | None,
+    quiet: bool = False,
+) -> int:
+    """Print (and write as JSON) the partial report of a run stopped by Ctrl-C; returns
+    its exit status, 130. The checks the run reached run on the records there are
+    (``records``: one per expected host, None for a host that delivered none); the others
+    are SKIPped as not run (:func:`xla_lint.runtime.checks.not_reached`)."""
+    ctx = CheckContext(options, records, rendezvous, device_env, interrupted=interrupted)
+    results = run_all(ctx)
+    errors = [e for r in records if r for e in r.get("errors", [])]
+    report = build_report(
+        results, options, rendezvous, records, errors, device_env, wall_s, interrupted
+    )
     emit(report, json_path, quiet)
     return report["exit_code"]

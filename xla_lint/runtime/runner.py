@@ -14,16 +14,70 @@ import sys
 import time
 import traceback
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 from .env import configure_device_env
 from .options import OptionsError, RuntimeOptions
 from .preflight import preflight, remove_created
-from .progress import HostLost, Progress, first_line
+from .progress import (
+    BEFORE_JOINING,
+    EXIT_INTERRUPTED,
+    HostLost,
+    JobInterrupted,
+    Progress,
+    describe_progress,
+    first_line,
+)
+
+
+@dataclass
+class _Run:
+    """What this process has so far, for the partial report after Ctrl-C."""
+
+    opts: RuntimeOptions
+    progress: Progress
+    t0: float
+    device_env: dict | None = None
+    layout: Any = None
+    rendezvous: dict | None = None  # the RendezvousResult, once the hosts joined
+    record: dict | None = None  # this host's run record, complete or (interrupted) partial
+    reported: bool = False  # the report is out: Ctrl-C now only changes the exit status
+
+    def host_file(self) -> str | None:
+        """Where a simulated host leaves its record for the launcher (beside its progress file)."""
+        return f"{self.progress.path}.record.json" if self.progress.path else None
+
+    def leave_record(self, interrupted: str | None = None) -> None:
+        """A simulated host writes what the launcher needs to report if the run is interrupted."""
+        path = self.host_file()
+        if not path or not self.opts.simulated:
+            return
+        data = {
+            "record": self.record,
+            "rendezvous": self.rendezvous,
+            "interrupted": interrupted,
+            "reported": self.reported,
+        }
+        try:
+            with open(f"{path}.tmp", "w", encoding="utf-8") as f:
+                json.dump(data, f, default=str)
+            os.replace(f"{path}.tmp", path)
+        except OSError:
+            pass
+
+
+def _interrupt_once(signum, frame) -> None:
+    """A simulated host's SIGINT handler: Ctrl-C reaches it from the terminal and from the
+    launcher; the second must not interrupt the first one's partial record."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def run(opts: RuntimeOptions) -> int:
     """Run the checker in this process (or launch the simulated hosts). Returns the exit
-    status: 0 all checks passed, 1 a check failed or a host broke.
+    status: 0 all checks passed, 1 a check failed or a host broke, 130 after Ctrl-C (the
+    partial report printed: :func:`_report_interrupted`).
 
     Raises :class:`~xla_lint.runtime.options.OptionsError` for an option found wrong
     before any device work (mesh shape vs. CPU device count, ``--checkpoint-dir``,
@@ -37,19 +91,80 @@ def run(opts: RuntimeOptions) -> int:
         # the launcher stops a surviving host with SIGTERM when another died: exit through
         # Python so `finally` blocks run (the job removes its temporary checkpoint)
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        signal.signal(signal.SIGINT, _interrupt_once)
+    state = _Run(opts, progress, t0)
     status: int | str = "error"
     try:
-        status = _run_host(opts, progress, t0)
+        status = _run_host(state)
         return status
     except OptionsError:
         status = 2
         raise
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
+        status = "interrupted"
+        return _report_interrupted(state)
+    except SystemExit:
         status = "stopped"
         raise
     finally:
         if status != "stopped":
             progress.finish(status)
+
+
+def _report_interrupted(state: _Run) -> int:
+    """Ctrl-C: host 0 prints the partial report - the checks the run reached, the others
+    SKIPped as not run - and every host returns 130. A simulated host leaves its record to
+    the launcher, which reports for all; another host says where it was and that host 0
+    reports."""
+    opts, progress = state.opts, state.progress
+    layout = state.layout
+    me = layout.host_index if layout is not None else (opts.host_index or 0)
+    n = layout.num_hosts if layout is not None else (opts.num_hosts or 1)
+    where = describe_progress(progress.as_dict())
+    if n == 1 and progress.stage in BEFORE_JOINING:
+        where = "before the job started"
+    if opts.simulated:
+        state.leave_record(where)
+        return EXIT_INTERRUPTED
+    if state.reported:
+        return EXIT_INTERRUPTED
+    if me != 0:
+        print(
+            f"host {me}: interrupted (Ctrl-C) {where}; host 0 prints the report",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_INTERRUPTED
+    from .report import report_interrupted
+
+    interrupted = {
+        "signal": "SIGINT",
+        "where": f"on host 0 {where}" if n > 1 else where,
+        "stage": progress.stage,
+        "step": progress.step,
+        "joined": state.rendezvous is not None,
+    }
+    rv = state.rendezvous or {
+        "ok": False,
+        "expected": n,
+        "joined": [],
+        "missing": [],
+        "duplicates": [],
+        "source": layout.source if layout is not None else None,
+        "message": "interrupted (Ctrl-C) before the hosts joined",
+    }
+    # the other hosts' records were not gathered: only this host's is there
+    records = [state.record] + [None] * (n - 1)
+    return report_interrupted(
+        opts.to_json(),
+        rv,
+        records,
+        state.device_env or {},
+        time.perf_counter() - state.t0,
+        interrupted,
+        opts.json_path,
+        opts.quiet,
+    )
 
 
 def _launch(opts: RuntimeOptions) -> int:
@@ -64,33 +179,33 @@ def _launch(opts: RuntimeOptions) -> int:
         remove_created(created)
 
 
-def _run_host(opts: RuntimeOptions, progress: Progress, t0: float) -> int:
-    device_env = configure_device_env(opts)
+def _run_host(state: _Run) -> int:
+    opts, progress, t0 = state.opts, state.progress, state.t0
+    device_env = state.device_env = configure_device_env(opts)
     from .hosts import resolve_layout
 
-    layout = resolve_layout(opts)
+    layout = state.layout = resolve_layout(opts)
     progress.host_index = layout.host_index
     _quiet_library_warnings()
     created, user_model = preflight(opts, device_env, opts.seed_for(layout.host_index))
     try:
         if opts.bare:
             return _run_bare(opts, t0)
-        return _run_checked(opts, layout, device_env, progress, user_model, t0)
+        return _run_checked(state, layout, device_env, user_model)
     finally:
         remove_created(created)
 
 
-def _run_checked(
-    opts: RuntimeOptions, layout, device_env: dict, progress: Progress, user_model, t0: float
-) -> int:
+def _run_checked(state: _Run, layout, device_env: dict, user_model) -> int:
+    opts, progress, t0 = state.opts, state.progress, state.t0
     from .checks import CheckContext, run_all
     from .hosts import KEY, HostGroup, RendezvousError
     from .report import build_report, emit
 
     progress.update("rendezvous")
-    group_timeout = max(opts.timeout, opts.job_timeout)
     try:
-        group = HostGroup.join(layout, opts.timeout, group_timeout, opts.comparable())
+        # --timeout: joining; --job-timeout: how long a joined host may keep the others waiting
+        group = HostGroup.join(layout, opts.timeout, opts.job_timeout, opts.comparable())
     except RendezvousError as exc:
         progress.update("report")
         if layout.host_index != 0:
@@ -111,13 +226,19 @@ def _run_checked(
             opts.to_json(),
             rv,
             [],
-            [{"host": 0, "stage": "rendezvous", "error": str(exc)}],
+            [
+                {"host": 0, "stage": "rendezvous", "error": str(exc)}
+                | ({"traceback": exc.native_log} if exc.native_log else {})
+            ],
             device_env,
             time.perf_counter() - t0,
         )
         emit(report, opts.json_path, opts.quiet)
+        state.reported = True
         return 1
 
+    state.rendezvous = group.result.to_json()
+    state.leave_record()
     if opts.injected("diverge-seeds") and group.num_hosts == 1:
         raise OptionsError(
             "--inject diverge-seeds needs at least 2 hosts (--simulate-hosts 2): one host has nothing to disagree with"
@@ -129,18 +250,19 @@ def _run_checked(
             progress.attach(
                 group.store, f"{KEY}progress/{group.host_index}", raise_on_loss=not opts.simulated
             )
-        return _run_joined(opts, group, device_env, progress, user_model, t0)
+        return _run_joined(state, group, device_env, user_model)
     except HostLost as exc:  # host 0 is gone (a real multi-host run): this host reports
-        return _report_coordinator_lost(opts, group, exc, device_env, t0)
+        code = _report_coordinator_lost(opts, group, exc, device_env, t0)
+        state.reported = True
+        return code
 
 
-def _run_joined(
-    opts: RuntimeOptions, group, device_env: dict, progress: Progress, user_model, t0: float
-) -> int:
+def _run_joined(state: _Run, group, device_env: dict, user_model) -> int:
     """Job, gather, checks and report once the hosts have joined; the exit status."""
     from .checks import CheckContext, run_all
     from .report import build_report, emit, report_lost_hosts
 
+    opts, progress, t0 = state.opts, state.progress, state.t0
     me = group.host_index
     try:
         from .job import run_job
@@ -153,6 +275,9 @@ def _run_joined(
             progress=progress,
             user_model=user_model,
         ).to_json()
+    except JobInterrupted as exc:  # Ctrl-C: the record so far, for the partial report
+        state.record = exc.record.to_json()
+        raise
     except (KeyboardInterrupt, SystemExit, OptionsError, HostLost):
         raise
     except BaseException as exc:
@@ -171,6 +296,8 @@ def _run_joined(
             ],
         }
     record.setdefault("timings", {})["process_s"] = round(time.perf_counter() - t0, 3)
+    state.record = record
+    state.leave_record()
     progress.update("gather")
     fatal: list[dict] = []
     lost: list[dict] = []
@@ -181,7 +308,11 @@ def _run_joined(
         if found is None:  # the store is gone with host 0
             if opts.simulated:  # the launcher names host 0 with its exit status
                 return 1
-            raise HostLost(first_line(exc), [], "at the gather") from None
+            from .progress import COORDINATOR_HUNG, COORDINATOR_LOST, death
+
+            hung = bool(getattr(group.store, "lost", None))  # a BoundedStore that timed out
+            how = COORDINATOR_HUNG if hung else COORDINATOR_LOST
+            raise HostLost(first_line(exc), [death(0, how, None)], "at the gather") from None
         lost = [d for d in found if d["host"] != me]
         if not lost:
             fatal.append(
@@ -202,11 +333,12 @@ def _run_joined(
     lost_ids = [d["host"] for d in lost]
     if me != 0:
         progress.update("status")
-        code = group.share_status(None, timeout=opts.timeout + 60)
+        code = group.share_status(None, timeout=opts.job_timeout)
         group.close()
         return code
 
     progress.update("report")
+    state.reported = True  # from here on, Ctrl-C cuts this report short rather than adding one
     if lost:
         code = report_lost_hosts(
             opts.to_json(),
@@ -228,7 +360,7 @@ def _run_joined(
         )
         emit(report, opts.json_path, opts.quiet)
         code = report["exit_code"]
-    group.share_status(code, lost=lost_ids)
+    group.share_status(code, timeout=opts.job_timeout, lost=lost_ids)
     group.close()
     return code
 

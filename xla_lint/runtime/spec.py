@@ -123,3 +123,22 @@ def sharded_axes(
                 out[d] = name
                 break
     return out
+
+
+def uneven_dims(spec: str, shape: tuple[int, ...]) -> list[dict]:
+    """The dimensions of a tensor of global ``shape`` that its sharding ``spec`` splits into
+    pieces that do not divide it: ``[{"dim", "size", "shards"}]`` (empty when every split
+    is even, or the tensor is not split).
+
+    XLA pads the last shard of such a dimension (``shard_shape`` is a ceil division), so
+    training runs; torch_xla 2.9's SPMD checkpoint planners cannot load the tensor
+    (xla_lint/runtime/checks/checkpoint.py says why).
+    """
+    parsed = parse_sharding(spec, len(shape))
+    if parsed.kind != "tiled" or len(parsed.tiles) != len(shape):
+        return []
+    return [
+        {"dim": d, "size": size, "shards": tiles}
+        for d, (size, tiles) in enumerate(zip(shape, parsed.tiles, strict=True))
+        if tiles > 1 and size % tiles
+    ]

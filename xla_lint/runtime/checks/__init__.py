@@ -80,7 +80,9 @@ class CheckContext:
     ``records``: one run-record dict per expected host, in host index order (None for a
     host that never delivered one); ``rendezvous``: the RendezvousResult dict;
     ``options``: the RuntimeOptions dict; ``device_env``: how PJRT_DEVICE was chosen;
-    ``fatal``: host-level errors outside the job stages (e.g. the gather failed).
+    ``fatal``: host-level errors outside the job stages (e.g. the gather failed);
+    ``interrupted``: after Ctrl-C, ``{"where": "in step 3 of 10 (train stage)", "joined":
+    bool, ...}`` (the checks the run did not reach are SKIPped, :func:`not_reached`).
     """
 
     options: dict
@@ -88,6 +90,7 @@ class CheckContext:
     rendezvous: dict
     device_env: dict = field(default_factory=dict)
     fatal: list = field(default_factory=list)
+    interrupted: dict | None = None
 
     @property
     def present(self) -> list[dict]:
@@ -221,6 +224,28 @@ STAGE_HINTS = {
 }
 
 
+def not_reached(ctx: CheckContext, name: str) -> str | None:
+    """After Ctrl-C (``ctx.interrupted``): why check ``name`` is not run, or None when the
+    run got far enough for it - the hosts joined (rendezvous), every host delivered a run
+    record that completed the stage the check needs (:data:`CHECK_NEEDS`; ``sharding``
+    also needs the first batch, ``compile-cache`` the probe after training)."""
+    if not ctx.interrupted:
+        return None
+    why = f"not run: interrupted (Ctrl-C) {ctx.interrupted.get('where', '')}".rstrip()
+    if name == "rendezvous":
+        return None if ctx.interrupted.get("joined") else why
+    missing = [i for i, r in enumerate(ctx.records) if r is None]
+    if len(ctx.records) <= 1 and (missing or not ctx.records):
+        return why
+    if missing:
+        return f"{why}; no run record from host(s) {', '.join(map(str, missing))}"
+    needed = "consistency" if name == "compile-cache" else CHECK_NEEDS[name]
+    for r in ctx.records:
+        if needed not in (r.get("completed") or []) or (name == "sharding" and not r.get("batch")):
+            return why
+    return None
+
+
 def run_all(ctx: CheckContext) -> list[CheckResult]:
     """Run every check in :data:`CHECK_ORDER` (and ``compile-cache`` after ``recompilation``
     with ``--compile-cache``); a check that raises becomes a FAIL."""
@@ -256,6 +281,10 @@ def run_all(ctx: CheckContext) -> list[CheckResult]:
         names.insert(names.index("recompilation") + 1, compile_cache.NAME)
     out = []
     for name in names:
+        reason = not_reached(ctx, name)
+        if reason:
+            out.append(CheckResult(name, SKIP, reason))
+            continue
         try:
             out.append(funcs[name](ctx))
         except Exception as exc:
