@@ -54,6 +54,7 @@ RUNTIME_QUERIES = frozenset(
             "get_local_ordinal",
             "is_master_ordinal",
             "get_xla_supported_devices",
+            "xla_real_devices",  # with no argument it lists the devices: measured, the client starts
             "set_rng_state",
         )
     }
@@ -85,7 +86,7 @@ In a file that calls `torch_xla.launch(...)` or `xmp.spawn(...)`, flags the firs
 the XLA runtime at module level, or in the function that calls launch before the launch
 call: `torch_xla.device()`, `xm.xla_device()`, `.to('xla')`/`.to(dev)`, `device=dev`,
 runtime queries (`xr.global_runtime_device_count()`, `xr.world_size()`,
-`xr.global_ordinal()`, `xm.is_master_ordinal()`...) and RNG seeding
+`xr.global_ordinal()`, `xm.is_master_ordinal()`, `xm.xla_real_devices()`...) and RNG seeding
 (`xm.set_rng_state`, `torch_xla.manual_seed`). `xr.device_type()` and
 `xr.local_process_count()` only read the environment and are fine. Launches with
 `nprocs=1` or `debug_single_process=True` run in the same process and are skipped.
@@ -178,6 +179,14 @@ if __name__ == "__main__":
             _LAUNCH + "device = torch_xla.device()\ndef _mp_fn(i):\n    pass\n"
             "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
             (3,),
+        ),
+        # xm.xla_real_devices() lists the devices, which starts the client (measured on CPU:
+        # _xla_runtime_is_initialized() is then True); xr.device_type() reads PJRT_DEVICE only.
+        Invalid(
+            _LAUNCH + "import torch_xla.runtime as xr\ndef _mp_fn(i):\n    pass\n"
+            "if __name__ == '__main__':\n    print(xr.device_type(), flush=True)\n"
+            "    print(xm.xla_real_devices(), flush=True)\n    torch_xla.launch(_mp_fn)\n",
+            (8,),
         ),
         # Through a helper of the file (a fresh user's log_devices()).
         Invalid(
