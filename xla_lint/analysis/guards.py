@@ -70,7 +70,6 @@ one walk over the statements; each question then checks the traversal's ancestor
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -1071,7 +1070,7 @@ def runs_on_xla(ctx: FileContext) -> bool:
     ``if is_xla(): ...; return``, and a private function or method the file refers to only
     from such code (:func:`_non_xla_callees`). Findings and program facts there are not about
     an XLA program."""
-    if not _stack_runs_on_xla(ctx.stack):
+    if not _stack_runs_on_xla(ctx.stack, _exits(ctx)):
         return False
     callees = None
     for node in ctx.stack:
@@ -1095,6 +1094,7 @@ def _non_xla_callees(ctx: FileContext) -> frozenset[str]:
     self._save(d)`` makes ``_save`` another platform's code. A reference anywhere else (a call
     in XLA code, a callback, ``getattr``) keeps the name out."""
     sites: dict[str, bool] = {}  # name -> every reference so far is in non-XLA code
+    exits = _exits(ctx)
 
     class Refs:  # for walk(): on_visit/on_leave with the stack of open nodes
         def __init__(self) -> None:
@@ -1113,7 +1113,7 @@ def _non_xla_callees(ctx: FileContext) -> frozenset[str]:
                 ):
                     name = node.value
             if name is not None and _private(name):
-                here = not _stack_runs_on_xla([*self.stack, node])
+                here = not _stack_runs_on_xla([*self.stack, node], exits)
                 sites[name] = sites.get(name, True) and here
             self.stack.append(node)
             return True
@@ -1125,14 +1125,19 @@ def _non_xla_callees(ctx: FileContext) -> frozenset[str]:
     return frozenset(name for name, only_other in sites.items() if only_other)
 
 
-def _stack_runs_on_xla(stack: Sequence[cst.CSTNode]) -> bool:
+def _exits(ctx: FileContext) -> dict:
+    """The file's memo for :func:`_after_xla_exit` (block id -> its first XLA exit)."""
+    return ctx.memo("xla_lint.analysis.guards.exits", dict)
+
+
+def _stack_runs_on_xla(stack: Sequence[cst.CSTNode], exits: dict) -> bool:
     """:func:`runs_on_xla` for the node at the end of ``stack`` (the module first), from its
-    enclosing branches alone."""
+    enclosing branches alone; ``exits``: :func:`_exits`."""
     for i in range(len(stack) - 2, -1, -1):
         node = stack[i]
         child = stack[i + 1]
         if isinstance(node, (cst.IndentedBlock, cst.Module)):
-            if _after_xla_exit(stack[0], node, node.body, child):
+            if _after_xla_exit(exits, node, node.body, child):
                 return False
             continue
         if not isinstance(node, (cst.If, cst.IfExp)):
@@ -1145,21 +1150,15 @@ def _stack_runs_on_xla(stack: Sequence[cst.CSTNode]) -> bool:
     return True
 
 
-# Per block of the module being linted: the index of its first XLA exit (None: none) and each
-# statement's index, so that asking for every node of a long block costs one pass over it, not
-# one per node (10,000 findings in one block took seconds each thousand). Reset per module.
-_EXITS = threading.local()
-
-
 def _after_xla_exit(
-    module: cst.CSTNode, block: cst.CSTNode, statements: Sequence[cst.CSTNode], child: cst.CSTNode
+    exits: dict, block: cst.CSTNode, statements: Sequence[cst.CSTNode], child: cst.CSTNode
 ) -> bool:
     """True when ``child`` follows, in ``statements`` (the body of ``block``), an ``if`` without
     ``else`` whose body runs only on XLA and always leaves (``if is_xla(): ...; return``): what
-    comes after it runs only without XLA."""
-    if getattr(_EXITS, "module", None) is not module:
-        _EXITS.module, _EXITS.blocks = module, {}
-    entry = _EXITS.blocks.get(id(block))
+    comes after it runs only without XLA. ``exits``: the file's memo of each block's first XLA
+    exit and statement indices, so a long block is read once, not once per node asked about
+    (10,000 findings in one block took seconds per thousand)."""
+    entry = exits.get(id(block))
     if entry is None or entry[0] is not block:
         first = None
         for i, stmt in enumerate(statements):
@@ -1172,7 +1171,7 @@ def _after_xla_exit(
                 first = i
                 break
         entry = (block, first, {id(stmt): i for i, stmt in enumerate(statements)})
-        _EXITS.blocks[id(block)] = entry
+        exits[id(block)] = entry
     _, first, index = entry
     if first is None:
         return False

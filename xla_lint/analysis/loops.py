@@ -477,6 +477,9 @@ def _names_in(node: cst.CSTNode) -> set[str]:
     return found
 
 
+_CALLS = frozenset({cst.Call})
+
+
 @dataclass
 class StepClosures:
     """The functions this module gives to ``xm.add_step_closure``: what runs after a step.
@@ -502,7 +505,10 @@ class StepClosures:
     def _find(cls, ctx: FileContext) -> StepClosures:
         names: set[str] = set()
         lambdas: set[int] = set()
-        for call in calls_in(ctx.module):
+        flat = ctx.flat  # the shared node list, not another walk of the module
+        for i in flat.of_types(_CALLS):
+            call = flat.nodes[i]
+            assert isinstance(call, cst.Call)
             if ADD_STEP_CLOSURE not in ctx.qnames(call.func):
                 continue
             arg = find_arg(call, "closure", 0)
