@@ -476,9 +476,13 @@ def simulated_hosts_progress(launcher: int) -> dict[int, dict]:
     return found
 
 
-def ctrl_c_in_training(args: list[str], json_path: Path, progress: Path | None = None) -> dict:
-    """Start the checker in its own process group and, once host 0 is in training step 2,
-    send SIGINT to the whole group - what Ctrl-C in a terminal does."""
+def ctrl_c_in_training(
+    args: list[str], json_path: Path, progress: Path | None = None, hosts: int = 1
+) -> dict:
+    """Start the checker in its own process group and, once each of its ``hosts`` is in
+    training step 2, send SIGINT to the whole group - what Ctrl-C in a terminal does.
+    (Simulated hosts are separate SPMD worlds: on a loaded machine host 0 reached step 2
+    while host 1 was still importing torch_xla, so it had no record yet.)"""
     env = {**clean_env(), **({"XLA_LINT_RUNTIME_PROGRESS": str(progress)} if progress else {})}
     proc = subprocess.Popen(
         checker(*args, "--json", str(json_path)),
@@ -492,10 +496,10 @@ def ctrl_c_in_training(args: list[str], json_path: Path, progress: Path | None =
     try:
         deadline = time.monotonic() + RUN_TIMEOUT
         while True:
-            host0 = (
-                read_json(progress) if progress else simulated_hosts_progress(proc.pid).get(0, {})
-            )
-            if host0.get("stage") == "train" and (host0.get("step") or 0) >= 2:
+            seen = {0: read_json(progress)} if progress else simulated_hosts_progress(proc.pid)
+            if len(seen) == hosts and all(
+                p.get("stage") == "train" and (p.get("step") or 0) >= 2 for p in seen.values()
+            ):
                 break
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
@@ -537,7 +541,7 @@ def test_ctrl_c_on_one_host_prints_the_partial_report_and_exits_130(tmp_path):
 def test_ctrl_c_with_simulated_hosts_prints_the_partial_report_and_exits_130(tmp_path):
     """It exited 130 in silence: the launcher stopped its hosts and printed nothing."""
     res = ctrl_c_in_training(
-        ["--simulate-hosts", "2", *SMALL, "--steps", "40"], tmp_path / "r.json"
+        ["--simulate-hosts", "2", *SMALL, "--steps", "40"], tmp_path / "r.json", hosts=2
     )
     assert_partial_report(res, "on host 0 in step ")
     assert ", host 1 " in res["report"]["interrupted"]["where"], explain(res)

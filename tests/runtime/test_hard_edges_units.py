@@ -392,6 +392,10 @@ def test_deaths_are_described_with_signal_and_step():
     assert describe_death(death(0, how_it_ended(-15), {"stage": "rendezvous"})).endswith(
         "before joining the other hosts"
     )
+    # joined, and the job's first stage (importing torch_xla) not begun: it did join
+    assert describe_death(death(1, how_it_ended(-2), {"stage": "joined"})).endswith(
+        "after joining the other hosts, before the job's first stage"
+    )
 
 
 def test_a_report_naming_a_dead_host_fails_rendezvous_and_skips_the_rest(tmp_path, capsys):
@@ -563,6 +567,31 @@ def test_hosts_started_with_different_options_are_named_at_the_rendezvous():
         )
         == []
     )
+
+
+def test_host_0_keeps_its_store_until_the_others_read_a_failed_verdict(monkeypatch):
+    """CI, loaded machine: host 0 printed the failed rendezvous and exited, closing its
+    store before host 1 had read the verdict, so host 1 said "host 0 gave no rendezvous
+    verdict" instead of the options that differ."""
+    monkeypatch.setattr("xla_lint.runtime.hosts.VERDICT_READ_S", 2.0)
+    store = FakeStore()
+
+    def reader():
+        time.sleep(0.3)
+        store.add(f"{KEY}verdict_read", 1)
+
+    threading.Thread(target=reader, daemon=True).start()
+    t0 = time.monotonic()
+    HostGroup._await_verdict_read(store, 1)
+    waited = time.monotonic() - t0
+    assert 0.25 < waited < 1.5  # returned once host 1 had read it, not at the limit
+    t0 = time.monotonic()
+    HostGroup._await_verdict_read(store, 2)  # a host that never acknowledges: bounded
+    assert 1.9 < time.monotonic() - t0 < 3.0
+    store.broken = True  # the others' store calls fail: no wait at all
+    t0 = time.monotonic()
+    HostGroup._await_verdict_read(store, 2)
+    assert time.monotonic() - t0 < 0.5
 
 
 # --- issue 27, item 4: the runtime checker's exits and waits ---------------------------------------

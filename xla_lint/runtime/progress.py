@@ -60,7 +60,7 @@ class CoordinatorLost(HostLost):
 
 
 class Progress:
-    """This host's stage (``start``, ``rendezvous``, the job stages of
+    """This host's stage (``start``, ``rendezvous``, ``joined``, the job stages of
     xla_lint/runtime/job.py, ``gather``, ``report``, ``exit``) and step (1-based, in
     ``train``), published on every change. ``steps`` is ``--steps``."""
 
@@ -159,6 +159,8 @@ def describe_progress(progress: dict | None) -> str:
         return f"in step {step} of {progress.get('steps')} (train stage)"
     if stage in BEFORE_JOINING:
         return "before joining the other hosts"
+    if stage == "joined":
+        return "after joining the other hosts, before the job's first stage"
     return f"in the {stage} stage"
 
 

@@ -238,6 +238,7 @@ def _run_checked(state: _Run, layout, device_env: dict, user_model) -> int:
         return 1
 
     state.rendezvous = group.result.to_json()
+    progress.update("joined")  # until the job's first stage: the hosts joined, nothing ran yet
     state.leave_record()
     if opts.injected("diverge-seeds") and group.num_hosts == 1:
         raise OptionsError(
