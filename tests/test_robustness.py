@@ -609,6 +609,68 @@ def test_a_folder_named_from_its_parent_uses_its_own_configuration(tmp_path):
     assert xla(tmp_path, "--no-cache", "other").returncode == 0
 
 
+REMOVED = "import torch_xla.core.xla_model as xm\nd = xm.xla_device()\nn = xm.xrt_world_size()\n"
+
+
+def codes_by_file(proc) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for row in rows(proc):
+        if ": XLA" in row:
+            path, rest = row.split(":", 1)
+            out.setdefault(path, []).append(rest.split(" ")[1])
+    return out
+
+
+def test_each_file_is_linted_with_its_nearest_configuration(tmp_path):
+    # A folder below the one linted that has its own [tool.xla-lint] was linted with the
+    # outer configuration (Ruff lints each file with its nearest one).
+    proj, sub = tmp_path / "proj", tmp_path / "proj" / "sub"
+    (sub / "vendor").mkdir(parents=True)
+    (proj / "pyproject.toml").write_text('[tool.xla-lint]\nignore = ["XLA013"]\n')
+    (sub / "pyproject.toml").write_text(
+        '[tool.xla-lint]\nselect = ["XLA013"]\nexclude = ["vendor"]\n'
+    )
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')  # no table: no say
+    for path in (tmp_path / "top.py", proj / "a.py", sub / "b.py", sub / "vendor" / "c.py"):
+        path.write_text(REMOVED)
+    proc = xla(tmp_path, "--no-cache", ".")
+    assert codes_by_file(proc) == {
+        "proj/a.py": ["XLA301"],  # proj: XLA013 ignored
+        "proj/sub/b.py": ["XLA013"],  # sub: only XLA013; vendor/ excluded there
+        "top.py": ["XLA301", "XLA013"],  # no configuration: the defaults
+    }, proc.stdout
+    # a file named explicitly is linted although its folder's configuration excludes it
+    proc = xla(proj, "--no-cache", "sub/vendor/c.py", "sub")
+    assert codes_by_file(proc) == {"sub/b.py": ["XLA013"], "sub/vendor/c.py": ["XLA013"]}
+    # command-line options apply to every configuration, as in Ruff
+    proc = xla(tmp_path, "--no-cache", "--extend-select", "XLA301", "proj")
+    assert codes_by_file(proc) == {
+        "proj/a.py": ["XLA301"],
+        "proj/sub/b.py": ["XLA301", "XLA013"],
+    }, proc.stdout
+    # --config: that one file for every file
+    proc = xla(tmp_path, "--no-cache", "--config", "proj/pyproject.toml", "proj")
+    assert set(codes_by_file(proc)) == {"proj/a.py", "proj/sub/b.py", "proj/sub/vendor/c.py"}
+    assert all(codes == ["XLA301"] for codes in codes_by_file(proc).values())
+    # --fix applies each file's own rules
+    proc = xla(tmp_path, "--no-cache", "--fix", "proj")
+    assert proc.returncode == 0, proc.stdout
+    assert "torch_xla.device()" in (proj / "a.py").read_text()
+    assert "xm.xrt_world_size()" in (proj / "a.py").read_text()
+    assert "torch_xla.runtime.world_size()" in (sub / "b.py").read_text()
+    assert "xm.xla_device()" in (sub / "b.py").read_text()
+
+
+def test_an_invalid_nested_configuration_is_a_one_line_error(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pyproject.toml").write_text('[tool.xla-lint]\nselect = ["NOPE"]\n')
+    (tmp_path / "a.py").write_text(PRINT)
+    proc = xla(tmp_path, "--no-cache", ".")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sub/pyproject.toml" in lines[0] and "NOPE" in lines[0], lines
+
+
 @pytest.mark.parametrize(
     "table, message",
     [

@@ -1173,3 +1173,25 @@ def test_server_command_ends_on_a_signal(tmp_path: Path, name: str, linting: boo
             message = server.received.get_nowait()
             assert message is None or message.get("method") != "textDocument/publishDiagnostics"
     assert b"Traceback" not in server.stderr, server.stderr.decode(errors="replace")
+
+
+def test_a_buffer_is_linted_with_its_folders_own_configuration(tmp_path: Path) -> None:
+    """A workspace folder below the root with its own [tool.xla-lint]: the editor showed the
+    root's rules for its files (the command line now lints each file with its nearest one)."""
+    from xla_lint.server.project import Project
+
+    removed = (
+        "import torch_xla.core.xla_model as xm\nd = xm.xla_device()\nn = xm.xrt_world_size()\n"
+    )
+    (tmp_path / "pyproject.toml").write_text('[tool.xla-lint]\nignore = ["XLA013"]\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pyproject.toml").write_text('[tool.xla-lint]\nselect = ["XLA013"]\n')
+    project = Project(str(tmp_path), str(tmp_path))
+    assert project.error is None
+    top = [d.code for d in project.lint(str(tmp_path / "a.py"), removed)[1]]
+    sub = [d.code for d in project.lint(str(tmp_path / "sub" / "b.py"), removed)[1]]
+    assert (top, sub) == (["XLA301"], ["XLA013"])
+    (tmp_path / "sub" / "pyproject.toml").write_text('[tool.xla-lint]\nselect = ["NOPE"]\n')
+    broken = Project(str(tmp_path), str(tmp_path))  # shown as the folder's error, linted on
+    assert broken.error and "NOPE" in broken.error
+    assert [d.code for d in broken.lint(str(tmp_path / "sub" / "b.py"), removed)[1]] == ["XLA301"]

@@ -29,7 +29,9 @@ An unknown key, code or value raises :class:`ConfigError`, whose message names i
 from __future__ import annotations
 
 import fnmatch
+import os
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -92,23 +94,69 @@ class Settings:
     # Things the user asked for that this run does not do (a preview rule selected by its code
     # without preview mode); the command line prints them as warnings.
     warnings: tuple[str, ...] = ()
+    # The command-line values this was built with (build_settings' keyword arguments), so that a
+    # folder's own configuration can be merged with them as this one was (:meth:`nest`).
+    overrides: tuple[tuple[str, Any], ...] = ()
+    # `--config` or `--isolated`: one configuration for every file, none found per folder.
+    fixed: bool = False
+    # The configurations of folders below this one's, deepest first: (absolute folder, Settings);
+    # a file under one of them is linted with it (:meth:`for_path`), as Ruff uses each file's
+    # nearest configuration.
+    nested: tuple[tuple[str, Settings], ...] = ()
+
+    def for_path(self, path: str) -> Settings:
+        """The settings ``path`` is linted with: those of the nearest folder above it with its
+        own ``[tool.xla-lint]`` (:meth:`nest`), else these."""
+        if not self.nested:
+            return self
+        full = os.path.abspath(path)
+        for folder, settings in self.nested:
+            if full.startswith(folder + os.sep):
+                return settings
+        return self
+
+    def nest(self, configs: Sequence[str]) -> Settings:
+        """These settings, with the ``pyproject.toml`` files among ``configs`` that have a
+        ``[tool.xla-lint]`` table (other than this one's) applying to the files below their
+        folders, each merged with the same command-line values. Unchanged with ``--config`` or
+        ``--isolated``. Raises :class:`ConfigError` naming a nested file that is invalid."""
+        if self.fixed:
+            return self
+        own = os.path.abspath(self.config_path) if self.config_path else None
+        found = []
+        for config in configs:
+            path = os.path.abspath(config)
+            if os.path.basename(path) != "pyproject.toml" or path == own:
+                continue
+            if find_pyproject(Path(path).parent) != Path(path).resolve():
+                continue  # no [tool.xla-lint] table of its own
+            nested = build_settings(
+                cwd=Path(path).parent, config_file=Path(path), **dict(self.overrides)
+            )
+            found.append((os.path.dirname(path), replace(nested, cache_dir=self.cache_dir)))
+        if not found:
+            return self
+        found.sort(key=lambda item: -len(item[0]))
+        return replace(self, nested=tuple(found))
 
     def declared_entries(self, paths) -> dict[str, frozenset[str]]:
         """The paths among ``paths`` that ``entry-points`` names, with the facts declared for each."""
         out: dict[str, frozenset[str]] = {}
-        if not self.entry_points:
+        if not self.entry_points and not self.nested:
             return out
         for path in paths:
-            for pattern, facts in self.entry_points:
-                if _path_matches(path, pattern, self.root):
+            own = self.for_path(path)
+            for pattern, facts in own.entry_points:
+                if _path_matches(path, pattern, own.root):
                     out[path] = out.get(path, frozenset()) | facts
         return out
 
     def codes_for(self, path: str) -> frozenset[str]:
-        """Codes enabled for ``path`` after ``per-file-ignores``."""
-        codes = self.selected
-        for pattern, ignored in self.per_file_ignores:
-            if _path_matches(path, pattern, self.root):
+        """Codes enabled for ``path`` (by its nearest configuration) after ``per-file-ignores``."""
+        own = self.for_path(path)
+        codes = own.selected
+        for pattern, ignored in own.per_file_ignores:
+            if _path_matches(path, pattern, own.root):
                 codes = frozenset(c for c in codes if not _has_prefix(c, tuple(ignored)))
         return codes
 
@@ -129,7 +177,14 @@ class Settings:
 
     def fingerprint(self) -> str:
         """Text that changes whenever a setting that changes diagnostics changes (cache key)."""
-        return repr((sorted(self.selected), self.target_version, self.docs))
+        return repr(
+            (
+                sorted(self.selected),
+                self.target_version,
+                self.docs,
+                [(folder, nested.fingerprint()) for folder, nested in self.nested],
+            )
+        )
 
 
 def _has_prefix(code: str, prefixes: tuple[str, ...]) -> bool:
@@ -320,6 +375,24 @@ def build_settings(
     Command-line ``select``/``ignore`` replace the file's; ``extend_select`` and
     ``exclude`` add to them. Raises ConfigError with a one-line message.
     """
+    overrides = tuple(
+        (key, value)
+        for key, value in (
+            ("select", select),
+            ("extend_select", extend_select),
+            ("ignore", ignore),
+            ("exclude", exclude),
+            ("target_version", target_version),
+            ("docs", docs),
+            ("cache_dir", cache_dir),
+            ("force_exclude", force_exclude),
+            ("entry_points", entry_points),
+            ("preview", preview),
+            ("max_file_size", max_file_size),
+            ("unsafe_fixes", unsafe_fixes),
+        )
+        if value is not None
+    )
     path = None
     table: dict[str, Any] = {}
     if not isolated:
@@ -432,6 +505,8 @@ def build_settings(
         extend_safe_fixes=fix_lists["extend-safe-fixes"],
         extend_unsafe_fixes=fix_lists["extend-unsafe-fixes"],
         warnings=tuple(warnings),
+        overrides=overrides,
+        fixed=isolated or config_file is not None,
     )
 
 

@@ -270,6 +270,7 @@ def _guarded(
 ) -> FileResult:
     """:func:`_lint_decoded_here` in a thread with a deep stack (LibCST recurses once or more
     per nesting level); a bug of ours, or a parser panic, costs the file, not the run."""
+    settings = settings.for_path(target.path)  # the file's nearest configuration
     try:
         return call_with_deep_stack(
             _lint_decoded_here, target, settings, text, in_xla_program, parsed

@@ -102,7 +102,7 @@ def discover(
             continue
         if not os.path.isdir(given):
             norm = os.path.normpath(given)
-            if settings.force_exclude and _excluded(norm, settings):
+            if settings.force_exclude and excluded(norm, settings):
                 continue
             if norm.lower().endswith(LAUNCHER_SUFFIXES) or os.path.basename(norm) in LAUNCHER_NAMES:
                 add_launcher(norm)
@@ -125,7 +125,7 @@ def discover(
                 and d not in SKIPPED_FOLDERS
                 and "{{" not in d  # cookiecutter templates
                 and not _is_virtualenv(os.path.join(folder, d))
-                and not _excluded(os.path.join(folder, d), settings)
+                and not excluded(os.path.join(folder, d), settings)
             )
             for name in sorted(files):
                 full = os.path.normpath(os.path.join(folder, name))
@@ -135,18 +135,19 @@ def discover(
                     or lower.endswith(NOTEBOOK_SUFFIX)
                     or (settings.docs and lower.endswith(DOC_SUFFIXES))
                 ):
-                    if not _excluded(full, settings):
+                    if not excluded(full, settings):
                         found.setdefault(full, Target(full, _kind(name)))
                 if (
                     launchers is not None
                     and (lower.endswith(LAUNCHER_SUFFIXES) or name in LAUNCHER_NAMES)
-                    and not _excluded(full, settings)
+                    and not excluded(full, settings)
                 ):
                     add_launcher(full)
     return sorted(found.values(), key=lambda t: t.path)
 
 
-def _excluded(path: str, settings: Settings) -> bool:
+def excluded(path: str, settings: Settings) -> bool:
+    """Whether one of ``settings``' ``exclude`` patterns matches ``path``."""
     return any(_path_matches(path, pattern, settings.root) for pattern in settings.exclude)
 
 

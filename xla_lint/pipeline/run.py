@@ -74,6 +74,7 @@ def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
     """Lint a file given its bytes; see :func:`lint_file`. A file that would need parsing but
     is above ``max-file-size`` is skipped (its imports still read, as for a file without
     torch_xla): LibCST takes ~30 s and ~1 GB per MB of source."""
+    settings = settings.for_path(target.path)  # the file's nearest configuration
     large = too_large(settings, data) if needs_parse(data) else None
     if large or not needs_parse(data):
         result = FileResult(target.path, skipped_reason=large or "no torch_xla")
@@ -101,6 +102,9 @@ class RunResult:
     files: list[FileResult]
     program: ProgramModel
     suppressed: int = 0
+    # The settings the run used: the run's own, with the folders' nested configurations
+    # (:meth:`~xla_lint.config.Settings.nest`); what a later ``--fix`` round lints with.
+    settings: Settings | None = None
 
 
 # Parallel linting pays only when there is real parsing to share out: starting a worker
@@ -435,15 +439,16 @@ def lint_reached(
         try:
             data = read_source(r.path) if given is None else given.encode("utf-8", "replace")
             codes = frozenset(c for c in codes if PROGRAM_RULES_NEED[c] in data)
-            if not codes or too_large(settings, data):
+            if not codes or too_large(settings.for_path(r.path), data):
                 continue
             text = decode(data) if given is None else given
         except (OSError, SourceError):
             continue
         from ..linter import lint_in_xla_program
 
+        own = settings.for_path(r.path)  # (nested settings have no nested ones of their own)
         out[i] = lint_in_xla_program(
-            Target(r.path, "python"), replace(settings, selected=frozenset(codes)), text
+            Target(r.path, "python"), replace(own, selected=frozenset(codes)), text
         )
     return out
 
@@ -469,13 +474,13 @@ def finalize(
                 suppressed += 1
                 continue
             d = replace(d, message=d.message + program.note(r.path, d.requires), requires=())
-            kept.append(d if settings is None else with_fix_policy(d, settings))
+            kept.append(d if settings is None else with_fix_policy(d, settings.for_path(r.path)))
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
             for d in unused_noqa(r, settings):
                 if r.suppressions.suppresses(d.code, d.line):
                     suppressed += 1
                 else:
-                    kept.append(with_fix_policy(d, settings))
+                    kept.append(with_fix_policy(d, settings.for_path(r.path)))
     kept.sort(key=lambda d: d.sort_key)
     return kept, suppressed
 
@@ -501,7 +506,8 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     enabled = {
         c
         for c in settings.codes_for(result.path)
-        if (rule := BY_CODE.get(c)) is not None and rule.applies_to(settings.target_version)
+        if (rule := BY_CODE.get(c)) is not None
+        and rule.applies_to(settings.for_path(result.path).target_version)
     }
     is_doc = result.path.lower().endswith(DOCUMENT_SUFFIXES)
     out = []
@@ -583,7 +589,7 @@ def run(
     program = program_facts(results, settings, read_launches(list(launchers), list(folders)))
     results = lint_reached(results, program, settings)
     diagnostics, suppressed = finalize(results, program, settings)
-    return RunResult(diagnostics, results, program, suppressed)
+    return RunResult(diagnostics, results, program, suppressed, settings)
 
 
 def default_jobs() -> int:

@@ -23,7 +23,7 @@ from ..program.launchers import read_launches
 from ..program.model import Launch, ProgramModel
 from ..results import FileResult
 from ..sources.target import Target
-from .discover import discover
+from .discover import discover, excluded
 from .run import RunResult, finalize, lint_file, lint_targets, program_facts, run
 
 
@@ -38,6 +38,7 @@ def lint_paths(
     named = list(paths) or ["."]
     launchers: list[str] = []
     targets = discover(named, settings, launchers)
+    settings, targets = nearest_configurations(settings, targets, launchers, named)
     result = run(
         targets,
         settings,
@@ -47,6 +48,30 @@ def lint_paths(
         folders=[p for p in named if os.path.isdir(p)],
     )
     return targets, result
+
+
+def nearest_configurations(
+    settings: Settings, targets: list[Target], found: Sequence[str], named: Sequence[str] = ()
+) -> tuple[Settings, list[Target]]:
+    """``settings`` with the ``[tool.xla-lint]`` of every ``pyproject.toml`` among ``found``
+    (the files discovery met on its way) nested below their folders, as Ruff uses each file's
+    nearest configuration, and ``targets`` without the files a nested ``exclude`` names
+    (those among ``named``, the paths given, only under ``force-exclude``). Raises
+    :class:`~xla_lint.config.ConfigError` naming a nested file that is invalid."""
+    settings = settings.nest(found)
+    if not settings.nested:
+        return settings, targets
+    given = {os.path.normpath(p) for p in named}
+    kept = []
+    for t in targets:
+        own = settings.for_path(t.path)
+        if (
+            own is settings
+            or (t.path in given and not own.force_exclude)
+            or not excluded(t.path, own)
+        ):
+            kept.append(t)
+    return settings, kept
 
 
 def relinter(
@@ -73,10 +98,12 @@ def lint_buffer(
 
 def scan_folder(
     root: str, settings: Settings, jobs: int = 1
-) -> tuple[dict[str, FileResult], list[Launch]]:
-    """Every file ``xla-lint ROOT`` would lint, linted (from the result cache where it can), and
-    the launches of the folder's scripts and docs: what the editor server builds its program
-    model from. A folder that is gone gives nothing."""
+) -> tuple[dict[str, FileResult], list[Launch], Settings]:
+    """Every file ``xla-lint ROOT`` would lint, linted (from the result cache where it can), the
+    launches of the folder's scripts and docs, and ``settings`` with the nested configurations
+    of its folders (:func:`nearest_configurations`): what the editor server builds its program
+    model from and lints open buffers with. A folder that is gone gives nothing. Raises
+    :class:`~xla_lint.config.ConfigError` naming a nested configuration that is invalid."""
     from .discover import DiscoveryError
 
     launchers: list[str] = []
@@ -84,5 +111,6 @@ def scan_folder(
         targets = discover([root], settings, launchers)
     except DiscoveryError:  # the folder is gone
         targets = []
+    settings, targets = nearest_configurations(settings, targets, launchers)
     found = lint_targets(targets, settings, jobs, settings.cache_dir)
-    return {r.path: r for r in found}, read_launches(launchers, [root])
+    return {r.path: r for r in found}, read_launches(launchers, [root]), settings

@@ -84,7 +84,13 @@ class Project:
         self._edited: tuple[str, list[FileFacts], ProgramModel] | None = None
         self._parses: dict[str, Parsed] = {}  # open document -> the parse of its last text
         if root is not None:
-            self.results, self.launches = scan_folder(root, self.settings, jobs)
+            try:
+                self.results, self.launches, self.settings = scan_folder(root, self.settings, jobs)
+            except ConfigError as exc:  # a folder's own configuration is invalid: its error shown
+                self.error = str(exc)
+                self.results, self.launches, _ = scan_folder(
+                    root, replace(self.settings, fixed=True), jobs
+                )
         self.program = self._build(self.results)
 
     def _build(self, results: dict[str, FileResult], entry: str | None = None) -> ProgramModel:
@@ -107,7 +113,7 @@ class Project:
         if any(p.startswith(".") or p in SKIPPED_FOLDERS for p in parts):
             return False
         try:
-            return bool(discover([path], replace(self.settings, force_exclude=True)))
+            return bool(discover([path], replace(self.settings.for_path(path), force_exclude=True)))
         except DiscoveryError:
             return True
 
@@ -125,7 +131,7 @@ class Project:
         the edit when the last text of ``path`` was parsed (:mod:`.incremental`)."""
         target = Target(path, "python")
         data = text.encode("utf-8", "replace")
-        if too_large(self.settings, data) or not PREFILTER.search(text):
+        if too_large(self.settings.for_path(path), data) or not PREFILTER.search(text):
             self._parses.pop(path, None)
             return lint_bytes(target, self.settings, data)
         try:
