@@ -1,6 +1,21 @@
-"""``python -m xla_lint``: the same as the ``xla-lint`` command."""
+"""``python -m xla_lint`` and the ``xla-lint`` command (``[project.scripts]``)."""
 
-from .cli import main
+import os
+import sys
+
+
+def main() -> None:
+    """Run the command line of :mod:`xla_lint.cli`. A Ctrl-C while its modules are still being
+    imported (the first half second of a run, longer on a loaded machine) is one line and exit
+    130, as everywhere else, not a traceback of the import."""
+    try:
+        from .cli import main as command
+    except KeyboardInterrupt:
+        sys.stderr.write("xla-lint: interrupted\n")
+        sys.stderr.flush()
+        os._exit(130)
+    command(prog_name="xla-lint")
+
 
 if __name__ == "__main__":
-    main(prog_name="xla-lint")
+    main()
