@@ -1,12 +1,12 @@
 """``--add-noqa``: write ``# noqa: CODE`` on every line that has a diagnostic, so an existing
 codebase can adopt xla-lint and fail only on new findings (Ruff's ``--add-noqa``).
 
-A code is added to the comment on the line where its diagnostic starts, which is where
-:meth:`xla_lint.sources.suppress.Suppressions.suppresses` looks. An existing ``# noqa: CODES`` on
+A code is added to the comment on the line where its diagnostic starts, or, for a line inside
+a string that spans lines, after that string (a ``# noqa`` there covers every line of the
+string, as in Ruff), which is where :meth:`xla_lint.sources.suppress.Suppressions.suppresses` looks. An existing ``# noqa: CODES`` on
 the line gets the new codes merged in (``# noqa: XLA004, E501``); a bare ``# noqa`` already
 silences everything; another comment (``# type: ignore``) is kept and the directive goes
-after it. Lines a comment cannot end (inside a string that spans lines, or continued with a
-backslash) are left alone and counted as skipped. Comments are found with the tokenizer, so
+after it. Lines a comment cannot end (continued with a backslash) are left alone and counted as skipped. Comments are found with the tokenizer, so
 a ``"# noqa"`` inside a string is not taken for one.
 """
 
@@ -16,7 +16,7 @@ import io
 import tokenize
 from dataclasses import dataclass
 
-from ..sources.suppress import find_suppressions
+from ..sources.suppress import find_suppressions, string_ends
 from ..sources.text import split_lines
 
 
@@ -39,9 +39,13 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> NoqaEdit:
     lines = split_lines(text)
     closed = _lines_a_comment_may_end(text)
     existing = find_suppressions(text).noqa
+    ends = string_ends(text)  # a line inside a multi-line string: the comment goes after it
+    by_line: dict[int, set[str]] = {}
+    for number, wanted_codes in wanted.items():
+        by_line.setdefault(ends.get(number, number), set()).update(wanted_codes)
     added = 0
     skipped = []
-    for number in sorted(wanted):
+    for number in sorted(by_line):
         if not 1 <= number <= len(lines):
             continue
         if number not in closed:
@@ -54,7 +58,7 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> NoqaEdit:
         if comment is not None and comment.codes is None:
             continue  # a bare noqa comment silences every code already
         have = set(comment.codes or ()) if comment is not None else set()
-        new = sorted(set(wanted[number]) - have)
+        new = sorted(by_line[number] - have)
         if not new:
             continue
         if comment is not None and comment.code_spans:

@@ -502,7 +502,8 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
     """
     from ..sources.target import DOCUMENT_SUFFIXES
 
-    used = {(d.line, d.code) for d in result.diagnostics}
+    covered = result.suppressions.comment_line  # a multi-line string's lines: its last line
+    used = {(covered(d.line), d.code) for d in result.diagnostics}
     enabled = {
         c
         for c in settings.codes_for(result.path)

@@ -59,6 +59,9 @@ class Suppressions:
     noqa: dict[int, NoqaComment] = field(default_factory=dict)
     disabled_codes: frozenset[str] = frozenset()
     disable_all: bool = False
+    # Lines inside a multi-line string, each -> the string's last line, where a comment can go:
+    # as in Ruff, a `# noqa` after a multi-line string covers every line of the string.
+    string_ends: dict[int, int] = field(default_factory=dict)
 
     def shift(self, line_offset: int, column_offset: int) -> Suppressions:
         """The same comments, with positions moved by a code block's offsets."""
@@ -69,12 +72,19 @@ class Suppressions:
             },
             self.disabled_codes,
             self.disable_all,
+            {a + line_offset: b + line_offset for a, b in self.string_ends.items()},
         )
 
     def merge(self, other: Suppressions) -> None:
         self.noqa.update(other.noqa)
         self.disabled_codes |= other.disabled_codes
         self.disable_all = self.disable_all or other.disable_all
+        self.string_ends.update(other.string_ends)
+
+    def comment_line(self, line: int) -> int:
+        """The line whose ``# noqa`` covers ``line``: the last line of the multi-line string
+        ``line`` is in, else ``line`` itself."""
+        return self.string_ends.get(line, line)
 
     def suppresses(self, code: str, line: int) -> NoqaComment | bool | None:
         """The comment silencing ``code`` on ``line``: a NoqaComment, True for a file-wide
@@ -83,7 +93,7 @@ class Suppressions:
             return None
         if self.disable_all or code in self.disabled_codes:
             return True
-        comment = self.noqa.get(line)
+        comment = self.noqa.get(self.comment_line(line))
         if comment is not None and (comment.codes is None or code in comment.codes):
             return comment
         return None
@@ -98,6 +108,7 @@ class Suppressions:
             ],
             "disabled_codes": sorted(self.disabled_codes),
             "disable_all": self.disable_all,
+            "string_ends": sorted(self.string_ends.items()),
         }
 
     @classmethod
@@ -114,7 +125,13 @@ class Suppressions:
         disabled, disable_all = data["disabled_codes"], data["disable_all"]
         if type(disable_all) is not bool or not all(isinstance(c, str) for c in disabled):
             raise TypeError("malformed file-wide suppression")
-        return cls(noqa, frozenset(disabled), disable_all)
+        ends = data["string_ends"]
+        if not isinstance(ends, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(type(n) is int for n in pair)
+            for pair in ends
+        ):
+            raise TypeError("malformed string lines")
+        return cls(noqa, frozenset(disabled), disable_all, {a: b for a, b in ends})
 
 
 def _well_typed(comment: NoqaComment) -> bool:
@@ -178,11 +195,43 @@ def _codes(text: str | None) -> frozenset[str] | None:
 _LONE_CR = re.compile(r"\r(?!\n)")
 
 
+# Python 3.12+ tokenizes an f-string into FSTRING_START ... FSTRING_END (3.11: one STRING).
+FSTRING_START = getattr(tokenize, "FSTRING_START", -1)
+FSTRING_END = getattr(tokenize, "FSTRING_END", -1)
+
+
+def _string_ends(tokens: list[tokenize.TokenInfo]) -> dict[int, int]:
+    """Each line inside a multi-line string of ``tokens`` but its last -> that last line."""
+    ends: dict[int, int] = {}
+    fstring_starts: list[int] = []
+    for tok in tokens:
+        if tok.type == FSTRING_START:
+            fstring_starts.append(tok.start[0])
+        elif tok.type == tokenize.STRING or (tok.type == FSTRING_END and fstring_starts):
+            first = fstring_starts.pop() if tok.type == FSTRING_END else tok.start[0]
+            if tok.type == tokenize.STRING and fstring_starts:
+                continue  # a string inside an f-string's braces: the f-string's lines count
+            if not fstring_starts:
+                for line in range(first, tok.end[0]):
+                    ends.setdefault(line, tok.end[0])
+    return ends
+
+
+def string_ends(text: str) -> dict[int, int]:
+    """Each line of ``text`` inside a multi-line string but its last -> that last line, where
+    a comment can go; empty when ``text`` does not tokenize."""
+    try:
+        return _string_ends(list(tokenize.generate_tokens(io.StringIO(text).readline)))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return {}
+
+
 def find_suppressions(text: str) -> Suppressions:
-    """Every suppression comment of ``text`` (which must tokenize; a failure yields none)."""
+    """Every suppression comment of ``text`` (which must tokenize; a failure yields none), and
+    the lines of its multi-line strings (:attr:`Suppressions.string_ends`)."""
     result = Suppressions()
     if "noqa" not in text and "xla-lint" not in text:
-        return result
+        return result  # (no comment to map a string's lines to)
     # tokenize cuts lines at "\n" only; a lone "\r" ends a line for Python (and for the
     # reported positions) too. "\r" -> "\n" keeps every line number and column.
     if "\r" in text:
@@ -191,6 +240,7 @@ def find_suppressions(text: str) -> Suppressions:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return result
+    result.string_ends = _string_ends(tokens)
     for tok in tokens:
         if tok.type != tokenize.COMMENT:
             continue
