@@ -189,12 +189,32 @@ def test_select_and_ignore_codes_and_prefixes(tmp_path):
     assert {
         r.split()[1] for r in lines(xla(tmp_path, "--isolated", "--select", "XLA004"))[:-1]
     } == {"XLA004"}
+    # the more specific of a select and an ignore wins, as in Ruff (a tie: the ignore)
     assert {
         r.split()[1]
         for r in lines(
             xla(tmp_path, "--isolated", "--select", "XLA001,XLA004", "--ignore", "XLA00")
         )[:-1]
-    } == set()
+    } == {"XLA001", "XLA004"}
+    assert (
+        {  # `--ignore XLA --select XLA004` ran nothing, silently
+            r.split()[1]
+            for r in lines(xla(tmp_path, "--isolated", "--ignore", "XLA", "--select", "XLA004"))[
+                :-1
+            ]
+        }
+        == {"XLA004"}
+    )
+    assert {
+        r.split()[1]
+        for r in lines(xla(tmp_path, "--isolated", "--select", "XLA004", "--ignore", "XLA004"))
+    } == {"checks"}  # "All checks passed"
+    assert {
+        r.split()[1]
+        for r in lines(
+            xla(tmp_path, "--isolated", "--extend-select", "XLA004", "--ignore", "XLA0")
+        )[:-1]
+    } == {"XLA004"}
 
 
 def test_pyproject_keys(tmp_path):

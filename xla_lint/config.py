@@ -187,6 +187,12 @@ class Settings:
         )
 
 
+def _specificity(code: str, prefixes) -> int:
+    """The length of the longest of ``prefixes`` that ``code`` starts with; 0 when none does
+    (a rule on by default is selected that weakly), -1 for an ignore list that none matches."""
+    return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
+
+
 def _has_prefix(code: str, prefixes: tuple[str, ...]) -> bool:
     return any(code.startswith(p) for p in prefixes)
 
@@ -446,7 +452,16 @@ def build_settings(
                     "(or `preview = true` in [tool.xla-lint])"
                 )
             continue
-        if on and not any(rule.code.startswith(p) for p in ignored):
+        # As in Ruff, the more specific of a select and an ignore that both match wins (a tie:
+        # the ignore): `--ignore XLA --select XLA004` runs XLA004, `--select XLA0 --ignore XLA004` not.
+        chosen_by = (
+            _specificity(rule.code, chosen)
+            if chosen is not None
+            else (0 if rule.default_enabled else -1)
+        )
+        if on and _specificity(rule.code, ignored) < max(
+            chosen_by, _specificity(rule.code, extend)
+        ):
             selected.add(rule.code)
 
     excl = table.get("exclude", [])
