@@ -16,6 +16,7 @@ not a script someone wrote.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -100,6 +101,8 @@ def discover(
                 norm, Target(norm, _kind(given), f"cannot access: {exc.strerror or exc}")
             )
             continue
+        if os.path.islink(given) and not os.path.exists(given):
+            raise DiscoveryError(f"{given}: {_broken_link(given)}")
         if not os.path.isdir(given):
             norm = os.path.normpath(given)
             if settings.force_exclude and excluded(norm, settings):
@@ -129,6 +132,8 @@ def discover(
             )
             for name in sorted(files):
                 full = os.path.normpath(os.path.join(folder, name))
+                if os.path.islink(full) and not os.path.exists(full):
+                    continue  # a dangling symbolic link: nothing there to read
                 lower = name.lower()
                 if (
                     name.endswith(".py")
@@ -144,6 +149,16 @@ def discover(
                 ):
                     add_launcher(full)
     return sorted(found.values(), key=lambda t: t.path)
+
+
+def _broken_link(path: str) -> str:
+    """Why the symbolic link ``path`` leads to no file."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link that loops back on itself"
+    return f"a symbolic link to {os.readlink(path)!r}, which does not exist"
 
 
 def excluded(path: str, settings: Settings) -> bool:
