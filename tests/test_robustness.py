@@ -539,10 +539,18 @@ def test_deep_stack_calls_nest_without_deadlock():
 @pytest.mark.parametrize("name", ["run.sh", "x.bash", "x.md", "x.rst", "pyproject.toml"])
 def test_fifo_launcher_document_or_config_does_not_hang(tmp_path, name):
     # A FIFO named like a shell launcher, a document or pyproject.toml blocked the run forever
-    # (open() waits for a writer); it is skipped like any file that cannot be read.
+    # (open() waits for a writer); it is skipped like any file that cannot be read, except the
+    # configuration, which is a one-line error (it was skipped silently: the defaults ran).
     os.mkfifo(tmp_path / name)
     (tmp_path / "good.py").write_text(PRINT)
     proc = xla(tmp_path, "--no-cache", "--docs", "--select", "XLA004", ".", timeout=60)
+    if name == "pyproject.toml":
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines() == [
+            f"xla-lint: error: {tmp_path / name}: not a regular file, so its configuration "
+            "cannot be read"
+        ]
+        return
     assert proc.returncode == 1, proc.stderr
     assert rows(proc)[0].startswith("good.py:2:1: XLA004")
 

@@ -217,6 +217,10 @@ def find_pyproject(start: Path) -> Path | None:
     start = start.resolve()
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
+        if candidate.exists() and not candidate.is_file():  # a FIFO, a socket, a folder
+            raise ConfigError(
+                f"{candidate}: not a regular file, so its configuration cannot be read"
+            )
         if candidate.is_file():
             try:
                 data = tomllib.loads(read_source(str(candidate), MAX_CONFIG_BYTES).decode("utf-8"))
