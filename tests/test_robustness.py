@@ -711,14 +711,35 @@ def test_config_file_without_an_xla_lint_table_is_an_error(tmp_path):
     ]
 
 
-def test_a_file_python_compiles_but_libcst_cannot_parse_says_so(tmp_path):
+def test_a_file_python_compiles_but_libcst_cannot_parse_is_linted_around_its_strings(tmp_path):
     # 5,000 adjacent string literals (a long prompt): Python compiles the file, LibCST's parser
-    # fails; it was reported as a plain syntax error ("expected one of STRING").
+    # fails; it was reported as a plain syntax error ("expected one of STRING"), then as
+    # "nothing in it was linted". The run of strings is blanked for LibCST, the rest is linted
+    # at its own lines, and no fix is offered (one computed from the blanked text would lose it).
     lines = "".join(f'    "line {i} of a long prompt"\n' for i in range(5000))
-    (tmp_path / "p.py").write_text(f"import torch_xla\nPROMPT = (\n{lines})\n")
-    compile((tmp_path / "p.py").read_text(), "p.py", "exec")  # Python accepts it
+    text = f"import torch_xla\nPROMPT = (\n{lines})\nprint(PROMPT)\n"
+    (tmp_path / "p.py").write_text(text)
+    compile(text, "p.py", "exec")  # Python accepts it
     proc = xla(tmp_path, "--isolated", "--no-cache", "p.py")
     assert proc.returncode == 1
-    row = rows(proc)[0]
-    assert "LibCST's parser cannot read this file, although Python compiles it" in row
-    assert row.endswith("nothing in it was linted")
+    assert rows(proc) == [
+        "p.py:5004:1: XLA004 `print` without `flush=True` in torch_xla code: the line may sit "
+        "in a buffer and never appear",
+        "Found 1 diagnostic in 1 file.",
+    ]
+    assert xla(tmp_path, "--isolated", "--no-cache", "--fix", "p.py").returncode == 1
+    assert (tmp_path / "p.py").read_text() == text
+
+
+def test_long_string_runs_are_blanked_in_place():
+    from xla_lint.sources.text import mask_string_runs
+
+    text = 'x = (\n    "a"  # one\n    """b\nc"""\n    "d"\n)\ny = "e" "f"\n'
+    assert mask_string_runs(text, longest=5) is None  # no run that long: nothing to do
+    masked = mask_string_runs(text, longest=2)
+    assert masked == 'x = (\n    "a"  # one\n' + " " * 8 + "\n" + " " * 4 + "\n" + " " * 7 + (
+        '\n)\ny = "e" "f"\n'
+    )
+    assert [len(line) for line in masked.splitlines()] == [len(line) for line in text.splitlines()]
+    compile(masked, "m.py", "exec")
+    assert mask_string_runs("x = (", longest=0) is None  # does not tokenize

@@ -32,7 +32,14 @@ from .sources.notebooks import NotebookCell, NotPython
 from .sources.prefilter import PREFILTER
 from .sources.suppress import Suppressions, find_suppressions
 from .sources.target import NOTEBOOK_SUFFIX, Target
-from .sources.text import SourceError, call_with_deep_stack, line_starts, python_syntax, split_lines
+from .sources.text import (
+    SourceError,
+    call_with_deep_stack,
+    line_starts,
+    mask_string_runs,
+    python_syntax,
+    split_lines,
+)
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -69,6 +76,22 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[str, 
     return message, exc.raw_line, exc.raw_column + 1
 
 
+LIBCST_LIMIT = "LibCST's parser cannot read this file, although Python compiles it"
+
+
+def _parse_masked(text: str) -> tuple[cst.Module, ast.Module | None] | None:
+    """LibCST's and CPython's parse of ``text`` with its long runs of adjacent string literals
+    blanked (:func:`~xla_lint.sources.text.mask_string_runs`), when that is what LibCST could
+    not read; None otherwise. Positions are those of ``text``."""
+    masked = mask_string_runs(text)
+    if masked is None:
+        return None
+    try:
+        return cst.parse_module(masked), python_syntax(masked)[0]
+    except Exception:  # still not readable: the file stays unlinted, as reported
+        return None
+
+
 def parse_source(
     text: str, path: str, line_offset: int = 0, column_offset: int = 0
 ) -> tuple[cst.Module, ast.Module | None] | Diagnostic:
@@ -86,10 +109,7 @@ def parse_source(
     except cst.ParserSyntaxError as exc:
         message, line, column = _syntax_error_position(text, exc)
         if syntax is not None:  # Python compiles it: a limit of LibCST's parser, not an error
-            message = (
-                "LibCST's parser cannot read this file, although Python compiles it "
-                f"({message}); nothing in it was linted"
-            )
+            message = f"{LIBCST_LIMIT} ({message}); nothing in it was linted"
         return syntax_error(path, message, line + line_offset, column + column_offset)
     except RecursionError:
         return syntax_error(path, "nesting too deep to parse", 1 + line_offset, 1 + column_offset)
@@ -126,7 +146,10 @@ def lint_text(
     if tree is None:
         parsed = parse_source(text, path, line_offset, column_offset)
         if isinstance(parsed, Diagnostic):
-            return [parsed], None
+            masked = _parse_masked(text) if LIBCST_LIMIT in parsed.message else None
+            if masked is None:
+                return [parsed], None
+            parsed, with_fixes = masked, False  # a fix computed from the masked text would lose it
         tree, syntax = parsed
 
     ctx = FileContext(

@@ -152,8 +152,9 @@ class Project:
         syntax = None
         if parse is None:
             whole = parse_source(text, path)
-            if isinstance(whole, Diagnostic):
-                return FileResult(path, [whole])  # as linter.lint_text reports it
+            if isinstance(whole, Diagnostic):  # linter.lint_text reports it, or reads around it
+                self._parses.pop(path, None)
+                return lint_decoded(Target(path, "python"), self.settings, text)
             module, syntax = whole
             parse = parsed(text, module)
         else:
