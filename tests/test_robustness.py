@@ -576,6 +576,32 @@ def test_write_atomic_leaves_a_file_that_changed_since_it_was_read(tmp_path):
     assert path.read_text() == PRINT_FIXED
 
 
+def test_fix_keeps_a_hard_linked_file_one_file(tmp_path):
+    # The rename gave a.py a new file: the other name (b.py, a hard link) kept the old text.
+    path = tmp_path / "a.py"
+    path.write_text(PRINT)
+    os.link(path, tmp_path / "b.py")
+    proc = xla(tmp_path, "--isolated", "--no-cache", "--fix", "a.py")
+    assert proc.returncode == 0, proc.stdout
+    assert path.read_text() == (tmp_path / "b.py").read_text() == PRINT_FIXED
+    assert os.stat(path).st_ino == os.stat(tmp_path / "b.py").st_ino
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+    # in place, the check for an edit made meanwhile still holds
+    with pytest.raises(WriteError, match="changed while it was being fixed"):
+        write_atomic(str(path), PRINT, expected=PRINT.encode())
+    assert path.read_text() == PRINT_FIXED
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_fix_by_root_keeps_the_owner_of_the_file(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text(PRINT)
+    os.chown(path, 1234, 5678)
+    write_atomic(str(path), PRINT_FIXED, expected=PRINT.encode())
+    assert (os.stat(path).st_uid, os.stat(path).st_gid) == (1234, 5678)
+    assert path.read_text() == PRINT_FIXED
+
+
 @pytest.mark.parametrize("mode", ["--fix", "--add-noqa"])
 def test_fix_never_overwrites_an_edit_made_while_it_ran(tmp_path, monkeypatch, mode):
     # Lines appended between --fix's read and its rename were lost (179 appended, 56 left

@@ -241,6 +241,25 @@ def _current_bytes(path: str) -> bytes | None:
         return None
 
 
+def _write_in_place(path: str, real: str, data: bytes, expected: bytes | None) -> None:
+    """Overwrite the file ``real`` (``path``, through its links) with ``data`` where it is, for a
+    file with several hard links: every name keeps seeing the one file. Not atomic, as Ruff's
+    writes are not; the ``expected`` check is made just before (see :func:`write_atomic`)."""
+    try:
+        with open(real, "r+b") as handle:
+            if expected is not None and handle.read() != expected:
+                raise WriteError(
+                    f"{path}: changed while it was being fixed, left unchanged (run again)"
+                )
+            handle.seek(0)
+            handle.write(data)
+            handle.truncate()
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise WriteError(f"{path}: cannot write ({exc.strerror or exc}), left unchanged") from None
+
+
 def write_atomic(
     path: str, text: str, encoding: str = "utf-8", expected: bytes | None = None
 ) -> None:
@@ -248,7 +267,9 @@ def write_atomic(
 
     ``encoding`` is the one the file was read with (``"utf-8-sig"`` writes the BOM back,
     ``"iso-8859-1"`` keeps a Latin-1 file Latin-1); line ends are written as they are in
-    ``text``. The file's permission bits are kept. ``expected``: the bytes the fixed text was
+    ``text``. The file's permission bits (and, where this process may set them, owner and
+    group) are kept; a file with several hard links is overwritten in place, so that every
+    name keeps the one file. ``expected``: the bytes the fixed text was
     made from; the file is read again just before the rename and left alone when it no longer
     holds them (an editor or another tool wrote to it meanwhile: replacing it would lose that
     change). Raises WriteError (original untouched) when the file is read-only (no write bit
@@ -273,6 +294,9 @@ def write_atomic(
 
     # Write through a symlink to its target, so the link stays a link.
     real = os.path.realpath(path)
+    if info.st_nlink > 1:  # a rename would give this name a new file and leave the others the old
+        _write_in_place(path, real, data, expected)
+        return
     folder = os.path.dirname(real)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".xla-lint-", suffix=".tmp", dir=folder)
@@ -284,6 +308,11 @@ def write_atomic(
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, stat.S_IMODE(info.st_mode))
+        if (info.st_uid, info.st_gid) != (os.getuid(), os.getgid()):
+            try:  # root fixing another user's file: it stays theirs
+                os.chown(tmp, info.st_uid, info.st_gid)
+            except OSError:
+                pass
         if expected is not None and _current_bytes(real) != expected:
             os.unlink(tmp)
             raise WriteError(
