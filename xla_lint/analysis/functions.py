@@ -1,0 +1,163 @@
+"""The module's own functions and the calls that run them: which function or method of this file
+``helper(...)`` or ``self._clip()`` runs, and the calls each function's body makes, in the
+order they are written (:class:`LocalFunctions`, computed once per file from ``ctx.flat``).
+
+A rule that asks what a step does "through the helpers it calls" (XLA016: a clip inside
+``self._clip()`` called before ``xm.optimizer_step``) follows :meth:`LocalFunctions.callee`
+from the calls of :meth:`LocalFunctions.calls_of`; it never matches names itself. Only this
+file's definitions are followed: a function imported from another module, a method of another
+object (``trainer.clip()``) or of a base class, and a function passed as a value are not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .context import FileContext
+from .names import Scope, defining_scope
+
+_TYPES = frozenset({cst.Call, cst.FunctionDef, cst.ClassDef, cst.Lambda})
+
+
+@dataclass(eq=False)
+class Function:
+    """One ``def`` of the module.
+
+    ``scope``: the scope of its body; ``owner``: the class whose body defines it (a method),
+    else None; ``self_class``: the class ``self`` stands for in its body (its owner, or, for a
+    function nested in a method, the method's class); ``calls``: the calls its body runs
+    itself, in source order, each with the scope it is read in (not those inside a nested
+    function, lambda or class, nor its decorators and parameter defaults, which run where it
+    is defined).
+    """
+
+    node: cst.FunctionDef
+    scope: Scope
+    owner: cst.ClassDef | None
+    self_class: cst.ClassDef | None
+    calls: list[tuple[cst.Call, Scope]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value
+
+
+class LocalFunctions:
+    """Every ``def`` of one module and the calls that run them.
+
+    ``functions``: in source order; ``module_calls``: the calls the module body runs itself
+    (outside any function, lambda or class body). Built in one pass over ``ctx.flat``: O(nodes).
+    """
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.functions: list[Function] = []
+        self.module_calls: list[tuple[cst.Call, Scope]] = []
+        self._by_node: dict[int, Function] = {}
+        # id() of a module/function/class node -> name -> the last def of that name in its body
+        self._defined: dict[int, dict[str, Function]] = {}
+        self._scan()
+
+    @classmethod
+    def of(cls, ctx: FileContext) -> LocalFunctions:
+        """The functions of ``ctx``'s module, computed once per file."""
+        return ctx.memo("xla_lint.analysis.functions.LocalFunctions", lambda: cls(ctx))
+
+    def _scan(self) -> None:
+        ctx = self.ctx
+        flat = ctx.flat
+        nodes, ends = flat.nodes, flat.ends
+        # Open definitions around the node being read, outermost first: (end of its subtree,
+        # the node, start and stop of its body's range in ``nodes``, its Function or None).
+        opened: list[tuple[int, cst.CSTNode, int, int, Function | None]] = []
+
+        def body_range(i: int, body: cst.CSTNode) -> tuple[int, int]:
+            j = i + 1
+            while j < ends[i] and nodes[j] is not body:
+                j = ends[j]
+            return (j, ends[j]) if j < ends[i] else (j, j)
+
+        def holder(i: int) -> tuple[cst.CSTNode | None, Function | None, bool]:
+            """The innermost definition whose body holds ``nodes[i]`` (None: the module), its
+            Function when it is a def, and whether ``nodes[i]`` is in a lambda or class body."""
+            for _, node, start, stop, function in reversed(opened):
+                if start <= i < stop:
+                    return node, function, not isinstance(node, cst.FunctionDef)
+            return None, None, False
+
+        def scope_of(i: int) -> Scope:
+            for _, node, start, stop, function in reversed(opened):
+                if start <= i < stop and not isinstance(node, cst.Lambda):
+                    return function.scope if function is not None else ctx.scopes[node]
+            return ctx.root_scope
+
+        for i in flat.of_types(_TYPES):
+            while opened and opened[-1][0] <= i:
+                opened.pop()
+            node = nodes[i]
+            if type(node) is cst.Call:
+                where, function, elsewhere = holder(i)
+                if elsewhere:
+                    continue
+                record = (node, scope_of(i))
+                if function is not None:
+                    function.calls.append(record)
+                elif where is None:
+                    self.module_calls.append(record)
+                continue
+            start, stop = body_range(i, node.body)
+            if type(node) is cst.FunctionDef:
+                where, _, _ = holder(i)
+                owner = where if isinstance(where, cst.ClassDef) else None
+                self_class = owner
+                if self_class is None:
+                    for _, outer, _, _, outer_function in reversed(opened):
+                        if outer_function is not None and outer_function.self_class is not None:
+                            self_class = outer_function.self_class
+                            break
+                function = Function(node, ctx.scopes.get(node, ctx.root_scope), owner, self_class)
+                self.functions.append(function)
+                self._by_node[id(node)] = function
+                key = id(where) if where is not None else id(ctx.module)
+                self._defined.setdefault(key, {})[node.name.value] = function
+                opened.append((ends[i], node, start, stop, function))
+            else:
+                opened.append((ends[i], node, start, stop, None))
+
+    def function(self, node: cst.FunctionDef) -> Function | None:
+        """The :class:`Function` of a ``def`` of this module."""
+        return self._by_node.get(id(node))
+
+    def calls_of(self, function: Function | None) -> list[tuple[cst.Call, Scope]]:
+        """The calls ``function``'s body runs itself (None: the module body), in source order."""
+        return self.module_calls if function is None else function.calls
+
+    def callee(self, call: cst.Call, scope: Scope, caller: Function | None) -> Function | None:
+        """The function of this module that ``call`` runs, or None.
+
+        ``helper(...)``: the ``def helper`` that the name resolves to in ``scope`` (a
+        module-level function, or one nested in an enclosing function; an imported name or a
+        parameter is not one). ``self.name(...)`` in a method of class ``C`` (or in a function
+        nested in one): ``C``'s own method ``name``. When a body defines a name twice, the last
+        definition is taken.
+        """
+        func = call.func
+        if type(func) is cst.Name:
+            owner = defining_scope(func.value, scope)
+            if owner is None or owner.kind == "class" or owner.node is None:
+                return None
+            if self.ctx.qnames(func, scope):
+                return None  # imported, or bound to another module's name
+            return self._defined.get(id(owner.node), {}).get(func.value)
+        if (
+            type(func) is cst.Attribute
+            and type(func.value) is cst.Name
+            and func.value.value == "self"
+            and caller is not None
+            and caller.self_class is not None
+        ):
+            method = self._defined.get(id(caller.self_class), {}).get(func.attr.value)
+            return method if method is not None and method.owner is caller.self_class else None
+        return None
