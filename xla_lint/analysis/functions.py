@@ -4,7 +4,10 @@ order they are written (:class:`LocalFunctions`, computed once per file from ``c
 
 A rule that asks what a step does "through the helpers it calls" (XLA016: a clip inside
 ``self._clip()`` called before ``xm.optimizer_step``) follows :meth:`LocalFunctions.callee`
-from the calls of :meth:`LocalFunctions.calls_of`; it never matches names itself. Only this
+from the calls of :meth:`LocalFunctions.calls_of`; it never matches names itself.
+:meth:`LocalFunctions.arms` and :func:`exclusive` say when two calls are in different arms of
+one ``if`` (``if xla: xm.optimizer_step(opt) else: clip(...); opt.step()``) and so never
+run in the same pass. Only this
 file's definitions are followed: a function imported from another module, a method of another
 object (``trainer.clip()``) or of a base class, and a function passed as a value are not.
 """
@@ -18,7 +21,12 @@ import libcst as cst
 from .context import FileContext
 from .names import Scope, defining_scope
 
-_TYPES = frozenset({cst.Call, cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_TYPES = frozenset({cst.Call, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.If})
+
+
+Arms = tuple[
+    tuple[int, int], ...
+]  # the ifs around a call in its body: (id() of the If, 0 body | 1 else)
 
 
 @dataclass(eq=False)
@@ -58,6 +66,7 @@ class LocalFunctions:
         self._by_node: dict[int, Function] = {}
         # id() of a module/function/class node -> name -> the last def of that name in its body
         self._defined: dict[int, dict[str, Function]] = {}
+        self._arms: dict[int, Arms] = {}  # id() of a call -> the ifs around it
         self._scan()
 
     @classmethod
@@ -69,29 +78,49 @@ class LocalFunctions:
         ctx = self.ctx
         flat = ctx.flat
         nodes, ends = flat.nodes, flat.ends
-        # Open definitions around the node being read, outermost first: (end of its subtree,
-        # the node, start and stop of its body's range in ``nodes``, its Function or None).
-        opened: list[tuple[int, cst.CSTNode, int, int, Function | None]] = []
+        arms = self._arms
+        # Open definitions and ifs around the node being read, outermost first: (end of its
+        # subtree, the node, start and stop of its body's range in ``nodes``, its Function or
+        # None, start and stop of an if's ``else``/``elif`` range).
+        opened: list[tuple[int, cst.CSTNode, int, int, Function | None, int, int]] = []
 
-        def body_range(i: int, body: cst.CSTNode) -> tuple[int, int]:
+        def extent(i: int, child: cst.CSTNode | None) -> tuple[int, int]:
             j = i + 1
-            while j < ends[i] and nodes[j] is not body:
+            while child is not None and j < ends[i] and nodes[j] is not child:
                 j = ends[j]
-            return (j, ends[j]) if j < ends[i] else (j, j)
+            return (j, ends[j]) if child is not None and j < ends[i] else (j, j)
 
         def holder(i: int) -> tuple[cst.CSTNode | None, Function | None, bool]:
             """The innermost definition whose body holds ``nodes[i]`` (None: the module), its
             Function when it is a def, and whether ``nodes[i]`` is in a lambda or class body."""
-            for _, node, start, stop, function in reversed(opened):
-                if start <= i < stop:
-                    return node, function, not isinstance(node, cst.FunctionDef)
+            for _, node, start, stop, function, _, _ in reversed(opened):
+                if type(node) is not cst.If and start <= i < stop:
+                    return node, function, type(node) is not cst.FunctionDef
             return None, None, False
 
         def scope_of(i: int) -> Scope:
-            for _, node, start, stop, function in reversed(opened):
-                if start <= i < stop and not isinstance(node, cst.Lambda):
-                    return function.scope if function is not None else ctx.scopes[node]
+            for _, node, start, stop, function, _, _ in reversed(opened):
+                if type(node) is cst.If or not start <= i < stop:
+                    continue
+                if function is not None:
+                    return function.scope
+                if type(node) is cst.ClassDef:
+                    return ctx.scopes[node]
             return ctx.root_scope
+
+        def arms_of(i: int) -> tuple[tuple[int, int], ...]:
+            """The ifs around ``nodes[i]`` in its own body, each with the arm it is in."""
+            found: list[tuple[int, int]] = []
+            for _, node, start, stop, _, else_start, else_stop in reversed(opened):
+                if type(node) is not cst.If:
+                    if start <= i < stop:
+                        break
+                    continue
+                if start <= i < stop:
+                    found.append((id(node), 0))
+                elif else_start <= i < else_stop:
+                    found.append((id(node), 1))
+            return tuple(found)
 
         for i in flat.of_types(_TYPES):
             while opened and opened[-1][0] <= i:
@@ -106,25 +135,32 @@ class LocalFunctions:
                     function.calls.append(record)
                 elif where is None:
                     self.module_calls.append(record)
+                path = arms_of(i)
+                if path:
+                    arms[id(node)] = path
                 continue
-            start, stop = body_range(i, node.body)
-            if type(node) is cst.FunctionDef:
+            assert isinstance(node, (cst.If, cst.FunctionDef, cst.ClassDef, cst.Lambda))
+            start, stop = extent(i, node.body)
+            if type(node) is cst.If:
+                else_start, else_stop = extent(i, node.orelse)
+                opened.append((ends[i], node, start, stop, None, else_start, else_stop))
+            elif type(node) is cst.FunctionDef:
                 where, _, _ = holder(i)
                 owner = where if isinstance(where, cst.ClassDef) else None
                 self_class = owner
                 if self_class is None:
-                    for _, outer, _, _, outer_function in reversed(opened):
-                        if outer_function is not None and outer_function.self_class is not None:
-                            self_class = outer_function.self_class
+                    for _, _, _, _, outer, _, _ in reversed(opened):
+                        if outer is not None and outer.self_class is not None:
+                            self_class = outer.self_class
                             break
                 function = Function(node, ctx.scopes.get(node, ctx.root_scope), owner, self_class)
                 self.functions.append(function)
                 self._by_node[id(node)] = function
                 key = id(where) if where is not None else id(ctx.module)
                 self._defined.setdefault(key, {})[node.name.value] = function
-                opened.append((ends[i], node, start, stop, function))
+                opened.append((ends[i], node, start, stop, function, 0, 0))
             else:
-                opened.append((ends[i], node, start, stop, None))
+                opened.append((ends[i], node, start, stop, None, 0, 0))
 
     def function(self, node: cst.FunctionDef) -> Function | None:
         """The :class:`Function` of a ``def`` of this module."""
@@ -133,6 +169,13 @@ class LocalFunctions:
     def calls_of(self, function: Function | None) -> list[tuple[cst.Call, Scope]]:
         """The calls ``function``'s body runs itself (None: the module body), in source order."""
         return self.module_calls if function is None else function.calls
+
+    def arms(self, call: cst.Call) -> Arms:
+        """The ``if`` statements around ``call`` in the body it runs in (innermost first), each
+        with the arm it is in: 0 for the body, 1 for the ``else``/``elif`` part (a call in an
+        ``if``'s test is in neither). Two calls in different arms of one ``if`` never both run
+        in one pass (:func:`exclusive`)."""
+        return self._arms.get(id(call), ())
 
     def callee(self, call: cst.Call, scope: Scope, caller: Function | None) -> Function | None:
         """The function of this module that ``call`` runs, or None.
@@ -161,3 +204,12 @@ class LocalFunctions:
             method = self._defined.get(id(caller.self_class), {}).get(func.attr.value)
             return method if method is not None and method.owner is caller.self_class else None
         return None
+
+
+def exclusive(a: Arms, b: Arms) -> bool:
+    """True when two calls with these :meth:`LocalFunctions.arms` paths are in different arms
+    of one ``if`` (paths through helpers concatenate: a helper's ifs are its own nodes)."""
+    if not a or not b:
+        return False
+    other = dict(b)
+    return any(other.get(node, arm) != arm for node, arm in a)

@@ -9,7 +9,7 @@ import libcst as cst
 
 from ...analysis import apis
 from ...analysis.context import find_arg
-from ...analysis.functions import Function, LocalFunctions
+from ...analysis.functions import Arms, Function, LocalFunctions, exclusive
 from ...analysis.values import Known, definition, value_of
 from ...diagnostics import Severity
 from ...rule import Invalid, Rule, Valid
@@ -67,7 +67,8 @@ Calls of the file's own helpers count where they are called: a clip inside `self
 (a method of the same class) or `clip_gradients(model)` (a function of the module) that
 the step calls before `xm.optimizer_step` is reported at the clip inside the helper, and an
 `xm.optimizer_step` inside `self._step()` counts as the step. A helper called *after* the
-optimizer step is not flagged. A clip bounded by infinity (`max_norm=float("inf")`,
+optimizer step is not flagged, nor a clip and a step in different arms of one `if`
+(`if xla: xm.optimizer_step(opt) else: clip; opt.step()`), which never run together. A clip bounded by infinity (`max_norm=float("inf")`,
 `math.inf`, `torch.inf`, `np.inf`, keyword or second argument) only measures the norm and is
 never flagged.
 
@@ -166,6 +167,20 @@ class Trainer:
             "        self._reduce_and_clip()\n"
             "        self.opt.step()\n"
             "torch_xla.launch(lambda i: Trainer().step(loss))\n"
+        ),
+        # the clip and the step are in different arms of one if: they never run together
+        Valid(
+            _LAUNCH + "import torch\n"
+            "def _mp_fn(i):\n"
+            "    loss.backward()\n"
+            "    if args.cpu:\n"
+            "        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\n"
+            "        opt.step()\n"
+            "    elif args.debug:\n"
+            "        opt.step()\n"
+            "    else:\n"
+            "        xm.optimizer_step(opt)\n"
+            "torch_xla.launch(_mp_fn)\n"
         ),
         # a helper called after the optimizer step clips the next step's gradients too late
         # to matter here; another object's method of the same name is not this class's
@@ -302,9 +317,8 @@ class _Found:
 _MAX_EVENTS = 256  # a bound on one function's list (a helper called in a long chain of helpers)
 
 
-_Event = tuple[
-    str, cst.Call, tuple[str, ...]
-]  # (clip | reduce | step, the call, helpers on the way)
+# (clip | reduce | step, the call, the helpers on the way, the ifs around it on the way)
+_Event = tuple[str, cst.Call, tuple[str, ...], Arms]
 
 
 class GradientOrder:
@@ -315,7 +329,9 @@ class GradientOrder:
     before an ``xm.optimizer_step`` with no ``xm.reduce_gradients`` before the clip, to why
     (the shortest way found). A helper's calls count where the helper is called: a clip in
     ``self._clip()`` called before the step counts, one called after it does not; so does a
-    step in ``self._step()``. Helpers are followed to any depth; a recursive call is not.
+    step in ``self._step()``. Helpers are followed to any depth; a recursive call is not. A
+    clip and a step (or a reduction) in different arms of one ``if`` never run together
+    (:func:`~xla_lint.analysis.functions.exclusive`).
     """
 
     def __init__(self, ctx) -> None:
@@ -334,22 +350,29 @@ class GradientOrder:
         )
 
     def _order(self, function: Function | None) -> None:
-        reduced = False
+        reduced: list[Arms] = []
         pending: list[_Event] = []
         for event in self._events_of(function):
-            kind = event[0]
+            kind, call, via, arms = event
             if kind == "reduce":
-                reduced = True
+                reduced.append(arms)
             elif kind == "clip":
-                if not reduced:
+                if all(exclusive(arms, before) for before in reduced):
                     pending.append(event)
             else:
-                for _, clip, via in pending:
-                    found = _Found(function.name if function else None, via, event[2])
+                left = []
+                for clip_event in pending:
+                    _, clip, clip_via, clip_arms = clip_event
+                    if exclusive(
+                        clip_arms, arms
+                    ):  # `if ...: clip; opt.step() else: xm.optimizer_step(opt)`
+                        left.append(clip_event)
+                        continue
+                    found = _Found(function.name if function else None, clip_via, via)
                     known = self.unreduced.get(id(clip))
                     if known is None or _length(found) < _length(known):
                         self.unreduced[id(clip)] = found
-                pending = []
+                pending = left
 
     def _events_of(self, function: Function | None) -> list[_Event]:
         """The clips, reductions and steps ``function`` (None: the module body) runs, in order,
@@ -360,21 +383,22 @@ class GradientOrder:
             return cached
         self._events[key] = []  # a recursive call, while this list is built, adds nothing
         events: list[_Event] = []
+        local = self.local
         qnames = self.ctx.qnames
-        for call, scope in self.local.calls_of(function):
+        for call, scope in local.calls_of(function):
             names = qnames(call.func, scope)
             if names & CLIP_APIS:
-                events.append(("clip", call, ()))
+                events.append(("clip", call, (), local.arms(call)))
             elif REDUCE_GRADIENTS in names:
-                events.append(("reduce", call, ()))
+                events.append(("reduce", call, (), local.arms(call)))
             elif OPTIMIZER_STEP in names:
-                events.append(("step", call, ()))
+                events.append(("step", call, (), local.arms(call)))
             else:
-                callee = self.local.callee(call, scope, function)
+                callee = local.callee(call, scope, function)
                 if callee is not None:
-                    name = callee.name
-                    for kind, inner, via in self._events_of(callee):
-                        events.append((kind, inner, (name, *via)))
+                    name, arms = callee.name, local.arms(call)
+                    for kind, inner, via, inner_arms in self._events_of(callee):
+                        events.append((kind, inner, (name, *via), arms + inner_arms))
             if len(events) > _MAX_EVENTS:
                 break
         self._events[key] = events
