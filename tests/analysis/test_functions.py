@@ -167,3 +167,34 @@ def test_the_arms_of_an_if_are_exclusive_and_its_test_is_in_neither():
 def test_computed_once_per_file():
     ctx, local = _functions()
     assert LocalFunctions.of(ctx) is local
+
+
+def test_self_calls_find_methods_of_bases_this_file_defines():
+    source = (
+        "import torch\n"
+        "class Base(object):\n"
+        "    def _clip(self):\n        pass\n"
+        "    def _step(self):\n        pass\n"
+        "class Mixin:\n"
+        "    def _log(self):\n        pass\n"
+        "class Trainer(Base, Mixin, metaclass=Meta):\n"
+        "    def _step(self):\n        pass\n"
+        "    def fit(self):\n"
+        "        self._clip()\n        self._step()\n        self._log()\n        self._none()\n"
+        "class Module(torch.nn.Module, Base):\n"
+        "    def fit(self):\n        self._clip()\n"
+        "class Loop(Loop):\n"
+        "    def fit(self):\n        self._clip()\n"
+    )
+    ctx, local = _functions(source)
+    found = _callees(ctx, local, "fit", "Trainer")
+    # its own override first, then the bases left to right; `object` and metaclass= are no base
+    assert found == {
+        "self._clip": "_clip@Base",
+        "self._step": "_step@Trainer",
+        "self._log": "_log@Mixin",
+        "self._none": None,
+    }
+    # an imported base first may define `_clip` itself: not followed past it
+    assert _callees(ctx, local, "fit", "Module") == {"self._clip": None}
+    assert _callees(ctx, local, "fit", "Loop") == {"self._clip": None}  # no endless search

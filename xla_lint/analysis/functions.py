@@ -9,7 +9,8 @@ from the calls of :meth:`LocalFunctions.calls_of`; it never matches names itself
 one ``if`` (``if xla: xm.optimizer_step(opt) else: clip(...); opt.step()``) and so never
 run in the same pass. Only this
 file's definitions are followed: a function imported from another module, a method of another
-object (``trainer.clip()``) or of a base class, and a function passed as a value are not.
+object (``trainer.clip()``) or of a base class defined elsewhere, and a function passed as a
+value are not.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class LocalFunctions:
         # id() of a module/function/class node -> name -> the last def of that name in its body
         self._defined: dict[int, dict[str, Function]] = {}
         self._arms: dict[int, Arms] = {}  # id() of a call -> the ifs around it
+        self._classes: dict[int, dict[str, cst.ClassDef]] = {}  # as _defined, for classes
         self._scan()
 
     @classmethod
@@ -160,6 +162,10 @@ class LocalFunctions:
                 self._defined.setdefault(key, {})[node.name.value] = function
                 opened.append((ends[i], node, start, stop, function, 0, 0))
             else:
+                if type(node) is cst.ClassDef:
+                    where, _, _ = holder(i)
+                    key = id(where) if where is not None else id(ctx.module)
+                    self._classes.setdefault(key, {})[node.name.value] = node
                 opened.append((ends[i], node, start, stop, None, 0, 0))
 
     def function(self, node: cst.FunctionDef) -> Function | None:
@@ -183,8 +189,8 @@ class LocalFunctions:
         ``helper(...)``: the ``def helper`` that the name resolves to in ``scope`` (a
         module-level function, or one nested in an enclosing function; an imported name or a
         parameter is not one). ``self.name(...)`` in a method of class ``C`` (or in a function
-        nested in one): ``C``'s own method ``name``. When a body defines a name twice, the last
-        definition is taken.
+        nested in one): :meth:`method` ``name`` of ``C``. When a body defines a name twice, the
+        last definition is taken.
         """
         func = call.func
         if type(func) is cst.Name:
@@ -201,8 +207,36 @@ class LocalFunctions:
             and caller is not None
             and caller.self_class is not None
         ):
-            method = self._defined.get(id(caller.self_class), {}).get(func.attr.value)
-            return method if method is not None and method.owner is caller.self_class else None
+            return self.method(caller.self_class, func.attr.value)
+        return None
+
+    def method(self, cls: cst.ClassDef, name: str, depth: int = 0) -> Function | None:
+        """The method ``name`` that ``self.name`` finds on an instance of ``cls``: ``cls``'s own,
+        else its bases' that this file defines (``class Trainer(Base):``), left to right, depth
+        first (Python's MRO differs only for diamonds). A base imported from elsewhere ends the
+        search there: a subclass that leaves a method to an unknown base is not followed."""
+        own = self._defined.get(id(cls), {}).get(name)
+        if own is not None or depth > 8:
+            return own
+        outer = self.ctx.scopes.get(cls)
+        scope = outer.parent if outer is not None else None
+        for base in cls.bases:
+            value = base.value
+            if base.keyword is not None:
+                continue  # metaclass=...
+            names = self.ctx.qnames(value, scope) if scope is not None else frozenset()
+            if names == {"builtins.object"}:
+                continue
+            parent = None
+            if scope is not None and type(value) is cst.Name and not names:
+                owner = defining_scope(value.value, scope)
+                if owner is not None and owner.node is not None:
+                    parent = self._classes.get(id(owner.node), {}).get(value.value)
+            if parent is None or parent is cls:
+                return None  # a base defined elsewhere may define it
+            found = self.method(parent, name, depth + 1)
+            if found is not None:
+                return found
         return None
 
 

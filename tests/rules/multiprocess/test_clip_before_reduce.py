@@ -65,7 +65,7 @@ C31 = (
 def test_c31_the_clip_in_the_helper_is_reported_and_the_measuring_one_is_not(tmp_path):
     found = _found(tmp_path, {"train.py": C31})
     assert [(path, line) for path, line, _ in found] == [("train.py", 14)]
-    assert "(`train_step` calls `_clip()` before it)" in found[0][2]
+    assert "(`Trainer.train_step` calls `_clip()` before it)" in found[0][2]
 
 
 def test_c31_without_the_launch_is_one_process_and_in_spmd_the_gradient_is_global(tmp_path):
@@ -156,8 +156,8 @@ def test_the_step_in_a_helper_counts_and_the_message_names_both(tmp_path):
     )
     found = _found(tmp_path, {"train.py": code})
     assert [line for _, line, _ in found] == [8, 15]
-    assert "(`_do_step` calls `_clip()`, then `_xla_step()`, which runs it)" in found[0][2]
-    assert "(`_direct` clips, then calls `_xla_step()`, which runs it)" in found[1][2]
+    assert "(`Trainer._do_step` calls `_clip()`, then `_xla_step()`, which runs it)" in found[0][2]
+    assert "(`Trainer._direct` clips, then calls `_xla_step()`, which runs it)" in found[1][2]
 
 
 def test_order_decides_a_helper_called_after_the_step_or_after_the_reduction(tmp_path):
@@ -220,3 +220,30 @@ def test_recursive_helpers_end(tmp_path):
         + LAUNCH
     )
     assert _lines(tmp_path, code) == [8]
+
+
+def test_a_clip_in_a_base_class_method_of_the_file_is_reported(tmp_path):
+    code = (
+        HEAD
+        + (
+            "class BaseTrainer:\n"  # 6
+            "    def clip_gradients(self):\n"
+            "        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)\n"  # 8
+            "class XlaTrainer(BaseTrainer):\n"
+            "    def step(self, loss):\n"
+            "        loss.backward()\n"
+            "        self.clip_gradients()\n"
+            "        xm.optimizer_step(self.opt)\n"
+            "class ReducingTrainer(BaseTrainer):\n"
+            "    def step(self, loss):\n"
+            "        loss.backward()\n"
+            "        xm.reduce_gradients(self.opt)\n"
+            "        self.clip_gradients()\n"
+            "        self.opt.step()\n"
+            "def _mp_fn(i):\n    XlaTrainer().step(loss)\n"
+        )
+        + LAUNCH
+    )
+    found = _found(tmp_path, {"train.py": code})
+    assert [line for _, line, _ in found] == [8]
+    assert "(`XlaTrainer.step` calls `clip_gradients()` before it)" in found[0][2]

@@ -64,7 +64,7 @@ In a multi-process program that is not SPMD (one process per device: `xmp.spawn`
 `clip_grad_value_` / `clip_grads_with_norm_` that runs before `xm.optimizer_step(...)`, in
 the order a function runs its calls, unless `xm.reduce_gradients(...)` ran before the clip.
 Calls of the file's own helpers count where they are called: a clip inside `self._clip()`
-(a method of the same class) or `clip_gradients(model)` (a function of the module) that
+(a method of the same class, or of a base class the file defines) or `clip_gradients(model)` (a function of the module) that
 the step calls before `xm.optimizer_step` is reported at the clip inside the helper, and an
 `xm.optimizer_step` inside `self._step()` counts as the step. A helper called *after* the
 optimizer step is not flagged, nor a clip and a step in different arms of one `if`
@@ -299,8 +299,8 @@ class _Found:
     step_via: tuple[str, ...]
 
     def describe(self) -> str:
-        """`` (`train_step` calls `_clip()` before it)``, `` (`fit` clips, then calls `_step()`,
-        which runs it)``, `` (`fit` calls `_clip()`, then `_step()`, which runs it)``; ``""``
+        """`` (`Trainer.train_step` calls `_clip()` before it)``, `` (`fit` clips, then calls
+        `_step()`, which runs it)``, `` (`fit` calls `_clip()`, then `_step()`, which runs it)``; ``""``
         when the clip and the step are both in ``top`` itself."""
         top = f"`{self.top}`" if self.top else "the module body"
         clip = f"`{self.clip_via[0]}()`" if self.clip_via else None
@@ -368,7 +368,7 @@ class GradientOrder:
                     ):  # `if ...: clip; opt.step() else: xm.optimizer_step(opt)`
                         left.append(clip_event)
                         continue
-                    found = _Found(function.name if function else None, clip_via, via)
+                    found = _Found(_label(function), clip_via, via)
                     known = self.unreduced.get(id(clip))
                     if known is None or _length(found) < _length(known):
                         self.unreduced[id(clip)] = found
@@ -403,6 +403,15 @@ class GradientOrder:
                 break
         self._events[key] = events
         return events
+
+
+def _label(function: Function | None) -> str | None:
+    """``Trainer.train_step`` for a method, ``train`` for a function, None for the module body."""
+    if function is None:
+        return None
+    if function.owner is not None:
+        return f"{function.owner.name.value}.{function.name}"
+    return function.name
 
 
 def _length(found: _Found) -> int:
