@@ -251,6 +251,8 @@ class Trainer:
     )
 
     def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.imports_torch_xla:
+            return  # no name here can be xm.optimizer_step
         names = self.ctx.qnames(node.func)
         if not names or not names & CLIP_APIS:
             return
