@@ -78,6 +78,28 @@ def test_c31_without_the_launch_is_one_process_and_in_spmd_the_gradient_is_globa
     assert _lines(tmp_path, spmd) == []
 
 
+@pytest.mark.parametrize(
+    "launch, reported",
+    [
+        ("xmp.spawn(_mp_fn, nprocs=1)", False),
+        ("xmp.spawn(_mp_fn, args=(), nprocs=NPROCS)", False),
+        ("torch_xla.launch(_mp_fn, debug_single_process=True)", False),
+        ("xmp.spawn(_mp_fn, nprocs=None)", True),
+        ("xmp.spawn(_mp_fn, nprocs=args.nprocs)", True),
+        ("xmp.spawn(_mp_fn, nprocs=1)\n    torch_xla.launch(_mp_fn)", True),
+    ],
+)
+def test_a_file_whose_launches_all_run_one_process_reduces_nothing(tmp_path, launch, reported):
+    code = HEAD + (
+        "import torch_xla.distributed.xla_multiprocessing as xmp\nNPROCS = 1\n"
+        "def _mp_fn(i):\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"  # 9
+        "    xm.optimizer_step(opt)\n"
+        f"if __name__ == '__main__':\n    {launch}\n"
+    )
+    assert _lines(tmp_path, code) == ([9] if reported else [])
+
+
 def test_a_helper_in_another_module_of_a_multiprocess_program_is_reported_there(tmp_path):
     trainer = C31.split("\n\ndef _mp_fn")[0] + "\n"
     main = (

@@ -10,10 +10,11 @@ import libcst as cst
 from ...analysis import apis
 from ...analysis.context import find_arg
 from ...analysis.functions import Arms, Function, LocalFunctions, exclusive
-from ...analysis.values import Known, definition, value_of
+from ...analysis.seeds import launch_calls
+from ...analysis.values import Known, Site, definition, value_of
 from ...diagnostics import Severity
 from ...rule import Invalid, Rule, Valid
-from .common import _LAUNCH, MULTIPROCESS
+from .common import _LAUNCH, MULTIPROCESS, _is_one
 
 CLIP_APIS = frozenset(
     {
@@ -81,7 +82,9 @@ gradients is not the clipped average gradient: the effective update differs from
 single-device training with the same global batch. `reduce_gradients` all-reduces only when
 `runtime.world_size()` is above 1, that is with one process per device; in SPMD the one
 program computes the global gradient and in single-device code there is nothing to reduce,
-so neither is flagged. With an infinite bound, torch 2.9.0 `torch/nn/utils/clip_grad.py`
+so neither is flagged, nor a file whose every launch runs one process (`xmp.spawn(fn,
+nprocs=1)`, which `torch_xla/_internal/pjrt.py` `spawn` runs in the calling process on one
+device, or `debug_single_process=True`). With an infinite bound, torch 2.9.0 `torch/nn/utils/clip_grad.py`
 multiplies the gradients by `clamp(inf / (norm + 1e-6), max=1.0)`, which is 1.0
 (`clip_grad_value_` clamps to `[-inf, inf]`): the gradients are unchanged, so measuring the
 local norm that way before the step is harmless.
@@ -182,6 +185,14 @@ class Trainer:
             "        xm.optimizer_step(opt)\n"
             "torch_xla.launch(_mp_fn)\n"
         ),
+        # one process: nothing to reduce, so the clip sees the whole gradient
+        Valid(
+            "import torch\nimport torch_xla.core.xla_model as xm\n"
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def train(i):\n    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\n"
+            "    xm.optimizer_step(opt)\n"
+            "xmp.spawn(train, nprocs=1)\n"
+        ),
         # a helper called after the optimizer step clips the next step's gradients too late
         # to matter here; another object's method of the same name is not this class's
         Valid(
@@ -256,8 +267,9 @@ class Trainer:
         names = self.ctx.qnames(node.func)
         if not names or not names & CLIP_APIS:
             return
-        found = GradientOrder.of(self.ctx).unreduced.get(id(node))
-        if found is None or clips_nothing(self.ctx, node, names):
+        order = GradientOrder.of(self.ctx)
+        found = order.unreduced.get(id(node))
+        if found is None or order.single_process or clips_nothing(self.ctx, node, names):
             return
         api = sorted(names & CLIP_APIS)[0].rsplit(".", 1)[1]
         self.report(
@@ -343,6 +355,7 @@ class GradientOrder:
         self.unreduced: dict[int, _Found] = {}
         for function in (None, *self.local.functions):
             self._order(function)
+        self.single_process = bool(self.unreduced) and _launches_one_process(ctx, self.local)
 
     @classmethod
     def of(cls, ctx) -> GradientOrder:
@@ -405,6 +418,31 @@ class GradientOrder:
                 break
         self._events[key] = events
         return events
+
+
+def _launches_one_process(ctx, local: LocalFunctions) -> bool:
+    """True when this file launches, and every launch runs one process: ``nprocs=1``
+    (torch_xla 2.9.0 ``_internal/pjrt.py`` ``spawn``: ``nprocs == 1`` runs ``fn`` in this
+    process on one device) or ``debug_single_process=True``, as literals or module constants.
+    ``reduce_gradients`` then reduces nothing (``runtime.world_size()`` is 1)."""
+    launches = set(map(id, launch_calls(ctx)))
+    if not launches:
+        return False
+    seen = 0
+    for function in (None, *local.functions):
+        for call, scope in local.calls_of(function):
+            if id(call) not in launches:
+                continue
+            seen += 1
+            site = Site(scope)
+            nprocs = find_arg(call, "nprocs", 2)
+            debug = find_arg(call, "debug_single_process", 3)
+            if nprocs is not None and _is_one(value_of(ctx, nprocs.value, site)):
+                continue
+            value = value_of(ctx, debug.value, site) if debug is not None else None
+            if not (isinstance(value, Known) and value.value is True):
+                return False
+    return seen == len(launches)  # (a launch in a lambda or class body: not read here)
 
 
 def _label(function: Function | None) -> str | None:
