@@ -7,6 +7,8 @@
   names and its removed modules and attributes.
 - ``guards``: which code runs on the target version and on XLA; ``values``: what a name or an
   argparse option holds; ``holds``: whether a value may hold XLA tensors.
+- ``functions``: the file's own functions, which of them a call (``helper()``,
+  ``self._clip()``) runs, the calls each body runs in order and the ``if`` arms around them.
 - ``seeds``: seeds, the model built after them and launched functions (shared by the seed and
   multi-process rules).
 
