@@ -633,9 +633,7 @@ IN_CELL = Diagnostic(
 
 def test_a_notebook_diagnostic_names_its_cell_as_ruff_does_in_text():
     out = reporters()["text"](Report([IN_CELL, DIAGNOSTICS[0]], files=2))
-    assert out.splitlines()[0] == (
-        "nb.ipynb:cell 4:3:13: XLA301 `xm.xla_device()` is deprecated"
-    )
+    assert out.splitlines()[0] == ("nb.ipynb:cell 4:3:13: XLA301 `xm.xla_device()` is deprecated")
     assert out.splitlines()[1].startswith("pkg/train.py:2:8: XLA001 ")  # other files as before
 
 

@@ -116,6 +116,7 @@ def lint_text(
     tree: cst.Module | None = None,
     syntax: ast.Module | None = None,
     in_xla_program: bool = False,
+    notebook: bool | None = None,
 ) -> tuple[list[Diagnostic], FileFacts | None]:
     """Lint one piece of Python source (``tree``: its parse, when the caller already has it,
     and ``syntax`` CPython's, which places the reported nodes: :mod:`xla_lint.analysis.positions`).
@@ -123,7 +124,9 @@ def lint_text(
     Returns the diagnostics (positions moved by the offsets, ``requires`` still to be
     checked) and the source's facts; a source that does not parse yields one XLA000
     diagnostic and no facts. ``in_xla_program``: the source does not import torch_xla but an
-    XLA program imports it (:attr:`FileContext.in_xla_program`). Never raises for bad input.
+    XLA program imports it (:attr:`FileContext.in_xla_program`). ``notebook``: the source runs
+    in a notebook's kernel (:attr:`FileContext.notebook`); None: a ``.ipynb`` path says so.
+    Never raises for bad input.
     """
     if tree is None:
         parsed = parse_source(text, path, line_offset, column_offset)
@@ -137,7 +140,7 @@ def lint_text(
         is_package,
         target_version,
         globals_scope,
-        notebook=path.lower().endswith(NOTEBOOK_SUFFIX),
+        notebook=path.lower().endswith(NOTEBOOK_SUFFIX) if notebook is None else notebook,
         in_xla_program=in_xla_program,
     )
     facts = FactsCollector(ctx, module)
@@ -415,7 +418,12 @@ def _lint_notebook(
             if cell.kind == "kernel":
                 result.diagnostics.append(_in_cell(cell, parsed))
             else:
-                notes.append(_skipped_block(_in_cell(cell, parsed)))
+                d = _in_cell(cell, parsed)
+                reason = d.message.removeprefix("cannot parse: ")
+                notes.append(
+                    f"{d.path}:{d.line}:{d.column}: cell {cell.number} skipped (a script run "
+                    f"outside the kernel), it does not parse: {reason}"
+                )
             continue
         if cell.kind == "kernel":
             kernel.append((cell, parsed[0]))
@@ -428,6 +436,7 @@ def _lint_notebook(
             with_fixes=False,
             tree=parsed[0],
             syntax=parsed[1],
+            notebook=False,  # a script of its own, run outside the kernel
         )
         diags, suppressions = _cell_suppressions(cell, [d for d in diags if not d.requires])
         result.diagnostics.extend(_in_cell(cell, d) for d in diags)
