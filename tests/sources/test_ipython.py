@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from xla_lint.sources.notebooks import transform_cell
 
@@ -152,3 +154,47 @@ def test_shifts_are_the_columns_the_dedent_took():
     assert ours.shifts == (0, 4, 4, 4)
     magic = transform_cell("  %%time\n    a = 1\n    b = 2\n")
     assert magic.code == "\na = 1\nb = 2\n" and magic.shifts == (2, 4, 4)
+
+
+# Lines that mix IPython syntax, Python and the traps between them (strings, brackets, stray
+# closers, continuation lines, help marks), put together at random into cells.
+POOL = [
+    "!pip install x \\", "  -q", "x = 1", "if x:", "    y = !ls", "    %time f()", "x?", "a.b??",
+    "?", "print(a)?", "s = '''", "!inside", "'''", "f(1,", "  2)", "%%time", "  z = 3", "# c?",
+    "x = %env", "d = {", "'a': 1}", "/f a", ",g b c", "!echo 'q", "x = 'it?'", "", "   ",
+    "\tt = 1", "w = !!ls", "lambda a=1: a", "x == 2", "%cd a\\", "b",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(POOL), min_size=1, max_size=7),
+    st.sampled_from(["", "    "]),
+    st.booleans(),
+)
+def test_random_cells_run_as_ipython_runs_them(lines, indent, newline):
+    """Where IPython's Python compiles, ours compiles and has the same lines; where IPython
+    raises or its Python does not compile, ours does not compile either (XLA000)."""
+    cell = "\n".join(indent + line if line else line for line in lines) + ("\n" if newline else "")
+    _agree(cell)
+
+
+def _agree(cell: str) -> None:
+    ours = transform_cell(cell)
+    try:
+        theirs = _ipython(cell)
+    except SyntaxError:  # IndentationError too: the kernel runs none of the cell
+        assert not _compiles(ours.code)
+        return
+    if ours.magic:
+        (statement,) = ast.parse(theirs).body
+        name, _, body = (ast.literal_eval(a) for a in statement.value.args)
+        assert name == ours.magic
+        if ours.kind == "kernel":
+            inner = transform_cell(body)
+            assert _lines(inner.code) == _lines(ours.code)
+            _agree(body)
+        return
+    assert _compiles(ours.code) == _compiles(theirs)
+    if _compiles(theirs):
+        assert _lines(ours.code) == _lines(theirs)

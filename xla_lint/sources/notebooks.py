@@ -1,25 +1,26 @@
 """The code cells of Jupyter notebooks (``.ipynb``), as code blocks placed in the notebook file.
 
 TPU work often starts in a Kaggle or Colab notebook. A notebook is nbformat JSON; each
-code cell becomes one :class:`NotebookCell` and the cells are linted like a Markdown
-page's blocks (one program, names shared between cells, no fixes), except that a cell
-that does not parse is reported (XLA000): unlike a documentation snippet, it is code
-that runs.
+code cell that runs Python becomes one :class:`NotebookCell`, its source as IPython runs it
+(:func:`transform_cell`, a line-for-line reimplementation of IPython's input transformation;
+IPython itself is never imported). The linter joins the kernel's cells into one program, run
+in order in one process (:func:`xla_lint.linter._lint_notebook`); a cell that does not parse
+is reported (XLA000): unlike a documentation snippet, it is code that runs.
 
 Positions are lines and columns of the ``.ipynb`` file itself. Jupyter, Colab, Kaggle and
 nbformat write a cell's source as a JSON list with one string per line, each on its own
 line of the file: a cell's line *k* is the file line holding its *k*-th string, and a
 column is where that character stands in the file (escapes such as ``\\"`` or ``\\u00e9``
 counted as written). A cell stored otherwise (``"source"`` as one string, or JSON without
-line breaks) is reported at the file line where its source starts, column 1, and the
-message names the line of the cell.
+line breaks) is reported at the file line where its source starts, column 1; the
+diagnostic's ``cell_line`` names the line of the cell.
 
-IPython syntax is masked line for line, so the rest of a cell still parses: a line
-magic (``%time x``), shell escape (``!pip install``) or help request (``?x``, ``x?``)
-becomes ``pass``, the right-hand side of ``files = !ls`` or ``env = %env`` becomes
-``None``; a cell magic whose body is Python (``%%time``, ``%%writefile train.py``, ...)
-loses only its first line; cells of other cell magics (``%%bash``) are not Python and
-are left out.
+The transformation keeps the cell's lines: a ``!cmd`` continued over three lines becomes its
+``get_ipython().system(...)`` call and two blank lines, and each line records the columns
+IPython's dedent took from it (:attr:`NotebookCell.shifts`), so a position in the result is a
+position in the cell. A ``%%time``/``%%capture`` cell's body is transformed and run in the
+kernel; a ``%%writefile x.py``/``%%python`` body is a script run outside it (``kind``
+``"script"``); other cell magics (``%%bash``) hold no Python and are left out.
 
 A notebook whose kernel runs another language (R, Julia, Scala: ``language_info`` or
 ``kernelspec`` names it) holds no Python: :func:`notebook_blocks` raises :class:`NotPython`
@@ -330,9 +331,10 @@ def _one_per_line(strings: list[tuple[int, int, str, str]], index: int, pieces: 
 #: ``%%timeit``, ``%%capture``, ``%%prun``, ``%%debug``); the body is transformed too.
 KERNEL_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 
-#: Cell magics whose body is a Python script that runs outside the kernel: written to a
-#: ``.py`` file (``%%writefile``/``%%file``) or run in a child interpreter (``%%python``).
-SCRIPT_CELL_MAGICS = frozenset({"writefile", "file", "python", "python2", "python3", "pypy"})
+#: Cell magics whose body is a Python script that runs outside the kernel: run in a child
+#: interpreter (``%%python``), or written to a ``.py`` file (``%%writefile``/``%%file``).
+INTERPRETER_CELL_MAGICS = frozenset({"python", "python2", "python3", "pypy"})
+FILE_CELL_MAGICS = frozenset({"writefile", "file"})
 
 _ESCAPES = frozenset("!?%,;/")
 _NOT_ESCAPES = ("!=", "%=", "/=", "//")  # operators the tokenizer reads whole
@@ -395,9 +397,7 @@ def transform_cell(cell: str) -> Transformed:
             )
         words = rest.split()
         target = words[-1].strip("'\"") if words else ""
-        if name in ("python", "python2", "python3", "pypy") or (
-            name in ("writefile", "file") and target.endswith(".py")
-        ):
+        if name in INTERPRETER_CELL_MAGICS or (name in FILE_CELL_MAGICS and target.endswith(".py")):
             return Transformed("".join(head + lines[first + 1 :]), tuple(shifts), "script", name)
         return Transformed("", tuple(shifts), "other", name)
     return Transformed("".join(_token_transforms(lines)), tuple(shifts))
@@ -413,11 +413,9 @@ def _dedent(lines: list[str]) -> tuple[list[str], list[int]]:
         if not line.strip(" \t\r\n"):
             continue
         indent = line[: len(line) - len(line.lstrip(" \t"))]
-        if margin is None or indent.startswith(margin):
-            margin = indent if margin is None else margin
-        elif margin.startswith(indent):
+        if margin is None:
             margin = indent
-        else:
+        else:  # the longest common prefix (a tab and spaces are different whitespace)
             common = 0
             while common < min(len(margin), len(indent)) and margin[common] == indent[common]:
                 common += 1
@@ -441,9 +439,11 @@ class _Logical:
     start: int  # its first physical line
     column: int  # column of its first token
     end: int  # its last physical line
-    last: tuple[int, int, str] | None = None  # (line, column, char) of its last token's end
-    assign: tuple[int, int] | None = None  # the first token after its first `=` at depth 0
+    depth: int  # tokenize's bracket count after it (below 0 after a stray closer)
+    last: tuple[int, int, str] | None = None  # (line, column past it, char) of its last token
+    assign: tuple[int, int] | None = None  # the `%`/`!` after its first `=` (x = %magic, x = !cmd)
     escaped: bool = False  # it starts with an IPython escape (`!`, `%`, `?`, ...)
+    closed: bool = True  # False: the cell ends inside its brackets or string
 
 
 def _continued_end(lines: list[str], start: int) -> int:
@@ -462,22 +462,20 @@ def _assemble(lines: list[str], line: int, column: int, end: int) -> str:
     return " ".join([p.rstrip()[:-1] for p in parts[:-1]] + [parts[-1].rstrip()])
 
 
-def _scan(lines: list[str], start: int) -> _Logical:
-    """The logical line that starts at ``lines[start]`` (not blank), read as Python's tokenizer
-    reads it: brackets, strings (one that does not close on its line is one error character,
-    as tokenize makes it, unless triple-quoted), comments and backslash continuations. An
-    escaped line, and the right-hand side of ``x = %magic``/``x = !cmd``, is not read as
-    Python: it runs to the end of its backslash continuation."""
+def _scan(lines: list[str], start: int, depth: int) -> _Logical:
+    """The logical line that starts at ``lines[start]`` (not blank), as IPython groups the
+    tokens of Python's tokenizer: brackets (counted as tokenize counts them, from ``depth``
+    left by earlier lines, so a stray closer makes the next opener end its line), strings
+    (one that does not close on its line is one error character, as tokenize makes it,
+    unless triple-quoted), comments and backslash continuations. IPython syntax is read as
+    tokens too, as IPython finds it: brackets in a ``!cmd`` extend its logical line."""
     text = lines[start]
     column = len(text) - len(text.lstrip(" \t\f"))
-    logical = _Logical(start, column, start)
-    if text[column] in _ESCAPES and not text.startswith(_NOT_ESCAPES, column):
-        logical.escaped = True
-        logical.end = _continued_end(lines, start)
-        logical.last = _last_token(lines, start, column, logical.end)
-        return logical
-    depth, quote, row = 0, "", start
-    equals: int | None = None  # the line of the first `=` at depth 0, until the next token
+    logical = _Logical(start, column, start, depth)
+    logical.escaped = text[column] in _ESCAPES and not text.startswith(_NOT_ESCAPES, column)
+    quote, row = "", start
+    level = 0  # IPython's own bracket level for the `=` of an assignment (never below 0)
+    equals: int | None = None  # the line of the first `=` at level 0, until the next token
     seen_equals = False
     while row < len(lines):
         line, k = lines[row], (column if row == start else 0)
@@ -514,9 +512,6 @@ def _scan(lines: list[str], start: int) -> _Logical:
                 equals = None
                 if magic or system:
                     logical.assign = (row, k)
-                    logical.end = _continued_end(lines, row)
-                    logical.last = _last_token(lines, row, k, logical.end)
-                    return logical
             if c in "'\"":
                 triple = line.startswith(c * 3, k)
                 close = _string_end(line, k + (3 if triple else 1), c * 3 if triple else c)
@@ -528,16 +523,20 @@ def _scan(lines: list[str], start: int) -> _Logical:
                 continue
             op = next((o for o in _OPERATORS if line.startswith(o, k)), c)
             if op in "([{":
-                depth += 1
+                logical.depth += 1
+                level += 1
             elif op in ")]}":
-                depth = max(0, depth - 1)
-            elif op == "=" and depth == 0 and not seen_equals:
+                logical.depth -= 1
+                level = max(0, level - 1)
+            elif op == "=" and level == 0 and not seen_equals:
                 seen_equals, equals = True, row
             k += len(op)
             logical.last = (row, k, op[-1])
-        if not (continued or depth or quote):
+        if not (continued or logical.depth > 0 or quote):
             break
         row += 1
+    else:
+        logical.closed = False
     logical.end = min(row, len(lines) - 1)
     return logical
 
@@ -553,31 +552,6 @@ def _string_end(line: str, k: int, quote: str) -> int:
         else:
             k += 1
     return -1
-
-
-def _last_token(lines: list[str], row: int, k: int, end: int) -> tuple[int, int, str] | None:
-    """(line, column past it, char) of the last token of the IPython command on
-    ``lines[row][k:]`` to ``lines[end]``, as the tokenizer reads the command's text: the
-    last character outside strings and before a comment (``#`` when a comment ends it)."""
-    last = None
-    for r in range(row, end + 1):
-        line, i = lines[r], (k if r == row else 0)
-        while i < len(line):
-            c = line[i]
-            if c in " \t\f\r\n" or (c == "\\" and not line[i + 1 :].strip("\r\n")):
-                i += 1
-                continue
-            if c == "#":
-                return (r, i + 1, c)
-            if c in "'\"":
-                triple = line.startswith(c * 3, i)
-                close = _string_end(line, i + (3 if triple else 1), c * 3 if triple else c)
-                i = len(line) if close < 0 and triple else (i + 1 if close < 0 else close)
-                last = (r, i, c)
-                continue
-            i += 1
-            last = (r, i, c)
-    return last
 
 
 def _help_call(target: str, escape: str) -> str:
@@ -614,21 +588,23 @@ def _token_transforms(lines: list[str]) -> list[str]:
     its kind, and so it does here."""
     out = list(lines)
     help_stuck = escape_stuck = False
-    row = 0
+    row, depth = 0, 0
     while row < len(out):
         if not out[row].strip():
             row += 1
             continue
-        logical = _scan(out, row)
-        start, column = logical.start, logical.column
+        logical = _scan(out, row, depth)
+        start, column, last = logical.start, logical.column, logical.last
         new: tuple[int, int, str] | None = None  # (first line, last line, Python)
         help_failed = False
-        last = logical.last
         if (
             not help_stuck
             and last is not None
             and last[2] == "?"
             and (last[0], last[1] - 1) != (start, column)
+            # a cell ending inside brackets: tokenize's last tokens are the NL of each line
+            # after the `?` line, so IPython sees no help there
+            and (logical.closed or last[0] == logical.end)
         ):
             piece = "".join(out[start : last[0] + 1])
             m = _HELP_END.search(piece[column:])
@@ -638,28 +614,32 @@ def _token_transforms(lines: list[str]) -> list[str]:
             else:
                 help_failed = True
         if new is None and logical.escaped and not escape_stuck:
-            text = _assemble(out, start, column, logical.end)
+            end = _continued_end(out, start)
+            text = _assemble(out, start, column, end)
             escape = text[:2] if text[:2] in ("!!", "??") else text[:1]
-            call = _escaped_call(escape, text[len(escape) :])
-            if call is None:
+            escaped = _escaped_call(escape, text[len(escape) :])
+            if escaped is None:
                 escape_stuck = True
             else:
-                new = (start, logical.end, out[start][:column] + call + "\n")
+                new = (start, end, out[start][:column] + escaped + "\n")
         if new is None and logical.assign is not None:
             at, k = logical.assign
-            rhs = _assemble(out, at, k, logical.end)
+            end = _continued_end(out, at)
+            rhs = _assemble(out, at, k, end)
             if rhs.startswith("%"):
                 name, _, args = rhs[1:].partition(" ")
                 call = f"get_ipython().run_line_magic({name!r}, {args!r})"
             else:
                 call = f"get_ipython().getoutput({rhs[1:]!r})"
-            new = (at, logical.end, out[at][:k] + call + "\n")
+            new = (at, end, out[at][:k] + call + "\n")
         if new is None:
             help_stuck = help_stuck or help_failed
-        else:
+            depth = logical.depth
+            row = logical.end + 1
+        else:  # the new line is balanced Python: tokenize goes on from the old count
             first, end, python = new
             out[first] = python
             for i in range(first + 1, end + 1):
                 out[i] = "\n"
-        row = logical.end + 1
+            row = start if first > start else end + 1
     return out
