@@ -392,6 +392,45 @@ def _cell_suppressions(
     return diags, suppressions.shift(first_line - 1, start)
 
 
+def _lint_kernel(
+    path: str,
+    cells: list[NotebookCell],
+    joined: tuple[cst.Module, ast.Module | None],
+    rules: list[type[Rule]],
+    settings: Settings,
+    result: FileResult,
+) -> None:
+    """Lint ``cells``, the kernel's cells that parse, as the one module ``joined`` (their code
+    in order), and place each diagnostic back in its cell."""
+    program = "".join(cell.code for cell in cells)
+    starts = list(itertools.accumulate((len(c.shifts) for c in cells), initial=1))[:-1]
+    diags, facts = lint_text(
+        program,
+        path,
+        rules,
+        target_version=settings.target_version,
+        with_fixes=False,
+        group=path,
+        tree=joined[0],
+        syntax=joined[1],
+    )
+    by_cell: dict[int, list[Diagnostic]] = {}
+    for d in diags:  # a program too deep to analyse: its XLA000 lands in its cell
+        at = bisect.bisect_right(starts, d.line) - 1
+        offset = starts[at] - 1
+        by_cell.setdefault(at, []).append(
+            replace(d, line=d.line - offset, end_line=d.end_line - offset)
+        )
+    for at, cell in enumerate(cells):
+        kept, suppressions = _cell_suppressions(cell, by_cell.get(at, []))
+        result.diagnostics.extend(_in_cell(cell, d) for d in kept)
+        if facts is not None:
+            result.suppressions.merge(suppressions)
+    if facts is not None:
+        result.facts.append(facts)
+        result.parsed = True
+
+
 def _lint_notebook(
     path: str,
     cells: list[NotebookCell],
@@ -411,8 +450,11 @@ def _lint_notebook(
     when it does not parse.
     """
     notes: list[str] = []
-    kernel: list[tuple[NotebookCell, cst.Module]] = []
+    kernel: list[NotebookCell] = []
     for cell in cells:
+        if cell.kind == "kernel" and python_syntax(cell.code)[0] is not None:
+            kernel.append(cell)  # CPython parses it (15x faster than LibCST): the join will tell
+            continue
         parsed = parse_source(cell.code, path)
         if isinstance(parsed, Diagnostic):
             if cell.kind == "kernel":
@@ -425,8 +467,8 @@ def _lint_notebook(
                     f"outside the kernel), it does not parse: {reason}"
                 )
             continue
-        if cell.kind == "kernel":
-            kernel.append((cell, parsed[0]))
+        if cell.kind == "kernel":  # newer syntax than this Python's, that LibCST reads
+            kernel.append(cell)
             continue
         diags, _ = lint_text(
             cell.code,
@@ -442,40 +484,19 @@ def _lint_notebook(
         result.diagnostics.extend(_in_cell(cell, d) for d in diags)
         result.suppressions.merge(suppressions)
         result.parsed = True
-    if kernel:
-        program = "".join(cell.code for cell, _ in kernel)
-        starts = list(itertools.accumulate((len(c.shifts) for c, _ in kernel), initial=1))[:-1]
-        joined = parse_source(program, path)
-        if isinstance(joined, Diagnostic):  # cannot happen for cells that parse; say so if it does
-            result.diagnostics.append(
-                replace(joined, message=joined.message + " (the cells joined)")
-            )
-        else:
-            diags, facts = lint_text(
-                program,
-                path,
-                rules,
-                target_version=settings.target_version,
-                with_fixes=False,
-                group=path,
-                tree=joined[0],
-                syntax=joined[1],
-            )
-            by_cell: dict[int, list[Diagnostic]] = {}
-            for d in diags:  # a program too deep to analyse: its XLA000 lands in its cell
-                at = bisect.bisect_right(starts, d.line) - 1
-                offset = starts[at] - 1
-                by_cell.setdefault(at, []).append(
-                    replace(d, line=d.line - offset, end_line=d.end_line - offset)
-                )
-            for at, (cell, _) in enumerate(kernel):
-                kept, suppressions = _cell_suppressions(cell, by_cell.get(at, []))
-                result.diagnostics.extend(_in_cell(cell, d) for d in kept)
-                if facts is not None:
-                    result.suppressions.merge(suppressions)
-            if facts is not None:
-                result.facts.append(facts)
-                result.parsed = True
+    joined = parse_source("".join(cell.code for cell in kernel), path) if kernel else None
+    if isinstance(joined, Diagnostic):  # a cell LibCST cannot read: find it, lint the others
+        readable = []
+        for cell in kernel:
+            parsed = parse_source(cell.code, path)
+            if isinstance(parsed, Diagnostic):
+                result.diagnostics.append(_in_cell(cell, parsed))
+            else:
+                readable.append(cell)
+        kernel = readable
+        joined = parse_source("".join(cell.code for cell in kernel), path) if kernel else None
+    if isinstance(joined, tuple):
+        _lint_kernel(path, kernel, joined, rules, settings, result)
     result.diagnostics.sort(key=lambda d: d.sort_key)
     if notes:
         result.notes = notes

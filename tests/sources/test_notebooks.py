@@ -544,3 +544,25 @@ def test_text_output_names_the_cell(tmp_path):
     )
     proc = run_verbose(tmp_path, {"nb.ipynb": text}, "--select", "XLA302")
     assert proc.stdout.splitlines()[0].startswith("nb.ipynb:cell 2:4:1: XLA302 "), proc.stdout
+
+
+def test_a_cell_only_libcst_refuses_is_xla000_and_the_others_are_linted(tmp_path, monkeypatch):
+    """Cells are checked with CPython's parser and LibCST parses their join once; when LibCST
+    refuses the join (grammar it lacks), each cell is parsed to find which."""
+    import xla_lint.linter as linter
+
+    real = linter.parse_source
+
+    def refusing(text, path, *args):
+        if "LIBCST_REFUSES" in text:
+            return linter.syntax_error(path, "LibCST refuses", 1, 1)
+        return real(text, path, *args)
+
+    monkeypatch.setattr(linter, "parse_source", refusing)
+    text = notebook(
+        cell("import torch_xla.core.xla_model as xm\n"),
+        cell("LIBCST_REFUSES = 1\n"),
+        cell("xm.mark_step()\n"),
+    )
+    got = found(tmp_path, {"nb.ipynb": text}, select=["XLA000", "XLA302"])
+    assert [(d.code, d.cell) for d in got] == [("XLA000", 2), ("XLA302", 3)]

@@ -342,6 +342,7 @@ _OPERATORS = (
     "**=", "//=", ">>=", "<<=", "...", "!=", "%=", "&=", "**", "*=", "+=", "-=", "->", "/=",
     "//", ":=", "<<", "<=", "==", ">=", ">>", "@=", "^=", "|=",
 )  # fmt: skip
+_OPERATOR_STARTS = frozenset("*/><.!%&+-:=@^|()[]{}")
 _HELP_END = re.compile(
     r"""(%{0,2}
     (?!\d)[\w*]+            # Variable name
@@ -520,6 +521,12 @@ def _scan(lines: list[str], start: int, depth: int) -> _Logical:
                     continue
                 k = k + 1 if close < 0 else close  # tokenize: an error token for a lone quote
                 logical.last = (row, k, c)
+                continue
+            if c not in _OPERATOR_STARTS:  # a name, a number: no bracket, no `=`
+                k += 1
+                while k < n and (line[k].isalnum() or line[k] == "_"):
+                    k += 1
+                logical.last = (row, k, line[k - 1])
                 continue
             op = next((o for o in _OPERATORS if line.startswith(o, k)), c)
             if op in "([{":
