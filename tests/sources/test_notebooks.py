@@ -157,7 +157,7 @@ def test_columns_count_escapes_as_written(tmp_path, ascii_only):
         "a, b = !echo 1 2\nxm.mark_step()\n",
     ],
 )
-def test_more_ipython_syntax_is_masked(tmp_path, source):
+def test_more_ipython_syntax_is_transformed(tmp_path, source):
     text = notebook(cell("import torch_xla.core.xla_model as xm\n"), cell(source))
     assert [d.code for d in found(tmp_path, {"nb.ipynb": text}, select=["XLA302", "XLA000"])] == [
         "XLA302"
@@ -378,7 +378,7 @@ def test_print_is_flagged_in_notebooks_only_inside_functions(tmp_path):
     ]
 
 
-def test_only_lines_that_start_a_statement_are_masked():
+def test_only_lines_that_start_a_statement_are_transformed():
     """`% x` continuing a bracket or a backslash line, and `!` inside a string spanning
     lines, are Python: masking them broke valid cells (XLA000)."""
     code = (
