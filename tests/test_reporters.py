@@ -612,3 +612,43 @@ def test_cli_md_shows_the_real_output_of_the_ci_formats(tmp_path):
             timeout=120,
         )
         assert proc.stdout == shown, fmt
+
+
+# A diagnostic in a notebook: line and column of the .ipynb file, and the place in the cell.
+IN_CELL = Diagnostic(
+    "XLA301",
+    "deprecated-xla-device",
+    "`xm.xla_device()` is deprecated",
+    "nb.ipynb",
+    43,
+    18,
+    43,
+    33,
+    Severity.WARNING,
+    cell=4,
+    cell_line=3,
+    cell_column=13,
+)
+
+
+def test_a_notebook_diagnostic_names_its_cell_as_ruff_does_in_text():
+    out = reporters()["text"](Report([IN_CELL, DIAGNOSTICS[0]], files=2))
+    assert out.splitlines()[0] == ("nb.ipynb:cell 4:3:13: XLA301 `xm.xla_device()` is deprecated")
+    assert out.splitlines()[1].startswith("pkg/train.py:2:8: XLA001 ")  # other files as before
+
+
+def test_json_keeps_the_file_line_and_adds_the_cell():
+    (data,) = json.loads(reporters()["json"](Report([IN_CELL], files=1)))
+    assert (data["line"], data["column"]) == (43, 18)
+    assert (data["cell"], data["cell_line"], data["cell_column"]) == (4, 3, 13)
+    assert "cell" not in DIAGNOSTICS[0].to_json()  # only notebook diagnostics carry it
+    jsonschema.Draft202012Validator(_documented_json_schema()).validate([data])
+    assert Diagnostic.from_json(data) == IN_CELL  # the result cache reads it back
+
+
+def test_sarif_puts_the_cell_in_the_location_s_property_bag():
+    log = sarif_log(Report([IN_CELL], files=1))
+    jsonschema.Draft4Validator(SCHEMA).validate(log)
+    (location,) = log["runs"][0]["results"][0]["locations"]
+    assert location["physicalLocation"]["region"]["startLine"] == 43
+    assert location["properties"] == {"cell": 4, "cell_line": 3, "cell_column": 13}

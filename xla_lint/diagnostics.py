@@ -97,6 +97,10 @@ class Diagnostic:
     ...) that must hold for the finding to be reported; the engine checks them once
     every file's facts are known (see :mod:`xla_lint.program.facts`), so a file's diagnostics
     can be computed, and cached, before the rest of the program is read.
+
+    In a notebook, ``line``/``column`` are still those of the ``.ipynb`` file, and ``cell``
+    (counted from 1 over all cells, markdown ones too), ``cell_line`` and ``cell_column``
+    (1-based, in the cell's source as written) name the place in the cell; None elsewhere.
     """
 
     code: str
@@ -110,14 +114,18 @@ class Diagnostic:
     severity: Severity = Severity.ERROR
     fix: Fix | None = None
     requires: tuple[tuple[str, bool], ...] = ()
+    cell: int | None = None
+    cell_line: int | None = None
+    cell_column: int | None = None
 
     @property
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code, self.message)
 
     def to_json(self) -> dict:
-        """The stable JSON shape documented in the README."""
-        return {
+        """The stable JSON shape documented in docs/cli.md; ``cell``, ``cell_line`` and
+        ``cell_column`` are added for a diagnostic in a notebook cell."""
+        data = {
             "code": self.code,
             "name": self.name,
             "message": self.message,
@@ -129,6 +137,11 @@ class Diagnostic:
             "end_column": self.end_column,
             "fix": self.fix.to_json() if self.fix else None,
         }
+        if self.cell is not None:
+            data["cell"] = self.cell
+            data["cell_line"] = self.cell_line
+            data["cell_column"] = self.cell_column
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> Diagnostic:
@@ -147,7 +160,14 @@ class Diagnostic:
             Severity(data["severity"]),
             None if data.get("fix") is None else Fix.from_json(data["fix"]),
             tuple((_text(k), bool(v)) for k, v in data.get("requires", ())),
+            _number(data.get("cell")),
+            _number(data.get("cell_line")),
+            _number(data.get("cell_column")),
         )
+
+
+def _number(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
 
 
 def _text(value: object) -> str:

@@ -9,7 +9,9 @@ LibCST.
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
+import itertools
 import re
 from dataclasses import replace
 
@@ -134,6 +136,7 @@ def lint_text(
     tree: cst.Module | None = None,
     syntax: ast.Module | None = None,
     in_xla_program: bool = False,
+    notebook: bool | None = None,
 ) -> tuple[list[Diagnostic], FileFacts | None]:
     """Lint one piece of Python source (``tree``: its parse, when the caller already has it,
     and ``syntax`` CPython's, which places the reported nodes: :mod:`xla_lint.analysis.positions`).
@@ -141,7 +144,9 @@ def lint_text(
     Returns the diagnostics (positions moved by the offsets, ``requires`` still to be
     checked) and the source's facts; a source that does not parse yields one XLA000
     diagnostic and no facts. ``in_xla_program``: the source does not import torch_xla but an
-    XLA program imports it (:attr:`FileContext.in_xla_program`). Never raises for bad input.
+    XLA program imports it (:attr:`FileContext.in_xla_program`). ``notebook``: the source runs
+    in a notebook's kernel (:attr:`FileContext.notebook`); None: a ``.ipynb`` path says so.
+    Never raises for bad input.
     """
     if tree is None:
         parsed = parse_source(text, path, line_offset, column_offset)
@@ -158,7 +163,7 @@ def lint_text(
         is_package,
         target_version,
         globals_scope,
-        notebook=path.lower().endswith(NOTEBOOK_SUFFIX),
+        notebook=path.lower().endswith(NOTEBOOK_SUFFIX) if notebook is None else notebook,
         in_xla_program=in_xla_program,
     )
     facts = FactsCollector(ctx, module)
@@ -376,7 +381,11 @@ def _without_parens(node: cst.CSTNode) -> cst.CSTNode:
 
 
 def _in_cell(cell: NotebookCell, d: Diagnostic) -> Diagnostic:
-    """``d``, made on the cell's own lines, placed in the notebook file (:meth:`NotebookCell.place`)."""
+    """``d``, made on the cell's own lines, placed in the notebook file (:meth:`NotebookCell.place`),
+    with the cell's number and the line and column in the cell as written."""
+    lines = max(len(cell.shifts), 1)
+    if d.end_line > lines:  # a span past the cell (the program of all cells) ends with it
+        d = replace(d, end_line=lines, end_column=10**6)
     line, column = cell.place(d.line, d.column)
     end_line, end_column = cell.place(d.end_line, d.end_column)
     if (end_line, end_column) < (line, column):
@@ -387,14 +396,143 @@ def _in_cell(cell: NotebookCell, d: Diagnostic) -> Diagnostic:
         column=column,
         end_line=end_line,
         end_column=end_column,
-        message=d.message + cell.where(d.line),
+        cell=cell.number,
+        cell_line=d.line,
+        cell_column=cell.cell_column(d.line, d.column),
     )
+
+
+def _cell_suppressions(
+    cell: NotebookCell, diags: list[Diagnostic]
+) -> tuple[list[Diagnostic], Suppressions]:
+    """The ``noqa`` comments of ``cell`` (read in its source as written), placed in the file,
+    and ``diags`` (on the cell's lines) without the ones a comment silences when the cell has
+    no place line by line (then they are checked here, by the cell's lines)."""
+    suppressions = find_suppressions(cell.source or cell.code)
+    if not cell.rows:
+        diags = [d for d in diags if not suppressions.suppresses(d.code, d.line)]
+        return diags, Suppressions({}, suppressions.disabled_codes, suppressions.disable_all)
+    first_line, _, start = cell.rows[0]
+    return diags, suppressions.shift(first_line - 1, start)
+
+
+def _lint_kernel(
+    path: str,
+    cells: list[NotebookCell],
+    joined: tuple[cst.Module, ast.Module | None],
+    rules: list[type[Rule]],
+    settings: Settings,
+    result: FileResult,
+) -> None:
+    """Lint ``cells``, the kernel's cells that parse, as the one module ``joined`` (their code
+    in order), and place each diagnostic back in its cell."""
+    program = "".join(cell.code for cell in cells)
+    starts = list(itertools.accumulate((len(c.shifts) for c in cells), initial=1))[:-1]
+    diags, facts = lint_text(
+        program,
+        path,
+        rules,
+        target_version=settings.target_version,
+        with_fixes=False,
+        group=path,
+        tree=joined[0],
+        syntax=joined[1],
+    )
+    by_cell: dict[int, list[Diagnostic]] = {}
+    for d in diags:  # a program too deep to analyse: its XLA000 lands in its cell
+        at = bisect.bisect_right(starts, d.line) - 1
+        offset = starts[at] - 1
+        by_cell.setdefault(at, []).append(
+            replace(d, line=d.line - offset, end_line=d.end_line - offset)
+        )
+    for at, cell in enumerate(cells):
+        kept, suppressions = _cell_suppressions(cell, by_cell.get(at, []))
+        result.diagnostics.extend(_in_cell(cell, d) for d in kept)
+        if facts is not None:
+            result.suppressions.merge(suppressions)
+    if facts is not None:
+        result.facts.append(facts)
+        result.parsed = True
+
+
+def _lint_notebook(
+    path: str,
+    cells: list[NotebookCell],
+    rules: list[type[Rule]],
+    settings: Settings,
+    result: FileResult,
+) -> None:
+    """Lint a notebook as its kernel runs it: one program, the cells in order in one process.
+
+    Each cell is parsed alone: one that does not parse is XLA000 at its line (the kernel
+    raises SyntaxError for it and runs none of it). The cells that parse are joined, in
+    order, into one module and linted once, so a rule sees what earlier cells did (a runtime
+    use in cell 1 before ``xmp.spawn`` in cell 4 is XLA018, as in a script); each diagnostic
+    is placed back in its cell and in the file. A ``%%writefile x.py`` or ``%%python`` body
+    runs outside the kernel: it is linted on its own (no names from the kernel, no program
+    facts: its findings that need them are dropped), and skipped, named for ``--verbose``,
+    when it does not parse.
+    """
+    notes: list[str] = []
+    kernel: list[NotebookCell] = []
+    for cell in cells:
+        if cell.kind == "kernel" and python_syntax(cell.code)[0] is not None:
+            kernel.append(cell)  # CPython parses it (15x faster than LibCST): the join will tell
+            continue
+        parsed = parse_source(cell.code, path)
+        if isinstance(parsed, Diagnostic):
+            if cell.kind == "kernel":
+                result.diagnostics.append(_in_cell(cell, parsed))
+            else:
+                d = _in_cell(cell, parsed)
+                reason = d.message.removeprefix("cannot parse: ")
+                notes.append(
+                    f"{d.path}:{d.line}:{d.column}: cell {cell.number} skipped (a script run "
+                    f"outside the kernel), it does not parse: {reason}"
+                )
+            continue
+        if cell.kind == "kernel":  # newer syntax than this Python's, that LibCST reads
+            kernel.append(cell)
+            continue
+        diags, _ = lint_text(
+            cell.code,
+            path,
+            rules,
+            target_version=settings.target_version,
+            with_fixes=False,
+            tree=parsed[0],
+            syntax=parsed[1],
+            notebook=False,  # a script of its own, run outside the kernel
+        )
+        diags, suppressions = _cell_suppressions(cell, [d for d in diags if not d.requires])
+        result.diagnostics.extend(_in_cell(cell, d) for d in diags)
+        result.suppressions.merge(suppressions)
+        result.parsed = True
+    joined = parse_source("".join(cell.code for cell in kernel), path) if kernel else None
+    if isinstance(joined, Diagnostic):  # a cell LibCST cannot read: find it, lint the others
+        readable = []
+        for cell in kernel:
+            parsed = parse_source(cell.code, path)
+            if isinstance(parsed, Diagnostic):
+                result.diagnostics.append(_in_cell(cell, parsed))
+            else:
+                readable.append(cell)
+        kernel = readable
+        joined = parse_source("".join(cell.code for cell in kernel), path) if kernel else None
+    if isinstance(joined, tuple):
+        _lint_kernel(path, kernel, joined, rules, settings, result)
+    result.diagnostics.sort(key=lambda d: d.sort_key)
+    if notes:
+        result.notes = notes
+        if not result.parsed and not result.diagnostics:
+            result.skipped_reason = "no Python code cell parses"
 
 
 def _lint_document(
     path: str, text: str, rules: list[type[Rule]], settings: Settings, result: FileResult
 ) -> None:
-    """Lint the Python code blocks of a Markdown/reStructuredText document or the code cells of a notebook.
+    """Lint the Python code blocks of a Markdown/reStructuredText document, or the code cells of a
+    notebook (:func:`_lint_notebook`).
 
     Each block is linted on its own (a page's examples are separate snippets: what one
     block does first is no reason to flag another), with its positions in the document,
@@ -405,8 +543,7 @@ def _lint_document(
     A page's block that does not parse is skipped, not reported: in documentation it is
     more often an excerpt or pseudo-code than a bug (17 of the 167 Python blocks on the pages
     naming torch_xla in pytorch/xla, accelerate, diffusers and five other projects). Each one skipped is named
-    in ``result.notes`` (``path:line:column: ...``), which ``--verbose`` prints. A notebook
-    cell that does not parse is XLA000: it is code that runs. A page or notebook with no
+    in ``result.notes`` (``path:line:column: ...``), which ``--verbose`` prints. A page or notebook with no
     Python block, and a notebook whose kernel is not Python, is skipped
     (``result.skipped_reason``), never counted as a file that does not parse.
     """
@@ -425,20 +562,19 @@ def _lint_document(
     if not blocks:
         result.skipped_reason = "no Python code cells" if notebook else "no Python code blocks"
         return
+    if notebook:
+        _lint_notebook(
+            path, [b for b in blocks if isinstance(b, NotebookCell)], rules, settings, result
+        )
+        return
     notes: list[str] = []
     page = Scope("module", None)
     parsed = []  # each block parsed once; the ones that do not parse are skipped
     for block in blocks:
-        if isinstance(block, NotebookCell):  # a cell is code that runs, not a snippet: say so
-            parsed_block = parse_source(block.code, path)
-            if isinstance(parsed_block, Diagnostic):
-                result.diagnostics.append(_in_cell(block, parsed_block))
-                continue
-        else:
-            parsed_block = parse_source(block.code, path, block.line_offset, block.indent)
-            if isinstance(parsed_block, Diagnostic):
-                notes.append(_skipped_block(parsed_block))
-                continue
+        parsed_block = parse_source(block.code, path, block.line_offset, block.indent)
+        if isinstance(parsed_block, Diagnostic):
+            notes.append(_skipped_block(parsed_block))
+            continue
         tree, syntax = parsed_block
         parsed.append((block, tree, syntax))
         collected = BindingCollector().collect(tree)
@@ -459,27 +595,13 @@ def _lint_document(
             tree=tree,
             syntax=syntax,
         )
-        if facts is None and not isinstance(block, NotebookCell):  # parsed, but too deep to analyse
+        if facts is None:  # parsed, but too deep to analyse
             notes.extend(_skipped_block(d) for d in diags if d.code == SyntaxErrorRule.code)
             continue
-        suppressions = find_suppressions(block.code)
-        if isinstance(block, NotebookCell):
-            if (
-                not block.rows
-            ):  # placed at its anchor: noqa comments apply here, by the cell's lines
-                diags = [d for d in diags if not suppressions.suppresses(d.code, d.line)]
-                suppressions = Suppressions(
-                    {}, suppressions.disabled_codes, suppressions.disable_all
-                )
-            else:
-                first_line, _, start = block.rows[0]
-                suppressions = suppressions.shift(first_line - 1, start)
-            diags = [_in_cell(block, d) for d in diags]
-        else:
-            suppressions = suppressions.shift(block.line_offset, block.indent)
+        suppressions = find_suppressions(block.code).shift(block.line_offset, block.indent)
         once = {r.code for r in rules if r.once_per_file}
         seen = {d.code for d in result.diagnostics if d.code in once}
-        for d in diags:  # a cell too deep to analyse keeps its XLA000, as one that does not parse
+        for d in diags:
             if (
                 d.code in once
             ):  # the page is one program: its facts, and so the finding, are the same
@@ -487,10 +609,9 @@ def _lint_document(
                     continue
                 seen.add(d.code)
             result.diagnostics.append(d)
-        if facts is not None:
-            result.facts.append(facts)
-            result.parsed = True
-            result.suppressions.merge(suppressions)
+        result.facts.append(facts)
+        result.parsed = True
+        result.suppressions.merge(suppressions)
     if notes:
         result.notes = notes  # printed by --verbose
         if not result.parsed and not result.diagnostics:

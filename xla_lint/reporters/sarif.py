@@ -8,7 +8,9 @@ and Markdown), ``defaultConfiguration`` (level, enabled by default). Each result
 ``ruleId``/``ruleIndex``, ``level`` (``error``/``warning`` from the severity), the message,
 and a region with 1-based lines and columns counted in Unicode code points (hence
 ``columnKind: unicodeCodePoints``; end column exclusive, as SARIF wants). A fix made only
-of text edits is attached as a SARIF ``fix``. Relative paths are relative to
+of text edits is attached as a SARIF ``fix``. In a notebook the region is in the ``.ipynb``
+file and the location's ``properties`` add ``cell``, ``cell_line`` and ``cell_column`` (the
+schema allows no other field there). Relative paths are relative to
 ``%SRCROOT%``, the folder xla-lint ran in, which is what GitHub code scanning expects when
 run from the repository root. The output validates against the official 2.1.0 schema
 (tests/data/sarif-schema-2.1.0.json).
@@ -97,18 +99,23 @@ def sarif_log(report: Report) -> dict:
     index = {r.code: i for i, r in enumerate(rules)}
     results = []
     for d in report.diagnostics:
+        location: dict[str, Any] = {
+            "physicalLocation": {
+                "artifactLocation": artifact_location(d.path),
+                "region": _region(d.line, d.column, d.end_line, d.end_column),
+            }
+        }
+        if d.cell is not None:  # SARIF has no cells: the location's property bag names it
+            location["properties"] = {
+                "cell": d.cell,
+                "cell_line": d.cell_line,
+                "cell_column": d.cell_column,
+            }
         result: dict[str, Any] = {
             "ruleId": d.code,
             "level": d.severity.value,
             "message": {"text": d.message},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": artifact_location(d.path),
-                        "region": _region(d.line, d.column, d.end_line, d.end_column),
-                    }
-                }
-            ],
+            "locations": [location],
         }
         if d.code in index:
             result["ruleIndex"] = index[d.code]

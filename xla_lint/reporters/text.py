@@ -1,4 +1,5 @@
-"""``path:line:col: CODE message`` lines and a one-line summary (formats ``text`` and ``concise``).
+"""``path:line:col: CODE message`` lines and a one-line summary (formats ``text`` and ``concise``);
+a diagnostic in a notebook cell is ``nb.ipynb:cell 5:3:1: CODE message``.
 
 Styles (``color``) are click's ANSI styles: path bold, code red for errors and yellow
 for warnings; without color the output is plain text.
@@ -23,7 +24,11 @@ def code_style(d: Diagnostic, color: bool) -> str:
 
 
 def location(d: Diagnostic, color: bool) -> str:
-    """``path:line:col:`` with the path bold."""
+    """``path:line:col:`` with the path bold; in a notebook cell ``path:cell N:line:col:``, the
+    line and column in the cell as written (as Ruff names them; cells counted from 1 over all
+    cells, markdown ones too)."""
+    if d.cell is not None:
+        return f"{style(d.path, color, bold=True)}:cell {d.cell}:{d.cell_line}:{d.cell_column}:"
     return f"{style(d.path, color, bold=True)}:{d.line}:{d.column}:"
 
 

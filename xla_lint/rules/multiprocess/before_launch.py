@@ -91,6 +91,10 @@ runtime queries (`xr.global_runtime_device_count()`, `xr.world_size()`,
 `xr.local_process_count()` only read the environment and are fine. Launches with
 `nprocs=1` or `debug_single_process=True` run in the same process and are skipped.
 
+A notebook is one program run in one kernel process, cell after cell: a runtime use in an
+earlier cell is flagged at its cell and line when a later cell launches; a use in a cell after
+the launch is not (the launch has returned, and a child process never re-imports a notebook).
+
 It also flags a launch inside a function the file already launches (`torch_xla.launch(outer)`
 where `outer` calls `torch_xla.launch`/`xmp.spawn` again, or calls `fit`/`validate`/`test`/
 `predict` of a Lightning `Trainer(strategy="xla")`, whose `_XLALauncher` calls `xmp.spawn`).
@@ -263,6 +267,8 @@ if __name__ == "__main__":
             return
         # Reported when the launch is seen (or at the module's end): where the use stands
         # decides, so a use in another platform's branch (`else:` of `if HAS_XLA:`) is none.
+        if self.ctx.notebook and key is self.ctx.module and self.launch is not None:
+            return  # a later cell of the kernel: the launch has run (no child re-imports a notebook)
         if self.ctx.spmd_branch() is not True and runs_on_xla(self.ctx):
             self.first[key] = node
 
