@@ -157,6 +157,16 @@ class Launch:
     ``facts`` what the command sets (``spmd``, ``multiprocess``, ``unbuffered``) and
     ``why`` how it sets them (``XLA_USE_SPMD=1``). ``tests``: a pytest run, whose facts go to
     the test files ``runs`` names or holds.
+
+    What the command gives the program, as its tools read it: ``line`` (the launcher's line,
+    0 for ``[project.scripts]``), ``argv`` (the words after the script or module: what its
+    ``argparse`` reads), ``env`` (``(name, value, where)`` of each variable the launcher sets
+    in the program's environment, ``where`` being the line that set it: an ``export`` above,
+    or the command's own ``VAR=value``), ``document`` (a shell block of a Markdown/reST page,
+    which counts for less than the code and the tree's scripts: see :class:`ProgramModel`),
+    ``launcher`` (``python``, ``torchrun``, ``accelerate``, ``pytest``) and ``processes``
+    (``"per-device"``: one process per local device, as ``accelerate launch --tpu`` starts
+    them through ``xmp.spawn``; for ``torchrun`` its ``--nproc-per-node``, ``"1"`` by default).
     """
 
     where: str
@@ -166,6 +176,17 @@ class Launch:
     facts: frozenset[str] = frozenset()
     why: str = ""
     tests: bool = False  # a pytest run: ``runs`` is a test file or a folder of tests
+    line: int = 0
+    argv: tuple[str, ...] = ()
+    env: tuple[tuple[str, str, str], ...] = ()
+    document: bool = False
+    launcher: str = ""
+    processes: str = ""
+
+    @property
+    def path(self) -> str:
+        """The launcher file (``scripts/run.sh``)."""
+        return self.where.rpartition(":")[0] if self.line else self.where
 
 
 @dataclass
