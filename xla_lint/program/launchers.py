@@ -1286,6 +1286,23 @@ def _accelerate_config(folder: str, config: str) -> tuple[str, bool]:
     return "", False
 
 
+def option_value(argv: Sequence[str], option: str) -> str | None:
+    """The value ``argv`` (a launch's arguments) gives ``option`` (``--num_cores``) as argparse
+    reads it: ``--num_cores 8`` or ``--num_cores=8`` (a ``-n`` option also as ``-n8``); the
+    first occurrence, before a bare ``--`` (later words are often the arguments of a script the
+    program runs in turn, ``argparse.REMAINDER``); None when it is not given."""
+    for i, word in enumerate(argv):
+        if word == "--":
+            return None
+        if word == option:
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if word.startswith(option + "="):
+            return word[len(option) + 1 :]
+        if len(option) == 2 and option[0] == "-" and option[1] != "-" and word.startswith(option):
+            return word[2:]
+    return None
+
+
 def read_launches(paths: Sequence[str], folders: Sequence[str] = ()) -> list[Launch]:
     """The launches in the files ``paths`` (shell scripts, docs and ``pyproject.toml`` files'
     ``[project.scripts]``, as discovery found them) and the ``[project.scripts]`` of the

@@ -253,8 +253,14 @@ class ProgramModel:
             if dst != src
         }
         extra: dict[str, dict[str, str]] = {}  # entry path -> fact -> source
+        documented: dict[str, dict[str, str]] = {}  # the same, from documentation blocks
         entry_paths: set[str] = {p for p in entries if p in self.files}
         self.unresolved: list[Launch] = []
+        # Each launch's place -> (the launch, the file it runs): what a finding at a launcher's
+        # line rests on (witness_of_launch), and the arguments a program is given (launches_of).
+        self.launched: dict[str, list[tuple[Launch, str]]] = {}
+        self._launches_by_target: dict[str, list[Launch]] = {}
+        launches = list(launches)
         for launch in launches:
             if launch.tests:
                 tested = _tests_run_by(launch, self.files, index)
@@ -272,7 +278,9 @@ class ProgramModel:
                 self.unresolved.append(launch)
                 continue
             entry_paths.add(target)
-            facts = extra.setdefault(target, {})
+            self.launched.setdefault(launch.where, []).append((launch, target))
+            self._launches_by_target.setdefault(target, []).append(launch)
+            facts = (documented if launch.document else extra).setdefault(target, {})
             for fact in sorted(launch.facts):
                 facts.setdefault(
                     fact, f"{launch.where} ({launch.why})" if launch.why else launch.where
@@ -299,7 +307,7 @@ class ProgramModel:
                 kind = "script"
             else:
                 continue
-            program = self._build(path, kind, extra.get(path, {}))
+            program = self._build(path, kind, extra.get(path, {}), documented.get(path, {}))
             self.programs.append(program)
             if kind == "script":
                 for member in program.members:
@@ -308,7 +316,9 @@ class ProgramModel:
             else:
                 self._own[path] = program
 
-    def _build(self, entry: str, kind: str, extra: dict[str, str]) -> Program:
+    def _build(
+        self, entry: str, kind: str, extra: dict[str, str], documented: Mapping[str, str] = {}
+    ) -> Program:
         """The program of ``entry``: what it reaches (memoised per strongly connected part of
         the import graph) and, for each fact, its first source: the launcher or configuration,
         the entry itself (any of its code), for a test the ``conftest.py`` files above it (pytest
@@ -326,6 +336,17 @@ class ProgramModel:
         for head in heads:
             for fact, member in self._closure.sources(head).items():
                 sources.setdefault(fact, member)
+        if documented and not any(
+            not launch.document for launch in self._launches_by_target.get(entry, ())
+        ):
+            # A documentation block counts for the file it names only, below the code and the
+            # tree's scripts (a script that runs the file decides it alone), and never against
+            # the code: a doc's mode is dropped where the program itself sets the other one.
+            for fact, where in documented.items():
+                other = {Fact.SPMD: Fact.MULTIPROCESS, Fact.MULTIPROCESS: Fact.SPMD}.get(fact)
+                if other is not None and other in sources and other not in extra:
+                    continue
+                sources.setdefault(fact, where)
         pending = sorted(
             p
             for head in heads
@@ -439,6 +460,50 @@ class ProgramModel:
         if own is not None:
             out.append(own)
         return out
+
+    def launches_of(self, path: str) -> list[Launch]:
+        """The launches that give ``path``'s programs their arguments: those that run the entry
+        of a script program ``path`` belongs to (or ``path`` itself). The tree's scripts outrank
+        documentation blocks: a doc's launch counts only for an entry no script runs."""
+        entries = {p.entry for p in self.programs_of(path) if p.kind == "script"} | {path}
+        out: list[Launch] = []
+        for entry in sorted(entries):
+            found = self._launches_by_target.get(entry, [])
+            scripts = [launch for launch in found if not launch.document]
+            out.extend(scripts or found)
+        return out
+
+    def witness_of_launch(
+        self, where: str, requires: tuple[tuple[str, bool], ...]
+    ) -> Program | None:
+        """The program run by the launch at ``where`` (``run.sh:3``) that satisfies every
+        ``(fact, value)`` of ``requires``, or None (a launch of no linted file has no program)."""
+        for _, target in self.launched.get(where, ()):
+            program = self._by_entry().get(target)
+            if program is not None and all(
+                program.satisfies(fact, value) for fact, value in requires
+            ):
+                return program
+        return None
+
+    def _by_entry(self) -> dict[str, Program]:
+        if not hasattr(self, "_entries"):
+            self._entries = {p.entry: p for p in self.programs}
+        return self._entries
+
+    def launch_note(self, where: str, requires: tuple[tuple[str, bool], ...]) -> str:
+        """What a finding at the launch ``where`` says of the program it rests on:
+        `` (train.py: SPMD is enabled in train.py)``, or ``""``."""
+        program = self.witness_of_launch(where, requires)
+        if program is None:
+            return ""
+        notes = []
+        for fact, value in requires:
+            phrases = _PHRASES.get(fact)
+            if phrases is not None and value:
+                notes.append(phrases[0].format(program.sources[fact]))
+        text = "; ".join(notes)
+        return f" (the program {program.entry}{': ' + text if text else ''})"
 
     def _candidates(self, path: str) -> list[Program]:
         programs = self.programs_of(path)
