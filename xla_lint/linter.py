@@ -232,6 +232,7 @@ def lint_text(
                 rep.severity or rep.rule.severity,
                 fix,
                 rep.requires,
+                option=rep.option,
             )
         )
     return out, facts.facts
@@ -604,5 +605,9 @@ def lint_docstrings(
                 with_fixes=False,
                 globals_scope=scope,
             )
-            out.extend(d for d in diags if d.code != SyntaxErrorRule.code and not d.requires)
+            out.extend(
+                d
+                for d in diags
+                if d.code != SyntaxErrorRule.code and not d.requires and d.option is None
+            )
     return out

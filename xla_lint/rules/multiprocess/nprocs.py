@@ -12,7 +12,7 @@ from ...analysis.values import (
     parts_of,
     value_of,
 )
-from ...diagnostics import Severity
+from ...diagnostics import OptionCheck, Severity
 from ...rule import Invalid, Rule, Valid
 from .common import _is_one
 
@@ -34,6 +34,11 @@ class SpawnNprocs(Rule):
         "`nprocs={text}` comes from {origin}: `xmp.spawn` raises ValueError in torch_xla 2.x "
         "unless it is 1 or None; drop `nprocs` (spawn uses every local device; limit them with "
         "`TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug"
+    )
+    launch_message = (
+        "`nprocs={text}` is {value}: {where} passes `{given}`, and any nprocs other than 1 or "
+        "None raises ValueError in torch_xla 2.x: spawn uses every local device; drop `nprocs` "
+        "(limit devices with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug"
     )
     severity = Severity.ERROR
     explanation = """\
@@ -170,7 +175,28 @@ debugging.
                 node,
                 self.unknown_message.format(text=text, origin=unknown.origin),
                 severity=Severity.WARNING,
+                option=self._option_check(value, text, keep=True),
             )
+        elif (check := self._option_check(value, text, keep=False)) is not None:
+            # The option's default is right; a launch in the tree may pass another value.
+            self.report(node, check.message, option=check)
+
+    def _option_check(self, value, text: str, keep: bool) -> OptionCheck | None:
+        """The check of an ``nprocs`` read straight from an argparse option against what the
+        program's launches pass (``python xla_spawn.py --num_cores 8``); None for other values."""
+        option = getattr(value, "option", None)
+        if option is None:
+            return None
+        spelling, kind = option
+        good = {"int": ("1",), "float": ("1.0",)}.get(kind or "", ())
+        escaped = text.replace("{", "{{").replace("}", "}}")
+        return OptionCheck(
+            spelling,
+            kind,
+            good,
+            self.launch_message.replace("{text}", escaped),
+            keep,
+        )
 
 
 def _nprocs_verdict(ctx, value, depth: int = 0) -> tuple[Known | None, Unknown | None]:
