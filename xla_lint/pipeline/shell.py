@@ -73,10 +73,12 @@ def lint_shell(path: str, text: str, settings: Settings) -> tuple[FileResult, li
     lines = text.splitlines()
     seen: set[tuple[str, int, str]] = set()
 
-    def add(code: str, line: int, message: str, **extra) -> None:
-        if code not in codes or not 1 <= line <= len(lines) or (code, line, message) in seen:
+    def add(code: str, line: int, message: str, key: str = "", **extra) -> None:
+        """Report ``code`` at ``line``, once per ``key`` there (a variable set for several
+        commands is reported once, with the first)."""
+        if code not in codes or not 1 <= line <= len(lines) or (code, line, key) in seen:
             return
-        seen.add((code, line, message))
+        seen.add((code, line, key))
         width = len(lines[line - 1].rstrip())
         indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
         result.diagnostics.append(
@@ -106,7 +108,8 @@ def lint_shell(path: str, text: str, settings: Settings) -> tuple[FileResult, li
             add(
                 "XLA013",
                 launch.line,
-                f"{command} runs `{launch.runs}`, which was removed in torch_xla {release} "
+                key=launch.runs,
+                message=f"{command} runs `{launch.runs}`, which was removed in torch_xla {release} "
                 f"(it fails with 'No module named {launch.runs}'); {instead}",
             )
         for name, value, where in launch.env:
@@ -125,12 +128,14 @@ def lint_shell(path: str, text: str, settings: Settings) -> tuple[FileResult, li
                         if name.startswith("XRT_")
                         else "cast the model (`model.half()`) or use autocast"
                     ),
+                    key=name,
                 )
             if name in DEPRECATED_ENV:
                 add(
                     "XLA304",
                     line,
                     f"`{name}={value}`, set for {_runs(launch)}, is deprecated; {DEPRECATED_ENV[name]}",
+                    key=name,
                 )
         if per_device(launch):
             add(
@@ -138,6 +143,7 @@ def lint_shell(path: str, text: str, settings: Settings) -> tuple[FileResult, li
                 launch.line,
                 f"{command} starts {_processes(launch)}, but the program it runs uses SPMD, which "
                 "runs one process per host; run the script with `python` (once per host)",
+                key=launch.where,
                 requires=(("spmd", True),),
                 launch=launch.where,
             )
