@@ -56,6 +56,12 @@ the message says where it comes from. A value the file cannot fix (a function pa
 an environment variable, an option without a default, the result of a call) is a
 warning: it raises unless whoever runs the program passes 1.
 
+An option's value is also read from the commands that launch the program: a shell script
+in the tree running `python xla_spawn.py --num_cores 8 train.py` makes
+`nprocs=args.num_cores` 8 whatever the option's default, an error at the spawn call whose
+message names the script's line (a value the shell expands, `--num_cores $N`, proves
+nothing). A Markdown/reST shell block counts only for a file no script in the tree runs.
+
 ## Why is this bad
 Under PJRT, `xmp.spawn` starts one process per local device and takes no count. In
 torch_xla 2.9.0, `torch_xla/distributed/xla_multiprocessing.py` `spawn(fn, args=(),
