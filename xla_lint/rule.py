@@ -39,7 +39,8 @@ class Report:
     requires: tuple[tuple[Fact, bool], ...]
     ancestors: tuple[cst.CSTNode, ...] = ()
     severity: Severity | None = None  # None: the rule's own
-    option: OptionCheck | None = None  # kept or dropped by what the launches pass (Diagnostic.option)
+    # Kept or dropped by what the launches pass (Diagnostic.option).
+    option: OptionCheck | None = None
 
 
 @dataclass(frozen=True)

@@ -133,14 +133,20 @@ def test_spawn_nprocs_without_default_is_an_error_once_a_launch_passes_a_bad_val
     [d] = diagnostics(tmp_path / "b", files, ["XLA019"])
     assert d.severity.value == "error" and "go.sh:1 passes `--num_cores 4`" in d.message
     # Without type=int the option is a string: even "1" is not the 1 spawn accepts.
-    files = {"xla_spawn.py": SPAWN.format(option="default=None"), "go.sh": "python xla_spawn.py --num_cores 1\n"}
+    files = {
+        "xla_spawn.py": SPAWN.format(option="default=None"),
+        "go.sh": "python xla_spawn.py --num_cores 1\n",
+    }
     [d] = diagnostics(tmp_path / "c", files, ["XLA019"])
     assert d.severity.value == "error"
 
 
 def test_a_documentation_block_counts_only_where_no_script_runs_the_file(tmp_path):
     spawn = SPAWN.format(option="type=int, default=1")
-    files = {"xla_spawn.py": spawn, "README.md": "```bash\npython xla_spawn.py --num_cores 8\n```\n"}
+    files = {
+        "xla_spawn.py": spawn,
+        "README.md": "```bash\npython xla_spawn.py --num_cores 8\n```\n",
+    }
     [d] = diagnostics(tmp_path / "a", files, ["XLA019"])
     assert "README.md:2 passes" in d.message  # the doc's line is named
     files["run.sh"] = "python xla_spawn.py --num_cores 1\n"  # the tree's script outranks the doc

@@ -477,7 +477,7 @@ def one(path: str, text: str):
 def test_quoting_and_continuations_reach_the_arguments():
     launch = one(
         "run.sh",
-        "python xla_spawn.py \\\n    --num_cores 8 \"train.py\" \\\n    --name 'a b' --x=\"$Y z\"\n",
+        'python xla_spawn.py \\\n    --num_cores 8 "train.py" \\\n    --name \'a b\' --x="$Y z"\n',
     )
     assert (launch.runs, launch.line, launch.where) == ("xla_spawn.py", 1, "run.sh:1")
     assert launch.argv == ("--num_cores", "8", "train.py", "--name", "a b", "--x=$Y z")
@@ -511,7 +511,11 @@ def test_accelerate_launch_tpu_is_one_process_per_device_and_passes_no_nprocs():
         "XLA_USE_SPMD=1 accelerate launch --tpu --num_processes=4 "
         "--main_training_function main train.py --lr 1\n",
     )
-    assert (launch.runs, launch.launcher, launch.processes) == ("train.py", "accelerate", "per-device")
+    assert (launch.runs, launch.launcher, launch.processes) == (
+        "train.py",
+        "accelerate",
+        "per-device",
+    )
     assert launch.facts == {"multiprocess", "spmd"}
     assert launch.argv == ("--lr", "1")
     # Options that take a value are skipped with it (`--num_processes 8` is not the script).
@@ -524,7 +528,9 @@ def test_accelerate_launch_tpu_is_one_process_per_device_and_passes_no_nprocs():
 
 
 def test_accelerate_config_file_decides_the_mode(tmp_path):
-    (tmp_path / "tpu.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: XLA\n")
+    (tmp_path / "tpu.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: XLA\n"
+    )
     (tmp_path / "pod.yaml").write_text("distributed_type: TPU\ntpu_use_cluster: true\n")
     (tmp_path / "gpu.yaml").write_text("distributed_type: MULTI_GPU\n")
     script = str(tmp_path / "run.sh")
@@ -548,7 +554,7 @@ def test_gcloud_worker_all_command_is_read_as_a_script():
         "pod.sh",
         "export LOCAL=1\n"
         "gcloud compute tpus tpu-vm ssh my-pod --zone z --worker=all \\\n"
-        '  --command "export XLA_USE_BF16=1; cd repo && PJRT_DEVICE=TPU python3 train.py --a \'b c\'"\n',
+        "  --command \"export XLA_USE_BF16=1; cd repo && PJRT_DEVICE=TPU python3 train.py --a 'b c'\"\n",
     )
     assert (launch.runs, launch.line, launch.argv) == ("train.py", 2, ("--a", "b c"))
     # The remote shell starts empty: the local export does not reach it; its own do.
@@ -578,7 +584,10 @@ def test_shell_scripts_by_name_or_shebang():
         (("--num_cores=8",), "8"),
         (("train.py", "--lr", "1"), None),
         (("--", "--num_cores", "8"), None),  # after `--`: not an option
-        (("--num_cores", "8", "x.py", "--num_cores", "1"), "8"),  # the first: later ones are the script's
+        (
+            ("--num_cores", "8", "x.py", "--num_cores", "1"),
+            "8",
+        ),  # the first: later ones are the script's
         (("--num_cores",), None),
         (("--num_cores_x", "2"), None),
     ],

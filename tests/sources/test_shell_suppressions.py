@@ -28,7 +28,7 @@ def test_continued_command_takes_the_comment_of_its_last_line():
 
 
 def test_quote_left_open_continues_on_the_next_line():
-    text = "gcloud ssh n --command \"python t.py\n  # noqa: XLA013 inside the string\"\nls  # noqa: XLA304\n"
+    text = 'gcloud ssh n --command "python t.py\n  # noqa: XLA013 inside the string"\nls  # noqa: XLA304\n'
     found = find_shell_suppressions(text)
     assert sorted(found.noqa) == [3]
 
@@ -41,7 +41,17 @@ def test_disable_file():
 def test_launch_and_option_checks_survive_the_result_cache():
     check = OptionCheck("--num_cores", "int", ("1",), "`nprocs` is {value} ({where})", keep=True)
     d = Diagnostic("XLA019", "spawn-nprocs", "m", "a.py", 3, 5, 3, 9, option=check)
-    s = Diagnostic("XLA007", "spmd-multiprocess-launch", "m", "run.sh", 1, 1, 1, 9,
-                   requires=(("spmd", True),), launch="run.sh:1")
+    s = Diagnostic(
+        "XLA007",
+        "spmd-multiprocess-launch",
+        "m",
+        "run.sh",
+        1,
+        1,
+        1,
+        9,
+        requires=(("spmd", True),),
+        launch="run.sh:1",
+    )
     back = result_from_json(result_to_json(FileResult("a.py", [d, s])))
     assert back.diagnostics == [d, s]

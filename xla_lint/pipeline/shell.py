@@ -67,7 +67,8 @@ def lint_shell(path: str, text: str, settings: Settings) -> tuple[FileResult, li
     codes = {
         c
         for c in settings.codes_for(path)
-        if c in SEVERITY and (info := BY_CODE.get(c)) is not None
+        if c in SEVERITY
+        and (info := BY_CODE.get(c)) is not None
         and info.applies_to(settings.target_version)
     }
     lines = text.splitlines()

@@ -1036,9 +1036,7 @@ class _Scanner:
         )
         if "--cpu" in options:
             tpu = False
-        cluster = tpu and (
-            "--tpu_cluster" in options or "--tpu_use_cluster" in options or cluster
-        )
+        cluster = tpu and ("--tpu_cluster" in options or "--tpu_use_cluster" in options or cluster)
         if "--no_tpu_cluster" in options:
             cluster = False
         why = [why[0] + (" --tpu" if "--tpu" in options else f" --config_file {config}"), *why[1:]]

@@ -69,6 +69,9 @@ LIBRARY_LACKS = frozenset({Fact.UNBUFFERED, Fact.TEST})
 MODE_FACTS = (Fact.SPMD, Fact.MULTIPROCESS)
 DECLARABLE = frozenset({"spmd", "multiprocess", "unbuffered", "single"})
 
+# The two modes exclude each other: a doc block's mode is dropped where the code sets the other.
+_OTHER_MODE: dict[str, str] = {Fact.SPMD: Fact.MULTIPROCESS, Fact.MULTIPROCESS: Fact.SPMD}
+
 _PHRASES: dict[str, tuple[str, str]] = {
     Fact.SPMD: ("SPMD is enabled in {}", "never enables SPMD"),
     Fact.SHARDS: ("the program shards in {}", "does not shard"),
@@ -292,6 +295,7 @@ class ProgramModel:
                     if fact != "single":
                         extra.setdefault(path, {}).setdefault(fact, "configuration (entry-points)")
         self.programs: list[Program] = []
+        self._entries: dict[str, Program] | None = None
         self._containing: dict[str, list[Program]] = {}
         self._own: dict[str, Program] = {}
         self._closure = _Closure(self.edges, self.files)
@@ -343,7 +347,7 @@ class ProgramModel:
             # tree's scripts (a script that runs the file decides it alone), and never against
             # the code: a doc's mode is dropped where the program itself sets the other one.
             for fact, where in documented.items():
-                other = {Fact.SPMD: Fact.MULTIPROCESS, Fact.MULTIPROCESS: Fact.SPMD}.get(fact)
+                other = _OTHER_MODE.get(fact)
                 if other is not None and other in sources and other not in extra:
                     continue
                 sources.setdefault(fact, where)
@@ -487,7 +491,8 @@ class ProgramModel:
         return None
 
     def _by_entry(self) -> dict[str, Program]:
-        if not hasattr(self, "_entries"):
+        """Entry path -> its program (made on first use)."""
+        if self._entries is None:
             self._entries = {p.entry: p for p in self.programs}
         return self._entries
 
