@@ -223,3 +223,14 @@ def test_shell_tables_and_severities_are_the_rules():
     for code, severity in shell.SEVERITY.items():
         rule = rule_by_code(code)
         assert rule is not None and rule.severity == severity
+
+
+def test_a_variable_set_only_for_a_tool_is_not_set_for_the_program(tmp_path):
+    files = {
+        "go.sh": "export XLA_USE_BF16=1\npython -m pip install -r requirements.txt\n"
+        'CMD="torchrun train.py"\n$CMD\n',  # the launch hides in a variable: not expanded
+        "train.py": TRAIN,
+    }
+    assert found(tmp_path, files, ["XLA304"]) == set()
+    files["go.sh"] += "python -m pkg.train\n"
+    assert found(tmp_path, files, ["XLA304"]) == {("go.sh", 1, "XLA304")}

@@ -11,7 +11,8 @@ arguments); this module reports, at the line that is the mistake:
   a command that runs Python, at the line that sets it.
 - **XLA304** ``deprecated-env-var``: ``export XLA_USE_BF16=1`` (``XLA_USE_SPMD``,
   ``XLA_DOWNCAST_BF16``, ``XLA_USE_32BIT_LONG``) reaching a command that runs Python, at the line
-  that sets it (the ``export``, or the command's own ``VAR=1 python ...``).
+  that sets it (the ``export``, or the command's own ``VAR=1 python ...``). A tool run with
+  ``python -m`` (``pip``, ``venv``: :data:`TOOL_MODULES`) is not such a command.
 - **XLA007** ``spmd-multiprocess-launch``: a launch that starts one process per device
   (``accelerate launch --tpu``: ``xmp.spawn`` with no ``nprocs``; ``torchrun --nproc-per-node N``,
   N other than 1) of a program that uses SPMD. Whether the program uses SPMD is a fact of the
@@ -113,7 +114,7 @@ def lint_shell(path: str, text: str, settings: Settings) -> tuple[FileResult, li
                 message=f"{command} runs `{launch.runs}`, which was removed in torch_xla {release} "
                 f"(it fails with 'No module named {launch.runs}'); {instead}",
             )
-        for name, value, where in launch.env:
+        for name, value, where in () if _tool(launch) else launch.env:
             line = _line_of(where, path)
             if line is None:
                 continue
@@ -149,6 +150,18 @@ def lint_shell(path: str, text: str, settings: Settings) -> tuple[FileResult, li
                 launch=launch.where,
             )
     return result, launches
+
+
+# Modules run with `python -m` that are tools, never a program that imports torch_xla: a variable
+# exported before `python -m pip install ...` is not "set for" pip.
+TOOL_MODULES = frozenset({"pip", "venv", "ensurepip", "http.server", "json.tool", "site", "build"})
+
+
+def _tool(launch: Launch) -> bool:
+    """``python -m pip ...`` and the like (:data:`TOOL_MODULES`)."""
+    return launch.module and (
+        launch.runs in TOOL_MODULES or launch.runs.split(".", 1)[0] in TOOL_MODULES
+    )
 
 
 def per_device(launch: Launch) -> bool:
