@@ -90,6 +90,48 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class OptionCheck:
+    """A finding that rests on the value a launch passes for a command-line option.
+
+    ``option`` is the option as the program defines it (``--num_cores``), ``type`` its
+    argparse ``type=`` (``"int"``, ``"float"``, ``None``: a string), ``good`` the values (their
+    ``repr`` after the type conversion) that make the code right. The join
+    (:func:`xla_lint.pipeline.run.finalize`) reads what each launch of the program passes
+    (:attr:`xla_lint.program.model.Launch.argv`): when one passes a value outside ``good`` the
+    finding is an error whose message is ``message`` formatted with ``value`` (as written),
+    ``where`` (the launcher's line) and ``given`` (``--num_cores 8``); otherwise it stays as
+    reported (``keep``) or is dropped (the code's own default is right).
+    """
+
+    option: str
+    type: str | None
+    good: tuple[str, ...]
+    message: str
+    keep: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "option": self.option,
+            "type": self.type,
+            "good": list(self.good),
+            "message": self.message,
+            "keep": self.keep,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> OptionCheck:
+        """Inverse of :meth:`to_json`; raises KeyError/TypeError/ValueError on a malformed object."""
+        kind = data["type"]
+        return cls(
+            _text(data["option"]),
+            None if kind is None else _text(kind),
+            tuple(_text(g) for g in data["good"]),
+            _text(data["message"]),
+            bool(data["keep"]),
+        )
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     """One finding of one rule at one place of one file.
 
@@ -101,6 +143,10 @@ class Diagnostic:
     In a notebook, ``line``/``column`` are still those of the ``.ipynb`` file, and ``cell``
     (counted from 1 over all cells, markdown ones too), ``cell_line`` and ``cell_column``
     (1-based, in the cell's source as written) name the place in the cell; None elsewhere.
+    ``launch`` (a finding in a shell script): the place of the command (``run.sh:3``) whose
+    program ``requires`` is checked against, instead of the file's own programs. ``option``: a
+    finding kept or dropped by what the program's launches pass for an option
+    (:class:`OptionCheck`).
     """
 
     code: str
@@ -117,6 +163,8 @@ class Diagnostic:
     cell: int | None = None
     cell_line: int | None = None
     cell_column: int | None = None
+    launch: str = ""
+    option: OptionCheck | None = None
 
     @property
     def sort_key(self) -> tuple:
@@ -145,9 +193,9 @@ class Diagnostic:
 
     @classmethod
     def from_json(cls, data: dict) -> Diagnostic:
-        """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs, when
-        present (the result cache stores it), is read back too. Raises KeyError/TypeError/
-        ValueError on a malformed object."""
+        """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs, a
+        ``"launch"`` place and an ``"option"`` check, when present (the result cache stores
+        them), are read back too. Raises KeyError/TypeError/ValueError on a malformed object."""
         return cls(
             _text(data["code"]),
             _text(data["name"]),
@@ -163,6 +211,8 @@ class Diagnostic:
             _number(data.get("cell")),
             _number(data.get("cell_line")),
             _number(data.get("cell_column")),
+            _text(data.get("launch", "")),
+            None if data.get("option") is None else OptionCheck.from_json(data["option"]),
         )
 
 

@@ -260,6 +260,7 @@ def lint_text(
                 rep.severity or rep.rule.severity,
                 fix,
                 rep.requires,
+                option=rep.option,
             )
         )
     return out, facts.facts
@@ -749,5 +750,9 @@ def lint_docstrings(
                 with_fixes=False,
                 globals_scope=scope,
             )
-            out.extend(d for d in diags if d.code != SyntaxErrorRule.code and not d.requires)
+            out.extend(
+                d
+                for d in diags
+                if d.code != SyntaxErrorRule.code and not d.requires and d.option is None
+            )
     return out

@@ -32,6 +32,7 @@ class FileResult:
     notes: list[str] = field(
         default_factory=list
     )  # for --verbose: doc blocks skipped (path:line:col: why)
+    shell: bool = False  # a shell script (xla_lint/pipeline/shell.py): its noqa comments get no fix
 
 
 def syntax_error(path: str, message: str, line: int, column: int) -> Diagnostic:
@@ -54,7 +55,13 @@ def result_to_json(result: FileResult) -> dict:
     return {
         "path": result.path,
         "diagnostics": [
-            {**d.to_json(), "requires": [list(r) for r in d.requires]} for d in result.diagnostics
+            {
+                **d.to_json(),
+                "requires": [list(r) for r in d.requires],
+                "launch": d.launch,
+                "option": d.option.to_json() if d.option else None,
+            }
+            for d in result.diagnostics
         ],
         "facts": [f.to_json() for f in result.facts],
         "suppressions": result.suppressions.to_json(),

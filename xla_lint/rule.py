@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
-from .diagnostics import Severity
+from .diagnostics import OptionCheck, Severity
 from .program.facts import Fact
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,6 +39,8 @@ class Report:
     requires: tuple[tuple[Fact, bool], ...]
     ancestors: tuple[cst.CSTNode, ...] = ()
     severity: Severity | None = None  # None: the rule's own
+    # Kept or dropped by what the launches pass (Diagnostic.option).
+    option: OptionCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -125,11 +127,14 @@ class Rule:
         fix: PendingFix | None = None,
         requires: Iterable[tuple[str, bool]] = (),
         severity: Severity | None = None,
+        option: OptionCheck | None = None,
     ) -> bool:
         """Report ``node``; ``requires`` names program facts (``(Fact.SPMD, True)``) the finding depends on.
 
         ``severity`` overrides the rule's for this finding (XLA019: an error when the value is
-        known to be wrong, a warning when it cannot be known). The report policy is here, the
+        known to be wrong, a warning when it cannot be known). ``option``: the finding rests on
+        what the program's launches pass for a command-line option
+        (:class:`~xla_lint.diagnostics.OptionCheck`, checked in the join). The report policy is here, the
         same for every rule; the context only answers the questions. A finding is dropped
         (returns False) when:
 
@@ -164,6 +169,7 @@ class Rule:
                 facts,
                 tuple(ctx.stack),
                 severity,
+                option,
             )
         )
         return True

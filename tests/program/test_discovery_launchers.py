@@ -87,3 +87,20 @@ def test_cli_with_a_named_shell_script_uses_it_as_launcher(tmp_path):
     found = [(d["path"], d["code"]) for d in json.loads(proc.stdout)]
     assert not any(code == "XLA000" for _, code in found), proc.stdout
     assert ("train.py", "XLA005") in found, proc.stdout
+
+
+def test_a_file_without_suffix_is_a_launcher_by_its_shell_shebang(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "scripts/train": "#!/bin/bash\npython train.py\n",
+            "scripts/tool": "#!/usr/bin/env python3\nprint(1)\n",
+            "LICENSE": "MIT\n",
+            "train.py": "import torch_xla\n",
+        },
+    )
+    targets, launchers = _discover(tmp_path, ["."])
+    assert launchers == [os.path.join("scripts", "train")]
+    assert targets == [("train.py", "python")]
+    # Named on the command line: a launcher too, never a Python target.
+    assert _discover(tmp_path, ["scripts/train"]) == ([], [os.path.join("scripts", "train")])

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from xla_lint.program.launchers import is_pytest_launch, project_scripts, scan, spmd_flag_on
+from xla_lint.program.launchers import (
+    is_pytest_launch,
+    is_shell_script,
+    option_value,
+    project_scripts,
+    scan,
+    spmd_flag_on,
+)
 
 
 def runs(path: str, text: str) -> list[tuple[str, bool, list[str], str]]:
@@ -456,3 +463,139 @@ def test_a_launcher_that_cannot_be_scanned_does_not_stop_the_run(tmp_path, monke
     monkeypatch.setattr(launchers, "scan", scan_or_fail)
     found = launchers.read_launches([str(tmp_path / "bad.sh"), str(tmp_path / "good.sh")])
     assert [os.path.basename(launch.where.split(":")[0]) for launch in found] == ["good.sh"]
+
+
+# ---- what a launch gives its program: line, arguments, environment with origins ------------
+
+
+def one(path: str, text: str):
+    found = scan(path, text)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_quoting_and_continuations_reach_the_arguments():
+    launch = one(
+        "run.sh",
+        'python xla_spawn.py \\\n    --num_cores 8 "train.py" \\\n    --name \'a b\' --x="$Y z"\n',
+    )
+    assert (launch.runs, launch.line, launch.where) == ("xla_spawn.py", 1, "run.sh:1")
+    assert launch.argv == ("--num_cores", "8", "train.py", "--name", "a b", "--x=$Y z")
+    assert launch.launcher == "python" and not launch.document
+
+
+def test_export_of_several_names_and_a_prefix_assignment_keep_the_line_that_set_them():
+    launch = one(
+        "run.sh",
+        "#!/bin/bash\nexport A=1 B=2\nC=3\nexport C\nXLA_USE_BF16=1 python train.py\n",
+    )
+    assert launch.env == (
+        ("A", "1", "run.sh:2"),
+        ("B", "2", "run.sh:2"),
+        ("C", "3", "run.sh:3"),
+        ("XLA_USE_BF16", "1", "run.sh:5"),
+    )
+    # A plain assignment is not exported: the child does not see it.
+    assert one("run.sh", "D=4\npython train.py\n").env == ()
+
+
+def test_python_u_m_module_and_its_arguments():
+    launch = one("run.sh", "python -u -m pkg.train --lr 3e-4\n")
+    assert (launch.runs, launch.module, launch.argv) == ("pkg.train", True, ("--lr", "3e-4"))
+    assert "unbuffered" in launch.facts
+
+
+def test_accelerate_launch_tpu_is_one_process_per_device_and_passes_no_nprocs():
+    launch = one(
+        "launch.sh",
+        "XLA_USE_SPMD=1 accelerate launch --tpu --num_processes=4 "
+        "--main_training_function main train.py --lr 1\n",
+    )
+    assert (launch.runs, launch.launcher, launch.processes) == (
+        "train.py",
+        "accelerate",
+        "per-device",
+    )
+    assert launch.facts == {"multiprocess", "spmd"}
+    assert launch.argv == ("--lr", "1")
+    # Options that take a value are skipped with it (`--num_processes 8` is not the script).
+    assert one("l.sh", "accelerate launch --num-processes 8 --tpu x.py\n").runs == "x.py"
+    # Without --tpu (and no config) accelerate runs the script in one process: no mode.
+    plain = one("l.sh", "accelerate launch --num_processes 1 x.py --a\n")
+    assert (plain.facts, plain.processes, plain.argv) == (frozenset(), "", ("--a",))
+    # GPU launchers run nothing of XLA's.
+    assert scan("l.sh", "accelerate launch --multi_gpu --num_processes 8 x.py\n") == []
+
+
+def test_accelerate_config_file_decides_the_mode(tmp_path):
+    (tmp_path / "tpu.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: XLA\n"
+    )
+    (tmp_path / "pod.yaml").write_text("distributed_type: TPU\ntpu_use_cluster: true\n")
+    (tmp_path / "gpu.yaml").write_text("distributed_type: MULTI_GPU\n")
+    script = str(tmp_path / "run.sh")
+    tpu = one(script, "accelerate launch --config_file tpu.yaml train.py\n")
+    assert (tpu.processes, tpu.facts) == ("per-device", {"multiprocess"})
+    # tpu_use_cluster: tpu_pod_launcher imports torch_xla.distributed.xla_dist.
+    pod = one(script, "accelerate launch --config_file=pod.yaml train.py\n")
+    assert (pod.runs, pod.module) == ("torch_xla.distributed.xla_dist", True)
+    gpu = one(script, "accelerate launch --config_file gpu.yaml train.py\n")
+    assert gpu.processes == "" and gpu.facts == frozenset()
+
+
+def test_torchrun_keeps_its_process_count():
+    assert one("t.sh", "torchrun --nproc-per-node=4 t.py --q\n").processes == "4"
+    assert one("t.sh", "torchrun --nproc_per_node 8 t.py\n").processes == "8"
+    assert one("t.sh", "torchrun t.py\n").processes == "1"
+
+
+def test_gcloud_worker_all_command_is_read_as_a_script():
+    launch = one(
+        "pod.sh",
+        "export LOCAL=1\n"
+        "gcloud compute tpus tpu-vm ssh my-pod --zone z --worker=all \\\n"
+        "  --command \"export XLA_USE_BF16=1; cd repo && PJRT_DEVICE=TPU python3 train.py --a 'b c'\"\n",
+    )
+    assert (launch.runs, launch.line, launch.argv) == ("train.py", 2, ("--a", "b c"))
+    # The remote shell starts empty: the local export does not reach it; its own do.
+    assert [name for name, _, _ in launch.env] == ["PJRT_DEVICE", "XLA_USE_BF16"]
+    assert all(where == "pod.sh:2" for _, _, where in launch.env)
+
+
+def test_documentation_blocks_are_marked():
+    launch = one("README.md", "```bash\npython train.py --x 1\n```\n")
+    assert launch.document and launch.line == 2 and launch.argv == ("--x", "1")
+
+
+def test_shell_scripts_by_name_or_shebang():
+    assert is_shell_script("run.sh", "") and is_shell_script("x.bash", "")
+    assert is_shell_script("scripts/train", "#!/bin/bash\n")
+    assert is_shell_script("scripts/train", "#!/usr/bin/env bash\nset -e\n")
+    assert is_shell_script("scripts/train", "#! /bin/sh -e\n")
+    assert not is_shell_script("scripts/train", "#!/usr/bin/env python3\n")
+    assert not is_shell_script("scripts/train", "#!/bin/bashful\n")
+    assert one("scripts/train", "#!/bin/sh\npython t.py\n").runs == "t.py"
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [
+        (("--num_cores", "8", "train.py"), "8"),
+        (("--num_cores=8",), "8"),
+        (("train.py", "--lr", "1"), None),
+        (("--", "--num_cores", "8"), None),  # after `--`: not an option
+        (
+            ("--num_cores", "8", "x.py", "--num_cores", "1"),
+            "8",
+        ),  # the first: later ones are the script's
+        (("--num_cores",), None),
+        (("--num_cores_x", "2"), None),
+    ],
+)
+def test_option_value_reads_as_argparse(argv, value):
+    assert option_value(argv, "--num_cores") == value
+
+
+def test_short_option_value():
+    assert option_value(("-n8",), "-n") == "8"
+    assert option_value(("-n", "8"), "-n") == "8"

@@ -130,6 +130,9 @@ class Known:
 
     value: object
     origin: str
+    # An argparse option's default: ``(spelling, type)`` (``("--num_cores", "int")``), so that a
+    # finding can be checked against what the program's launches pass (xla_lint/program/launchers.py).
+    option: tuple[str, str | None] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,6 +155,7 @@ class Unknown:
     site: Site | None = field(default=None, repr=False)
     parts: tuple[tuple[cst.BaseExpression, Site], ...] = field(default=(), repr=False)
     type: str | None = None
+    option: tuple[str, str | None] | None = None  # an argparse option: (spelling, type), as Known
 
 
 Value = Known | Unknown
@@ -1004,6 +1008,7 @@ class FileValues:
                 node,
                 site,
                 type=type_name,
+                option=(spelling, type_name),
             )
         if chosen.implicit is not _MISSING and chosen.default is None:
             return Known(chosen.implicit, f"the argparse default of {spelling}")
@@ -1014,6 +1019,7 @@ class FileValues:
                 node,
                 site,
                 type=type_name,
+                option=(spelling, type_name),
             )
         default = self.value(chosen.default, chosen.site, depth + 1)
         if isinstance(default, Known):
@@ -1026,13 +1032,16 @@ class FileValues:
                     value = convert(value)
                 except ValueError:
                     pass
-            return Known(value, f"the argparse default of {spelling}")
+            return Known(
+                value, f"the argparse default of {spelling}", option=(spelling, chosen.type)
+            )
         return Unknown(
             OPTION,
             f"the argparse default of {spelling}, {default.origin}",
             node,
             site,
             type=type_name,
+            option=(spelling, type_name),
         )
 
     def _call(self, node: cst.Call, site: Site, depth: int) -> Value:

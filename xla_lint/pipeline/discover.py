@@ -6,10 +6,12 @@ linting is on), skipping hidden folders, virtualenvs, ``build/``, ``dist/``, ``_
 is always linted, unless ``force-exclude`` is on (as the pre-commit hooks run it). Symlinked folders are not followed (no loops); the order is sorted.
 
 Launchers (read for the commands that run the tree's files, :mod:`xla_lint.program.launchers`) are
-collected on the side: ``*.sh``/``*.bash`` scripts, ``*.md``/``*.markdown``/``*.rst`` pages and
-``pyproject.toml`` files, found in the folders searched or named explicitly. A shell script or
-``pyproject.toml`` named explicitly is only a launcher, never linted; a page named explicitly is
-linted as a document and also read as a launcher. Launchers larger than
+collected on the side: ``*.sh``/``*.bash`` scripts, files without a suffix whose first line is a
+shell's ``#!`` (``#!/bin/bash``), ``*.md``/``*.markdown``/``*.rst`` pages and ``pyproject.toml``
+files, found in the folders searched or named explicitly. Shell scripts are linted as shell
+(:mod:`xla_lint.pipeline.shell`: the launch rules' findings at their lines), never as Python; a
+``pyproject.toml`` named explicitly is only a launcher; a page named explicitly is linted as a
+document and also read as a launcher. Launchers larger than
 ``xla_lint.program.launchers.MAX_LAUNCHER_BYTES`` (1 MB) are skipped when read: such a file is data,
 not a script someone wrote.
 """
@@ -21,6 +23,7 @@ import os
 from pathlib import Path
 
 from ..config import Settings, _path_matches
+from ..program.launchers import is_shell_script
 from ..sources.target import DOC_SUFFIXES, DOCUMENT_SUFFIXES, NOTEBOOK_SUFFIX, Target
 
 SKIPPED_FOLDERS = frozenset(
@@ -66,8 +69,20 @@ LAUNCHER_ONLY_SUFFIXES = (".sh", ".bash")  # launchers that are never linted, ev
 
 
 def _launcher_only(path: str) -> bool:
-    """Whether ``path`` is a launcher that is never linted (a shell script, ``pyproject.toml``)."""
+    """Whether ``path`` is a launcher that is not linted as Python (a shell script,
+    ``pyproject.toml``)."""
     return path.lower().endswith(LAUNCHER_ONLY_SUFFIXES) or os.path.basename(path) in LAUNCHER_NAMES
+
+
+def is_shebang_script(path: str) -> bool:
+    """Whether ``path``, a file whose name has no suffix (``scripts/train``), is a shell script by
+    its first line (``#!/bin/bash``, ``#!/usr/bin/env sh``): read as a launcher. Unreadable: no."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(128)
+    except OSError:
+        return False
+    return is_shell_script(path, head.decode("utf-8", "replace"))
 
 
 def discover(
@@ -107,9 +122,14 @@ def discover(
             norm = os.path.normpath(given)
             if settings.force_exclude and excluded(norm, settings):
                 continue
-            if norm.lower().endswith(LAUNCHER_SUFFIXES) or os.path.basename(norm) in LAUNCHER_NAMES:
+            shebang = "." not in os.path.basename(norm) and is_shebang_script(norm)
+            if (
+                norm.lower().endswith(LAUNCHER_SUFFIXES)
+                or os.path.basename(norm) in LAUNCHER_NAMES
+                or shebang
+            ):
                 add_launcher(norm)
-            if _launcher_only(norm):
+            if _launcher_only(norm) or shebang:
                 continue
             found.setdefault(norm, Target(norm, _kind(given)))
             continue
@@ -144,7 +164,11 @@ def discover(
                         found.setdefault(full, Target(full, _kind(name)))
                 if (
                     launchers is not None
-                    and (lower.endswith(LAUNCHER_SUFFIXES) or name in LAUNCHER_NAMES)
+                    and (
+                        lower.endswith(LAUNCHER_SUFFIXES)
+                        or name in LAUNCHER_NAMES
+                        or ("." not in name and is_shebang_script(full))
+                    )
                     and not excluded(full, settings)
                 ):
                     add_launcher(full)

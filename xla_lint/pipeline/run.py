@@ -21,11 +21,12 @@ from ..catalogue import BY_CODE
 from ..config import Settings
 from ..diagnostics import Diagnostic, Edit, Fix, Severity
 from ..program.facts import FileFacts
+from ..program.launchers import option_value
 from ..program.model import Launch, ProgramModel
 from ..program.modules import called_names, import_facts, module_of
 from ..results import FileResult, syntax_error
 from ..sources.prefilter import needs_parse
-from ..sources.target import Target
+from ..sources.target import DOC_SUFFIXES, Target
 from ..sources.text import SourceError, decode, read_source
 from .fixes import with_fix_policy
 
@@ -468,12 +469,23 @@ def finalize(
     suppressed = 0
     for r in results:
         for d in r.diagnostics:
-            if d.requires and not program.holds(r.path, d.requires):
+            if d.launch:  # at a launcher's line: it rests on the program that command runs
+                if program.witness_of_launch(d.launch, d.requires) is None:
+                    continue
+                note = program.launch_note(d.launch, d.requires)
+            elif d.requires and not program.holds(r.path, d.requires):
                 continue
+            else:
+                note = program.note(r.path, d.requires)
+            if d.option is not None:
+                checked = option_verdict(d, program.launches_of(r.path))
+                if checked is None:
+                    continue
+                d = checked
             if r.suppressions.suppresses(d.code, d.line):
                 suppressed += 1
                 continue
-            d = replace(d, message=d.message + program.note(r.path, d.requires), requires=())
+            d = replace(d, message=d.message + note, requires=(), launch="", option=None)
             kept.append(d if settings is None else with_fix_policy(d, settings.for_path(r.path)))
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
             for d in unused_noqa(r, settings):
@@ -483,6 +495,32 @@ def finalize(
                     kept.append(with_fix_policy(d, settings.for_path(r.path)))
     kept.sort(key=lambda d: d.sort_key)
     return kept, suppressed
+
+
+def option_verdict(d: Diagnostic, launches: Sequence[Launch]) -> Diagnostic | None:
+    """``d`` (a finding with an :class:`~xla_lint.diagnostics.OptionCheck`) as the launches of
+    its program make it: an error naming the first launch that passes a value outside the check's
+    good values (a value the shell would expand, ``$N``, is not known and proves nothing), else
+    ``d`` as reported when the check keeps it, else None (dropped)."""
+    check = d.option
+    assert check is not None
+    for launch in launches:
+        given = option_value(launch.argv, check.option)
+        if given is None or "$" in given or "`" in given:
+            continue
+        value: object = given
+        if check.type in ("int", "float"):
+            try:
+                value = int(given) if check.type == "int" else float(given)
+            except ValueError:
+                continue  # argparse exits with a usage error: not this finding
+        if repr(value) in check.good:
+            continue
+        message = check.message.format(
+            value=given, where=launch.where, given=f"{check.option} {given}"
+        )
+        return replace(d, message=message, severity=Severity.ERROR)
+    return d if check.keep else None
 
 
 # ---- XLA900 unused-noqa: which noqa comments naming XLA codes silenced nothing ----------------
@@ -510,7 +548,7 @@ def unused_noqa(result: FileResult, settings: Settings) -> list[Diagnostic]:
         if (rule := BY_CODE.get(c)) is not None
         and rule.applies_to(settings.for_path(result.path).target_version)
     }
-    is_doc = result.path.lower().endswith(DOCUMENT_SUFFIXES)
+    is_doc = result.path.lower().endswith(DOCUMENT_SUFFIXES) or result.shell
     out = []
     for comment in sorted(result.suppressions.noqa.values(), key=lambda c: c.line):
         if comment.codes is None:
@@ -584,13 +622,43 @@ def run(
     ``launchers``: shell scripts and docs to read for the commands that run the tree's files;
     ``folders``: the folders named on the command line (their ``[project.scripts]``).
     """
-    from ..program.launchers import read_launches
-
     results = lint_targets(targets, settings, jobs, settings.cache_dir if cache else None)
-    program = program_facts(results, settings, read_launches(list(launchers), list(folders)))
+    scripts, launches = lint_launchers(launchers, folders, settings)
+    results += scripts
+    program = program_facts(results, settings, launches)
     results = lint_reached(results, program, settings)
     diagnostics, suppressed = finalize(results, program, settings)
     return RunResult(diagnostics, results, program, suppressed, settings)
+
+
+def lint_launchers(
+    launchers: Sequence[str], folders: Sequence[str], settings: Settings
+) -> tuple[list[FileResult], list[Launch]]:
+    """The launchers' commands, and the findings of those that are shell scripts (``*.sh``,
+    ``*.bash``, a ``#!/bin/bash`` first line: :func:`xla_lint.pipeline.shell.lint_shell`); docs
+    and ``pyproject.toml`` only give their launches. ``folders``: the folders named on the
+    command line (their ``[project.scripts]``). An unreadable launcher is skipped."""
+    from ..program.launchers import MAX_LAUNCHER_BYTES, is_shell_script, read_launches
+    from .shell import lint_shell
+
+    results: list[FileResult] = []
+    launches: list[Launch] = []
+    others: list[str] = []
+    for path in launchers:
+        if os.path.basename(path) == "pyproject.toml" or path.lower().endswith(DOC_SUFFIXES):
+            others.append(path)
+            continue
+        try:
+            text = read_source(path, MAX_LAUNCHER_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        if not is_shell_script(path, text[:128]):
+            others.append(path)
+            continue
+        result, found = lint_shell(path, text, settings)
+        results.append(result)
+        launches.extend(found)
+    return results, launches + read_launches(others, list(folders))
 
 
 def default_jobs() -> int:

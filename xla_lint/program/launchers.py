@@ -79,6 +79,42 @@ _PROMPT = re.compile(r"(?:\([\w.-]+\)[ \t]*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?[ \
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 _ARRAY_START = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=$")
 _TORCHRUN_MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch"})
+_ACCELERATE_MODULE = "accelerate.commands.launch"
+# accelerate launch's options that take no value (accelerate/commands/launch.py
+# launch_command_parser, HEAD and 1.x: action="store_true"); every other option takes one.
+_ACCELERATE_FLAGS = frozenset(
+    {
+        "--cpu",
+        "--debug",
+        "--downcast_bf16",
+        "--dynamo_use_dynamic",
+        "--dynamo_use_fullgraph",
+        "--dynamo_use_regional_compilation",
+        "--enable_cpu_affinity",
+        "--fp8_use_autocast_during_eval",
+        "--module",
+        "--multi_gpu",
+        "--no_python",
+        "--no_tpu_cluster",
+        "--quiet",
+        "--same_network",
+        "--tpu",
+        "--tpu_cluster",
+        "--tpu_use_cluster",
+        "--tpu_use_sudo",
+        "--use_deepspeed",
+        "--use_fsdp",
+        "--use_megatron_lm",
+        "--use_parallelism_config",
+        "--help",
+        "-m",
+        "-q",
+        "-h",
+    }
+)
+_CONFIG_KEY = re.compile(
+    r"^[ \t]*['\"]?(distributed_type|tpu_use_cluster)['\"]?[ \t]*:[ \t]*['\"]?([\w.]+)", re.M
+)
 _PYTEST_MODULES = frozenset({"pytest", "py.test"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
 # Words that open or close a compound command; dropped (control flow is not followed).
@@ -106,6 +142,17 @@ def spmd_flag_on(value: str) -> bool:
         return False
 
 
+_SHEBANG = re.compile(r"#![ \t]*(?:\S*/)?(?:env[ \t]+(?:-\S+[ \t]+)*)?(ba|da|z|k)?sh\b")
+_SHEBANG_BYTES = 128
+
+
+def is_shell_script(path: str, head: str) -> bool:
+    """Whether the file at ``path``, whose text starts with ``head``, is a shell script: a
+    ``*.sh``/``*.bash`` name, or a first line ``#!/bin/bash``, ``#!/bin/sh``, ``#!/usr/bin/env
+    bash`` (``dash``, ``zsh``, ``ksh`` too)."""
+    return path.lower().endswith(SHELL_SUFFIXES) or bool(_SHEBANG.match(head))
+
+
 def is_pytest_launch(launch: Launch) -> bool:
     """Whether ``launch`` is a pytest run (``pytest``, ``py.test``, ``python -m pytest``,
     ``torchrun -m pytest``): ``launch.tests``. Such a launch has one record per path argument,
@@ -121,7 +168,7 @@ def scan(path: str, text: str) -> list[Launch]:
     folder = os.path.dirname(path)
     lower = path.lower()
     scanner = _Scanner(path, folder)
-    if lower.endswith(SHELL_SUFFIXES):
+    if lower.endswith(SHELL_SUFFIXES) or is_shell_script(path, text[:_SHEBANG_BYTES]):
         scanner.script(text, 1)
     elif lower.endswith(DOC_SUFFIXES):
         for first_line, block in _shell_blocks(text, lower.endswith(".rst")):
@@ -397,19 +444,39 @@ def _closing(s: str, i: int, opening: str, closing: str) -> int:
 # ---- the shell's state and commands ---------------------------------------------------------
 
 
+class _Value(str):
+    """A variable's value that remembers where the script set it (``run.sh:3``): the place a
+    finding about the variable (``export XLA_USE_BF16=1``) is reported, not the command's."""
+
+    __slots__ = ("where",)
+    where: str
+
+    def __new__(cls, value: str, where: str) -> _Value:
+        made = super().__new__(cls, value)
+        made.where = where
+        return made
+
+
+def _origin(value: str, default: str) -> str:
+    """Where ``value`` (a variable's value) was set, or ``default`` when not known."""
+    return value.where if isinstance(value, _Value) and value.where else default
+
+
 class _Shell:
-    """Shell variables (``vars``), which of them are exported, and ``set -a``."""
+    """Shell variables (``vars``), which of them are exported, and ``set -a``; ``here`` is the
+    place of the command being read (each value keeps the place that set it: :class:`_Value`)."""
 
-    __slots__ = ("vars", "exported", "allexport", "cases")
+    __slots__ = ("vars", "exported", "allexport", "cases", "here")
 
-    def __init__(self, environment: dict[str, str] | None = None) -> None:
+    def __init__(self, environment: dict[str, str] | None = None, here: str = "") -> None:
         self.vars: dict[str, str] = dict(environment or {})
         self.exported: set[str] = set(self.vars)
         self.allexport = False
         self.cases = 0  # `case` statements open when this subshell started
+        self.here = here
 
     def copy(self, cases: int) -> _Shell:
-        shell = _Shell()
+        shell = _Shell(here=self.here)
         shell.vars, shell.exported, shell.allexport = (
             dict(self.vars),
             set(self.exported),
@@ -422,7 +489,9 @@ class _Shell:
         m = _ASSIGN.match(word)
         assert m is not None  # callers pass VAR=value words only
         name, value = m.group(1), word[m.end() :]
-        self.vars[name] = self.vars.get(name, "") + value if m.group(2) else value
+        self.vars[name] = _Value(
+            self.vars.get(name, "") + value if m.group(2) else value, self.here
+        )
         if export or self.allexport:
             self.exported.add(name)
         return name
@@ -692,6 +761,7 @@ class _Scanner:
     def command(self, tokens: list[tuple], where: str, session: _Session, depth: int) -> None:
         """One simple command: its substitutions run first, then it updates the shell or runs."""
         shell = session.shells[-1]
+        shell.here = where
         for token in tokens:
             for inner in token[2]:
                 self.nested(inner, shell.copy(session.cases), where, depth + 1)
@@ -730,7 +800,7 @@ class _Scanner:
                 shell.assign(word)
             return
         env = shell.environment()
-        scratch = _Shell(env)
+        scratch = _Shell(env, where)
         for word in words[:i]:  # VAR=value cmd: in the command's environment only
             scratch.assign(word)
         self.execute(words[i:], scratch.vars, where, depth)
@@ -764,7 +834,7 @@ class _Scanner:
             words, env = unwrapped
             # env and sudo take VAR=value words before the command
             while words and _ASSIGN.match(words[0]) and program in ("env", "sudo"):
-                scratch = _Shell(env)
+                scratch = _Shell(env, where)
                 scratch.assign(words[0])
                 env, words = scratch.vars, words[1:]
         if not words:
@@ -772,6 +842,10 @@ class _Scanner:
         program, rest = os.path.basename(words[0]), words[1:]
         if _PYTHON.match(program):
             self.python(rest, env, where)
+        elif program == "accelerate" and rest[:1] == ["launch"]:
+            self.accelerate(rest[1:], env, where, ["accelerate launch"])
+        elif program == "accelerate-launch":
+            self.accelerate(rest, env, where, ["accelerate-launch"])
         elif program == "torchrun":
             self.torchrun(rest, env, where, ["torchrun"])
         elif program in _PYTEST_MODULES:
@@ -779,12 +853,12 @@ class _Scanner:
         elif program in _SHELLS:
             options, arguments = _split_options(rest, "oO", frozenset({"rcfile", "init-file"}))
             if any(name == "-c" for name, _ in options) and arguments:
-                self.nested(arguments[0], _Shell(env), where, depth + 1)
+                self.nested(arguments[0], _Shell(env, where), where, depth + 1)
         elif program == "ssh":
             command = _ssh_command(rest)
             if command:
                 self.nested(
-                    command, _Shell(), where, depth + 1
+                    command, _Shell(here=where), where, depth + 1
                 )  # the remote shell: no local environment
         elif program == "gcloud" and "ssh" in rest:
             for k, word in enumerate(rest):
@@ -794,7 +868,7 @@ class _Scanner:
                 elif word == "--command" and k + 1 < len(rest):
                     command = rest[k + 1]
                 if command:
-                    self.nested(command, _Shell(), where, depth + 1)
+                    self.nested(command, _Shell(here=where), where, depth + 1)
 
     def python(self, words: list[str], env: dict[str, str], where: str) -> None:
         why: list[str] = []
@@ -835,7 +909,7 @@ class _Scanner:
                     ignore_env = True
             i += 1
         if i < len(words) and words[i].endswith(".py"):
-            self.emit(where, words[i], False, env, facts, why, ignore_env)
+            self.emit(where, words[i], False, env, facts, why, ignore_env, argv=words[i + 1 :])
 
     def module(
         self,
@@ -852,8 +926,10 @@ class _Scanner:
             self.torchrun(args, env, where, [f"python -m {module}", *why], facts, ignore_env)
         elif module in _PYTEST_MODULES:
             self.pytest(args, env, where, f"python -m {module}", why, facts, ignore_env)
+        elif module == _ACCELERATE_MODULE:
+            self.accelerate(args, env, where, [f"python -m {module}", *why], facts, ignore_env)
         elif module:
-            self.emit(where, module, True, env, facts, why, ignore_env)
+            self.emit(where, module, True, env, facts, why, ignore_env, argv=args)
 
     def torchrun(
         self,
@@ -865,7 +941,11 @@ class _Scanner:
         ignore_env: bool = False,
     ) -> None:
         facts = {*facts, "multiprocess"}
+        processes = "1"  # torchrun's --nproc-per-node default
         for i, word in enumerate(words):
+            name, eq, value = word.partition("=")
+            if name in ("--nproc_per_node", "--nproc-per-node"):
+                processes = value if eq else words[i + 1] if i + 1 < len(words) else processes
             if word in ("-m", "--module") and i + 1 < len(words):
                 if words[i + 1] in _PYTEST_MODULES:
                     self.pytest(
@@ -878,11 +958,115 @@ class _Scanner:
                         ignore_env,
                     )
                 else:
-                    self.emit(where, words[i + 1], True, env, facts, why, ignore_env)
+                    self.emit(
+                        where,
+                        words[i + 1],
+                        True,
+                        env,
+                        facts,
+                        why,
+                        ignore_env,
+                        argv=words[i + 2 :],
+                        launcher="torchrun",
+                        processes=processes,
+                    )
                 return
             if not word.startswith("-") and word.endswith(".py"):
-                self.emit(where, word, False, env, facts, why, ignore_env)
+                self.emit(
+                    where,
+                    word,
+                    False,
+                    env,
+                    facts,
+                    why,
+                    ignore_env,
+                    argv=words[i + 1 :],
+                    launcher="torchrun",
+                    processes=processes,
+                )
                 return
+
+    def accelerate(
+        self,
+        words: list[str],
+        env: dict[str, str],
+        where: str,
+        why: list[str],
+        facts: AbstractSet[str] = frozenset(),
+        ignore_env: bool = False,
+    ) -> None:
+        """``accelerate launch [OPTIONS] SCRIPT [ARGS]`` as accelerate's own launcher reads it
+        (``accelerate/commands/launch.py`` ``launch_command``): ``--tpu`` (or a ``--config_file``
+        whose ``distributed_type`` is ``XLA``/``TPU``) runs ``tpu_launcher``, which imports the
+        script as a module and calls ``xmp.spawn(PrepareForLaunch(main), args=())`` with no
+        ``nprocs`` (so ``--num_processes`` reaches no spawn): one process per device, each with
+        the launcher's environment; ``--tpu_cluster``/``--tpu_use_cluster`` runs
+        ``tpu_pod_launcher``, which imports ``torch_xla.distributed.xla_dist`` (a launch of that
+        module). Without them (``--cpu``, ``--multi_gpu``, DeepSpeed, FSDP, or no mode at all)
+        the launch is not an XLA one and sets no mode; the script still runs."""
+        options: dict[str, str] = {}
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word == "--":
+                i += 1
+                break
+            if not word.startswith("-") or word == "-":
+                break
+            name, eq, value = word.partition("=")
+            key = "--" + name.lstrip("-").replace("-", "_") if name.startswith("--") else name
+            if not eq and key not in _ACCELERATE_FLAGS:
+                i += 1
+                value = words[i] if i < len(words) else ""
+            options[key] = value
+            i += 1
+        if i >= len(words):
+            return
+        script, argv = words[i], words[i + 1 :]
+        module = "--module" in options or "-m" in options
+        if "--no_python" in options:
+            return
+        distributed, cluster = "", False
+        config = options.get("--config_file")
+        if config:
+            distributed, cluster = _accelerate_config(self.folder, config)
+        tpu = "--tpu" in options or (
+            distributed in ("XLA", "TPU")
+            and not {"--multi_gpu", "--cpu", "--use_deepspeed", "--use_fsdp"} & set(options)
+        )
+        if "--cpu" in options:
+            tpu = False
+        cluster = tpu and ("--tpu_cluster" in options or "--tpu_use_cluster" in options or cluster)
+        if "--no_tpu_cluster" in options:
+            cluster = False
+        why = [why[0] + (" --tpu" if "--tpu" in options else f" --config_file {config}"), *why[1:]]
+        if cluster:
+            self.emit(
+                where,
+                "torch_xla.distributed.xla_dist",
+                True,
+                env,
+                facts,
+                [why[0] + " --tpu_cluster", *why[1:]],
+                ignore_env,
+                launcher="accelerate",
+            )
+            return
+        if tpu:
+            self.emit(
+                where,
+                script,
+                module,
+                env,
+                {*facts, "multiprocess"},
+                why,
+                ignore_env,
+                argv=argv,
+                launcher="accelerate",
+                processes="per-device",
+            )
+        elif not {"--multi_gpu", "--use_deepspeed", "--use_fsdp"} & set(options):
+            self.emit(where, script, module, env, facts, why[1:], ignore_env, argv=argv)
 
     def pytest(
         self,
@@ -937,6 +1121,9 @@ class _Scanner:
         why: list[str],
         ignore_env: bool,
         tests: bool = False,
+        argv: Sequence[str] = (),
+        launcher: str = "",
+        processes: str = "",
     ) -> None:
         found, why = set(facts), list(why)
         value = env.get("XLA_USE_SPMD")
@@ -946,8 +1133,25 @@ class _Scanner:
         if env.get("PYTHONUNBUFFERED") and not ignore_env:  # Python: "set to a non-empty string"
             found.add("unbuffered")
             why.append("PYTHONUNBUFFERED")
+        path, _, line = where.rpartition(":")
         self.out.append(
-            Launch(where, runs, module, self.folder, frozenset(found), ", ".join(why), tests)
+            Launch(
+                where,
+                runs,
+                module,
+                self.folder,
+                frozenset(found),
+                ", ".join(why),
+                tests,
+                line=int(line) if line.isdigit() else 0,
+                argv=tuple(argv),
+                env=tuple(
+                    (name, str(value), _origin(value, where)) for name, value in sorted(env.items())
+                ),
+                document=path.lower().endswith(DOC_SUFFIXES),
+                launcher=launcher or ("pytest" if tests else "python"),
+                processes=processes,
+            )
         )
 
 
@@ -1059,6 +1263,42 @@ def _ssh_command(words: list[str]) -> str:
         return ""
     _, rest = _split_options(rest[1:], _SSH_SHORT_VALUES)  # ssh reads options after the host too
     return " ".join(rest)
+
+
+def _accelerate_config(folder: str, config: str) -> tuple[str, bool]:
+    """``(distributed_type, tpu_use_cluster)`` of an accelerate config file named by
+    ``--config_file`` (beside the launcher, else from the current folder; YAML or JSON keys at the
+    start of a line), ``("", False)`` when it cannot be read (a path to expand, outside the tree)."""
+    if "$" in config or "{" in config:
+        return "", False
+    for base in (folder, ""):
+        try:
+            text = read_source(os.path.join(base, config), MAX_CONFIG_BYTES).decode(
+                "utf-8", "replace"
+            )
+        except OSError:
+            continue
+        found = dict(_CONFIG_KEY.findall(text))
+        kind = found.get("distributed_type", "").rsplit(".", 1)[-1].upper()
+        return kind, found.get("tpu_use_cluster", "").lower() == "true"
+    return "", False
+
+
+def option_value(argv: Sequence[str], option: str) -> str | None:
+    """The value ``argv`` (a launch's arguments) gives ``option`` (``--num_cores``) as argparse
+    reads it: ``--num_cores 8`` or ``--num_cores=8`` (a ``-n`` option also as ``-n8``); the
+    first occurrence, before a bare ``--`` (later words are often the arguments of a script the
+    program runs in turn, ``argparse.REMAINDER``); None when it is not given."""
+    for i, word in enumerate(argv):
+        if word == "--":
+            return None
+        if word == option:
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if word.startswith(option + "="):
+            return word[len(option) + 1 :]
+        if len(option) == 2 and option[0] == "-" and option[1] != "-" and word.startswith(option):
+            return word[2:]
+    return None
 
 
 def read_launches(paths: Sequence[str], folders: Sequence[str] = ()) -> list[Launch]:

@@ -69,6 +69,9 @@ LIBRARY_LACKS = frozenset({Fact.UNBUFFERED, Fact.TEST})
 MODE_FACTS = (Fact.SPMD, Fact.MULTIPROCESS)
 DECLARABLE = frozenset({"spmd", "multiprocess", "unbuffered", "single"})
 
+# The two modes exclude each other: a doc block's mode is dropped where the code sets the other.
+_OTHER_MODE: dict[str, str] = {Fact.SPMD: Fact.MULTIPROCESS, Fact.MULTIPROCESS: Fact.SPMD}
+
 _PHRASES: dict[str, tuple[str, str]] = {
     Fact.SPMD: ("SPMD is enabled in {}", "never enables SPMD"),
     Fact.SHARDS: ("the program shards in {}", "does not shard"),
@@ -157,6 +160,16 @@ class Launch:
     ``facts`` what the command sets (``spmd``, ``multiprocess``, ``unbuffered``) and
     ``why`` how it sets them (``XLA_USE_SPMD=1``). ``tests``: a pytest run, whose facts go to
     the test files ``runs`` names or holds.
+
+    What the command gives the program, as its tools read it: ``line`` (the launcher's line,
+    0 for ``[project.scripts]``), ``argv`` (the words after the script or module: what its
+    ``argparse`` reads), ``env`` (``(name, value, where)`` of each variable the launcher sets
+    in the program's environment, ``where`` being the line that set it: an ``export`` above,
+    or the command's own ``VAR=value``), ``document`` (a shell block of a Markdown/reST page,
+    which counts for less than the code and the tree's scripts: see :class:`ProgramModel`),
+    ``launcher`` (``python``, ``torchrun``, ``accelerate``, ``pytest``) and ``processes``
+    (``"per-device"``: one process per local device, as ``accelerate launch --tpu`` starts
+    them through ``xmp.spawn``; for ``torchrun`` its ``--nproc-per-node``, ``"1"`` by default).
     """
 
     where: str
@@ -166,6 +179,17 @@ class Launch:
     facts: frozenset[str] = frozenset()
     why: str = ""
     tests: bool = False  # a pytest run: ``runs`` is a test file or a folder of tests
+    line: int = 0
+    argv: tuple[str, ...] = ()
+    env: tuple[tuple[str, str, str], ...] = ()
+    document: bool = False
+    launcher: str = ""
+    processes: str = ""
+
+    @property
+    def path(self) -> str:
+        """The launcher file (``scripts/run.sh``)."""
+        return self.where.rpartition(":")[0] if self.line else self.where
 
 
 @dataclass
@@ -232,8 +256,14 @@ class ProgramModel:
             if dst != src
         }
         extra: dict[str, dict[str, str]] = {}  # entry path -> fact -> source
+        documented: dict[str, dict[str, str]] = {}  # the same, from documentation blocks
         entry_paths: set[str] = {p for p in entries if p in self.files}
         self.unresolved: list[Launch] = []
+        # Each launch's place -> (the launch, the file it runs): what a finding at a launcher's
+        # line rests on (witness_of_launch), and the arguments a program is given (launches_of).
+        self.launched: dict[str, list[tuple[Launch, str]]] = {}
+        self._launches_by_target: dict[str, list[Launch]] = {}
+        launches = list(launches)
         for launch in launches:
             if launch.tests:
                 tested = _tests_run_by(launch, self.files, index)
@@ -251,7 +281,9 @@ class ProgramModel:
                 self.unresolved.append(launch)
                 continue
             entry_paths.add(target)
-            facts = extra.setdefault(target, {})
+            self.launched.setdefault(launch.where, []).append((launch, target))
+            self._launches_by_target.setdefault(target, []).append(launch)
+            facts = (documented if launch.document else extra).setdefault(target, {})
             for fact in sorted(launch.facts):
                 facts.setdefault(
                     fact, f"{launch.where} ({launch.why})" if launch.why else launch.where
@@ -263,6 +295,7 @@ class ProgramModel:
                     if fact != "single":
                         extra.setdefault(path, {}).setdefault(fact, "configuration (entry-points)")
         self.programs: list[Program] = []
+        self._entries: dict[str, Program] | None = None
         self._containing: dict[str, list[Program]] = {}
         self._own: dict[str, Program] = {}
         self._closure = _Closure(self.edges, self.files)
@@ -278,7 +311,7 @@ class ProgramModel:
                 kind = "script"
             else:
                 continue
-            program = self._build(path, kind, extra.get(path, {}))
+            program = self._build(path, kind, extra.get(path, {}), documented.get(path, {}))
             self.programs.append(program)
             if kind == "script":
                 for member in program.members:
@@ -287,7 +320,9 @@ class ProgramModel:
             else:
                 self._own[path] = program
 
-    def _build(self, entry: str, kind: str, extra: dict[str, str]) -> Program:
+    def _build(
+        self, entry: str, kind: str, extra: dict[str, str], documented: Mapping[str, str] = {}
+    ) -> Program:
         """The program of ``entry``: what it reaches (memoised per strongly connected part of
         the import graph) and, for each fact, its first source: the launcher or configuration,
         the entry itself (any of its code), for a test the ``conftest.py`` files above it (pytest
@@ -305,6 +340,17 @@ class ProgramModel:
         for head in heads:
             for fact, member in self._closure.sources(head).items():
                 sources.setdefault(fact, member)
+        if documented and not any(
+            not launch.document for launch in self._launches_by_target.get(entry, ())
+        ):
+            # A documentation block counts for the file it names only, below the code and the
+            # tree's scripts (a script that runs the file decides it alone), and never against
+            # the code: a doc's mode is dropped where the program itself sets the other one.
+            for fact, where in documented.items():
+                other = _OTHER_MODE.get(fact)
+                if other is not None and other in sources and other not in extra:
+                    continue
+                sources.setdefault(fact, where)
         pending = sorted(
             p
             for head in heads
@@ -418,6 +464,51 @@ class ProgramModel:
         if own is not None:
             out.append(own)
         return out
+
+    def launches_of(self, path: str) -> list[Launch]:
+        """The launches that give ``path``'s programs their arguments: those that run the entry
+        of a script program ``path`` belongs to (or ``path`` itself). The tree's scripts outrank
+        documentation blocks: a doc's launch counts only for an entry no script runs."""
+        entries = {p.entry for p in self.programs_of(path) if p.kind == "script"} | {path}
+        out: list[Launch] = []
+        for entry in sorted(entries):
+            found = self._launches_by_target.get(entry, [])
+            scripts = [launch for launch in found if not launch.document]
+            out.extend(scripts or found)
+        return out
+
+    def witness_of_launch(
+        self, where: str, requires: tuple[tuple[str, bool], ...]
+    ) -> Program | None:
+        """The program run by the launch at ``where`` (``run.sh:3``) that satisfies every
+        ``(fact, value)`` of ``requires``, or None (a launch of no linted file has no program)."""
+        for _, target in self.launched.get(where, ()):
+            program = self._by_entry().get(target)
+            if program is not None and all(
+                program.satisfies(fact, value) for fact, value in requires
+            ):
+                return program
+        return None
+
+    def _by_entry(self) -> dict[str, Program]:
+        """Entry path -> its program (made on first use)."""
+        if self._entries is None:
+            self._entries = {p.entry: p for p in self.programs}
+        return self._entries
+
+    def launch_note(self, where: str, requires: tuple[tuple[str, bool], ...]) -> str:
+        """What a finding at the launch ``where`` says of the program it rests on:
+        `` (train.py: SPMD is enabled in train.py)``, or ``""``."""
+        program = self.witness_of_launch(where, requires)
+        if program is None:
+            return ""
+        notes = []
+        for fact, value in requires:
+            phrases = _PHRASES.get(fact)
+            if phrases is not None and value:
+                notes.append(phrases[0].format(program.sources[fact]))
+        text = "; ".join(notes)
+        return f" (the program {program.entry}{': ' + text if text else ''})"
 
     def _candidates(self, path: str) -> list[Program]:
         programs = self.programs_of(path)

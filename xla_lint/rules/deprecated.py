@@ -442,6 +442,13 @@ branch of a version test (`if _XLA_GREATER_EQUAL_2_1: ... else: <old API>`,
 `version.parse(torch_xla.__version__) < version.parse("2.5")`, `RequirementCache("torch_xla>=2.1")`),
 or the statements after `if <new version>: return <new API>`.
 
+In shell scripts (`*.sh`, `*.bash`, a `#!/bin/bash` first line; read as bash would, see
+`xla_lint/pipeline/shell.py`): a command that runs a removed module
+(`python -m torch_xla.distributed.xla_dist --tpu=NAME -- python train.py`, or `accelerate
+launch --tpu --tpu_cluster`, whose `tpu_pod_launcher` imports it), at the command's line,
+and an `XRT_*`/`XLA_USE_FP16` variable set for a command that runs Python, at the line that
+sets it (`export XRT_TPU_CONFIG=...`). `# noqa: XLA013` in a shell comment suppresses it.
+
 ## Why is this bad
 Each of these raises at once (`ModuleNotFoundError`, `ImportError`, `AttributeError`), or,
 for environment variables, is silently ignored: the job runs without what it asked for.
@@ -449,10 +456,11 @@ Checked against torch_xla 2.9.0 and the pytorch/xla history:
 - `torch_xla/distributed/xla_dist.py`, the XRT pod launcher (`python -m
   torch_xla.distributed.xla_dist --tpu=NAME -- python train.py`, importable as
   `xla_dist.get_args_parser`/`resolve_and_execute`), was deleted with XRT (f6409de358,
-  #5240; last shipped in v2.0.0): absent from v2.1.0 on and from the installed 2.9.0. PJRT
-  needs no launcher: the script runs on every host (`docs/source/learn/_pjrt.md`). Only
-  imports are flagged; a `python -m torch_xla.distributed.xla_dist` command line in a shell
-  script or a string is not Python and is not seen.
+  #5240; last shipped in v2.0.0): absent from v2.1.0 on and from the installed 2.9.0, so
+  `python -m torch_xla.distributed.xla_dist ...` fails at once with `No module named
+  torch_xla.distributed.xla_dist` (run on CPU). PJRT needs no launcher: the script runs on
+  every host (`docs/source/learn/_pjrt.md`). accelerate's `tpu_pod_launcher`
+  (`accelerate/commands/launch.py`, `--tpu_cluster`) still imports it.
 - `torch_xla/experimental/` has no `xla_sharding.py`, `xla_sharded_tensor.py` or `pjrt.py`
   (removed by commits d028176a0c, #7499, and ed15ea1e7f, #7579, both first in v2.5.0;
   until 2.4 they were `import *` shims over `torch_xla.distributed.spmd.*` and `torch_xla.runtime`).
@@ -1212,6 +1220,12 @@ as `env=` to `subprocess.run`/`Popen`/`call`/`check_call`/`check_output`,
 `env=`. The child runs torch_xla with the variable just the same. Reading them
 is not flagged, nor is torch_xla's own package (`torch_xla.runtime.use_spmd` itself
 sets `XLA_USE_SPMD`). (`XLA_USE_FP16`/`XLA_DOWNCAST_FP16`, which no longer do anything, are XLA013.)
+
+In shell scripts (`*.sh`, `*.bash`, a `#!/bin/bash` first line), the line that sets one of
+them for a command that runs Python: `export XLA_USE_BF16=1` before `python train.py`, or
+`XLA_USE_BF16=1 python train.py` (`xla_lint/pipeline/shell.py`). A variable that no Python
+command of the script receives (a plain `VAR=1` that is never exported, a script that only
+exports) is not flagged. `# noqa: XLA304` in the shell comment suppresses it.
 
 ## Why is this bad
 They still work in torch_xla 2.9.0 but are on their way out:

@@ -548,6 +548,15 @@ including one whose spawned function calls `xr.use_spmd()`. The diagnostic is on
 launch call. A launch in one arm of an `if` whose other arm calls `use_spmd()` (a script
 that runs either way) is not flagged.
 
+A shell script's command that starts one process per device is flagged at its line when
+the program it runs uses SPMD (`use_spmd()` in its code, or `XLA_USE_SPMD=1` given by the
+script): `accelerate launch --tpu train.py` (accelerate's `tpu_launcher` calls
+`xmp.spawn(PrepareForLaunch(main), args=())`, one process per chip, each inheriting the
+launcher's environment) and `torchrun --nproc-per-node N` with N other than 1. Whether the
+program is SPMD is decided with the whole tree (`xla_lint/pipeline/shell.py`); the message
+names the program. A Markdown or reST shell block never sets a program's mode against its
+code, and a script in the tree that runs the file outranks it.
+
 ## Why is this bad
 `torch_xla.launch` and `xmp.spawn` start one process per device (torch_xla 2.9.0
 `torch_xla/_internal/pjrt.py`, `run_multiprocess`: `tpu.num_local_processes()`

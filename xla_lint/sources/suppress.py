@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 _DISABLE_FILE = re.compile(
@@ -288,3 +288,60 @@ def _noqa_comment(tok: tokenize.TokenInfo, m: re.Match) -> NoqaComment:
         stop + 1,
         replacement,
     )
+
+
+def find_shell_suppressions(text: str) -> Suppressions:
+    """The suppression comments of a shell script: ``# noqa: XLA013`` and
+    ``# xla-lint: disable-file=...`` in its comments, as bash finds them (a ``#`` that starts a
+    word, outside quotes; a quote left open continues on the next lines).
+
+    A command continued with ``\\`` (or by a quote left open) is reported at its first line, where
+    no comment can go: a ``# noqa`` on its last line is taken as the first line's.
+    """
+    result = Suppressions()
+    if "noqa" not in text and "xla-lint" not in text:
+        return result
+    quote = ""  # the quote open at the start of the line
+    start = 0  # the first line of the command the current line continues
+    for number, line in enumerate(text.splitlines(), 1):
+        if not start:
+            start = number
+        column = None
+        i, n = 0, len(line)
+        while i < n:
+            c = line[i]
+            if quote:
+                if c == "\\" and quote == '"':
+                    i += 2
+                    continue
+                if c == quote:
+                    quote = ""
+            elif c == "\\":
+                i += 2
+                continue
+            elif c in "'\"":
+                quote = c
+            elif c == "#" and (i == 0 or line[i - 1] in " \t;&|()"):
+                column = i
+                break
+            i += 1
+        if column is not None:
+            comment = line[column:]
+            token = tokenize.TokenInfo(
+                tokenize.COMMENT, comment, (number, column), (number, n), line
+            )
+            m = _DISABLE_FILE.search(comment)
+            if m:
+                codes = _codes(m.group("codes"))
+                if codes is None:
+                    result.disable_all = True
+                else:
+                    result.disabled_codes |= codes
+            else:
+                m = _NOQA.search(comment)
+                if m:  # keyed and shown at the command's first line (where it is reported)
+                    result.noqa[start] = replace(_noqa_comment(token, m), line=start)
+        continued = column is None and line.rstrip().endswith("\\")
+        if not quote and not continued:
+            start = 0
+    return result

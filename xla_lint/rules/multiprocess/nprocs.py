@@ -12,7 +12,7 @@ from ...analysis.values import (
     parts_of,
     value_of,
 )
-from ...diagnostics import Severity
+from ...diagnostics import OptionCheck, Severity
 from ...rule import Invalid, Rule, Valid
 from .common import _is_one
 
@@ -35,6 +35,11 @@ class SpawnNprocs(Rule):
         "unless it is 1 or None; drop `nprocs` (spawn uses every local device; limit them with "
         "`TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug"
     )
+    launch_message = (
+        "`nprocs={text}` is {value}: {where} passes `{given}`, and any nprocs other than 1 or "
+        "None raises ValueError in torch_xla 2.x: spawn uses every local device; drop `nprocs` "
+        "(limit devices with `TPU_NUM_DEVICES`/`CPU_NUM_DEVICES`), or pass 1 to debug"
+    )
     severity = Severity.ERROR
     explanation = """\
 ## What it does
@@ -50,6 +55,12 @@ default=8)`). A value the file fixes to something other than 1 or None is an err
 the message says where it comes from. A value the file cannot fix (a function parameter,
 an environment variable, an option without a default, the result of a call) is a
 warning: it raises unless whoever runs the program passes 1.
+
+An option's value is also read from the commands that launch the program: a shell script
+in the tree running `python xla_spawn.py --num_cores 8 train.py` makes
+`nprocs=args.num_cores` 8 whatever the option's default, an error at the spawn call whose
+message names the script's line (a value the shell expands, `--num_cores $N`, proves
+nothing). A Markdown/reST shell block counts only for a file no script in the tree runs.
 
 ## Why is this bad
 Under PJRT, `xmp.spawn` starts one process per local device and takes no count. In
@@ -170,7 +181,28 @@ debugging.
                 node,
                 self.unknown_message.format(text=text, origin=unknown.origin),
                 severity=Severity.WARNING,
+                option=self._option_check(value, text, keep=True),
             )
+        elif (check := self._option_check(value, text, keep=False)) is not None:
+            # The option's default is right; a launch in the tree may pass another value.
+            self.report(node, check.message, option=check)
+
+    def _option_check(self, value, text: str, keep: bool) -> OptionCheck | None:
+        """The check of an ``nprocs`` read straight from an argparse option against what the
+        program's launches pass (``python xla_spawn.py --num_cores 8``); None for other values."""
+        option = getattr(value, "option", None)
+        if option is None:
+            return None
+        spelling, kind = option
+        good = {"int": ("1",), "float": ("1.0",)}.get(kind or "", ())
+        escaped = text.replace("{", "{{").replace("}", "}}")
+        return OptionCheck(
+            spelling,
+            kind,
+            good,
+            self.launch_message.replace("{text}", escaped),
+            keep,
+        )
 
 
 def _nprocs_verdict(ctx, value, depth: int = 0) -> tuple[Known | None, Unknown | None]:
