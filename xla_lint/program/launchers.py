@@ -864,7 +864,11 @@ class _Scanner:
         facts: AbstractSet[str] = frozenset(),
         ignore_env: bool = False,
     ) -> None:
-        facts = {*facts, "multiprocess"}
+        facts = {
+            *facts,
+            "multiprocess",
+            "torchrun",
+        }  # torchrun exports RANK, LOCAL_RANK, WORLD_SIZE...
         for i, word in enumerate(words):
             if word in ("-m", "--module") and i + 1 < len(words):
                 if words[i + 1] in _PYTEST_MODULES:
