@@ -399,6 +399,7 @@ PROGRAM_RULES_NEED: dict[str, bytes] = {
     "XLA024": b"checkpoint",
     "XLA027": b"seed",  # manual_seed, set_seed, seed_everything in a plain entry script
     "XLA028": b"seed",
+    "XLA031": b"RANK",  # os.environ.get("LOCAL_RANK", 0) in a plain helper of a spawned program
 }
 
 

@@ -25,7 +25,9 @@ the import graph (:class:`_Closure`).
 
 Facts of a program: ``spmd`` (``use_spmd()`` anywhere it reaches, ``XLA_USE_SPMD`` turned
 on in its code or by its launcher, or declared), ``multiprocess`` (``torch_xla.launch``,
-``xmp.spawn``, ``init_process_group("xla")``, or run by ``torchrun``), ``shards``,
+``xmp.spawn``, ``init_process_group("xla")``, or run by ``torchrun``), ``spawn`` (its code calls
+``xmp.spawn``/``torch_xla.launch``), ``torchrun`` (a launcher runs it with torchrun, which
+exports ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``), ``shards``,
 ``global_mesh`` (``xs.set_global_mesh``), ``unbuffered`` (``python -u``,
 ``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``torchax`` (torchax, and so
 JAX, imported at module level: :func:`own_facts`), ``test`` (a test program).
