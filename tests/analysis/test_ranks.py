@@ -137,3 +137,17 @@ def test_self_attribute_flags():
         (ranks.LOCAL_ORDINAL, ranks.ENVIRONMENT),
         None,
     ]
+
+
+def test_torch_xla_getenv_as_is_an_environment_read():
+    got = ask(
+        "import torch_xla.utils.utils as xu\n"
+        "ident(xu.getenv_as('LOCAL_RANK', int, 0))\nident(xu.getenv_as('WORLD_SIZE', int))\n"
+        "ident(xu.getenv_as('XLA_FLAGS', str, ''))\n"
+    )
+    assert kinds(got) == [
+        (ranks.LOCAL_ORDINAL, ranks.ENVIRONMENT, "LOCAL_RANK"),
+        (ranks.WORLD_SIZE, ranks.ENVIRONMENT, "WORLD_SIZE"),
+        None,
+    ]
+    assert got[0].default is not None and got[1].default is None

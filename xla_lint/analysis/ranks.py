@@ -18,7 +18,8 @@ code on every replica; what tells them apart is a value of one of these kinds
   (``_mp_fn(index)``: ``torch_xla/_internal/pjrt.py`` ``_SpawnFn`` passes ``global_ordinal()``;
   under torchrun ``torch_xla.launch`` passes ``LOCAL_RANK``);
 - the environment, which holds a rank only when the launcher exports it (:data:`ENV_IDENTITIES`):
-  ``os.environ["LOCAL_RANK"]``, ``os.environ.get("RANK", 0)``, ``int(os.getenv("WORLD_SIZE", 1))``.
+  ``os.environ["LOCAL_RANK"]``, ``os.environ.get("RANK", 0)``, ``int(os.getenv("WORLD_SIZE", 1))``,
+  ``xu.getenv_as("LOCAL_RANK", int, 0)`` (``torch_xla/utils/utils.py``).
   torchrun exports ``RANK``, ``LOCAL_RANK``, ``GROUP_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
   ``GROUP_WORLD_SIZE`` (torch/distributed/elastic/agent/server/local_elastic_agent.py
   ``_start_workers``). ``xmp.spawn`` and ``torch_xla.launch`` export none of them: torch_xla 2.9.0
@@ -113,6 +114,7 @@ TORCH_XLA_API: dict[str, str] = {
 _RANK_OPTIONS = {"local_rank": LOCAL_ORDINAL}
 
 _ENV_READS = frozenset({"os.getenv", "os.environ.get"})
+_GETENV_AS = "torch_xla.utils.utils.getenv_as"  # torch_xla's own reader, with a default
 _CONVERSIONS = frozenset({"builtins.int", "builtins.str", "builtins.float"})
 _MAX_DEPTH = 8
 
@@ -154,13 +156,15 @@ def env_read(ctx: FileContext, node: cst.CSTNode, scope=None) -> Identity | None
         name = literal_string(node.slice[0].slice.value)
         kind = ENV_IDENTITIES.get(name or "")
         return Identity(kind, ENVIRONMENT, node, name) if kind is not None and name else None
-    if type(node) is cst.Call and not ctx.qnames(node.func, scope).isdisjoint(_ENV_READS):
-        key = find_arg(node, "key", 0)
+    names = ctx.qnames(node.func, scope) if type(node) is cst.Call else frozenset()
+    if type(node) is cst.Call and not names.isdisjoint(_ENV_READS | {_GETENV_AS}):
+        helper = _GETENV_AS in names  # xu.getenv_as(name, type, defval=None)
+        key = find_arg(node, "name" if helper else "key", 0)
         name = literal_string(key.value) if key is not None else None
         kind = ENV_IDENTITIES.get(name or "")
         if kind is None or not name:
             return None
-        default = find_arg(node, "default", 1)
+        default = find_arg(node, "defval", 2) if helper else find_arg(node, "default", 1)
         value = default.value if default is not None else None
         if isinstance(value, cst.Name) and value.value == "None":
             value = None

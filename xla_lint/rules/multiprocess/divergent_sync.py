@@ -82,10 +82,21 @@ In a multi-process program (`torch_xla.launch`, `xmp.spawn`, an `xla` process gr
 that is not SPMD, flags `.item()`, `.cpu()`, `xm.save`, `xm.rendezvous`,
 `xm.xla_rendezvous`, `xm.mesh_reduce`, `xm.all_reduce`, `xm.all_gather`,
 `xm.mark_step`, `torch_xla.sync()` and `dist.barrier()` inside an `if` whose test only
-holds on some replicas: `xm.is_master_ordinal()`, or a comparison of
-`xr.global_ordinal()`, `xr.local_ordinal()`, `xm.get_ordinal()`... with a value, also
-through a name saved from one (`is_root = xm.is_master_ordinal()` ... `if is_root:`;
-`rank = xr.global_ordinal()` ... `if rank == 0:`; module level or the same function).
+holds on some replicas (`xla_lint/analysis/ranks.py` `replica_guard`): `xm.is_master_ordinal()`,
+or a comparison of a rank (`xr.global_ordinal()`, `xr.local_ordinal()`, `xm.get_ordinal()`,
+`xr.process_index()`, `dist.get_rank()`, the launched function's first parameter) with a value,
+also through a name or attribute saved from one (`is_root = xm.is_master_ordinal()` ...
+`if is_root:`; `rank = dist.get_rank()` ... `if rank == 0:`; `self.rank`). A rank read from
+the environment (`int(os.environ["LOCAL_RANK"])`) or the `--local_rank` option splits the
+replicas only when the program is started by torchrun, which sets it; under `xmp.spawn` every
+replica reads the same default (XLA031).
+
+Severity follows the consequence. A collective (`xm.rendezvous`, `xm.mesh_reduce`,
+`xm.all_reduce`, `dist.barrier`...) on some replicas only, and a host read or sync whose graph
+holds a collective (`.item()` of an `xm.all_reduce` result; `torch_xla.sync()`,
+`xm.mark_step()` or `xm.save(model.state_dict())` after `xm.optimizer_step` or another lazy
+collective in the same function), make the job hang: an error. Any other host read or sync
+under such a guard compiles and runs one more graph on those replicas: a warning.
 
 Not flagged: the "master goes first" idiom, where the same barrier (`xm.rendezvous`,
 `xm.xla_rendezvous` or `dist.barrier`, with the same arguments: the same tag) is called in
