@@ -20,8 +20,8 @@ code on every replica; what tells them apart is a value of one of these kinds
 - the environment, which holds a rank only when the launcher exports it (:data:`ENV_IDENTITIES`):
   ``os.environ["LOCAL_RANK"]``, ``os.environ.get("RANK", 0)``, ``int(os.getenv("WORLD_SIZE", 1))``,
   ``xu.getenv_as("LOCAL_RANK", int, 0)`` (``torch_xla/utils/utils.py``).
-  torchrun exports ``RANK``, ``LOCAL_RANK``, ``GROUP_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
-  ``GROUP_WORLD_SIZE`` (torch/distributed/elastic/agent/server/local_elastic_agent.py
+  torchrun exports ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE`` (and
+  ``GROUP_RANK``, ``GROUP_WORLD_SIZE``: the node's) (torch/distributed/elastic/agent/server/local_elastic_agent.py
   ``_start_workers``). ``xmp.spawn`` and ``torch_xla.launch`` export none of them: torch_xla 2.9.0
   sets only ``PJRT_LOCAL_PROCESS_RANK``/``PJRT_LOCAL_PROCESS_COUNT`` and the ``TPU_*`` topology
   (``_internal/pjrt.py`` ``initialize_multiprocess``, ``_internal/tpu.py`` ``configure_topology``)
@@ -94,11 +94,11 @@ RANK_APIS: dict[str, tuple[str, str]] = {
 ENV_IDENTITIES: dict[str, str] = {
     "RANK": GLOBAL_ORDINAL,
     "LOCAL_RANK": LOCAL_ORDINAL,
-    "GROUP_RANK": PROCESS_INDEX,
     "WORLD_SIZE": WORLD_SIZE,
     "LOCAL_WORLD_SIZE": LOCAL_WORLD_SIZE,
-    "GROUP_WORLD_SIZE": PROCESS_COUNT,
 }
+# (torchrun's GROUP_RANK and GROUP_WORLD_SIZE are the node's rank and the node count: the same for
+# every replica of a host, so they tell hosts apart, not replicas.)
 
 # What torch_xla 2.9.0 offers for each kind, for messages.
 TORCH_XLA_API: dict[str, str] = {

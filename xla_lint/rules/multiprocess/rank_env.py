@@ -14,6 +14,7 @@ from ...analysis.ranks import (
     GLOBAL_ORDINAL,
     LOCAL_ORDINAL,
     LOCAL_WORLD_SIZE,
+    PER_REPLICA,
     PROCESS_COUNT,
     PROCESS_INDEX,
     TORCH_XLA_API,
@@ -76,11 +77,13 @@ class RankFromUnsetEnv(Rule):
     explanation = """\
 ## What it does
 In a program that starts its replicas itself (`xmp.spawn`, `torch_xla.launch`) and that no
-launcher of the tree runs with `torchrun`, flags a read of `RANK`, `LOCAL_RANK`, `GROUP_RANK`,
-`WORLD_SIZE`, `LOCAL_WORLD_SIZE` or `GROUP_WORLD_SIZE` that falls back to a default
-(`os.environ.get("LOCAL_RANK", 0)`, `int(os.getenv("WORLD_SIZE", 1))`) and whose value is used:
-assigned to a name the code reads, to an attribute (`args.local_rank = ...`), passed to a call,
-compared or returned.
+launcher of the tree runs with `torchrun`, flags a read of `RANK` or `LOCAL_RANK` that falls back
+to a default (`os.environ.get("LOCAL_RANK", 0)`, `xu.getenv_as("RANK", int, 0)`), and of
+`WORLD_SIZE` or `LOCAL_WORLD_SIZE` that falls back to 1 or less (`int(os.getenv("WORLD_SIZE",
+1))`: one process per device means more than one), whose value is used: assigned to a name the
+code reads, to an attribute (`args.local_rank = ...`), passed to a call, compared or returned.
+A size with a larger default (`os.environ.get("LOCAL_WORLD_SIZE", 64)`) may be the machine's
+and is not flagged.
 
 Not flagged: a read with no default (`os.environ["RANK"]` raises `KeyError` at once when the
 variable is unset: nothing is silently wrong, and the program may be meant for torchrun); a read
@@ -169,6 +172,12 @@ the function in place).
             "    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n    use(local_rank)\n"
             "torch_xla.launch(_mp_fn)\n"
         ),
+        # A size whose default may be the machine's (neuronx-distributed's trn2 topology).
+        Valid(
+            _HEAD
+            + "def _mp_fn(index):\n    per_node = int(os.environ.get('LOCAL_WORLD_SIZE', 64))\n"
+            "    use(per_node)\ntorch_xla.launch(_mp_fn)\n"
+        ),
         # One process: the default is right.
         Valid(
             _HEAD + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
@@ -217,6 +226,9 @@ the function in place).
         if alternative is not None and alternative.source != ENVIRONMENT:
             return  # os.environ.get("RANK", xr.global_ordinal()): the default is the right value
         ctx = self.ctx
+        kind = ENV_IDENTITIES[variable]
+        if kind not in PER_REPLICA and not _at_most_one(ctx, default):
+            return  # a size whose default may be the machine's (64 cores): not provably wrong
         if variable in _written_variables(ctx) or _single_process(ctx):
             return
         if self._tested(variable) or not self._used(node):
@@ -229,8 +241,8 @@ the function in place).
                 read=read if len(read) <= 60 else read[:57] + "...",
                 default=default_text[:30],
                 var=variable,
-                word=_WORDS[ENV_IDENTITIES[variable]],
-                api=TORCH_XLA_API[ENV_IDENTITIES[variable]],
+                word=_WORDS[kind],
+                api=TORCH_XLA_API[kind],
             ),
             requires=REQUIRES,
         )
@@ -383,6 +395,19 @@ def _written_variables(ctx) -> frozenset[str]:
         return frozenset(out)
 
     return ctx.memo(_written_variables, find)
+
+
+def _at_most_one(ctx, default: cst.BaseExpression) -> bool:
+    """The default is a number (or a string of one) of at most 1: a world size that one process
+    per device contradicts (``os.getenv("WORLD_SIZE", 1)``), unlike ``64``, which may be the
+    machine's."""
+    value = value_of(ctx, default)
+    if not isinstance(value, Known) or isinstance(value.value, bool):
+        return False
+    try:
+        return int(value.value) <= 1  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return False
 
 
 def _single_process(ctx) -> bool:
