@@ -188,20 +188,19 @@ def _identity(
 ) -> Identity | None:
     if depth > _MAX_DEPTH:
         return None
-    kind = type(node)
-    if kind is cst.Call:
+    if isinstance(node, cst.Call):
         names = ctx.qnames(node.func, site.scope)
         if names:
             for name in names:
-                found = RANK_APIS.get(name)
-                if found is not None:
-                    return Identity(found[0], found[1], node)
+                api = RANK_APIS.get(name)
+                if api is not None:
+                    return Identity(api[0], api[1], node)
             if not names.isdisjoint(_CONVERSIONS) and len(node.args) == 1 and not node.args[0].star:
                 return _identity(ctx, node.args[0].value, site, depth + 1)
         return env_read(ctx, node, site.scope)
-    if kind is cst.Subscript:
+    if isinstance(node, cst.Subscript):
         return env_read(ctx, node, site.scope)
-    if kind is cst.Name:
+    if isinstance(node, cst.Name):
         table = file_values(ctx)
         found = table.definition(node, site)
         if found is not None:
@@ -212,7 +211,7 @@ def _identity(
             if launched_functions(ctx).get(function.name.value) is function:
                 return Identity(GLOBAL_ORDINAL, LAUNCH, node, node.value)
         return None
-    if kind is cst.Attribute:
+    if isinstance(node, cst.Attribute):
         return _attribute(ctx, node, site, depth)
     return None
 

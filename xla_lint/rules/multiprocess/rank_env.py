@@ -285,11 +285,13 @@ the function in place).
                 return False
             if isinstance(owner, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
                 break
-        parent = stack[i - 1] if i >= 1 else None
-        if type(parent) is cst.Assign and all(type(t.target) is cst.Name for t in parent.targets):
-            names = {t.target.value for t in parent.targets if type(t.target) is cst.Name}
-            owner = next(ctx.enclosing(cst.FunctionDef), ctx.module)
-            return _read_outside_logging(ctx, owner, names, parent)
+        above = stack[i - 1] if i >= 1 else None
+        if isinstance(above, cst.Assign) and all(
+            isinstance(t.target, cst.Name) for t in above.targets
+        ):
+            names = {t.target.value for t in above.targets if isinstance(t.target, cst.Name)}
+            function: cst.CSTNode = next(ctx.enclosing(cst.FunctionDef), ctx.module)
+            return _read_outside_logging(ctx, function, names, above)
         return True
 
 
@@ -389,9 +391,9 @@ def _written_variables(ctx) -> frozenset[str]:
                     out.update(ENV_IDENTITIES)
                 out.update(a.keyword.value for a in item.args if a.keyword is not None)
                 continue
-            key = find_arg(item, "key", 0)
-            name = literal_string(key.value) if key is not None else None
-            out.add(name) if name else out.update(ENV_IDENTITIES)
+            written = find_arg(item, "key", 0)
+            variable = literal_string(written.value) if written is not None else None
+            out.add(variable) if variable else out.update(ENV_IDENTITIES)
         return frozenset(out)
 
     return ctx.memo(_written_variables, find)
