@@ -131,3 +131,17 @@ def test_paired_rendezvous_on_a_dist_rank_is_silent(tmp_path):
         "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=())\n"
     )
     assert _found(tmp_path, {"train.py": code}, ["XLA015"]) == set()
+
+
+def test_a_host_read_of_a_sharded_model_is_an_error(tmp_path):
+    """A tensor-parallel or FSDP model's forward holds collectives (neuronx-distributed's
+    test_attention.py reads a TP attention's output on rank 0 alone)."""
+    code = HEAD + (
+        "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+        "def _mp_fn(index):\n    model = FSDP(net)\n    out = model(x)\n"
+        "    if xr.global_ordinal() == 0:\n        print(out.cpu())\n"  # 14
+        "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=())\n"
+    )
+    assert _found(tmp_path, {"train.py": code}, ["XLA015"]) == {
+        ("train.py", 14, "XLA015", Severity.ERROR)
+    }

@@ -95,7 +95,9 @@ Severity follows the consequence. A collective (`xm.rendezvous`, `xm.mesh_reduce
 `xm.all_reduce`, `dist.barrier`...) on some replicas only, and a host read or sync whose graph
 holds a collective (`.item()` of an `xm.all_reduce` result; `torch_xla.sync()`,
 `xm.mark_step()` or `xm.save(model.state_dict())` after `xm.optimizer_step` or another lazy
-collective in the same function), make the job hang: an error. Any other host read or sync
+collective in the same function; any host read of a model split over the replicas, whose
+graphs hold collectives: a file importing torch_xla's FSDP or neuronx_distributed's parallel
+layers), make the job hang: an error. Any other host read or sync
 under such a guard compiles and runs one more graph on those replicas: a warning.
 
 Not flagged: the "master goes first" idiom, where the same barrier (`xm.rendezvous`,
@@ -300,7 +302,7 @@ if xm.is_master_ordinal():
             if collective is not None:
                 why = (
                     f"it executes the pending graph on these replicas alone, and that graph holds "
-                    f"the collective of `{collective}`, which the other replicas never enter: the "
+                    f"the collectives of {collective}, which the other replicas never enter: the "
                     "job hangs"
                 )
             else:
@@ -331,8 +333,20 @@ if xm.is_master_ordinal():
         a lazy collective called before it in the same function. None: no collective known."""
         if api in SYNC_METHODS.values():
             assert isinstance(node.func, cst.Attribute)
-            return self._collective_source(node.func.value, 0)
-        return self._collective_before(node)
+            found = self._collective_source(node.func.value, 0)
+        else:
+            found = self._collective_before(node)
+        return found if found is not None else self._sharded_model()
+
+    def _sharded_model(self) -> str | None:
+        """A module the file imports that splits the model over the replicas, whose forward and
+        backward hold collectives (FSDP all-gathers the parameters:
+        ``torch_xla/distributed/fsdp/xla_fully_sharded_data_parallel.py``; tensor-parallel layers
+        all-reduce their outputs: neuronx_distributed ``parallel_layers``), else None."""
+        for module in sorted(self.ctx.imported_modules):
+            if module.startswith(_SHARDED_MODEL_MODULES):
+                return f"the sharded model of `{module}`"
+        return None
 
     def _collective_source(self, expr: cst.BaseExpression, depth: int) -> str | None:
         if depth > 6:
@@ -341,7 +355,7 @@ if xm.is_master_ordinal():
             names = self.ctx.qnames(expr.func)
             for name in names:
                 if name in LAZY_COLLECTIVES:
-                    return LAZY_COLLECTIVES[name]
+                    return f"`{LAZY_COLLECTIVES[name]}`"
             if isinstance(expr.func, cst.Attribute) and not names:  # x.detach(), x.mean()
                 return self._collective_source(expr.func.value, depth + 1)
             return None
@@ -435,6 +449,17 @@ if xm.is_master_ordinal():
         return found
 
 
+# Libraries whose models are split over the replicas, so that every graph of their forward and
+# backward holds collectives.
+_SHARDED_MODEL_MODULES = (
+    "torch_xla.distributed.fsdp",
+    "neuronx_distributed.parallel_layers",
+    "neuronx_distributed.modules",
+    "neuronx_distributed.pipeline",
+    "neuronx_distributed.trainer",
+)
+
+
 class _LazyCollectives:
     """The file's calls of :data:`LAZY_COLLECTIVES`, by position in the shared node list
     (``ctx.flat``), with the function definitions, to answer "is one called before this node in
@@ -470,7 +495,7 @@ class _LazyCollectives:
                 and i < self.ends[start]
                 and not any(start < f < i < self.ends[f] for f in self.functions)
             ):
-                return api
+                return f"`{api}`"
         return None
 
 
