@@ -355,7 +355,7 @@ def test_doc_placeholders_prompts_and_redirections():
     assert runs("docs/x.md", md) == [
         ("a.py", False, [], "docs/x.md:2"),
         ("b.py", False, ["spmd"], "docs/x.md:3"),
-        ("c.py", False, ["multiprocess"], "docs/x.md:4"),
+        ("c.py", False, ["multiprocess", "torchrun"], "docs/x.md:4"),
         ("d.py", False, [], "docs/x.md:6"),
     ]
 
