@@ -1,8 +1,8 @@
 """xla_lint.analysis.values: what an expression holds, asked from inside the traversal as rules ask it.
 
-Each source marks the expressions to ask about with ``probe(expr)`` (and replica tests with
-``rtest(expr)``); the probe visitor asks :func:`value_of` / :func:`is_replica_test` while the
-real dispatcher is visiting that call, so the answer depends on where the read is.
+Each source marks the expressions to ask about with ``probe(expr)``; the probe visitor asks
+:func:`value_of` while the real dispatcher is visiting that call, so the answer depends on where
+the read is (replica tests: tests/analysis/test_ranks.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from xla_lint.analysis.walk import walk
 
 
 def ask(source: str) -> list:
-    """The answers for every ``probe(x)`` (a Value) and ``rtest(x)`` (a bool), in source order."""
+    """The answers for every ``probe(x)`` (a Value), in source order."""
     ctx = FileContext(cst.parse_module(source))
     out: list = []
 
@@ -25,8 +25,6 @@ def ask(source: str) -> list:
         def visit_Call(self, node: cst.Call) -> None:
             if isinstance(node.func, cst.Name) and node.func.value == "probe":
                 out.append(values.value_of(ctx, node.args[0].value))
-            elif isinstance(node.func, cst.Name) and node.func.value == "rtest":
-                out.append(values.is_replica_test(ctx, node.args[0].value))
 
     walk(ctx.module, Dispatcher(ctx, [Probe()]))
     return out
@@ -212,20 +210,6 @@ def test_option_default_from_a_call_is_unknown_and_says_so():
         values.OPTION,
         "the argparse default of --num_cores, the result of `device_count()`",
     )
-
-
-# -- replica tests ----------------------------------------------------------------------------
-def test_saved_flags_and_ordinals():
-    got = ask(
-        "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
-        "IS_ROOT = xr.global_ordinal() == 0\n"
-        "def f(is_main):\n    is_root = xm.is_master_ordinal()\n    rank = xr.process_index()\n"
-        "    worker = not xm.is_master_ordinal(local=False)\n"
-        "    rtest(is_root)\n    rtest(not is_root)\n    rtest(IS_ROOT)\n    rtest(rank == 0)\n"
-        "    rtest(worker)\n    rtest(is_main)\n    rtest(xm.get_ordinal() != 0)\n    rtest(rank)\n"
-        "    is_root = True\n    rtest(is_root)\n"
-    )
-    assert got == [True, True, True, True, True, False, True, False, False]
 
 
 # -- cost -------------------------------------------------------------------------------------

@@ -43,8 +43,8 @@ def test_torchrun_and_distributed_run_are_one_process_per_device():
         "python -m torch.distributed.run --nnodes 1 -m pkg.main\n"
     )
     assert runs("x.sh", text) == [
-        ("examples/train.py", False, ["multiprocess"], "x.sh:1"),
-        ("pkg.main", True, ["multiprocess"], "x.sh:3"),
+        ("examples/train.py", False, ["multiprocess", "torchrun"], "x.sh:1"),
+        ("pkg.main", True, ["multiprocess", "torchrun"], "x.sh:3"),
     ]
 
 
@@ -325,7 +325,7 @@ def test_pytest_launches_name_each_path_argument():
         ("tests/b.py", False, [], "x.sh:3"),
         (".", False, ["spmd"], "x.sh:4"),
         ("pkg.tests", True, ["unbuffered"], "x.sh:5"),
-        ("t", False, ["multiprocess"], "x.sh:6"),
+        ("t", False, ["multiprocess", "torchrun"], "x.sh:6"),
     ]
     launches = scan("x.sh", text)
     assert [launch.why for launch in launches] == [
@@ -362,7 +362,7 @@ def test_doc_placeholders_prompts_and_redirections():
     assert runs("docs/x.md", md) == [
         ("a.py", False, [], "docs/x.md:2"),
         ("b.py", False, ["spmd"], "docs/x.md:3"),
-        ("c.py", False, ["multiprocess"], "docs/x.md:4"),
+        ("c.py", False, ["multiprocess", "torchrun"], "docs/x.md:4"),
         ("d.py", False, [], "docs/x.md:6"),
     ]
 

@@ -874,3 +874,37 @@ def test_a_file_named_like_a_test_that_a_script_imports_is_a_module_of_the_scrip
     kinds = {p.entry: p.kind for p in result.program.programs}
     assert "process/test_1_1_TPU_spmd.py" not in kinds
     assert kinds["process/test_alone.py"] == "test" and kinds["tests/test_real.py"] == "test"
+
+
+def test_spawn_and_torchrun_facts_say_who_sets_the_rank_variables(tmp_path):
+    """``spawn``: the program's code calls xmp.spawn/torch_xla.launch (in a function the entry
+    calls, too); ``torchrun``: a launcher runs it with torchrun. XLA031 needs the first without
+    the second."""
+    files = {
+        "train.py": F("train", "lib", entry=True, references={"main"}),
+        "lib.py": F("lib", spawns=True, multiprocess=True, fact_functions={"spawn": {"main"}}),
+        "elastic.py": F("elastic", "lib", entry=True, references={"main"}),
+    }
+    launches = [
+        Launch(
+            "run.sh:2", "elastic.py", facts=frozenset({"multiprocess", "torchrun"}), why="torchrun"
+        )
+    ]
+    model = ProgramModel(files, launches)
+    needs = (("spawn", True), ("torchrun", False))
+    assert model.witness("train.py", needs).entry == "train.py"
+    assert model.witness("elastic.py", needs) is None
+    assert model.holds("elastic.py", (("torchrun", True),))
+    assert model.holds("lib.py", needs)  # through train.py, which spawns without torchrun
+    assert FileFacts.from_json(files["lib.py"].to_json()).spawns
+    write_tree(
+        tmp_path,
+        {
+            "job.py": "import torch_xla\ndef _mp_fn(i):\n    pass\ntorch_xla.launch(_mp_fn)\n",
+            "run.sh": "python -m torch.distributed.run --nproc_per_node 2 job.py\n",
+        },
+    )
+    result, _, _ = lint_tree(tmp_path, select=["XLA031"])
+    program = next(p for p in result.program.programs if p.entry == "job.py")
+    assert program.sources["spawn"] == "job.py"
+    assert program.sources["torchrun"].startswith("run.sh:1")

@@ -288,6 +288,8 @@ class FactsCollector:
             f.sets_global_mesh = True
         elif fact == Fact.MULTIPROCESS:
             f.multiprocess = True
+        elif fact == Fact.SPAWN:
+            f.spawns = True
         elif fact == Fact.UNBUFFERED:
             f.unbuffered = True
         elif fact == Fact.TORCHAX:
@@ -394,6 +396,7 @@ class FactsCollector:
             self._set(Fact.GLOBAL_MESH)
         if not names.isdisjoint(apis.LAUNCH_APIS):
             self._set(Fact.MULTIPROCESS)
+            self._set(Fact.SPAWN)
         if apis.INIT_PROCESS_GROUP in names:
             backend = find_arg(node, "backend", 0)
             if backend is not None and literal_string(backend.value) == "xla":

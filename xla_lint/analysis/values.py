@@ -26,9 +26,9 @@ What is followed:
   An option without a default, or one assigned in the code (``args.num_cores = ...``), is
   :data:`OPTION`-unknown;
 - ``os.environ[...]``, ``os.environ.get(...)``, ``os.getenv(...)``: :data:`ENVIRONMENT`;
-- replica tests (:func:`is_replica_test`): ``xm.is_master_ordinal()``, a comparison of an
-  ordinal (``xr.global_ordinal() == 0``), and names saved from either
-  (``is_root = xm.is_master_ordinal()``, ``rank = xr.global_ordinal()`` ... ``rank == 0``).
+- attributes assigned in the file (``self.rank = ...``: :attr:`FileValues.attr_values`) and the
+  parameters of functions (:meth:`FileValues.parameter`), which :mod:`xla_lint.analysis.ranks`
+  follows to tell replicas apart.
 
 Nothing here crosses files: an imported value, an attribute of an object and the result of
 a call are unknown.
@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import apis
 from .context import literal_string
 from .names import Scope, defining_scope, dotted_name
 from .walk import iter_nodes
@@ -61,18 +60,6 @@ ELEMENT = "element"  # an item of something (``x[i]``, a for-loop or unpacking t
 SEVERAL = "several"  # one of ``parts`` (a conditional expression, several assignments)
 ATTRIBUTE = "attribute"  # an attribute of an object (``self.model``): ``node``
 OTHER = "other"  # anything else: imports, definitions, run-time expressions
-
-# Tests that hold on some replicas only (torch_xla 2.9.0: torch_xla/runtime.py, torch_xla/core/xla_model.py).
-ORDINAL_APIS = frozenset(
-    {
-        f"{apis.XR}.global_ordinal",
-        f"{apis.XR}.local_ordinal",
-        f"{apis.XM}.get_ordinal",
-        f"{apis.XM}.get_local_ordinal",
-        f"{apis.XR}.process_index",
-    }
-)
-MASTER_APIS = frozenset({f"{apis.XM}.is_master_ordinal"})
 
 _ENV_CALLS = frozenset({"os.getenv", "os.environ.get", "os.environ.setdefault"})
 _CONVERSIONS = {
@@ -189,18 +176,6 @@ def definition(
     return table.definition(node, site)
 
 
-def is_replica_test(ctx, test: cst.BaseExpression, site: Site | None = None) -> bool:
-    """True when ``test`` holds on some replicas only: it calls ``xm.is_master_ordinal()``,
-    compares an ordinal (``xr.global_ordinal() == 0``, ``xm.get_ordinal() != 0``,
-    ``xr.process_index() == 0``...), or reads a name saved from one of those
-    (``is_root = xm.is_master_ordinal()`` ... ``if is_root:``; ``rank = xr.global_ordinal()``
-    ... ``if rank == 0:``)."""
-    table = file_values(ctx)
-    if site is None:
-        site = table.current_site()
-    return table.replica_test(test, site, 0)
-
-
 def file_values(ctx) -> FileValues:
     """The file's value table, built once per file (``ctx.memo``)."""
     return ctx.memo("xla_lint.analysis.values", lambda: FileValues(ctx))
@@ -250,6 +225,9 @@ class FileValues:
         ] = {}  # id(statement) -> (its block, index)
         self.stores: dict[tuple[int, str], list[tuple[cst.BaseExpression, Site]]] = {}
         self.attr_stores: set[str] = set()  # "args.num_cores" assigned somewhere
+        # "self.rank" -> every value assigned to it in the file, with the site it is read at
+        # (None for an augmented assignment or a `del`): xla_lint.analysis.ranks follows them.
+        self.attr_values: dict[str, list[tuple[cst.BaseExpression | None, Site]]] = {}
         self.options: dict[str, list[_Option]] = {}
         self.dynamic_options = False  # an add_argument whose name is computed
         self.returns: dict[int, list[tuple[cst.BaseExpression, Site]]] = {}
@@ -459,6 +437,8 @@ class FileValues:
             text = dotted_name(target)
             if text:
                 self.attr_stores.add(text)
+                stored = value if kind == "assign" and index is None else None
+                self.attr_values.setdefault(text, []).append((stored, site))
         elif t is cst.Subscript and isinstance(
             target.value, cst.Name
         ):  # d[k] = v, d[k] += v, del d[k]
@@ -658,6 +638,22 @@ class FileValues:
         if binding is None or binding.kind != "assign" or binding.value is None:
             return None
         return binding.value, binding.site
+
+    def parameter(self, node: cst.BaseExpression, site: Site) -> tuple[cst.FunctionDef, int] | None:
+        """For a Name read at ``site`` that is a parameter of the enclosing function (and no other
+        binding reaches the read): that function and the parameter's position (0-based, among
+        the positional parameters; -1 for a keyword-only one or ``*args``/``**kwargs``)."""
+        if type(node) is not cst.Name:
+            return None
+        _, binding, _ = self._reaching(node.value, site)
+        if binding is None or binding.kind != "param" or type(binding.stmt) is not cst.FunctionDef:
+            return None
+        params = binding.stmt.params
+        positional = [*params.posonly_params, *params.params]
+        for i, param in enumerate(positional):
+            if param is binding.param:
+                return binding.stmt, i
+        return binding.stmt, -1
 
     def _name(self, node: cst.Name, site: Site, depth: int) -> Value:
         name = node.value
@@ -1099,36 +1095,6 @@ class FileValues:
                 return True
         return False
 
-    # -- replica tests ------------------------------------------------------------------------
-    def replica_test(self, test: cst.BaseExpression, site: Site, depth: int) -> bool:
-        """:func:`is_replica_test` at ``site``."""
-        if depth > 8:
-            return False
-        ctx = self.ctx
-        for node in iter_nodes(test):
-            kind = type(node)
-            if kind is cst.Call:
-                if ctx.qnames(node.func, site.scope) & MASTER_APIS:
-                    return True
-            elif kind is cst.Comparison:
-                sides = [node.left, *(c.comparator for c in node.comparisons)]
-                if any(self._ordinal(s, site, depth) for s in sides):
-                    return True
-            elif kind is cst.Name:
-                found = self.definition(node, site)
-                if found is not None and self.replica_test(found[0], found[1], depth + 1):
-                    return True
-        return False
-
-    def _ordinal(self, node: cst.BaseExpression, site: Site, depth: int) -> bool:
-        """An ordinal: ``xr.global_ordinal()``..., or a name saved from one (``rank = xr.global_ordinal()``)."""
-        if type(node) is cst.Call:
-            return bool(self.ctx.qnames(node.func, site.scope) & ORDINAL_APIS)
-        if type(node) is cst.Name and depth <= 8:
-            found = self.definition(node, site)
-            return found is not None and self._ordinal(found[0], found[1], depth + 1)
-        return False
-
 
 # -- helpers ------------------------------------------------------------------------------------
 def _string(node: cst.CSTNode | None) -> str | None:
@@ -1224,11 +1190,8 @@ __all__ = [
     "value_of",
     "parts_of",
     "definition",
-    "is_replica_test",
     "file_values",
     "FileValues",
-    "ORDINAL_APIS",
-    "MASTER_APIS",
     "PARAMETER",
     "ENVIRONMENT",
     "OPTION",

@@ -370,6 +370,7 @@ def program_facts(
             enables_spmd=any(f.enables_spmd for f in r.facts),
             shards=any(f.shards for f in r.facts),
             multiprocess=any(f.multiprocess for f in r.facts),
+            spawns=any(f.spawns for f in r.facts),
             imports_torch_xla=any(f.imports_torch_xla for f in r.facts),
             requires_torch_xla=any(f.requires_torch_xla for f in r.facts),
             sets_global_mesh=any(f.sets_global_mesh for f in r.facts),
@@ -403,6 +404,7 @@ PROGRAM_RULES_NEED: dict[str, bytes] = {
     "XLA024": b"checkpoint",
     "XLA027": b"seed",  # manual_seed, set_seed, seed_everything in a plain entry script
     "XLA028": b"seed",
+    "XLA031": b"RANK",  # os.environ.get("LOCAL_RANK", 0) in a plain helper of a spawned program
 }
 
 

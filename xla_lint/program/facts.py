@@ -31,6 +31,15 @@ class Fact(StrEnum):
     UNBUFFERED = "unbuffered"  # python -u, PYTHONUNBUFFERED, stdout reconfigured
     TORCHAX = "torchax"  # the program runs on torchax
     TEST = "test"  # the program is a test (pytest/unittest collects it)
+    # The program's code starts its replicas itself: `xmp.spawn` or `torch_xla.launch` runs (one
+    # process per device, torch_xla/_internal/pjrt.py `run_multiprocess`; `torch_xla.launch` calls the
+    # function in place when torchrun started the process: torch_xla/torch_xla.py `launch`).
+    SPAWN = "spawn"
+    # A launcher of the tree runs the program with torchrun (`torchrun`, `python -m
+    # torch.distributed.run`/`launch`), which exports RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+    # GROUP_RANK, MASTER_ADDR, MASTER_PORT to each worker (torch/distributed/elastic/agent/server/
+    # local_elastic_agent.py `_start_workers`).
+    TORCHRUN = "torchrun"
 
 
 # The equality tests that guard one site: ``(("config.tpu_cores", "'spmd'"),)`` for a call under
@@ -113,6 +122,8 @@ class FileFacts:
     enables_spmd: bool = False
     shards: bool = False
     multiprocess: bool = False
+    # Calls `xmp.spawn` or `torch_xla.launch` (fact "spawn"; a subset of ``multiprocess``).
+    spawns: bool = False
     imports_torch_xla: bool = False
     sets_global_mesh: bool = False  # calls xs.set_global_mesh (fact "global_mesh")
     # Imports torchax (and so JAX) at module level, before anything in the file starts the torch_xla
@@ -152,6 +163,7 @@ class FileFacts:
             "enables_spmd": self.enables_spmd,
             "shards": self.shards,
             "multiprocess": self.multiprocess,
+            "spawns": self.spawns,
             "imports_torch_xla": self.imports_torch_xla,
             "sets_global_mesh": self.sets_global_mesh,
             "imports_torchax": self.imports_torchax,
@@ -197,6 +209,7 @@ class FileFacts:
             enables_spmd=flag(data["enables_spmd"]),
             shards=flag(data["shards"]),
             multiprocess=flag(data["multiprocess"]),
+            spawns=flag(data.get("spawns", False)),
             imports_torch_xla=flag(data["imports_torch_xla"]),
             sets_global_mesh=flag(data.get("sets_global_mesh", False)),
             imports_torchax=flag(data.get("imports_torchax", False)),

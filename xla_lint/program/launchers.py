@@ -940,7 +940,11 @@ class _Scanner:
         facts: AbstractSet[str] = frozenset(),
         ignore_env: bool = False,
     ) -> None:
-        facts = {*facts, "multiprocess"}
+        facts = {
+            *facts,
+            "multiprocess",
+            "torchrun",
+        }  # torchrun exports RANK, LOCAL_RANK, WORLD_SIZE...
         processes = "1"  # torchrun's --nproc-per-node default
         for i, word in enumerate(words):
             name, eq, value = word.partition("=")

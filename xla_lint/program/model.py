@@ -25,7 +25,9 @@ the import graph (:class:`_Closure`).
 
 Facts of a program: ``spmd`` (``use_spmd()`` anywhere it reaches, ``XLA_USE_SPMD`` turned
 on in its code or by its launcher, or declared), ``multiprocess`` (``torch_xla.launch``,
-``xmp.spawn``, ``init_process_group("xla")``, or run by ``torchrun``), ``shards``,
+``xmp.spawn``, ``init_process_group("xla")``, or run by ``torchrun``), ``spawn`` (its code calls
+``xmp.spawn``/``torch_xla.launch``), ``torchrun`` (a launcher runs it with torchrun, which
+exports ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``), ``shards``,
 ``global_mesh`` (``xs.set_global_mesh``), ``unbuffered`` (``python -u``,
 ``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``torchax`` (torchax, and so
 JAX, imported at module level: :func:`own_facts`), ``test`` (a test program).
@@ -79,6 +81,11 @@ _PHRASES: dict[str, tuple[str, str]] = {
         "the program launches one process per device in {}",
         "runs a single process",
     ),
+    Fact.SPAWN: (
+        "the program starts its replicas with `xmp.spawn`/`torch_xla.launch` in {}",
+        "does not start replicas itself",
+    ),
+    Fact.TORCHRUN: ("torchrun starts the program in {}", "is not started by torchrun"),
     Fact.GLOBAL_MESH: ("a global mesh is set in {}", "sets no global mesh"),
     Fact.UNBUFFERED: ("output is unbuffered in {}", "leaves output buffered"),
     Fact.TORCHAX: ("torchax is imported in {}", "does not import torchax"),
@@ -145,6 +152,7 @@ def own_facts(f: FileFacts) -> dict[str, bool]:
         Fact.SPMD: f.enables_spmd,
         Fact.SHARDS: f.shards,
         Fact.MULTIPROCESS: f.multiprocess,
+        Fact.SPAWN: f.spawns,
         Fact.GLOBAL_MESH: f.sets_global_mesh,
         Fact.UNBUFFERED: f.unbuffered,
         Fact.TORCHAX: torchax,

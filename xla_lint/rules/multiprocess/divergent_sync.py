@@ -13,11 +13,11 @@ from ...analysis.devices import (
 )
 from ...analysis.holds import may_hold_tensors
 from ...analysis.loops import in_step_closure
-from ...analysis.values import (
-    is_replica_test,
-)
+from ...analysis.ranks import Identity, replica_guard
+from ...analysis.values import definition
 from ...analysis.walk import TRIVIA, walk
 from ...diagnostics import Severity
+from ...program.facts import Fact
 from ...rule import Invalid, Rule, Valid
 from .common import _LAUNCH, MULTIPROCESS
 
@@ -43,11 +43,28 @@ SYNC_METHODS = {"item": ".item()", "cpu": ".cpu()"}
 _GRAPH_RUNNERS = ("torch_xla.sync", "xm.mark_step", "xm.save")
 
 
-def _divergent_test(ctx, test: cst.BaseExpression) -> bool:
-    """True when ``test`` holds on some replicas only: it calls ``is_master_ordinal``, compares
-    an ordinal (``xr.global_ordinal() == 0``) or reads a flag saved from one
-    (``is_root = xm.is_master_ordinal()``); see :func:`xla_lint.analysis.values.is_replica_test`."""
-    return is_replica_test(ctx, test)
+# Collectives that torch_xla 2.9.0 records in the pending graph (lazily) rather than running at
+# once: a host read or sync that executes that graph on some replicas only waits in the
+# collective for the others (torch_xla/core/xla_model.py `all_reduce`, `reduce_gradients`, which
+# `optimizer_step` calls; torch_xla/distributed/xla_backend.py for the `xla` process group).
+LAZY_COLLECTIVES = {
+    f"{apis.XM}.all_reduce": "xm.all_reduce",
+    f"{apis.XM}.reduce_gradients": "xm.reduce_gradients",
+    f"{apis.XM}.optimizer_step": "xm.optimizer_step",
+    f"{apis.XM}.all_gather": "xm.all_gather",
+    f"{apis.XM}.reduce_scatter": "xm.reduce_scatter",
+    f"{apis.XM}.all_to_all": "xm.all_to_all",
+    f"{apis.XM}.collective_permute": "xm.collective_permute",
+    f"{apis.XM}.collective_broadcast": "xm.collective_broadcast",
+    f"{apis.XM}.broadcast_master_param": "xm.broadcast_master_param",
+    "torch.distributed.all_reduce": "dist.all_reduce",
+    "torch.distributed.all_gather": "dist.all_gather",
+    "torch.distributed.all_gather_into_tensor": "dist.all_gather_into_tensor",
+    "torch.distributed.reduce_scatter": "dist.reduce_scatter",
+    "torch.distributed.reduce_scatter_tensor": "dist.reduce_scatter_tensor",
+    "torch.distributed.all_to_all": "dist.all_to_all",
+    "torch.distributed.broadcast": "dist.broadcast",
+}
 
 
 class ReplicaDivergentSync(Rule):
@@ -65,10 +82,23 @@ In a multi-process program (`torch_xla.launch`, `xmp.spawn`, an `xla` process gr
 that is not SPMD, flags `.item()`, `.cpu()`, `xm.save`, `xm.rendezvous`,
 `xm.xla_rendezvous`, `xm.mesh_reduce`, `xm.all_reduce`, `xm.all_gather`,
 `xm.mark_step`, `torch_xla.sync()` and `dist.barrier()` inside an `if` whose test only
-holds on some replicas: `xm.is_master_ordinal()`, or a comparison of
-`xr.global_ordinal()`, `xr.local_ordinal()`, `xm.get_ordinal()`... with a value, also
-through a name saved from one (`is_root = xm.is_master_ordinal()` ... `if is_root:`;
-`rank = xr.global_ordinal()` ... `if rank == 0:`; module level or the same function).
+holds on some replicas (`xla_lint/analysis/ranks.py` `replica_guard`): `xm.is_master_ordinal()`,
+or a comparison of a rank (`xr.global_ordinal()`, `xr.local_ordinal()`, `xm.get_ordinal()`,
+`xr.process_index()`, `dist.get_rank()`, the launched function's first parameter) with a value,
+also through a name or attribute saved from one (`is_root = xm.is_master_ordinal()` ...
+`if is_root:`; `rank = dist.get_rank()` ... `if rank == 0:`; `self.rank`). A rank read from
+the environment (`int(os.environ["LOCAL_RANK"])`) or the `--local_rank` option splits the
+replicas only when the program is started by torchrun, which sets it; under `xmp.spawn` every
+replica reads the same default (XLA031).
+
+Severity follows the consequence. A collective (`xm.rendezvous`, `xm.mesh_reduce`,
+`xm.all_reduce`, `dist.barrier`...) on some replicas only, and a host read or sync whose graph
+holds a collective (`.item()` of an `xm.all_reduce` result; `torch_xla.sync()`,
+`xm.mark_step()` or `xm.save(model.state_dict())` after `xm.optimizer_step` or another lazy
+collective in the same function; any host read of a model split over the replicas, whose
+graphs hold collectives: a file importing torch_xla's FSDP or neuronx_distributed's parallel
+layers), make the job hang: an error. Any other host read or sync
+under such a guard compiles and runs one more graph on those replicas: a warning.
 
 Not flagged: the "master goes first" idiom, where the same barrier (`xm.rendezvous`,
 `xm.xla_rendezvous` or `dist.barrier`, with the same arguments: the same tag) is called in
@@ -257,23 +287,90 @@ if xm.is_master_ordinal():
         branch = self._divergent_branch()
         if branch is None or in_step_closure(self.ctx):
             return
-        test, positive = branch
+        test, positive, identity = branch
         if api in _BARRIERS and self._paired(node, api, (test, positive)):
             return
         if api == "xm.save":
             data = find_arg(node, "data", 0)
             if data is not None and not may_hold_tensors(self.ctx, data.value):
                 return  # no XLA tensor in it: `_maybe_convert_to_cpu` syncs nothing
-        why = (
-            "the other replicas never enter the collective and the job hangs"
-            if api not in SYNC_METHODS.values() and api not in _GRAPH_RUNNERS
-            else "it executes the pending graph on these replicas alone, which hangs if the graph "
-            "holds a collective and makes the replicas' graphs diverge otherwise"
-        )
+        severity = Severity.ERROR
+        if api not in SYNC_METHODS.values() and api not in _GRAPH_RUNNERS:
+            why = "the other replicas never enter the collective and the job hangs"
+        else:
+            collective = self._collective_in_graph(node, api)
+            if collective is not None:
+                why = (
+                    f"it executes the pending graph on these replicas alone, and that graph holds "
+                    f"the collectives of {collective}, which the other replicas never enter: the "
+                    "job hangs"
+                )
+            else:
+                severity = Severity.WARNING
+                why = (
+                    "it compiles and executes the pending graph on these replicas alone (one more "
+                    "compile and execution there, and graphs that differ from the other replicas'; "
+                    "it hangs if that graph holds a collective)"
+                )
+        requires = list(MULTIPROCESS)
+        if (
+            identity.from_launcher
+        ):  # a rank from the environment splits replicas under torchrun only
+            requires.append((Fact.TORCHRUN, True))
         text = " ".join(self.ctx.module.code_for_node(test).split())
         self.report(
-            node, self.message.format(api=api, test=text[:60], why=why), requires=MULTIPROCESS
+            node,
+            self.message.format(api=api, test=text[:60], why=why),
+            requires=requires,
+            severity=severity,
         )
+
+    def _collective_in_graph(self, node: cst.Call, api: str) -> str | None:
+        """The collective the graph that ``node`` executes holds, as far as the file shows: for
+        ``.item()``/``.cpu()``, a collective whose result the read tensor is (``loss =
+        xm.all_reduce(...)`` ... ``loss.item()``); for ``torch_xla.sync()``, ``xm.mark_step()`` and
+        ``xm.save`` (every pending tensor, or the parameters that ``xm.optimizer_step`` updated),
+        a lazy collective called before it in the same function. None: no collective known."""
+        if api in SYNC_METHODS.values():
+            assert isinstance(node.func, cst.Attribute)
+            found = self._collective_source(node.func.value, 0)
+        else:
+            found = self._collective_before(node)
+        return found if found is not None else self._sharded_model()
+
+    def _sharded_model(self) -> str | None:
+        """A module the file imports that splits the model over the replicas, whose forward and
+        backward hold collectives (FSDP all-gathers the parameters:
+        ``torch_xla/distributed/fsdp/xla_fully_sharded_data_parallel.py``; tensor-parallel layers
+        all-reduce their outputs: neuronx_distributed ``parallel_layers``), else None."""
+        for module in sorted(self.ctx.imported_modules):
+            if module.startswith(_SHARDED_MODEL_MODULES):
+                return f"the sharded model of `{module}`"
+        return None
+
+    def _collective_source(self, expr: cst.BaseExpression, depth: int) -> str | None:
+        if depth > 6:
+            return None
+        if type(expr) is cst.Call:
+            names = self.ctx.qnames(expr.func)
+            for name in names:
+                if name in LAZY_COLLECTIVES:
+                    return f"`{LAZY_COLLECTIVES[name]}`"
+            if isinstance(expr.func, cst.Attribute) and not names:  # x.detach(), x.mean()
+                return self._collective_source(expr.func.value, depth + 1)
+            return None
+        if type(expr) is cst.Name:
+            found = definition(self.ctx, expr)
+            if found is not None:
+                value, _ = found
+                return self._collective_source(value, depth + 1)
+        return None
+
+    def _collective_before(self, node: cst.Call) -> str | None:
+        """A lazy collective called in the enclosing function's own code before ``node``."""
+        function = function_key(self.ctx)
+        table = self.ctx.memo(_LazyCollectives, lambda: _LazyCollectives(self.ctx))
+        return table.before(function, node)
 
     def _sync_api(self, node: cst.Call) -> str | None:
         func = node.func
@@ -286,17 +383,19 @@ if xm.is_master_ordinal():
                 return short
         return None
 
-    def _divergent_branch(self) -> tuple[cst.BaseExpression, bool] | None:
-        """The innermost enclosing test that holds on some replicas only, and whether the node
-        is in its true branch; None outside such a branch."""
+    def _divergent_branch(self) -> tuple[cst.BaseExpression, bool, Identity] | None:
+        """The innermost enclosing test that holds on some replicas only
+        (:func:`xla_lint.analysis.ranks.replica_guard`), whether the node is in its true branch,
+        and the identity it tests; None outside such a branch."""
         stack = self.ctx.stack
         for i in range(len(stack) - 2, -1, -1):
             node = stack[i]
             if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return None
             if isinstance(node, (cst.If, cst.IfExp)) and stack[i + 1] is not node.test:
-                if _divergent_test(self.ctx, node.test):
-                    return node.test, stack[i + 1] is node.body
+                identity = replica_guard(self.ctx, node.test)
+                if identity is not None:
+                    return node.test, stack[i + 1] is node.body, identity
         return None
 
     def _paired(self, node: cst.Call, api: str, condition: tuple[cst.BaseExpression, bool]) -> bool:
@@ -348,6 +447,56 @@ if xm.is_master_ordinal():
 
         walk(function, Collect(), TRIVIA)
         return found
+
+
+# Libraries whose models are split over the replicas, so that every graph of their forward and
+# backward holds collectives.
+_SHARDED_MODEL_MODULES = (
+    "torch_xla.distributed.fsdp",
+    "neuronx_distributed.parallel_layers",
+    "neuronx_distributed.modules",
+    "neuronx_distributed.pipeline",
+    "neuronx_distributed.trainer",
+)
+
+
+class _LazyCollectives:
+    """The file's calls of :data:`LAZY_COLLECTIVES`, by position in the shared node list
+    (``ctx.flat``), with the function definitions, to answer "is one called before this node in
+    the same function's own code?" (one pass over the file's calls, ``ctx.memo``)."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        flat = ctx.flat
+        nodes = flat.nodes
+        self.ends = flat.ends
+        self.index: dict[int, int] = {}
+        self.calls: list[tuple[int, str]] = []
+        self.functions: list[int] = []
+        for i in flat.of_types(frozenset({cst.Call, cst.FunctionDef, cst.Lambda, cst.ClassDef})):
+            item = nodes[i]
+            self.index[id(item)] = i
+            if type(item) is cst.Call:
+                for name in ctx.qnames(item.func, ctx.root_scope):  # module-level imports
+                    if name in LAZY_COLLECTIVES:
+                        self.calls.append((i, LAZY_COLLECTIVES[name]))
+                        break
+            else:
+                self.functions.append(i)
+
+    def before(self, function: cst.CSTNode, node: cst.CSTNode) -> str | None:
+        at = self.index.get(id(node))
+        if at is None:
+            return None
+        start = self.index.get(id(function), 0)  # the module is node 0
+        for i, api in self.calls:
+            if (
+                start < i < at
+                and i < self.ends[start]
+                and not any(start < f < i < self.ends[f] for f in self.functions)
+            ):
+                return f"`{api}`"
+        return None
 
 
 # Barriers that the "master goes first" idiom calls from complementary branches.

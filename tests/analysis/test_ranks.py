@@ -1,0 +1,153 @@
+"""xla_lint.analysis.ranks: the identity a value carries and which tests split the replicas,
+asked from inside the traversal as rules ask (``ident(x)`` -> an Identity or None, ``guard(x)``
+-> the guard's Identity or None, ``rtest(x)`` -> a bool)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from xla_lint.analysis import ranks
+from xla_lint.analysis.context import Dispatcher, FileContext
+from xla_lint.analysis.walk import walk
+
+HEAD = (
+    "import os\nimport torch.distributed as dist\nimport torch_xla\n"
+    "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
+)
+
+
+def ask(source: str) -> list:
+    ctx = FileContext(cst.parse_module(source))
+    out: list = []
+
+    class Probe:
+        def visit_Call(self, node: cst.Call) -> None:
+            if not isinstance(node.func, cst.Name) or not node.args:
+                return
+            arg = node.args[0].value
+            if node.func.value == "ident":
+                out.append(ranks.identity_of(ctx, arg))
+            elif node.func.value == "guard":
+                out.append(ranks.replica_guard(ctx, arg))
+            elif node.func.value == "rtest":
+                out.append(ranks.is_replica_test(ctx, arg))
+
+    walk(ctx.module, Dispatcher(ctx, [Probe()]))
+    return out
+
+
+def kinds(found: list) -> list:
+    return [None if i is None else (i.kind, i.source, i.variable) for i in found]
+
+
+def test_identities_from_torch_xla_distributed_and_the_environment():
+    got = ask(
+        HEAD + "def f():\n"
+        "    ident(xr.global_ordinal())\n    ident(xm.get_local_ordinal())\n"
+        "    ident(xr.process_index())\n    ident(xr.world_size())\n    ident(xr.process_count())\n"
+        "    ident(dist.get_rank())\n    ident(dist.get_world_size())\n"
+        "    ident(int(os.environ['LOCAL_RANK']))\n    ident(os.environ.get('RANK', 0))\n"
+        "    ident(int(os.getenv('WORLD_SIZE', '1')))\n    ident(os.environ.get('HOME', 0))\n"
+        "    ident(xr.device_type())\n"
+    )
+    assert kinds(got) == [
+        (ranks.GLOBAL_ORDINAL, ranks.TORCH_XLA, None),
+        (ranks.LOCAL_ORDINAL, ranks.TORCH_XLA, None),
+        (ranks.PROCESS_INDEX, ranks.TORCH_XLA, None),
+        (ranks.WORLD_SIZE, ranks.TORCH_XLA, None),
+        (ranks.PROCESS_COUNT, ranks.TORCH_XLA, None),
+        (ranks.GLOBAL_ORDINAL, ranks.DISTRIBUTED, None),
+        (ranks.WORLD_SIZE, ranks.DISTRIBUTED, None),
+        (ranks.LOCAL_ORDINAL, ranks.ENVIRONMENT, "LOCAL_RANK"),
+        (ranks.GLOBAL_ORDINAL, ranks.ENVIRONMENT, "RANK"),
+        (ranks.WORLD_SIZE, ranks.ENVIRONMENT, "WORLD_SIZE"),
+        None,
+        None,
+    ]
+    assert got[7].default is None  # os.environ[...]: no default
+    assert isinstance(got[8].default, cst.Integer) and got[8].default.value == "0"
+    assert got[8].from_launcher and not got[0].from_launcher
+
+
+def test_followed_through_names_attributes_options_and_the_launch_index():
+    got = ask(
+        HEAD + "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--local_rank', type=int, default=-1)\nargs = parser.parse_args()\n"
+        "class T:\n    def __init__(self):\n        self.rank = dist.get_rank()\n"
+        "        self.mixed = xr.global_ordinal()\n"
+        "    def g(self):\n        self.mixed = xr.world_size()\n        ident(self.rank)\n"
+        "        ident(self.mixed)\n"
+        "def _mp_fn(index, flags):\n    rank = int(os.environ.get('RANK', 0))\n"
+        "    ident(rank)\n    ident(index)\n    ident(flags)\n    ident(args.local_rank)\n"
+        "def other(index):\n    ident(index)\n"
+        "torch_xla.launch(_mp_fn, args=(1,))\n"
+    )
+    assert kinds(got) == [
+        (ranks.GLOBAL_ORDINAL, ranks.DISTRIBUTED, None),
+        None,  # assigned an ordinal in one method and a world size in another
+        (ranks.GLOBAL_ORDINAL, ranks.ENVIRONMENT, "RANK"),
+        (ranks.GLOBAL_ORDINAL, ranks.LAUNCH, "index"),
+        None,  # the second parameter of the launched function
+        (ranks.LOCAL_ORDINAL, ranks.OPTION, "local_rank"),
+        None,  # `index` of a function nobody launches
+    ]
+
+
+def test_replica_guards():
+    got = ask(
+        HEAD + "IS_ROOT = xr.global_ordinal() == 0\n"
+        "def f(is_main):\n    is_root = xm.is_master_ordinal()\n    rank = xr.process_index()\n"
+        "    worker = not xm.is_master_ordinal(local=False)\n    r = dist.get_rank()\n"
+        "    world = dist.get_world_size()\n    env = int(os.environ.get('LOCAL_RANK', -1))\n"
+        "    rtest(is_root)\n    rtest(not is_root)\n    rtest(IS_ROOT)\n    rtest(rank == 0)\n"
+        "    rtest(worker)\n    rtest(is_main)\n    rtest(xm.get_ordinal() != 0)\n    rtest(rank)\n"
+        "    rtest(r == 0)\n    rtest(dist.get_rank() != 0)\n    rtest(world > 1)\n"
+        "    rtest(env in (-1, 0))\n    guard(env in (-1, 0))\n"
+        "    is_root = True\n    rtest(is_root)\n"
+    )
+    assert got[:-2] + got[-1:] == [
+        True,
+        True,
+        True,
+        True,
+        True,
+        False,
+        True,
+        False,  # `if rank:` is not read as a guard
+        True,
+        True,
+        False,  # the world size is the same on every replica
+        False,  # an environment rank splits the replicas only when the launcher sets it
+        False,
+    ]
+    env_guard = got[-2]
+    assert env_guard is not None and env_guard.from_launcher and env_guard.variable == "LOCAL_RANK"
+
+
+def test_self_attribute_flags():
+    got = ask(
+        HEAD
+        + "class T:\n    def __init__(self):\n        self.is_master = xm.is_master_ordinal()\n"
+        "        self.local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
+        "    def g(self):\n        guard(self.is_master)\n        guard(self.local_rank == 0)\n"
+        "        guard(self.other == 0)\n"
+    )
+    assert [None if g is None else (g.kind, g.source) for g in got] == [
+        (ranks.MASTER, ranks.TORCH_XLA),
+        (ranks.LOCAL_ORDINAL, ranks.ENVIRONMENT),
+        None,
+    ]
+
+
+def test_torch_xla_getenv_as_is_an_environment_read():
+    got = ask(
+        "import torch_xla.utils.utils as xu\n"
+        "ident(xu.getenv_as('LOCAL_RANK', int, 0))\nident(xu.getenv_as('WORLD_SIZE', int))\n"
+        "ident(xu.getenv_as('XLA_FLAGS', str, ''))\n"
+    )
+    assert kinds(got) == [
+        (ranks.LOCAL_ORDINAL, ranks.ENVIRONMENT, "LOCAL_RANK"),
+        (ranks.WORLD_SIZE, ranks.ENVIRONMENT, "WORLD_SIZE"),
+        None,
+    ]
+    assert got[0].default is not None and got[1].default is None
