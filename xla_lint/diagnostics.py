@@ -97,6 +97,11 @@ class Diagnostic:
     ...) that must hold for the finding to be reported; the engine checks them once
     every file's facts are known (see :mod:`xla_lint.program.facts`), so a file's diagnostics
     can be computed, and cached, before the rest of the program is read.
+
+    ``unless`` holds value-flow keys (``("loop.run_epoch#2:loader",)``, ``("ret:data.get_loader",)``:
+    see :mod:`xla_lint.analysis.loaders`) of values the finding assumes are not torch_xla device
+    loaders; the engine drops it when the program's joined flow says one may be
+    (:meth:`xla_lint.program.model.ProgramModel.may_be_loader`).
     """
 
     code: str
@@ -110,6 +115,7 @@ class Diagnostic:
     severity: Severity = Severity.ERROR
     fix: Fix | None = None
     requires: tuple[tuple[str, bool], ...] = ()
+    unless: tuple[str, ...] = ()
 
     @property
     def sort_key(self) -> tuple:
@@ -132,9 +138,9 @@ class Diagnostic:
 
     @classmethod
     def from_json(cls, data: dict) -> Diagnostic:
-        """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs, when
-        present (the result cache stores it), is read back too. Raises KeyError/TypeError/
-        ValueError on a malformed object."""
+        """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs and an
+        ``"unless"`` list of flow keys, when present (the result cache stores them), are read
+        back too. Raises KeyError/TypeError/ValueError on a malformed object."""
         return cls(
             _text(data["code"]),
             _text(data["name"]),
@@ -147,6 +153,7 @@ class Diagnostic:
             Severity(data["severity"]),
             None if data.get("fix") is None else Fix.from_json(data["fix"]),
             tuple((_text(k), bool(v)) for k, v in data.get("requires", ())),
+            tuple(_text(k) for k in data.get("unless", ())),
         )
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 import libcst as cst
 
 from .analysis.context import Dispatcher, FactsCollector, FileContext
+from .analysis.loaders import LoaderFlow
 from .analysis.names import LOCAL, BindingCollector, Scope
 from .analysis.walk import silent_types, walk
 from .config import Settings
@@ -149,6 +150,8 @@ def lint_text(
             dispatcher,
             silent_types(frozenset(dispatcher._visit) | frozenset(dispatcher._leave)),
         )
+        if ctx.imports_torch_xla:
+            record_flow(ctx, facts.facts)
     except RecursionError:
         return [
             syntax_error(path, "nesting too deep to analyse", 1 + line_offset, 1 + column_offset)
@@ -232,9 +235,19 @@ def lint_text(
                 rep.severity or rep.rule.severity,
                 fix,
                 rep.requires,
+                rep.unless,
             )
         )
     return out, facts.facts
+
+
+def record_flow(ctx: FileContext, facts: FileFacts) -> None:
+    """Put the file's device-loader value flow (:class:`~xla_lint.analysis.loaders.LoaderFlow`)
+    in its facts, for the program model to join (:mod:`xla_lint.program.flow`)."""
+    flow = LoaderFlow.of(ctx)
+    facts.flows = flow.records()
+    facts.flow_functions = flow.defined
+    facts.makes_device_loader = flow.makes_loader
 
 
 def lint_decoded(
@@ -604,5 +617,9 @@ def lint_docstrings(
                 with_fixes=False,
                 globals_scope=scope,
             )
-            out.extend(d for d in diags if d.code != SyntaxErrorRule.code and not d.requires)
+            out.extend(
+                d
+                for d in diags
+                if d.code != SyntaxErrorRule.code and not d.requires and not d.unless
+            )
     return out

@@ -54,7 +54,8 @@ def result_to_json(result: FileResult) -> dict:
     return {
         "path": result.path,
         "diagnostics": [
-            {**d.to_json(), "requires": [list(r) for r in d.requires]} for d in result.diagnostics
+            {**d.to_json(), "requires": [list(r) for r in d.requires], "unless": list(d.unless)}
+            for d in result.diagnostics
         ],
         "facts": [f.to_json() for f in result.facts],
         "suppressions": result.suppressions.to_json(),

@@ -39,6 +39,7 @@ class Report:
     requires: tuple[tuple[Fact, bool], ...]
     ancestors: tuple[cst.CSTNode, ...] = ()
     severity: Severity | None = None  # None: the rule's own
+    unless: tuple[str, ...] = ()  # flow keys of values assumed not to be device loaders
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,13 @@ class Rule:
         fix: PendingFix | None = None,
         requires: Iterable[tuple[str, bool]] = (),
         severity: Severity | None = None,
+        unless: Iterable[str] = (),
     ) -> bool:
         """Report ``node``; ``requires`` names program facts (``(Fact.SPMD, True)``) the finding depends on.
+
+        ``unless``: value-flow keys (:mod:`xla_lint.analysis.loaders`) of values the finding
+        assumes are not device loaders; the engine drops it when the program says one may be
+        (:attr:`xla_lint.diagnostics.Diagnostic.unless`).
 
         ``severity`` overrides the rule's for this finding (XLA019: an error when the value is
         known to be wrong, a warning when it cannot be known). The report policy is here, the
@@ -164,6 +170,7 @@ class Rule:
                 facts,
                 tuple(ctx.stack),
                 severity,
+                tuple(sorted(set(unless))),
             )
         )
         return True

@@ -144,9 +144,13 @@ of the step.
             return
         if self._inner_training_loop(node, scope):
             return  # the inner loop is the training loop (and is checked itself)
-        if isinstance(node, cst.For) and self.iterates_device_loader(node.iter, scope):
-            return
-        self.report(node)
+        unless: frozenset[str] = frozenset()
+        if isinstance(node, cst.For):
+            keys = self.device_loader_keys(node.iter, scope)
+            if keys is None:
+                return
+            unless = keys
+        self.report(node, unless=unless)
 
     def _inner_training_loop(self, node: cst.For | cst.While, scope: Scope) -> bool:
         facts = self.facts
