@@ -185,8 +185,6 @@ class LoaderFlow:
             elif kind is cst.Call:
                 assert isinstance(node, cst.Call)
                 self._calls.append((node, scopes[-1]))
-                if self._makes(node, scopes[-1]):
-                    self.makes_loader = True
         for targets, value, scope in assignments:
             for target in targets:
                 if type(target) is cst.Name:
@@ -199,6 +197,7 @@ class LoaderFlow:
                         found = ctx.qnames(value, scope)
                         if found:
                             self._attribute_modules[name] = found
+        self.makes_loader = any(self._makes(call, scope) for call, scope in self._calls)
         # Names and attributes assigned a loader made here, by name across the module (a name
         # reused for the same loader in another function is the same loader more often than not).
         changed = True

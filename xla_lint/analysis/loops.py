@@ -14,7 +14,7 @@ import libcst as cst
 from . import apis
 from .context import FileContext, find_arg
 from .holds import name_words
-from .loaders import DEVICE_LOADERS, WRAPPERS, LoaderFlow
+from .loaders import LoaderFlow
 from .names import Scope
 from .walk import TRIVIA, calls_in, walk
 

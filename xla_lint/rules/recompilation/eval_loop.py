@@ -14,7 +14,7 @@ from ...analysis.walk import iter_nodes
 from ...diagnostics import Severity
 from ...program.facts import Fact
 from ...rule import Invalid, Valid
-from .common import _CALLS, HOST_METHODS, TENSOR_FACTORIES, LoopRule, chain_root, is_literal_loop
+from .common import HOST_METHODS, TENSOR_FACTORIES, LoopRule, chain_root, is_literal_loop
 
 # Context managers and decorators that turn autograd off: code under them evaluates.
 NO_GRAD = frozenset(
