@@ -242,8 +242,11 @@ Not flagged: a loop with `torch_xla.step()`, `torch_xla.sync()`, `xm.mark_step()
 of a `torch_xla.compile`d/`torch.compile`d function or of a function of the module that
 syncs anywhere in its body (a nested denoising loop), or inside a loop that syncs on each
 of its own iterations (the tiles of one denoising step); a loop over a device loader
-(`MpDeviceLoader`, `per_device_loader()`, through `enumerate`/`zip`/a name, or a parameter
-in a module that builds one: XLA203's logic); values made Python numbers or host copies
+(`MpDeviceLoader`, `per_device_loader()`) however it arrives, or inside a loop over one:
+through `enumerate`/`zip`/`islice`/a name, `a or b`, a parameter some caller of the program
+gives one (in this module or another), another module's function returning one, an attribute
+in a module that builds one, or a parameter nobody calls with in a program that makes one
+(XLA203's logic; docs/programs.md, "Steps and device loaders"); values made Python numbers or host copies
 before they are kept (`correct += (...).sum().item()`, `preds.append(out.argmax(1).cpu())`,
 `texts += tokenizer.batch_decode(ids)`), shapes and counts (`total += y.size(0)`); an
 accumulator reset in the loop, copied to the host each iteration (`acc.cpu()`,
@@ -314,6 +317,20 @@ or call `torch_xla.sync()` at the end of each iteration (or wrap the body in
             "def evaluate(model, loader):\n    outputs = []\n    for i, (x, y) in enumerate(loader):\n"
             "        outputs.append(model(x))\n    return torch.cat(outputs)\n"
             "evaluate(model, pl.MpDeviceLoader(test_loader, device))\n"
+        ),
+        # The caller, in another module, passes a device loader.
+        Valid(
+            "import torch\nimport torch_xla\ndef evaluate(model, loader):\n    correct = 0\n"
+            "    with torch.no_grad():\n        for x, y in loader:\n"
+            "            correct += (model(x).argmax(1) == y).sum()\n    return correct\n",
+            files=(
+                (
+                    "train.py",
+                    "import torch_xla.distributed.parallel_loader as pl\nfrom example import evaluate\n"
+                    "if __name__ == '__main__':\n"
+                    "    evaluate(model, pl.MpDeviceLoader(test_loader, device))\n",
+                ),
+            ),
         ),
         Valid(
             "import torch\nimport torch_xla\nwith torch.no_grad():\n    for x, y in loader:\n"
