@@ -188,15 +188,15 @@ class LoaderFlow:
         for targets, value, scope in assignments:
             for target in targets:
                 if type(target) is cst.Name:
-                    owner = defining_scope(target.value, scope) or scope
-                    self._names.setdefault((id(owner), target.value), []).append((value, scope))
+                    bound = defining_scope(target.value, scope) or scope
+                    self._names.setdefault((id(bound), target.value), []).append((value, scope))
                 elif type(target) is cst.Attribute:
-                    name = target.attr.value
-                    self._attributes.setdefault(name, []).append((value, scope))
+                    attribute = target.attr.value
+                    self._attributes.setdefault(attribute, []).append((value, scope))
                     if type(value) in (cst.Name, cst.Attribute):
                         found = ctx.qnames(value, scope)
                         if found:
-                            self._attribute_modules[name] = found
+                            self._attribute_modules[attribute] = found
         self.makes_loader = any(self._makes(call, scope) for call, scope in self._calls)
         # Names and attributes assigned a loader made here, by name across the module (a name
         # reused for the same loader in another function is the same loader more often than not).
@@ -207,14 +207,14 @@ class LoaderFlow:
                 if not self._local_loader(value, scope):
                     continue
                 for target in targets:
-                    name = _last_name(target)
-                    if name is None:
+                    assigned = _last_name(target)
+                    if assigned is None:
                         continue
                     table = (
                         self.loader_names if type(target) is cst.Name else self.loader_attributes
                     )
-                    if name not in table:
-                        table.add(name)
+                    if assigned not in table:
+                        table.add(assigned)
                         changed = True
                         self._memo.clear()
 
