@@ -247,6 +247,7 @@ def record_flow(ctx: FileContext, facts: FileFacts) -> None:
     flow = LoaderFlow.of(ctx)
     facts.flows = flow.records()
     facts.flow_functions = flow.defined
+    facts.flow_calls = flow.called()
     facts.makes_device_loader = flow.makes_loader
 
 

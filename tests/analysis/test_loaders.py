@@ -175,3 +175,12 @@ def test_a_step_function_makes_a_training_loop_and_a_compiled_forward_an_evaluat
         "for x in loader:\n    infer(x)\n"
     )
     assert _kinds(code) == [LoopKind.TRAINING, LoopKind.EVALUATION]
+
+
+def test_called_functions_are_calls_and_callbacks_not_methods():
+    _, flow = _flow(
+        HEAD + "import torch_xla\ndef _mp_fn(index):\n    pass\ndef main(trainer, loader):\n"
+        "    run_epoch(None, None, loader)\n    trainer.fit(loader)\n    data.get_loader()\n"
+        "    torch_xla.launch(_mp_fn, args=())\n    len(loader)\n    print(loader)\n"
+    )
+    assert flow.called() == {"loop.run_epoch", "data.get_loader", "train._mp_fn"}

@@ -8,24 +8,34 @@ from xla_lint.program.flow import LoaderFlows
 from xla_lint.program.model import ProgramModel
 
 
-def _facts(module: str, flows: dict[str, list[str]], functions=(), makes=False, **kw) -> FileFacts:
+def _facts(
+    module: str, flows: dict[str, list[str]], functions=(), makes=False, calls=(), **kw
+) -> FileFacts:
+    """The facts of a parsed torch_xla file: ``calls`` are the functions it calls."""
     return FileFacts(
         module=module,
         flows=flows,
         flow_functions=frozenset(functions),
+        flow_calls=frozenset(calls),
         makes_device_loader=makes,
         **kw,
     )
 
 
+def _flows(files: dict[str, FileFacts]) -> LoaderFlows:
+    return LoaderFlows(files, {path: f.references for path, f in files.items()})
+
+
 def test_a_loader_passed_to_a_slot_reaches_its_parameter_by_position_or_keyword():
     files = {
         "train.py": _facts(
-            "train", {"loop.run_epoch#2": ["loader"], "loop.evaluate#data": ["loader"]}
+            "train",
+            {"loop.run_epoch#2": ["loader"], "loop.evaluate#data": ["loader"]},
+            calls=["loop.run_epoch", "loop.evaluate", "loop.other"],
         ),
         "loop.py": _facts("loop", {}, ["loop.run_epoch", "loop.evaluate", "loop.other"]),
     }
-    flows = LoaderFlows(files, {"run_epoch", "evaluate", "other"})
+    flows = _flows(files)
     assert flows.may_be_loader(["loop.run_epoch#2:loader"], False)
     assert flows.may_be_loader(["loop.evaluate#0:data"], False)
     assert not flows.may_be_loader(["loop.run_epoch#1:opt"], True)
@@ -34,12 +44,14 @@ def test_a_loader_passed_to_a_slot_reaches_its_parameter_by_position_or_keyword(
 
 def test_forwarding_through_two_functions_and_a_return_closes_transitively():
     files = {
-        "train.py": _facts("train", {"outer.outer#1": ["ret:data.get_loader"]}),
+        "train.py": _facts(
+            "train", {"outer.outer#1": ["ret:data.get_loader"]}, calls=["outer.outer"]
+        ),
         "data.py": _facts("data", {"ret:data.get_loader": ["loader"]}, ["data.get_loader"]),
         "outer.py": _facts("outer", {"inner.inner#1": ["outer.outer#1:batches"]}, ["outer.outer"]),
         "inner.py": _facts("inner", {}, ["inner.inner"]),
     }
-    flows = LoaderFlows(files, {"outer", "inner", "get_loader"})
+    flows = _flows(files)
     assert flows.may_be_loader(["inner.inner#1:loader"], False)
     assert flows.may_be_loader(["ret:data.get_loader"], False)
     assert not flows.may_be_loader(["inner.inner#0:model"], False)
@@ -47,19 +59,19 @@ def test_forwarding_through_two_functions_and_a_return_closes_transitively():
 
 def test_a_re_exported_name_is_matched_by_its_last_name():
     files = {
-        "train.py": _facts("train", {"pkg.run_epoch#0": ["loader"]}),
+        "train.py": _facts("train", {"pkg.run_epoch#0": ["loader"]}, calls=["pkg.run_epoch"]),
         "pkg/loop.py": _facts("pkg.loop", {}, ["pkg.loop.run_epoch"]),
     }
-    flows = LoaderFlows(files, {"run_epoch"})
+    flows = _flows(files)
     assert flows.may_be_loader(["pkg.loop.run_epoch#0:loader"], False)
 
 
 def test_methods_are_matched_by_attribute_name():
     files = {
-        "train.py": _facts("train", {"*.fit#0": ["loader"]}),
+        "train.py": _facts("train", {"*.fit#0": ["loader"]}, references={"fit", "evaluate"}),
         "trainer.py": _facts("trainer", {}, ["*.fit", "*.evaluate"]),
     }
-    flows = LoaderFlows(files, {"fit", "evaluate"})
+    flows = _flows(files)
     assert flows.may_be_loader(["*.fit#0:loader"], False)
     assert not flows.may_be_loader(["*.evaluate#0:loader"], True)
 
@@ -67,14 +79,31 @@ def test_methods_are_matched_by_attribute_name():
 def test_unknown_values_count_only_in_a_program_that_makes_a_loader():
     files = {
         "lib.py": _facts(
-            "lib", {"lib.inner#0": ["lib.outer#0:loader"]}, ["lib.outer", "lib.inner"]
+            "lib",
+            {"lib.inner#0": ["lib.outer#0:loader"]},
+            ["lib.outer", "lib.inner", "lib.star"],
+            calls=["lib.inner"],
         ),
-        "run.py": _facts("run", {"lib.star#*": ["?"]}),
+        "run.py": _facts("run", {"lib.star#*": ["?"]}, calls=["lib.star"]),
     }
-    flows = LoaderFlows(files, {"inner", "star"})  # nobody calls `outer`
+    flows = _flows(files)  # nobody calls `outer`
     for key in ("lib.outer#0:loader", "lib.inner#0:loader", "lib.star#0:loader"):
         assert flows.may_be_loader([key], True), key
         assert not flows.may_be_loader([key], False), key
+
+
+def test_callers_are_calls_of_that_function_not_a_method_or_a_plain_file_naming_it():
+    files = {
+        "lib.py": _facts("lib", {}, ["lib.train", "lib.evaluate", "lib.fit"]),
+        # `trainer.train()` is a method call: no caller of the function lib.train.
+        "run.py": _facts("run", {}, calls=["lib.fit", "lib.evaluate"], references={"train", "fit"}),
+        # A file that does not import torch_xla names `evaluate`: what it passes is not seen.
+        "plain.py": FileFacts(module="plain", references={"evaluate"}),
+    }
+    flows = _flows(files)
+    assert flows.may_be_loader(["lib.train#0:loader"], True)
+    assert flows.may_be_loader(["lib.evaluate#0:loader"], True)
+    assert not flows.may_be_loader(["lib.fit#0:loader"], True)  # called, never with a loader
 
 
 def test_the_program_model_asks_the_programs_of_the_file():
@@ -97,9 +126,11 @@ def test_file_facts_and_diagnostics_round_trip_the_flow():
     assert back.flow_functions == facts.flow_functions
     assert back.makes_device_loader
     old = facts.to_json()
-    for key in ("flows", "flow_functions", "makes_device_loader"):
+    assert back.flow_calls == facts.flow_calls
+    for key in ("flows", "flow_functions", "flow_calls", "makes_device_loader"):
         del old[key]
     assert FileFacts.from_json(old).flows == {}  # facts cached before the flow existed
+    assert FileFacts.from_json(old).flow_calls is None
     d = Diagnostic("XLA203", "n", "m", "loop.py", 6, 5, 6, 9, unless=("loop.run_epoch#2:loader",))
     data = {**d.to_json(), "unless": list(d.unless)}
     assert Diagnostic.from_json(data) == d

@@ -386,6 +386,29 @@ class LoaderFlow:
         )
 
     # -- what the file contributes ------------------------------------------------------
+    def called(self) -> frozenset[str]:
+        """Keys of the functions (not methods) this file calls or passes by name: ``f(...)``,
+        ``mod.f(...)`` through an import, ``spawn(f, ...)``; the program model reads them to tell
+        a function with callers from one without (a method call ``obj.f()`` calls no function ``f``)."""
+        out: set[str] = set()
+        for call, scope in self._calls:
+            func = call.func
+            if type(func) is cst.Name or self.ctx.qnames(func, scope):
+                out.update(self.callees(call, scope))
+            for arg in call.args:
+                value = arg.value
+                if type(value) is cst.Name and self.ctx.qnames(value, scope):
+                    out.update(
+                        n
+                        for n in self.ctx.qnames(value, scope)
+                        if n.split(".", 1)[0] not in _FOREIGN
+                    )
+                elif type(value) is cst.Name:
+                    key = f"{self.module}.{value.value}" if self.module else value.value
+                    if key in self.by_key:  # one of the module's functions, passed as a callback
+                        out.add(key)
+        return frozenset(out)
+
     def records(self) -> dict[str, list[str]]:
         """Value flow into call slots and returns, for :attr:`FileFacts.flows` (see the module
         docstring): only flows with a source, each target's sources sorted."""

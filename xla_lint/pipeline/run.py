@@ -380,6 +380,10 @@ def program_facts(
                 for k in {k for f in r.facts for k in f.flows}
             },
             flow_functions=frozenset().union(*(f.flow_functions for f in r.facts)),
+            # Blocks before torch_xla is imported record no calls: the others' are the page's.
+            flow_calls=None
+            if all(f.flow_calls is None for f in r.facts)
+            else frozenset().union(*(f.flow_calls or () for f in r.facts)),
             makes_device_loader=any(f.makes_device_loader for f in r.facts),
         )
     declared = settings.declared_entries(table) if settings is not None else {}

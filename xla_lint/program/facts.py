@@ -151,6 +151,7 @@ class FileFacts:
     # xla_lint/program/flow.py; empty for a file that does not import torch_xla.
     flows: dict[str, list[str]] = field(default_factory=dict)
     flow_functions: frozenset[str] = frozenset()
+    flow_calls: frozenset[str] | None = None  # functions it calls or passes (None: not known)
     makes_device_loader: bool = False
 
     def to_json(self) -> dict:
@@ -174,6 +175,7 @@ class FileFacts:
             "call_conditions": _conditions_to_json(self.call_conditions),
             "flows": {k: sorted(v) for k, v in sorted(self.flows.items())},
             "flow_functions": sorted(self.flow_functions),
+            "flow_calls": None if self.flow_calls is None else sorted(self.flow_calls),
             "makes_device_loader": self.makes_device_loader,
         }
 
@@ -190,6 +192,7 @@ class FileFacts:
         module, imports, group = data["module"], data["imports"], data.get("group")
         functions, references = data.get("fact_functions", {}), data.get("references", [])
         flows, flow_functions = data.get("flows", {}), data.get("flow_functions", [])
+        flow_calls = data.get("flow_calls")
         if (
             not isinstance(module, str)
             or not all(isinstance(m, str) for m in imports)
@@ -207,6 +210,11 @@ class FileFacts:
             )
             or not isinstance(flow_functions, list)
             or not all(isinstance(n, str) for n in flow_functions)
+            or not (
+                flow_calls is None
+                or isinstance(flow_calls, list)
+                and all(isinstance(n, str) for n in flow_calls)
+            )
         ):
             raise TypeError("malformed file facts")
         return cls(
@@ -229,6 +237,7 @@ class FileFacts:
             call_conditions=_conditions_from_json(data.get("call_conditions", {})),
             flows={k: list(v) for k, v in flows.items()},
             flow_functions=frozenset(flow_functions),
+            flow_calls=None if flow_calls is None else frozenset(flow_calls),
             makes_device_loader=flag(data.get("makes_device_loader", False)),
         )
 

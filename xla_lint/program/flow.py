@@ -47,17 +47,33 @@ def _split_param(key: str) -> tuple[str, str, str] | None:
 
 
 class LoaderFlows:
-    """The joined flow of ``files``; ``called``: the bare names some linted file calls or
-    passes (:attr:`FileFacts.references`), which tell a function with callers from one without."""
+    """The joined flow of ``files``; ``named``: path -> the bare names that file calls or passes
+    (:attr:`FileFacts.references`, or read from the bytes of a file that was not parsed).
 
-    def __init__(self, files: Mapping[str, FileFacts], called: Iterable[str]) -> None:
-        self.called = frozenset(called)
+    A function's callers are known when a file whose calls are recorded calls or passes it
+    (:attr:`FileFacts.flow_calls`, resolved as a call is; a method ``*.fit`` by its name in such
+    a file). A parameter is unknown when no such caller exists, or when a file whose calls are
+    not recorded (it does not import torch_xla) names the function: what it passes is not seen."""
+
+    def __init__(self, files: Mapping[str, FileFacts], named: Mapping[str, set[str]]) -> None:
+        self._named_known: set[str] = set()  # bare names from files whose calls are recorded
+        self._named_unknown: set[str] = set()  # ... and from the others
+        for path, f in files.items():
+            names = named.get(path, f.references)
+            if f.flow_calls is None:
+                self._named_unknown |= names
+            else:
+                self._named_known |= names
         self.defined: set[str] = set()
         for f in files.values():
             self.defined |= f.flow_functions
         self._by_last: dict[str, set[str]] = {}
         for key in self.defined:
             self._by_last.setdefault(_last(key), set()).add(key)
+        self._called_functions: set[str] = set()
+        for f in files.values():
+            for key in f.flow_calls or ():
+                self._called_functions |= self.resolve(key)
         self._edges: dict[str, set[str]] = {}  # source node -> target nodes
         self._params: dict[str, set[str]] = {}  # function -> its parameter nodes seen as sources
         loader_seeds: set[str] = set()
@@ -77,7 +93,7 @@ class LoaderFlows:
                                 if param is not None:
                                     self._params.setdefault(param[0], set()).add(s)
         for function, params in self._params.items():
-            if not self.has_callers(function):
+            if self._unknown_callers(function):
                 unknown_seeds |= params
         self.loaders = self._close(loader_seeds)
         self.unknown = self._close(unknown_seeds)
@@ -99,9 +115,15 @@ class LoaderFlows:
             return {key}
         return {f"{f}#{slot}" for f in self.resolve(function)}
 
-    def has_callers(self, function: str) -> bool:
-        """Some linted file calls or passes ``function`` by its name."""
-        return _last(function) in self.called
+    def _unknown_callers(self, function: str) -> bool:
+        """No file whose calls are recorded calls ``function`` (a method: names it), or a file
+        whose calls are not recorded names it."""
+        name = _last(function)
+        if name in self._named_unknown:
+            return True
+        if function.startswith("*."):
+            return name not in self._named_known
+        return function not in self._called_functions
 
     def _close(self, seeds: set[str]) -> frozenset[str]:
         """Every node ``seeds`` reach: along the edges, and from a slot to the parameters it fills."""
@@ -130,7 +152,7 @@ class LoaderFlows:
             slots = {f"{function}#{s}" for s in (position, name, "*") if s}
             loader = key in self.loaders or bool(slots & self.loaders)
             unknown = (
-                key in self.unknown or bool(slots & self.unknown) or not self.has_callers(function)
+                key in self.unknown or bool(slots & self.unknown) or self._unknown_callers(function)
             )
             return loader, unknown
         if key.startswith(RETURN):

@@ -405,10 +405,7 @@ class ProgramModel:
     def loader_flows(self) -> LoaderFlows:
         """Every file's device-loader flow joined (:class:`~xla_lint.program.flow.LoaderFlows`),
         with the names each file calls; built on first use."""
-        called: set[str] = set()
-        for path in self.files:
-            called |= self._called(path)
-        return LoaderFlows(self.files, called)
+        return LoaderFlows(self.files, {path: self._called(path) for path in self.files})
 
     def may_be_loader(self, path: str, keys: tuple[str, ...]) -> bool:
         """True when a value a finding at ``path`` assumes is no device loader (its flow ``keys``:

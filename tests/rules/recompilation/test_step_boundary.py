@@ -181,3 +181,26 @@ def test_a_batch_taken_by_a_helper_method_from_a_loader_iterator(tmp_path):
         "            self.optimizer.step()\n"
     )
     assert _xla203(tmp_path, {"trainer.py": code}) == set()
+
+
+def test_an_attribute_set_from_a_constructor_parameter_of_another_module(tmp_path):
+    trainer = HEAD.replace("import torch_xla.distributed.parallel_loader as pl\n", "") + (
+        "class Trainer:\n    def __init__(self, model, loader):\n        self.loader = loader\n"
+        "    def fit(self):\n        for x in self.loader:\n"
+        "            loss = model(x).sum()\n            loss.backward()\n            opt.step()\n"
+    )
+    with_loader = HEAD + (
+        "from trainer import Trainer\n"
+        "def main(cpu_loader, device):\n"
+        "    Trainer(None, pl.MpDeviceLoader(cpu_loader, device)).fit()\n"
+        "if __name__ == '__main__':\n    main(DataLoader(d), torch_xla.device())\n"
+    )
+    with_dataloader = HEAD + (
+        "from trainer import Trainer\n"
+        "def main():\n    Trainer(None, loader=DataLoader(d)).fit()\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
+    assert _xla203(tmp_path / "a", {"trainer.py": trainer, "train.py": with_loader}) == set()
+    assert _xla203(tmp_path / "b", {"trainer.py": trainer, "train.py": with_dataloader}) == {
+        ("trainer.py", 10)
+    }
