@@ -7,6 +7,9 @@
   names and its removed modules and attributes.
 - ``guards``: which code runs on the target version and on XLA; ``values``: what a name or an
   argparse option holds; ``holds``: whether a value may hold XLA tensors.
+- ``loops``: loops and steps (:class:`~xla_lint.analysis.loops.LoopFacts`: training,
+  evaluation or setup; what ends a step); ``loaders``: device loaders followed through the
+  file's value flow (:class:`~xla_lint.analysis.loaders.LoaderFlow`), recorded for the program.
 - ``seeds``: seeds, the model built after them and launched functions (shared by the seed and
   multi-process rules).
 

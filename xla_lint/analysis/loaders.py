@@ -78,8 +78,8 @@ def _last_name(node: cst.CSTNode) -> str | None:
 
 @dataclass
 class _Function:
-    """A function of the file: its key, its parameters (name -> source key), and the number of
-    leading parameters a call does not pass (``self``/``cls`` of a method)."""
+    """A function of the file: its key, its parameters (name -> source key) and the position a
+    caller fills for each positional one (``self``/``cls`` of a method not counted)."""
 
     key: str
     params: dict[str, str] = field(default_factory=dict)

@@ -1,7 +1,8 @@
 """Loops and steps, as the loop rules and the initialisation rules ask: which loops are training loops
 (their body runs a step: ``loss.backward()``, an optimizer step, ``torch_xla.step()``, a sync, a
 ``torch_xla.compile``d call), directly or through a function of the module (:class:`LoopFacts`),
-and what ends a step there (:class:`Steps`).
+what kind of loop each is (:class:`LoopKind`: training, evaluation, setup) and what ends a step
+there (:class:`Steps`; a device loader's batches: :mod:`xla_lint.analysis.loaders`).
 """
 
 from __future__ import annotations
@@ -160,9 +161,11 @@ class LoopFacts:
     (:attr:`FileContext.flat`; computed once per file).
 
     ``functions``: same-module function name -> :class:`Steps` of its body outside its own
-    loops (a function that *is* one training step); ``loader_names``: names and attributes
-    assigned a torch_xla device loader (``MpDeviceLoader``, ``ParallelLoader``,
-    ``.per_device_loader()``), or ``iter()`` of one; ``has_device_loader``: the module makes one.
+    loops (a function that *is* one training step); ``flow``: the module's
+    :class:`~xla_lint.analysis.loaders.LoaderFlow`; ``loader_names``: names assigned a torch_xla
+    device loader made here (``MpDeviceLoader``, ``ParallelLoader``, ``.per_device_loader()``),
+    through ``iter()``/``islice``/``or``/...; ``has_device_loader``: the module makes one;
+    ``consumes``: the module's functions that take batches (``next(it)``) from a parameter.
 
     The pass records where every call and assignment sits: its function (whose body it is
     directly in) and the chain of loops around it up to the nearest function, lambda or
