@@ -147,6 +147,10 @@ class Diagnostic:
     program ``requires`` is checked against, instead of the file's own programs. ``option``: a
     finding kept or dropped by what the program's launches pass for an option
     (:class:`OptionCheck`).
+    ``unless`` holds value-flow keys (``("loop.run_epoch#2:loader",)``, ``("ret:data.get_loader",)``:
+    see :mod:`xla_lint.analysis.loaders`) of values the finding assumes are not torch_xla device
+    loaders; the engine drops it when the program's joined flow says one may be
+    (:meth:`xla_lint.program.model.ProgramModel.may_be_loader`).
     """
 
     code: str
@@ -165,6 +169,7 @@ class Diagnostic:
     cell_column: int | None = None
     launch: str = ""
     option: OptionCheck | None = None
+    unless: tuple[str, ...] = ()
 
     @property
     def sort_key(self) -> tuple:
@@ -194,8 +199,9 @@ class Diagnostic:
     @classmethod
     def from_json(cls, data: dict) -> Diagnostic:
         """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs, a
-        ``"launch"`` place and an ``"option"`` check, when present (the result cache stores
-        them), are read back too. Raises KeyError/TypeError/ValueError on a malformed object."""
+        ``"launch"`` place, an ``"option"`` check and an ``"unless"`` list of flow keys, when
+        present (the result cache stores them), are read back too. Raises
+        KeyError/TypeError/ValueError on a malformed object."""
         return cls(
             _text(data["code"]),
             _text(data["name"]),
@@ -213,6 +219,7 @@ class Diagnostic:
             _number(data.get("cell_column")),
             _text(data.get("launch", "")),
             None if data.get("option") is None else OptionCheck.from_json(data["option"]),
+            tuple(_text(k) for k in data.get("unless", ())),
         )
 
 

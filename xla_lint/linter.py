@@ -18,6 +18,7 @@ from dataclasses import replace
 import libcst as cst
 
 from .analysis.context import Dispatcher, FactsCollector, FileContext
+from .analysis.loaders import LoaderFlow
 from .analysis.names import LOCAL, BindingCollector, Scope
 from .analysis.walk import silent_types, walk
 from .config import Settings
@@ -177,6 +178,8 @@ def lint_text(
             dispatcher,
             silent_types(frozenset(dispatcher._visit) | frozenset(dispatcher._leave)),
         )
+        if ctx.imports_torch_xla:
+            record_flow(ctx, facts.facts)
     except RecursionError:
         return [
             syntax_error(path, "nesting too deep to analyse", 1 + line_offset, 1 + column_offset)
@@ -261,9 +264,20 @@ def lint_text(
                 fix,
                 rep.requires,
                 option=rep.option,
+                unless=rep.unless,
             )
         )
     return out, facts.facts
+
+
+def record_flow(ctx: FileContext, facts: FileFacts) -> None:
+    """Put the file's device-loader value flow (:class:`~xla_lint.analysis.loaders.LoaderFlow`)
+    in its facts, for the program model to join (:mod:`xla_lint.program.flow`)."""
+    flow = LoaderFlow.of(ctx)
+    facts.flows = flow.records()
+    facts.flow_functions = flow.defined
+    facts.flow_calls = flow.called()
+    facts.makes_device_loader = flow.makes_loader
 
 
 def lint_decoded(
@@ -753,6 +767,9 @@ def lint_docstrings(
             out.extend(
                 d
                 for d in diags
-                if d.code != SyntaxErrorRule.code and not d.requires and d.option is None
+                if d.code != SyntaxErrorRule.code
+                and not d.requires
+                and d.option is None
+                and not d.unless
             )
     return out

@@ -60,6 +60,7 @@ def result_to_json(result: FileResult) -> dict:
                 "requires": [list(r) for r in d.requires],
                 "launch": d.launch,
                 "option": d.option.to_json() if d.option else None,
+                "unless": list(d.unless),
             }
             for d in result.diagnostics
         ],

@@ -41,6 +41,7 @@ class Report:
     severity: Severity | None = None  # None: the rule's own
     # Kept or dropped by what the launches pass (Diagnostic.option).
     option: OptionCheck | None = None
+    unless: tuple[str, ...] = ()  # flow keys of values assumed not to be device loaders
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,13 @@ class Rule:
         requires: Iterable[tuple[str, bool]] = (),
         severity: Severity | None = None,
         option: OptionCheck | None = None,
+        unless: Iterable[str] = (),
     ) -> bool:
         """Report ``node``; ``requires`` names program facts (``(Fact.SPMD, True)``) the finding depends on.
+
+        ``unless``: value-flow keys (:mod:`xla_lint.analysis.loaders`) of values the finding
+        assumes are not device loaders; the engine drops it when the program says one may be
+        (:attr:`xla_lint.diagnostics.Diagnostic.unless`).
 
         ``severity`` overrides the rule's for this finding (XLA019: an error when the value is
         known to be wrong, a warning when it cannot be known). ``option``: the finding rests on
@@ -170,6 +176,7 @@ class Rule:
                 tuple(ctx.stack),
                 severity,
                 option,
+                tuple(sorted(set(unless))),
             )
         )
         return True

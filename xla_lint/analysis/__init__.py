@@ -9,6 +9,9 @@
   argparse option holds; ``holds``: whether a value may hold XLA tensors.
 - ``functions``: the file's own functions, which of them a call (``helper()``,
   ``self._clip()``) runs, the calls each body runs in order and the ``if`` arms around them.
+- ``loops``: loops and steps (:class:`~xla_lint.analysis.loops.LoopFacts`: training,
+  evaluation or setup; what ends a step); ``loaders``: device loaders followed through the
+  file's value flow (:class:`~xla_lint.analysis.loaders.LoaderFlow`), recorded for the program.
 - ``seeds``: seeds, the model built after them and launched functions (shared by the seed and
   multi-process rules).
 

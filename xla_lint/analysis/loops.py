@@ -1,17 +1,21 @@
 """Loops and steps, as the loop rules and the initialisation rules ask: which loops are training loops
 (their body runs a step: ``loss.backward()``, an optimizer step, ``torch_xla.step()``, a sync, a
 ``torch_xla.compile``d call), directly or through a function of the module (:class:`LoopFacts`),
-and what ends a step there (:class:`Steps`).
+what kind of loop each is (:class:`LoopKind`: training, evaluation, setup) and what ends a step
+there (:class:`Steps`; a device loader's batches: :mod:`xla_lint.analysis.loaders`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import libcst as cst
 
 from . import apis
 from .context import FileContext, find_arg
+from .holds import name_words
+from .loaders import LoaderFlow
 from .names import Scope
 from .walk import TRIVIA, calls_in, walk
 
@@ -35,9 +39,6 @@ OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
 ADD_STEP_CLOSURE = f"{apis.XM}.add_step_closure"
 
 
-DEVICE_LOADERS = frozenset({apis.MP_DEVICE_LOADER, apis.PARALLEL_LOADER})
-
-
 EAGER_MODE = frozenset(
     {"torch_xla.experimental.eager_mode", "torch_xla.experimental.eager.eager_mode"}
 )
@@ -52,11 +53,44 @@ ITERABLE_DATASET = frozenset(
 )
 
 
-# Calls that pass an iterable through: `for i, b in enumerate(loader)` iterates `loader`.
-WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "chain", "trange"})
-
-
 _Assignment = cst.Assign | cst.AugAssign | cst.AnnAssign
+
+
+# Words of a callee's name that say it is a model (holds.name_words splits the name), and
+# methods only a model has (a name the module calls them on is a model).
+MODEL_WORDS = frozenset(
+    {
+        "model",
+        "models",
+        "net",
+        "network",
+        "module",
+        "encoder",
+        "decoder",
+        "classifier",
+        "backbone",
+        "unet",
+        "transformer",
+        "vae",
+        "generator",
+        "discriminator",
+        "llm",
+        "lm",
+    }
+)
+
+
+MODEL_METHODS = frozenset(
+    {"eval", "train", "parameters", "named_parameters", "load_state_dict", "requires_grad_"}
+)
+
+
+class LoopKind(StrEnum):
+    """What a loop does on each iteration (:meth:`LoopFacts.kind`)."""
+
+    TRAINING = "training"  # runs backward() or an optimizer step
+    EVALUATION = "evaluation"  # runs a model's forward without either (evaluation, inference)
+    SETUP = "setup"  # neither: building, loading, logging, data preparation
 
 
 # What LoopFacts reads from the module's Flat (FileContext.flat).
@@ -127,9 +161,11 @@ class LoopFacts:
     (:attr:`FileContext.flat`; computed once per file).
 
     ``functions``: same-module function name -> :class:`Steps` of its body outside its own
-    loops (a function that *is* one training step); ``loader_names``: names and attributes
-    assigned a torch_xla device loader (``MpDeviceLoader``, ``ParallelLoader``,
-    ``.per_device_loader()``), or ``iter()`` of one; ``has_device_loader``: the module makes one.
+    loops (a function that *is* one training step); ``flow``: the module's
+    :class:`~xla_lint.analysis.loaders.LoaderFlow`; ``loader_names``: names assigned a torch_xla
+    device loader made here (``MpDeviceLoader``, ``ParallelLoader``, ``.per_device_loader()``),
+    through ``iter()``/``islice``/``or``/...; ``has_device_loader``: the module makes one;
+    ``consumes``: the module's functions that take batches (``next(it)``) from a parameter.
 
     The pass records where every call and assignment sits: its function (whose body it is
     directly in) and the chain of loops around it up to the nearest function, lambda or
@@ -140,9 +176,13 @@ class LoopFacts:
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        self.flow = LoaderFlow.of(ctx)
         self.functions: dict[str, Steps] = {}
-        self.loader_names: set[str] = set()
-        self.has_device_loader = False
+        # Same-module function name -> the parameters whose batches it takes (`next(it)`), by
+        # the position a caller fills and by name: a device loader passed there ends a step.
+        self.consumes: dict[str, frozenset[str]] = {}
+        self.loader_names: set[str] = self.flow.loader_names
+        self.has_device_loader = self.flow.makes_loader
         self.eager = False
         self.iterable_classes: set[str] = set()
         self.iterable_values: set[str] = set()
@@ -181,8 +221,6 @@ class LoopFacts:
                     isinstance(arg.value, cst.Name) and arg.value.value == "False"
                 ):
                     facts.eager = True
-            if facts.is_device_loader(node, scopes[-1]):
-                facts.has_device_loader = True
 
         def visit_assign(node: cst.Assign) -> None:
             scope = scopes[-1]
@@ -195,11 +233,6 @@ class LoopFacts:
                         facts.compiled_names.add(name)
                         if xla:
                             facts.xla_compiled_names.add(name)
-            if facts.is_device_loader(value, scope):
-                for t in node.targets:
-                    name = _last_name(t.target)
-                    if name:
-                        facts.loader_names.add(name)
             if type(value) is cst.Call:
                 callee = _last_name(value.func)
                 streaming = find_arg(value, "streaming")
@@ -320,6 +353,11 @@ class LoopFacts:
             if previous is not None:
                 steps.merge(previous)
             self.functions[func.name.value] = steps
+            consumed = self.flow.consumed(func)
+            if consumed:
+                self.consumes[func.name.value] = (
+                    self.consumes.get(func.name.value, frozenset()) | consumed
+                )
 
     def _classify(self, call: cst.Call, scope: Scope, use_functions: bool) -> Steps | None:
         key = (id(call), use_functions)
@@ -343,20 +381,12 @@ class LoopFacts:
         return self._assigns.get(id(node), [])
 
     def is_device_loader(self, node: cst.CSTNode, scope: Scope) -> bool:
-        """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``,
-        a name assigned one, or such a value passed through ``enumerate``/``iter``/``zip``/..."""
-        if type(node) is cst.Call:
-            if self.ctx.qnames(node, scope) & DEVICE_LOADERS:
-                return True
-            if type(node.func) is cst.Attribute and node.func.attr.value == "per_device_loader":
-                return True
-            if _last_name(node.func) in WRAPPERS:
-                return any(
-                    self.is_device_loader(a.value, scope) for a in node.args if a.keyword is None
-                )
-            return False
-        name = _last_name(node)
-        return name is not None and name in self.loader_names
+        """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``, or a
+        value that may be one of them made in this module: a name or attribute assigned one,
+        ``a or b``/``x if c else y`` with an operand that may be, such a value passed through
+        ``enumerate``/``iter``/``islice``/``zip``/..., a call of a function of the module that
+        returns one (:meth:`LoaderFlow.is_loader`)."""
+        return self.flow.is_loader(node, scope)
 
     def classify(self, call: cst.Call, scope: Scope, use_functions: bool = True) -> Steps | None:
         """What one call does to the step structure, or None when nothing."""
@@ -365,7 +395,7 @@ class LoopFacts:
             root = root_name(func.value)
             roots = {root} if root else _names_in(func.value)
             return Steps(backward=True, backward_roots=roots)
-        names = self.ctx.qnames(call, scope)
+        names = self.flow.qnames(call, scope)
         if XLA_STEP in names or names & SYNC:
             return Steps(boundary=True, xla_step=True)
         if OPTIMIZER_STEP in names:
@@ -413,8 +443,29 @@ class LoopFacts:
             )
             if local and name in self.functions:
                 s = self.functions[name]
-                return Steps(s.backward, s.optimizer, s.boundary, s.xla_step)
+                boundary = s.boundary or self._passes_loader(call, scope, name)
+                return Steps(s.backward, s.optimizer, boundary, s.xla_step)
         return None
+
+    def _passes_loader(self, call: cst.Call, scope: Scope, name: str | None) -> bool:
+        """The call gives a device loader (or its iterator) to a parameter whose batches the
+        module's function ``name`` takes (``self._collect(loader_iter, n)`` with ``next(it)``
+        in ``_collect``): taking each batch ends a step."""
+        consumed = self.consumes.get(name or "")
+        if not consumed:
+            return False
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                return False
+            if arg.keyword is not None:
+                slot = arg.keyword.value
+            else:
+                slot = str(position)
+                position += 1
+            if slot in consumed and self.is_device_loader(arg.value, scope):
+                return True
+        return False
 
     def runs_xla_compiled(self, call: cst.Call, scope: Scope) -> bool:
         """True for a call of a function compiled with ``torch_xla.compile``: ``step_fn(x)`` or
@@ -459,6 +510,33 @@ class LoopFacts:
                     own.merge(found)
             self._loops[key] = (own, full)
         return self._loops[key]
+
+    def kind(self, node: cst.For | cst.While) -> LoopKind:
+        """:class:`LoopKind` of a loop, from its body (inner loops included, calls of the
+        module's functions counted as what those do): ``TRAINING`` when it runs ``backward()`` or
+        an optimizer step (``optimizer.step()``, ``scaler.step(opt)``, ``xm.optimizer_step``);
+        ``EVALUATION`` when it runs a forward without them: a call of a model (a name the module
+        calls ``.eval()``/``.train()``/``.parameters()``... on, or named like one: ``model``,
+        ``self.net``, ``text_encoder``; or its method, ``model.generate(...)``) or of a function
+        compiled with ``torch_xla.compile``; ``SETUP`` otherwise."""
+        _, full = self.loop(node)
+        if full.backward or full.optimizer:
+            return LoopKind.TRAINING
+        models = model_names(self.ctx)
+        for call, scope in self.calls(node):
+            func = call.func
+            if type(func) is not cst.Name and type(func) is not cst.Attribute:
+                continue
+            if self.runs_xla_compiled(call, scope):
+                return LoopKind.EVALUATION
+            if self.ctx.qnames(func, scope):
+                continue  # a module's function (torch.cat), not a model the program built
+            names = [_last_name(func)]
+            if type(func) is cst.Attribute:
+                names.append(_last_name(func.value))
+            if any(n and n != "self" and (n in models or model_word(n)) for n in names):
+                return LoopKind.EVALUATION
+        return LoopKind.SETUP
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
@@ -534,3 +612,30 @@ def in_step_closure(ctx: FileContext) -> bool:
         if isinstance(node, cst.Lambda) and id(node) in closures.lambdas:
             return True
     return False
+
+
+def model_word(name: str) -> bool:
+    """``name`` starts or ends with a word of :data:`MODEL_WORDS`: ``model``, ``text_encoder``,
+    ``model_fn``; not ``get_module_size``."""
+    words = name_words(name)
+    return bool(words) and (words[0] in MODEL_WORDS or words[-1] in MODEL_WORDS)
+
+
+def model_names(ctx: FileContext) -> frozenset[str]:
+    """Names (last names: ``model`` for ``self.model``) the module calls a method only a
+    ``torch.nn.Module`` has on: ``model.eval()``, ``net.parameters()``, ``m.train()``
+    (computed once per file)."""
+    return ctx.memo("xla_lint.analysis.loops.model_names", lambda: _model_names(ctx))
+
+
+def _model_names(ctx: FileContext) -> frozenset[str]:
+    found: set[str] = set()
+    flat = ctx.flat
+    for i in flat.of_types(_CALLS):
+        call = flat.nodes[i]
+        func = call.func if type(call) is cst.Call else None
+        if type(func) is cst.Attribute and func.attr.value in MODEL_METHODS:
+            name = _last_name(func.value)
+            if name is not None:
+                found.add(name)
+    return frozenset(found)

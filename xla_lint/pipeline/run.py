@@ -381,6 +381,16 @@ def program_facts(
                 for k in {k for f in r.facts for k in f.fact_functions}
             },
             references=set().union(*(f.references for f in r.facts)),
+            flows={
+                k: sorted(set().union(*(f.flows.get(k, ()) for f in r.facts)))
+                for k in {k for f in r.facts for k in f.flows}
+            },
+            flow_functions=frozenset().union(*(f.flow_functions for f in r.facts)),
+            # Blocks before torch_xla is imported record no calls: the others' are the page's.
+            flow_calls=None
+            if all(f.flow_calls is None for f in r.facts)
+            else frozenset().union(*(f.flow_calls or () for f in r.facts)),
+            makes_device_loader=any(f.makes_device_loader for f in r.facts),
         )
     declared = settings.declared_entries(table) if settings is not None else {}
     unparsed = {r.path for r in results if r.skipped_reason == "no torch_xla"}
@@ -484,10 +494,12 @@ def finalize(
                 if checked is None:
                     continue
                 d = checked
+            if d.unless and program.may_be_loader(r.path, d.unless):
+                continue  # a value the finding takes for no device loader may be one
             if r.suppressions.suppresses(d.code, d.line):
                 suppressed += 1
                 continue
-            d = replace(d, message=d.message + note, requires=(), launch="", option=None)
+            d = replace(d, message=d.message + note, requires=(), launch="", option=None, unless=())
             kept.append(d if settings is None else with_fix_policy(d, settings.for_path(r.path)))
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
             for d in unused_noqa(r, settings):

@@ -8,6 +8,8 @@
   the tree's files, with their environment and options.
 - ``model``: :class:`~xla_lint.program.model.ProgramModel`: entries, the import graph, programs and
   the modes each module runs in.
+- ``flow``: :class:`~xla_lint.program.flow.LoaderFlows`: every file's device-loader value flow
+  joined and closed (which parameters and returns may be a device loader).
 
 Rules never build any of this: the pipeline does, once per run, and findings that rest on a
 program fact are kept or dropped against it.

@@ -155,6 +155,15 @@ class FileFacts:
     # entry (``if config.mode == "spmd": ... elif config.mode == "multi": xmp.spawn(...)``).
     fact_conditions: dict[str, list[Condition]] = field(default_factory=dict)
     call_conditions: dict[str, list[Condition]] = field(default_factory=dict)
+    # The device-loader value flow into call slots and returns: target key -> its sources
+    # (``{"loop.run_epoch#2": ["loader"], "ret:data.get_loader": ["loader"]}``; the keys are
+    # described in xla_lint/analysis/loaders.py), the keys of the file's functions, and whether
+    # it makes a device loader (MpDeviceLoader, ParallelLoader, per_device_loader). Joined by
+    # xla_lint/program/flow.py; empty for a file that does not import torch_xla.
+    flows: dict[str, list[str]] = field(default_factory=dict)
+    flow_functions: frozenset[str] = frozenset()
+    flow_calls: frozenset[str] | None = None  # functions it calls or passes (None: not known)
+    makes_device_loader: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -176,6 +185,10 @@ class FileFacts:
             "references": sorted(self.references),
             "fact_conditions": _conditions_to_json(self.fact_conditions),
             "call_conditions": _conditions_to_json(self.call_conditions),
+            "flows": {k: sorted(v) for k, v in sorted(self.flows.items())},
+            "flow_functions": sorted(self.flow_functions),
+            "flow_calls": None if self.flow_calls is None else sorted(self.flow_calls),
+            "makes_device_loader": self.makes_device_loader,
         }
 
     @classmethod
@@ -190,6 +203,8 @@ class FileFacts:
 
         module, imports, group = data["module"], data["imports"], data.get("group")
         functions, references = data.get("fact_functions", {}), data.get("references", [])
+        flows, flow_functions = data.get("flows", {}), data.get("flow_functions", [])
+        flow_calls = data.get("flow_calls")
         if (
             not isinstance(module, str)
             or not all(isinstance(m, str) for m in imports)
@@ -201,6 +216,17 @@ class FileFacts:
             )
             or not isinstance(references, list)
             or not all(isinstance(n, str) for n in references)
+            or not isinstance(flows, dict)
+            or not all(
+                isinstance(v, list) and all(isinstance(n, str) for n in v) for v in flows.values()
+            )
+            or not isinstance(flow_functions, list)
+            or not all(isinstance(n, str) for n in flow_functions)
+            or not (
+                flow_calls is None
+                or isinstance(flow_calls, list)
+                and all(isinstance(n, str) for n in flow_calls)
+            )
         ):
             raise TypeError("malformed file facts")
         return cls(
@@ -222,6 +248,10 @@ class FileFacts:
             references=set(references),
             fact_conditions=_conditions_from_json(data.get("fact_conditions", {})),
             call_conditions=_conditions_from_json(data.get("call_conditions", {})),
+            flows={k: list(v) for k, v in flows.items()},
+            flow_functions=frozenset(flow_functions),
+            flow_calls=None if flow_calls is None else frozenset(flow_calls),
+            makes_device_loader=flag(data.get("makes_device_loader", False)),
         )
 
 

@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .facts import Condition, Fact, FileFacts
+from .flow import LoaderFlows
 
 # Folders whose entry files are tests (pytest collects test_*.py anywhere; suites run from these).
 TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "unittests"})
@@ -453,6 +454,25 @@ class ProgramModel:
                 found = self.files[path].references
             self._references[path] = found
         return found
+
+    @functools.cached_property
+    def loader_flows(self) -> LoaderFlows:
+        """Every file's device-loader flow joined (:class:`~xla_lint.program.flow.LoaderFlows`),
+        with the names each file calls; built on first use."""
+        return LoaderFlows(self.files, {path: self._called(path) for path in self.files})
+
+    def may_be_loader(self, path: str, keys: tuple[str, ...]) -> bool:
+        """True when a value a finding at ``path`` assumes is no device loader (its flow ``keys``:
+        :attr:`~xla_lint.diagnostics.Diagnostic.unless`) may be one: some caller passes one to that
+        parameter, the function returns one, or the value is unknown (a function no linted file
+        calls) in a program that makes a device loader (the programs ``path`` runs in; for library
+        code, any linted file)."""
+        programs = self.programs_of(path)
+        if programs:
+            makes = any(self.files[m].makes_device_loader for p in programs for m in p.members)
+        else:
+            makes = any(f.makes_device_loader for f in self.files.values())
+        return self.loader_flows.may_be_loader(keys, makes)
 
     def _is_test_code(self, path: str, f: FileFacts | None) -> bool:
         """:func:`is_test_code`, except for a file only *named* like a test (outside a test

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ...analysis.loops import WRAPPERS, LoopFacts, _last_name
+from ...analysis.loaders import LOADER, RETURN, WRAPPERS, parse_param
+from ...analysis.loops import LoopFacts, _last_name
 from ...analysis.names import Scope
 from ...rule import Rule
 
@@ -46,30 +47,48 @@ class LoopRule(Rule):
         return self.ctx.memo(LoopFacts, lambda: LoopFacts(self.ctx))
 
     def iterates_device_loader(self, iterable: cst.CSTNode, scope: Scope) -> bool:
-        """True when a loop over ``iterable`` (read at the node being visited) iterates a
-        torch_xla device loader, or may: a parameter of the enclosing function or an attribute,
-        in a module that builds one (the loader may be what is passed in). A device loader
-        syncs before handing out each batch (torch_xla 2.9.0
-        ``torch_xla/distributed/parallel_loader.py``, ``PerDeviceLoader.next``)."""
-        facts = self.facts
-        if facts.is_device_loader(iterable, scope):
-            return True
-        if isinstance(iterable, cst.Call) and _last_name(iterable.func) in WRAPPERS:
-            return any(
-                self.iterates_device_loader(a.value, scope)
-                for a in iterable.args
-                if a.keyword is None
-            )
-        if not facts.has_device_loader:
-            return False
-        if isinstance(iterable, cst.Attribute):
-            return True
-        if isinstance(iterable, cst.Name):
-            for func in self.ctx.enclosing(cst.FunctionDef):
-                p = func.params
-                params = {x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)}
-                return iterable.value in params
-        return False
+        """True when a loop over ``iterable`` may iterate a torch_xla device loader that this
+        module decides (:meth:`device_loader_keys` is None). A device loader syncs before
+        handing out each batch (torch_xla 2.9.0 ``torch_xla/distributed/parallel_loader.py``,
+        ``PerDeviceLoader.next``)."""
+        return self.device_loader_keys(iterable, scope) is None
+
+    def device_loader_keys(self, iterable: cst.CSTNode, scope: Scope) -> frozenset[str] | None:
+        """None when a loop over ``iterable`` (read in ``scope``) may iterate a device loader
+        this module makes (through names, ``a or b``, ``x if c else y``, ``iter``/``enumerate``/
+        ``islice``/..., its own functions' returns: :meth:`LoaderFlow.sources`), or an attribute
+        in a module that makes one (the loader may be what is stored there). Otherwise the flow
+        keys of what other code decides: the parameters and the returns of functions it may
+        iterate (``loop.run_epoch#2:loader``, ``ret:data.get_loader``), for the finding's
+        ``unless`` (the program model drops it when one may be a loader); empty: provably no
+        loader as far as the program goes."""
+        flow = self.facts.flow
+        found = flow.sources(iterable, scope)
+        if LOADER in found:
+            return None
+        if flow.makes_loader and _holds_attribute(iterable):
+            return None
+        return frozenset(k for k in found if k.startswith(RETURN) or parse_param(k) is not None)
+
+
+def _holds_attribute(node: cst.CSTNode) -> bool:
+    """``self.loader``, ``enumerate(self.loader)``, ``self.it or self.loader``: an attribute the
+    iterable may be, directly, through a wrapper or an operand."""
+    kind = type(node)
+    if kind is cst.Attribute:
+        return True
+    if kind is cst.BooleanOperation:
+        assert isinstance(node, cst.BooleanOperation)
+        return _holds_attribute(node.left) or _holds_attribute(node.right)
+    if kind is cst.IfExp:
+        assert isinstance(node, cst.IfExp)
+        return _holds_attribute(node.body) or _holds_attribute(node.orelse)
+    if kind is cst.Call:
+        assert isinstance(node, cst.Call)
+        return _last_name(node.func) in WRAPPERS and any(
+            _holds_attribute(a.value) for a in node.args if a.keyword is None
+        )
+    return False
 
 
 _CALLS = frozenset({cst.Call})

@@ -7,14 +7,14 @@ import libcst as cst
 from ...analysis import apis
 from ...analysis.context import FileContext, find_arg, literal_string
 from ...analysis.holds import name_words, plain_name
-from ...analysis.loops import LoopFacts, _Assignment, _last_name
+from ...analysis.loops import LoopFacts, _Assignment, _last_name, model_names, model_word
 from ...analysis.names import Scope, bound_names, dotted_name
 from ...analysis.values import definition
 from ...analysis.walk import iter_nodes
 from ...diagnostics import Severity
 from ...program.facts import Fact
 from ...rule import Invalid, Valid
-from .common import _CALLS, HOST_METHODS, TENSOR_FACTORIES, LoopRule, chain_root, is_literal_loop
+from .common import HOST_METHODS, TENSOR_FACTORIES, LoopRule, chain_root, is_literal_loop
 
 # Context managers and decorators that turn autograd off: code under them evaluates.
 NO_GRAD = frozenset(
@@ -77,35 +77,6 @@ PYTHON_METHODS = frozenset(
         "data_ptr",
         "batch_decode",
     }
-)
-
-
-# Words of a callee's name that say it is a model (holds.name_words splits the name), and
-# methods only a model has (a name the module calls them on is a model).
-MODEL_WORDS = frozenset(
-    {
-        "model",
-        "models",
-        "net",
-        "network",
-        "module",
-        "encoder",
-        "decoder",
-        "classifier",
-        "backbone",
-        "unet",
-        "transformer",
-        "vae",
-        "generator",
-        "discriminator",
-        "llm",
-        "lm",
-    }
-)
-
-
-MODEL_METHODS = frozenset(
-    {"eval", "train", "parameters", "named_parameters", "load_state_dict", "requires_grad_"}
 )
 
 
@@ -271,8 +242,11 @@ Not flagged: a loop with `torch_xla.step()`, `torch_xla.sync()`, `xm.mark_step()
 of a `torch_xla.compile`d/`torch.compile`d function or of a function of the module that
 syncs anywhere in its body (a nested denoising loop), or inside a loop that syncs on each
 of its own iterations (the tiles of one denoising step); a loop over a device loader
-(`MpDeviceLoader`, `per_device_loader()`, through `enumerate`/`zip`/a name, or a parameter
-in a module that builds one: XLA203's logic); values made Python numbers or host copies
+(`MpDeviceLoader`, `per_device_loader()`) however it arrives, or inside a loop over one:
+through `enumerate`/`zip`/`islice`/a name, `a or b`, a parameter some caller of the program
+gives one (in this module or another), another module's function returning one, an attribute
+in a module that builds one, or a parameter nobody calls with in a program that makes one
+(XLA203's logic; docs/programs.md, "Steps and device loaders"); values made Python numbers or host copies
 before they are kept (`correct += (...).sum().item()`, `preds.append(out.argmax(1).cpu())`,
 `texts += tokenizer.batch_decode(ids)`), shapes and counts (`total += y.size(0)`); an
 accumulator reset in the loop, copied to the host each iteration (`acc.cpu()`,
@@ -343,6 +317,20 @@ or call `torch_xla.sync()` at the end of each iteration (or wrap the body in
             "def evaluate(model, loader):\n    outputs = []\n    for i, (x, y) in enumerate(loader):\n"
             "        outputs.append(model(x))\n    return torch.cat(outputs)\n"
             "evaluate(model, pl.MpDeviceLoader(test_loader, device))\n"
+        ),
+        # The caller, in another module, passes a device loader.
+        Valid(
+            "import torch\nimport torch_xla\ndef evaluate(model, loader):\n    correct = 0\n"
+            "    with torch.no_grad():\n        for x, y in loader:\n"
+            "            correct += (model(x).argmax(1) == y).sum()\n    return correct\n",
+            files=(
+                (
+                    "train.py",
+                    "import torch_xla.distributed.parallel_loader as pl\nfrom example import evaluate\n"
+                    "if __name__ == '__main__':\n"
+                    "    evaluate(model, pl.MpDeviceLoader(test_loader, device))\n",
+                ),
+            ),
         ),
         Valid(
             "import torch\nimport torch_xla\nwith torch.no_grad():\n    for x, y in loader:\n"
@@ -458,29 +446,42 @@ or call `torch_xla.sync()` at the end of each iteration (or wrap the body in
             return
         if any(self._kept_across(inner) is not None for inner in self.facts.inner_loops(node)):
             return  # an inner loop keeps them (and is checked itself)
-        if isinstance(node, cst.For) and self.iterates_device_loader(node.iter, ctx.scope):
+        unless: set[str] = set()
+        if isinstance(node, cst.For):
+            keys = self.device_loader_keys(node.iter, ctx.scope)
+            if keys is None:
+                return
+            unless |= keys
+        outer = self._outer_boundary()
+        if outer is None or not self._evaluates(node):
             return
-        if self._outer_boundary() or not self._evaluates(node):
-            return
-        self.report(node, self.message.format(kept=kept), requires=[(Fact.TEST, False)])
+        self.report(
+            node,
+            self.message.format(kept=kept),
+            requires=[(Fact.TEST, False)],
+            unless=unless | outer,
+        )
 
-    def _outer_boundary(self) -> bool:
-        """A loop around the one visited (in the same function) ends the graph on each of its
-        iterations: the inner loop's graph is bounded by one outer iteration (the tiles of one
-        denoising step)."""
+    def _outer_boundary(self) -> frozenset[str] | None:
+        """None when a loop around the one visited (in the same function) ends the graph on
+        each of its iterations: the inner loop's graph is bounded by one outer iteration (the
+        tiles of one denoising step). Otherwise the flow keys of the outer loops' iterables
+        that other code decides (:meth:`device_loader_keys`): a loader there would end it too."""
         stack = self.ctx.stack
+        keys: set[str] = set()
         for i in range(len(stack) - 2, -1, -1):
             ancestor, child = stack[i], stack[i + 1]
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-                return False
+                break
             if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
                 if self.facts.loop(ancestor, self.ctx.scope)[0].boundary:  # not in its inner loops
-                    return True
-                if isinstance(ancestor, cst.For) and self.iterates_device_loader(
-                    ancestor.iter, self.ctx.scope
-                ):
-                    return True
-        return False
+                    return None
+                if isinstance(ancestor, cst.For):
+                    found = self.device_loader_keys(ancestor.iter, self.ctx.scope)
+                    if found is None:
+                        return None
+                    keys |= found
+        return frozenset(keys)
 
     # -- is it an evaluation? ----------------------------------------------------------------
     def _evaluates(self, node: cst.For | cst.While) -> bool:
@@ -737,11 +738,11 @@ or call `torch_xla.sync()` at the end of each iteration (or wrap the body in
         names = [_last_name(func)]
         if type(func) is cst.Attribute:
             names.append(_last_name(func.value))
-        models = self.ctx.memo(_model_names, lambda: _model_names(self.ctx))
+        models = model_names(self.ctx)
         return any(
             n is not None
             and n != "self"  # a method of the module itself: self.prepare_image(...)
-            and (n in models or _model_word(n))
+            and (n in models or model_word(n))
             for n in names
         )
 
@@ -759,13 +760,6 @@ or call `torch_xla.sync()` at the end of each iteration (or wrap the body in
             bool(self.ctx.qnames(call, found[1].scope) & CPU_FACTORIES)
             and find_arg(call, "device") is None
         )
-
-
-def _model_word(name: str) -> bool:
-    """``name`` starts or ends with a word of :data:`MODEL_WORDS`: ``model``, ``text_encoder``,
-    ``model_fn``; not ``get_module_size``."""
-    words = name_words(name)
-    return bool(words) and (words[0] in MODEL_WORDS or words[-1] in MODEL_WORDS)
 
 
 def _syncing_functions(ctx: FileContext, facts: LoopFacts) -> frozenset[str]:
@@ -804,18 +798,3 @@ def _syncing_functions(ctx: FileContext, facts: LoopFacts) -> frozenset[str]:
                 syncing.add(name)
                 changed = True
     return frozenset(syncing)
-
-
-def _model_names(ctx: FileContext) -> frozenset[str]:
-    """Names (last names: ``model`` for ``self.model``) the module calls a method only a
-    ``torch.nn.Module`` has on: ``model.eval()``, ``net.parameters()``, ``m.train()``."""
-    found: set[str] = set()
-    flat = ctx.flat
-    for i in flat.of_types(_CALLS):
-        call = flat.nodes[i]
-        func = call.func if type(call) is cst.Call else None
-        if type(func) is cst.Attribute and func.attr.value in MODEL_METHODS:
-            name = _last_name(func.value)
-            if name is not None:
-                found.add(name)
-    return frozenset(found)

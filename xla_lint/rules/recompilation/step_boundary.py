@@ -28,12 +28,20 @@ nothing in it ends the step: no `torch_xla.step()`, `torch_xla.sync()`,
 `xm.mark_step()`, `xm.optimizer_step(..., barrier=True)` or call of a function
 compiled with `torch_xla.compile`/`torch.compile` (a decorated function, or a name
 assigned `torch.compile(f, backend="openxla")`: calling it runs its own graph), and the loop does not iterate a torch_xla device loader
-(`MpDeviceLoader`, `ParallelLoader.per_device_loader()`, directly, through
-`enumerate`/`zip`/..., or through a name assigned one in this module). When the loop
-iterates a function parameter or attribute and the module builds a device loader
-somewhere, the loader may be what is passed in, and the loop is not flagged; nor is a
-loop over a literal list or tuple. Modules
-that turn on eager mode (`torch_xla.experimental.eager_mode(True)`) are not checked.
+(`MpDeviceLoader`, `ParallelLoader.per_device_loader()`) however it arrives: directly,
+through `enumerate`/`zip`/`iter`/`islice`/..., a name assigned one, `a or b` and
+`x if c else y` when an operand may be one, a function of the module that returns one,
+a parameter some caller (in this module or another module of the program) gives one,
+directly or passed on through other functions, or the return value of a function of
+another module that returns one. A batch taken with `next()` from a loader's iterator by a
+function of the module (`self._collect(loader_iter, n)`) ends the step too, and
+`self._xm.mark_step()` with `self._xm = xm` is a sync. A loop over an attribute in a module
+that makes a device loader may iterate it and is not flagged. A loop over a parameter of a
+function that no linted file calls (or calls with `*args`) is not flagged in a program
+that makes a device loader somewhere: what is passed in is unknown. A loop over a literal
+list or tuple is not flagged. Modules that turn on eager mode
+(`torch_xla.experimental.eager_mode(True)`) are not checked. See docs/programs.md, "Steps
+and device loaders".
 
 ## Why is this bad
 torch_xla traces operations into a graph and only compiles and runs it at a step
@@ -109,12 +117,60 @@ of the step.
             "compiled = torch.compile(train_step, backend='openxla')\nfor x in loader:\n"
             "    compiled(model, x)\n    train_step(cpu_model, x.cpu())\n"
         ),
+        # The loader reaches the loop through `resumed or loader` (an islice of it, or itself).
+        Valid(
+            "import itertools\nimport torch_xla.core.xla_model as xm\n"
+            "import torch_xla.distributed.parallel_loader as pl\n"
+            "def main(cpu_loader, device, skip):\n    loader = pl.MpDeviceLoader(cpu_loader, device)\n"
+            "    resumed = itertools.islice(loader, skip, None) if skip else None\n"
+            "    for x in (resumed or loader):\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        xm.optimizer_step(optimizer)\n"
+        ),
+        # The caller, in another module, passes the device loader (shared case c23).
+        Valid(
+            "import torch_xla.core.xla_model as xm\ndef run_epoch(model, opt, loader):\n"
+            "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n"
+            "        xm.optimizer_step(opt)\n",
+            files=(
+                (
+                    "train.py",
+                    "import torch_xla.distributed.parallel_loader as pl\n"
+                    "from example import run_epoch\ndef main(cpu_loader, device):\n"
+                    "    run_epoch(model, optimizer, pl.MpDeviceLoader(cpu_loader, device))\n"
+                    "if __name__ == '__main__':\n    main(cpu_loader, device)\n",
+                ),
+            ),
+        ),
+        # Another module's function returns the loader.
+        Valid(
+            "import torch_xla.core.xla_model as xm\nfrom data import get_loader\n"
+            "def main():\n    for x in get_loader():\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        xm.optimizer_step(optimizer)\n"
+            "if __name__ == '__main__':\n    main()\n",
+            files=(
+                (
+                    "data.py",
+                    "import torch_xla.distributed.parallel_loader as pl\n"
+                    "def get_loader():\n    return pl.MpDeviceLoader(cpu_loader, device)\n",
+                ),
+            ),
+        ),
     )
     invalid = (
         Invalid(
             "import torch_xla\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
             "    optimizer.step()\n    optimizer.zero_grad()\n",
             (2,),
+        ),
+        # The caller passes a plain DataLoader: no boundary, whatever else the module makes.
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "from torch.utils.data import DataLoader\n"
+            "def run_epoch(loader):\n    for x in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        xm.optimizer_step(optimizer)\n"
+            "run_epoch(DataLoader(data, batch_size=8))\n"
+            "eval_loader = pl.MpDeviceLoader(val_data, device)\n",
+            (5,),
         ),
         Invalid(
             "import torch_xla.core.xla_model as xm\nfor epoch in range(3):\n"
@@ -144,9 +200,13 @@ of the step.
             return
         if self._inner_training_loop(node, scope):
             return  # the inner loop is the training loop (and is checked itself)
-        if isinstance(node, cst.For) and self.iterates_device_loader(node.iter, scope):
-            return
-        self.report(node)
+        unless: frozenset[str] = frozenset()
+        if isinstance(node, cst.For):
+            keys = self.device_loader_keys(node.iter, scope)
+            if keys is None:
+                return
+            unless = keys
+        self.report(node, unless=unless)
 
     def _inner_training_loop(self, node: cst.For | cst.While, scope: Scope) -> bool:
         facts = self.facts
