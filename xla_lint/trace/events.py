@@ -259,6 +259,8 @@ REPORT_SCHEMA: dict = {
                 "spmd": {"type": "boolean"},
                 "torch_xla": {"type": ["string", "null"]},
                 "xla_flags_added": {"type": ["string", "null"]},
+                "xla_flags": {"type": ["string", "null"]},
+                "fast_compile": {"type": "boolean"},
                 "launcher": {"enum": [None, "torch_xla.launch", "xmp.spawn", "torchrun"]},
                 "processes": {"type": ["integer", "null"]},
                 "hosts": {"type": "integer"},
@@ -287,6 +289,8 @@ REPORT_SCHEMA: dict = {
                     "host_reads": {"type": "integer"},
                     "transfer_s": {"type": "number"},
                     "warmup": {"type": "boolean"},
+                    "final": {"type": "boolean"},
+                    "execute_s": {"type": ["number", "null"]},
                     "inputs": {"type": ["array", "null"], "items": _INPUT},
                 },
             },
@@ -313,6 +317,8 @@ REPORT_SCHEMA: dict = {
                             "new-input-shape",
                             "same-input-shapes",
                             "unknown-inputs",
+                            "after-last-step",
+                            "host-read",
                         ]
                     },
                     "cause": {"type": "string"},
@@ -466,6 +472,14 @@ class Step:
     inputs: list[dict] | None
     optimizers: list[dict]
     boundary: Location | None
+    #: ``[start, seconds]`` of each ``CompileTime`` sample of the step (start: seconds since
+    #: the trace began; None in events of ranks sharing a process, and of older versions).
+    compile_samples: list[list[float]] | None = None
+    #: ``[start, seconds]`` of each graph execution (``ExecuteTime``/``ExecuteReplicatedTime``)
+    #: recorded by the step's end; an execution launched at a boundary may finish in the next.
+    execute_samples: list[list[float]] | None = None
+    start: float | None = None  # seconds since the trace began
+    final: bool = False  # the row after the last step (the ``end`` event's figures)
 
     @classmethod
     def from_json(cls, data: dict) -> Step:
@@ -483,6 +497,52 @@ class Step:
             data.get("inputs"),
             list(data.get("optimizers") or []),
             Location.from_json(data.get("boundary")),
+            _samples(data.get("compile_samples")),
+            _samples(data.get("execute_samples")),
+            float(data["start"]) if isinstance(data.get("start"), (int, float)) else None,
+        )
+
+    @classmethod
+    def after_last(cls, end: dict, step: int, started: float | None) -> Step | None:
+        """The row after the last step from the ``end`` event (``after_last_step``: what the
+        script did after its last boundary), numbered ``step``; None without those figures."""
+        figures = end.get("after_last_step")
+        if not isinstance(figures, dict):
+            return None
+        return cls(
+            step,
+            float(end.get("partial_step_s") or 0.0),
+            int(figures.get("compiles", 0)),
+            float(figures.get("compile_s", 0.0)),
+            [float(x) for x in figures.get("compile_times_s", [])],
+            int(figures.get("executions", 0)),
+            int(figures.get("transfers", 0)),
+            float(figures.get("transfer_s", 0.0)),
+            int(end.get("optimizer_steps") or 0),
+            None,
+            [],
+            None,
+            _samples(figures.get("compile_samples")),
+            _samples(figures.get("execute_samples")),
+            started,
+            final=True,
+        )
+
+    def execute_s(self, steps: list[Step]) -> float | None:
+        """Seconds the device spent running the graphs this step launched: the execution
+        samples of every step whose work began inside this step's span (an execution launched
+        at this step's boundary finishes, and is recorded, in the next). None without samples."""
+        if self.start is None or all(s.execute_samples is None for s in steps):
+            return None
+        end = self.start + self.duration_s
+        return round(
+            sum(
+                seconds
+                for s in steps
+                for began, seconds in s.execute_samples or []
+                if self.start <= began <= end
+            ),
+            6,
         )
 
     def signature(self) -> tuple | None:
@@ -490,6 +550,13 @@ class Step:
         if not self.inputs:
             return None
         return tuple((tuple(i["shape"]), i["dtype"]) for i in self.inputs)
+
+
+def _samples(value: object) -> list[list[float]] | None:
+    """``[[start, seconds], ...]`` of an event, or None."""
+    if not isinstance(value, list):
+        return None
+    return [[float(a), float(b)] for a, b in value]
 
 
 @dataclass
@@ -529,6 +596,12 @@ class HostRead:
     kind: str
     location: Location | None
     count: int
+    #: ``"sync"``: the read ran in a step closure ``torch_xla.sync`` ran (``xm.add_step_closure``);
+    #: ``"async"``: in one of ``run_async=True``; None: in the script's own flow.
+    closure: str | None = None
+    #: ``[start, end]`` (seconds since the trace began) of each read during which torch_xla
+    #: compiled a graph (reading a sharded tensor compiles its gather).
+    compile_spans: list[list[float]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: dict) -> HostRead:
@@ -538,6 +611,8 @@ class HostRead:
             str(data["kind"]),
             Location.from_json(data.get("location")),
             int(data["count"]),
+            data.get("closure"),
+            _samples(data.get("compile_spans")) or [],
         )
 
 
