@@ -1188,7 +1188,6 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
         )
     text = text.replace(" 1 steps", " 1 step").replace(" 1 optimizer steps", " 1 optimizer step")
     out.append(f"{text}; {report['wall_s']:.1f} s wall; events: {report['events_file']}")
-    out.append(times_line(device))
     if crash:
         out += _render_crash(crash)
     error = report.get("error")
@@ -1203,6 +1202,7 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
                 else ""
             )
         )
+    out.append(times_line(device))
     out.append("")
     findings = report["findings"]
     if findings:
