@@ -991,3 +991,15 @@ def test_an_error_the_static_finding_predicts_is_confirmed_as_the_cause():
     assert report["error"]["cause"]["code"] == "XLA013"
     assert report["findings"][0]["code"] == "XLA013" and report["exit_code"] == 1
     assert "predicts" in render_text(report)
+
+
+def test_messages_write_paths_below_the_current_folder_relative(tmp_path, monkeypatch):
+    from xla_lint.trace.report import relative_paths
+
+    monkeypatch.chdir(tmp_path)
+    here = str(tmp_path)
+    assert relative_paths(f"launched by {here}/run.sh:3 and `{here}/lib/x.py`") == (
+        "launched by run.sh:3 and `lib/x.py`"
+    )
+    assert relative_paths("see /usr/lib/python3.11/os.py:12") == "see /usr/lib/python3.11/os.py:12"
+    assert relative_paths("1/2 of the steps") == "1/2 of the steps"

@@ -1012,6 +1012,16 @@ def build_report(
     ):
         notes.append("the script never imported torch_xla: nothing to trace")
     stop, end = primary.stop or {}, primary.end or {}
+    notes = [relative_paths(n) for n in notes]
+    static_json = confirm_static(static, findings, cause) if static is not None else None
+    for d in static_json or []:
+        d["message"] = relative_paths(d["message"])
+    findings_json = []
+    for f in findings:
+        entry = f.to_json()
+        for key in ("title", "message", "fix"):
+            entry[key] = relative_paths(entry[key])
+        findings_json.append(entry)
     report = {
         "version": 1,
         "command": list(command),
@@ -1038,8 +1048,8 @@ def build_report(
             for r in analysis.host_reads
         ],
         "sharding": analysis.sharding,
-        "findings": [f.to_json() for f in findings],
-        "static": confirm_static(static, findings, cause) if static is not None else None,
+        "findings": findings_json,
+        "static": static_json,
         "error": error,
         "crash": crash,
         "ranks": [
@@ -1119,6 +1129,18 @@ def _short(path: str) -> str:
     except ValueError:
         return path
     return rel if not rel.startswith("..") else path
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.])(/[^\s:'\"`,;()\[\]]+)")
+
+
+def relative_paths(text: str) -> str:
+    """``text`` with each absolute path below the current folder written relative to it, as
+    the report's locations are (``/work/proj/lib/x.py:5`` -> ``lib/x.py:5``); other paths
+    (the standard library's, torch's) stay as they are."""
+    if "/" not in text:
+        return text
+    return _ABSOLUTE.sub(lambda m: _short(m.group(1)), text)
 
 
 def _where(location: Location | dict | None) -> str:
