@@ -161,10 +161,9 @@ SPAN_SLACK_S = 0.002
 UNREPORTED_CAUSE = "a compile during a host read that torch_xla's debug output does not report"
 
 
-def final_step(trace: Trace) -> Step | None:
-    """The row after the last step: what the script did after its last boundary (a final
-    evaluation, a print of the loss), from the ``end`` event; None when nothing happened
-    there (no compile, host read or mid-step graph) or the figures are missing."""
+def _tail(trace: Trace) -> Step | None:
+    """What the script did after its last boundary, from the ``end`` event's figures (None
+    without them); it also carries the execution samples read last."""
     if trace.end is None:
         return None
     number = (trace.steps[-1].step + 1) if trace.steps else 1
@@ -172,9 +171,17 @@ def final_step(trace: Trace) -> Step | None:
     started = (
         last.start + last.duration_s if last is not None and last.start is not None else None
     )
-    row = Step.after_last(trace.end, number, started)
+    return Step.after_last(trace.end, number, started)
+
+
+def final_step(trace: Trace) -> Step | None:
+    """The row after the last step: what the script did after its last boundary (a final
+    evaluation, a print of the loss), from the ``end`` event; None when nothing happened
+    there (no compile, host read or mid-step graph) or the figures are missing."""
+    row = _tail(trace)
     if row is None:
         return None
+    number = row.step
     happened = (
         row.compiles
         or row.compile_samples
@@ -870,7 +877,8 @@ def _steps_json(analysis: Analysis) -> list[dict]:
     for c in analysis.compiles:
         listed[c["step"]] = listed.get(c["step"], 0) + 1
     rows = [*trace.steps, *([analysis.final] if analysis.final is not None else [])]
-    every = list(rows)
+    tail = _tail(trace)
+    every = [*trace.steps, *([tail] if tail is not None else [])]
     return [
         {
             "step": s.step,
