@@ -24,9 +24,9 @@ import pytest
 
 pytest.importorskip("torch_xla")
 
-from tracerun import ROOT, RUN_TIMEOUT, Run, line_of, trace  # noqa: E402
+from tracerun import ROOT, RUN_TIMEOUT, Run, line_of, trace
 
-from xla_lint.trace.events import REPORT_SCHEMA  # noqa: E402
+from xla_lint.trace.events import REPORT_SCHEMA
 
 pytestmark = pytest.mark.runtime
 jsonschema = pytest.importorskip("jsonschema")

@@ -867,15 +867,25 @@ def test_a_step_without_samples_keeps_its_times_in_order():
 
 
 def test_execute_time_belongs_to_the_step_that_launched_the_graph():
-    from xla_lint.trace.events import Step
+    from xla_lint.trace.events import Step, device_times
 
-    # step 1's graph, launched at its boundary (1.95 s), finished during step 2
-    one = Step.from_json({**step(1), "start": 0.0, "duration_s": 2.0, "execute_samples": []})
-    two = Step.from_json(
-        {**step(2), "start": 2.0, "duration_s": 1.0, "execute_samples": [[1.95, 0.4]]}
+    # step 1's graph, launched at its boundary (1.9 s), began after step 1's span ended; a
+    # host read in step 2 ran a graph mid-step (2.5 s); step 2's own graph began at 2.95 s
+    one = Step.from_json(
+        {**step(1), "start": 0.0, "duration_s": 2.0, "boundary_at": 1.9, "execute_samples": []}
     )
-    assert one.execute_s([one, two]) == 0.4 and two.execute_s([one, two]) == 0.0
-    assert Step.from_json(step(3)).execute_s([]) is None
+    two = Step.from_json(
+        {
+            **step(2),
+            "start": 2.0,
+            "duration_s": 1.0,
+            "boundary_at": 2.9,
+            "execute_samples": [[2.01, 0.4], [2.5, 0.1]],
+        }
+    )
+    tail = Step.from_json({**step(3), "start": 3.0, "execute_samples": [[2.95, 0.3]]})
+    assert device_times([one, two, tail]) == {1: 0.4, 2: 0.4, 3: 0.0}
+    assert device_times([Step.from_json(step(3))]) == {3: None}
 
 
 def test_shard_sizes_are_ceil_divided_with_the_runtime_checker():

@@ -480,6 +480,7 @@ class Step:
     execute_samples: list[list[float]] | None = None
     start: float | None = None  # seconds since the trace began
     final: bool = False  # the row after the last step (the ``end`` event's figures)
+    boundary_at: float | None = None  # when the sync that ended the step began (since t0)
 
     @classmethod
     def from_json(cls, data: dict) -> Step:
@@ -500,6 +501,9 @@ class Step:
             _samples(data.get("compile_samples")),
             _samples(data.get("execute_samples")),
             float(data["start"]) if isinstance(data.get("start"), (int, float)) else None,
+            boundary_at=float(data["boundary_at"])
+            if isinstance(data.get("boundary_at"), (int, float))
+            else None,
         )
 
     @classmethod
@@ -528,28 +532,44 @@ class Step:
             final=True,
         )
 
-    def execute_s(self, steps: list[Step]) -> float | None:
-        """Seconds the device spent running the graphs this step launched: the execution
-        samples of every step whose work began inside this step's span (an execution launched
-        at this step's boundary finishes, and is recorded, in the next). None without samples."""
-        if self.start is None or all(s.execute_samples is None for s in steps):
-            return None
-        end = self.start + self.duration_s
-        return round(
-            sum(
-                seconds
-                for s in steps
-                for began, seconds in s.execute_samples or []
-                if self.start <= began <= end
-            ),
-            6,
-        )
-
     def signature(self) -> tuple | None:
         """The input shapes and dtypes, comparable between steps (``None``: not seen)."""
         if not self.inputs:
             return None
         return tuple((tuple(i["shape"]), i["dtype"]) for i in self.inputs)
+
+
+def device_times(rows: list[Step]) -> dict[int, float | None]:
+    """Seconds the device spent running the graphs each step launched, by step number (None
+    for every step when no row has execution samples).
+
+    torch_xla launches a step's graph at its boundary and runs it asynchronously, so its
+    ``ExecuteTime`` sample may begin after the step's span has ended: the first sample that
+    began after a step's boundary (``boundary_at``) and before the next step's boundary is
+    that step's graph. Every other sample belongs to the step whose span holds its start (a
+    graph a host read ran mid-step), else to the last step that started before it."""
+    samples = sorted(x for row in rows for x in row.execute_samples or [])
+    if all(row.execute_samples is None for row in rows):
+        return {row.step: None for row in rows}
+    owner: dict[int, int] = {}
+    for i, row in enumerate(rows):
+        if row.boundary_at is None:
+            continue
+        after = rows[i + 1].boundary_at if i + 1 < len(rows) else None
+        for k, (began, _) in enumerate(samples):
+            if k not in owner and began >= row.boundary_at and (after is None or began < after):
+                owner[k] = row.step
+                break
+    totals: dict[int, float | None] = {row.step: 0.0 for row in rows}
+    for k, (began, seconds) in enumerate(samples):
+        step = owner.get(k)
+        if step is None:
+            holding = [r for r in rows if r.start is not None and r.start <= began]
+            if not holding:
+                continue
+            step = holding[-1].step
+        totals[step] = round((totals[step] or 0.0) + seconds, 6)
+    return totals
 
 
 def _samples(value: object) -> list[list[float]] | None:

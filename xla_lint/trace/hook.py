@@ -484,6 +484,7 @@ class Tracer:
         #: ``time.time()`` at ``t0``: torch_xla stamps metric samples with wall-clock seconds.
         self.wall0 = time.time()
         self.in_sync = False  # inside the script's torch_xla.sync (step closures run there)
+        self.sync_started: float | None = None  # when the last boundary's sync began
         self.metric_counts: dict[str, int] = {}  # samples of each metric already taken
         self.step = 1  # the step in progress
         self.step_started = self.t0
@@ -581,7 +582,9 @@ class Tracer:
         whichever event carries it."""
         if not every and self.step > 3 and self.step % EXECUTE_READ_EVERY:
             return []
-        names = ("ExecuteReplicatedTime",) if self.spmd else ("ExecuteTime", "ExecuteReplicatedTime")
+        names = (
+            ("ExecuteReplicatedTime",) if self.spmd else ("ExecuteTime", "ExecuteReplicatedTime")
+        )
         return sorted(x for name in names for x in self.new_samples(name))
 
     def executions(self) -> int:
@@ -692,6 +695,9 @@ class Tracer:
             "step": step,
             "start": round(self.step_started - self.t0, 6),
             "duration_s": round(now - self.step_started, 6),
+            "boundary_at": round(self.sync_started - self.t0, 6)
+            if self.sync_started is not None and self.sync_started >= self.step_started
+            else None,
             "boundaries": self.boundaries_in_step,
             "boundary": boundary,
             **figures,
@@ -919,7 +925,11 @@ class Tracer:
         ran in (:func:`closure_kind`) and, when torch_xla compiled during it, its span
         (``compiled``: ``perf_counter`` start and end)."""
         location = user_location(frame)
-        closure = closure_kind(frame) if self.in_sync or threading.current_thread() is not self.thread else None
+        closure = (
+            closure_kind(frame)
+            if self.in_sync or threading.current_thread() is not self.thread
+            else None
+        )
         key = (kind, *(location.values() if location else (None, None, None)), closure)
         self.reads[key] = self.reads.get(key, 0) + 1
         if compiled is not None:
@@ -1350,6 +1360,7 @@ def _before_sync(tracer: Tracer, frame, args, kwargs) -> float:
     if tracer.explain:
         tracer.capture_ir()
     tracer.in_sync = True  # its step closures run inside it
+    tracer.sync_started = time.perf_counter()  # a step's graph is launched at its boundary
     return time.time() if tracer.shared else 0.0
 
 

@@ -29,9 +29,10 @@ import statistics
 from dataclasses import dataclass, field
 
 from ..catalogue import BY_CODE
+from ..diagnostics import Diagnostic
 from ..scalars import recompile_step
 from ..shards import shard_bytes
-from .events import Compile, HostRead, Location, Step, Trace
+from .events import Compile, HostRead, Location, Step, Trace, device_times
 from .hook import is_sync_cause
 
 #: Codes the trace can observe; a static diagnostic of another code is "not observable".
@@ -168,9 +169,7 @@ def _tail(trace: Trace) -> Step | None:
         return None
     number = (trace.steps[-1].step + 1) if trace.steps else 1
     last = trace.steps[-1] if trace.steps else None
-    started = (
-        last.start + last.duration_s if last is not None and last.start is not None else None
-    )
+    started = last.start + last.duration_s if last is not None and last.start is not None else None
     return Step.after_last(trace.end, number, started)
 
 
@@ -210,8 +209,8 @@ def pair_compile_times(
     if step is None:
         return [None] * len(blocks), []
     if step.compile_samples is None:
-        times = step.compile_times_s
-        return [times[i] if i < len(times) else None for i in range(len(blocks))], []
+        given = step.compile_times_s
+        return [given[i] if i < len(given) else None for i in range(len(blocks))], []
     samples = sorted(step.compile_samples)
     owners: list[HostRead | None] = []
     for began, _ in samples:
@@ -220,7 +219,9 @@ def pair_compile_times(
                 (
                     r
                     for r in reads
-                    if any(a - SPAN_SLACK_S <= began <= b + SPAN_SLACK_S for a, b in r.compile_spans)
+                    if any(
+                        a - SPAN_SLACK_S <= began <= b + SPAN_SLACK_S for a, b in r.compile_spans
+                    )
                 ),
                 None,
             )
@@ -724,7 +725,7 @@ def analyse(trace: Trace) -> Analysis:
     )
 
 
-def predicted_error(error: dict | None, diagnostics: list) -> object | None:
+def predicted_error(error: dict | None, diagnostics: list) -> Diagnostic | None:
     """The static diagnostic that predicted the exception the script died of: one of
     :data:`PREDICTED_ERRORS` whose lines hold the exception's innermost user frame and whose
     code predicts that exception's type; None otherwise."""
@@ -743,7 +744,7 @@ def predicted_error(error: dict | None, diagnostics: list) -> object | None:
     return None
 
 
-def cause_finding(error: dict, diagnostic) -> Finding:
+def cause_finding(error: dict, diagnostic: Diagnostic) -> Finding:
     """The finding of a script that died of the error a static diagnostic predicted."""
     location = Location.from_json(error.get("location"))
     return Finding(
@@ -757,7 +758,7 @@ def cause_finding(error: dict, diagnostic) -> Finding:
 
 
 def confirm_static(
-    diagnostics: list, findings: list[Finding], cause: object | None = None
+    diagnostics: list, findings: list[Finding], cause: Diagnostic | None = None
 ) -> list[dict]:
     """Each static diagnostic with ``status``: ``confirmed`` when a finding of the same code
     has a place in the same file within the diagnostic's lines, or it is ``cause`` (the
@@ -878,12 +879,12 @@ def _steps_json(analysis: Analysis) -> list[dict]:
         listed[c["step"]] = listed.get(c["step"], 0) + 1
     rows = [*trace.steps, *([analysis.final] if analysis.final is not None else [])]
     tail = _tail(trace)
-    every = [*trace.steps, *([tail] if tail is not None else [])]
+    device = device_times([*trace.steps, *([tail] if tail is not None else [])])
     return [
         {
             "step": s.step,
             "duration_s": s.duration_s,
-            "execute_s": s.execute_s(every),
+            "execute_s": device.get(s.step),
             "compiles": max(s.compiles, listed.get(s.step, 0)),
             "compile_s": s.compile_s,
             "executions": s.executions,
@@ -1251,9 +1252,7 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     out.append("")
     if report["steps"]:
         out.append(f"Steps (rank {ranks[0]['rank']})" if ranks else "Steps")
-        out.append(
-            "  step  host span     device  compiles                   host reads  inputs"
-        )
+        out.append("  step  host span     device  compiles                   host reads  inputs")
         for s in report["steps"]:
             compiles = f"{s['compiles']} ({_ms(s['compile_s'])})" if s["compiles"] else "0"
             inputs = " ".join(_shape(i) for i in (s["inputs"] or [])) or "-"
