@@ -7,12 +7,13 @@ alternately:
    boundary (one ``perf_counter`` call) and stops after ``--steps`` boundaries;
 2. traced: ``xla-lint trace --steps N --json --no-static -- python SCRIPT``.
 
-Both get the same device environment (``PJRT_DEVICE=CPU``, ``CPU_NUM_DEVICES=8``, LLVM -O0
-as the trace sets it). Prints the median step time of each after warm-up (steps 1-2 compile;
-they are left out), the ratio traced/bare (target: at most 1.5x) and the trace's wall time.
-Usage::
+Both get the same device environment (``PJRT_DEVICE=CPU``, ``CPU_NUM_DEVICES=8``) and the
+same XLA flags: the environment's (a bare run's), or with ``--fast-compile`` LLVM -O0 for both
+(the trace gets ``--fast-compile`` too). Prints the median step time of each after warm-up
+(steps 1-2 compile; they are left out), the compile time of each, the ratio traced/bare
+(target: at most 1.3x) and the trace's wall time. Usage::
 
-    python benchmarks/trace_overhead.py [--script PATH] [--steps N] [--rounds R]
+    python benchmarks/trace_overhead.py [--script PATH] [--steps N] [--rounds R] [--fast-compile]
 """
 
 from __future__ import annotations
@@ -58,9 +59,12 @@ runpy.run_path(script, run_name="__main__")
 """
 
 
+FAST = False  # --fast-compile: LLVM -O0 in both runs
+
+
 def env() -> dict:
     e = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8", TF_CPP_MIN_LOG_LEVEL="2")
-    if "xla_backend_optimization_level" not in e.get("XLA_FLAGS", ""):
+    if FAST and "xla_backend_optimization_level" not in e.get("XLA_FLAGS", ""):
         e["XLA_FLAGS"] = f"{e.get('XLA_FLAGS', '')} {CPU_XLA_FLAGS}".strip()
     return e
 
@@ -85,8 +89,8 @@ def bare(script: str, steps: int) -> list[float]:
             return [0.0] + json.load(f)  # index i = step i+1; step 1 has no start boundary
 
 
-def traced(script: str, steps: int) -> tuple[list[float], float]:
-    """Step durations of the traced run, and its wall time."""
+def traced(script: str, steps: int) -> tuple[list[float], float, float]:
+    """Step durations of the traced run, its wall time and its compile seconds."""
     t0 = time.perf_counter()
     proc = subprocess.run(
         [
@@ -98,6 +102,7 @@ def traced(script: str, steps: int) -> tuple[list[float], float]:
             str(steps),
             "--json",
             "--no-static",
+            *(["--fast-compile"] if FAST else []),
             "--",
             "python",
             script,
@@ -115,7 +120,9 @@ def traced(script: str, steps: int) -> tuple[list[float], float]:
         sys.exit(
             f"the traced run printed no report (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
         )
-    return [s["duration_s"] for s in report["steps"]], wall
+    steps_ = [s for s in report["steps"] if not s.get("final")]
+    compile_s = sum(c["time_s"] or 0.0 for c in report["compiles"])
+    return [s["duration_s"] for s in steps_], wall, compile_s
 
 
 def main() -> None:
@@ -124,13 +131,18 @@ def main() -> None:
     parser.add_argument("--script", default=str(ROOT / "examples" / "trace" / "fsdpv2.py"))
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--fast-compile", action="store_true", help="LLVM -O0 in both runs")
     args = parser.parse_args()
+    global FAST
+    FAST = args.fast_compile
+    compiles = []
     bare_steps: list[float] = []
     traced_steps: list[float] = []
     walls = []
     for _ in range(args.rounds):
         bare_steps += bare(args.script, args.steps)[WARMUP:]
-        durations, wall = traced(args.script, args.steps)
+        durations, wall, compile_s = traced(args.script, args.steps)
+        compiles.append(compile_s)
         traced_steps += durations[WARMUP:]
         walls.append(wall)
     b, t = statistics.median(bare_steps), statistics.median(traced_steps)
@@ -140,7 +152,11 @@ def main() -> None:
     )
     print(f"bare   median step: {b * 1000:.2f} ms ({len(bare_steps)} steps)")
     print(f"traced median step: {t * 1000:.2f} ms ({len(traced_steps)} steps)")
-    print(f"ratio traced/bare:  {t / b:.2f}x (target <= 1.5x)")
+    print(f"ratio traced/bare:  {t / b:.2f}x (target <= 1.3x)")
+    print(
+        f"XLA flags: {env().get('XLA_FLAGS') or 'none'}; traced compile time: "
+        + ", ".join(f"{c:.2f} s" for c in compiles)
+    )
     print(
         f"trace wall time ({args.steps} steps, torch_xla import and compiles included): "
         + ", ".join(f"{w:.1f} s" for w in walls)

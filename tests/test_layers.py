@@ -17,7 +17,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "xla_lint"
 
 # Bottom to top. A module's layer is the first entry that is the module or a package above it.
 LAYERS: list[tuple[str, ...]] = [
-    ("xla_lint", "xla_lint.diagnostics", "xla_lint.catalogue", "xla_lint.scalars"),
+    (
+        "xla_lint",
+        "xla_lint.diagnostics",
+        "xla_lint.catalogue",
+        "xla_lint.scalars",
+        "xla_lint.shards",
+    ),
     ("xla_lint.sources",),
     ("xla_lint.config",),
     ("xla_lint.program",),

@@ -826,9 +826,25 @@ def rule_command(code: str | None, show_all: bool, output_format: str, color: st
     help="Run N copies of the script, each a simulated host of a pod (xr.process_index() is "
     "its index, xr.process_count() N), and report the first step where their graphs differ.",
 )
+@click.option(
+    "--fast-compile",
+    is_flag=True,
+    help="LLVM at -O0 on CPU (XLA_FLAGS=--xla_backend_optimization_level=0): compiles faster, "
+    "steps run slower. Off, the script runs with the XLA flags of a bare run.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def trace_command(
-    steps, timeout, device, cpu_devices, events, as_json, static, explain, simulate_hosts, command
+    steps,
+    timeout,
+    device,
+    cpu_devices,
+    events,
+    as_json,
+    static,
+    explain,
+    simulate_hosts,
+    fast_compile,
+    command,
 ) -> None:
     """Run a training script for a few steps: what compiled, synced and was sharded, per step.
 
@@ -859,6 +875,7 @@ def trace_command(
                 static=static,
                 explain=explain,
                 simulate_hosts=simulate_hosts,
+                fast_compile=fast_compile,
             ),
             as_json=as_json,
         )

@@ -829,3 +829,187 @@ def test_event_schema_rejects_a_step_without_its_fields():
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"event": "step", "t": 1.0, "step": 1}, EVENT_SCHEMA)
     assert json.loads(json.dumps(REPORT_SCHEMA)) == REPORT_SCHEMA  # plain JSON
+
+
+# --- issue 23: honest times, every compile, shards, step closures, predicted errors ------------
+
+
+def test_compile_times_are_paired_by_place_and_time_never_by_position():
+    from xla_lint.trace.events import Compile, HostRead, Step
+    from xla_lint.trace.report import pair_compile_times
+
+    # the gather of a sharded `.cpu()` at line 12 compiled first (0.1 s, no debug block), then
+    # the step's graph at the boundary (0.8 s), then a value read at line 14 (0.05 s)
+    row = Step.from_json(
+        {
+            **step(4, compiles=2),
+            "start": 10.0,
+            "duration_s": 2.0,
+            "compile_samples": [[10.1, 0.1], [11.0, 0.8], [11.5, 0.05]],
+        }
+    )
+    graph = Compile(4, "user torch_xla.sync", "h", Location(U, 30), [])
+    value = Compile(4, "most likely user code trying to access", "v", Location(U, 14), [])
+    gather_read = HostRead(4, ".cpu()", Location(U, 12), 1, None, [[10.09, 10.3]])
+    value_read = HostRead(4, ".item()", Location(U, 14), 1, None, [[11.49, 11.6]])
+    times, extra = pair_compile_times(row, [graph, value], [gather_read, value_read])
+    assert times == [0.8, 0.05]  # by position the step's graph would have had 0.1 s
+    assert extra == [(gather_read, 0.1)]
+
+
+def test_a_step_without_samples_keeps_its_times_in_order():
+    from xla_lint.trace.events import Compile, Step
+    from xla_lint.trace.report import pair_compile_times
+
+    row = Step.from_json(step(2, compiles=2, times=[0.3, 0.3]))
+    blocks = [Compile(2, "user torch_xla.sync", "h", Location(U, 30), [])] * 3
+    assert pair_compile_times(row, blocks, []) == ([0.3, 0.3, None], [])
+
+
+def test_execute_time_belongs_to_the_step_that_launched_the_graph():
+    from xla_lint.trace.events import Step, device_times
+
+    # step 1's graph, launched at its boundary (1.9 s), began after step 1's span ended; a
+    # host read in step 2 ran a graph mid-step (2.5 s); step 2's own graph began at 2.95 s
+    one = Step.from_json(
+        {**step(1), "start": 0.0, "duration_s": 2.0, "boundary_at": 1.9, "execute_samples": []}
+    )
+    two = Step.from_json(
+        {
+            **step(2),
+            "start": 2.0,
+            "duration_s": 1.0,
+            "boundary_at": 2.9,
+            "execute_samples": [[2.01, 0.4], [2.5, 0.1]],
+        }
+    )
+    tail = Step.from_json({**step(3), "start": 3.0, "execute_samples": [[2.95, 0.3]]})
+    assert device_times([one, two, tail]) == {1: 0.4, 2: 0.4, 3: 0.0}
+    assert device_times([Step.from_json(step(3))]) == {3: None}
+
+
+def test_shard_sizes_are_ceil_divided_with_the_runtime_checker():
+    from xla_lint.runtime.spec import parse_sharding
+    from xla_lint.shards import shard_bytes, shard_shape
+    from xla_lint.trace.report import _bytes_per_device
+
+    spec = "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    assert shard_shape((21, 16), (8, 1)) == (3, 16)
+    assert parse_sharding(spec, 2).shard_shape((21, 16)) == (3, 16)  # the runtime checker
+    assert shard_bytes((21, 16), (8, 1), 4) == 192
+    param = {"shape": [21, 16], "bytes": 21 * 16 * 4, "sharding": spec}
+    assert _bytes_per_device(param) == 192  # not 1344 / 8 = 168
+    assert _bytes_per_device({**param, "shape": [24, 16], "bytes": 24 * 64}) == 192
+    assert _bytes_per_device({**param, "sharding": "{replicated}"}) == 1344
+
+
+def test_fast_compile_is_the_only_way_to_minus_o0(tmp_path):
+    base = {"PATH": os.environ.get("PATH", "")}
+    opts = runner.TraceOptions(("x.py",))
+    env, facts = runner.build_env(opts, str(tmp_path / "e.jsonl"), str(tmp_path), base)
+    assert "XLA_FLAGS" not in env and facts["xla_flags"] is None and not facts["fast_compile"]
+    fast = runner.TraceOptions(("x.py",), fast_compile=True)
+    env, facts = runner.build_env(fast, str(tmp_path / "e.jsonl"), str(tmp_path), base)
+    assert env["XLA_FLAGS"] == "--xla_backend_optimization_level=0"
+    assert facts["xla_flags_added"] == facts["xla_flags"] == env["XLA_FLAGS"]
+    mine = {**base, "XLA_FLAGS": "--xla_backend_optimization_level=2"}
+    env, facts = runner.build_env(fast, str(tmp_path / "e.jsonl"), str(tmp_path), mine)
+    assert env["XLA_FLAGS"] == mine["XLA_FLAGS"] and facts["xla_flags_added"] is None
+    result = CliRunner().invoke(main, ["trace", "--help"])
+    assert "--fast-compile" in result.output
+
+
+def test_sys_path_folders_of_a_script(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "vendor").mkdir()
+    script = tmp_path / "scripts" / "train.py"
+    script.write_text(
+        "import os, sys\n"
+        "sys.path.append('lib')\n"
+        "sys.path.insert(0, os.path.join(os.path.dirname(__file__), 'vendor'))\n"
+        "sys.path.append(os.path.dirname(__file__))\n"  # its own folder: linted anyway
+        "sys.path.append('missing')\n"
+        "sys.path.append(name)\n"  # not a literal
+        "path.append('lib2')\n"
+    )
+    assert runner.sys_path_folders(str(script), str(tmp_path)) == [
+        str(tmp_path / "lib"),
+        str(tmp_path / "scripts" / "vendor"),
+    ]
+
+
+def test_step_closure_reads_are_not_xla201_and_the_static_model_knows_them(tmp_path):
+    from xla_lint.trace.report import in_step_closure_at
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch_xla.core.xla_model as xm\n"
+        "def log(loss):\n"
+        "    print(loss.item())\n"
+        "def other(loss):\n"
+        "    print(loss.item())\n"
+        "xm.add_step_closure(log, args=(1,))\n"
+    )
+    assert in_step_closure_at(Location(str(script), 3))
+    assert not in_step_closure_at(Location(str(script), 5))
+    events = [step(n) for n in (1, 2, 3)]
+    for n in (1, 2, 3):
+        for line, closure in ((3, None), (5, None), (40, "sync")):
+            where = {"path": str(script), "line": line, "function": "f"} if line < 10 else loc(line)
+            events.append(
+                {
+                    "event": "host_read",
+                    "t": float(n),
+                    "step": n,
+                    "kind": ".item()",
+                    "location": where,
+                    "count": 1,
+                    **({"closure": closure} if closure else {}),
+                }
+            )
+    analysis = analyse(make(events))
+    flagged = [f.location.line for f in analysis.findings if f.code == "XLA201"]
+    assert flagged == [5]  # line 3 by the static model, line 40 as the run saw it
+    assert len(analysis.notes) == 1 and ":40" in analysis.notes[0]
+
+
+def test_an_error_the_static_finding_predicts_is_confirmed_as_the_cause():
+    trace = make([step(1)])
+    trace.error = {
+        "type": "AttributeError",
+        "message": "module 'torch_xla.core.xla_model' has no attribute 'xrt_world_size'",
+        "traceback": "",
+        "location": loc(12),
+    }
+    static = [
+        Diagnostic("XLA013", "removed-api", "`xm.xrt_world_size` was removed", U, 12, 5, 12, 30),
+        Diagnostic("XLA013", "removed-api", "`xm.get_ordinal` was removed", U, 20, 5, 20, 30),
+    ]
+    report = build_report(
+        trace,
+        command=["python", U],
+        target=U,
+        steps_requested=5,
+        wall_s=1.0,
+        events_file="e.jsonl",
+        device={"pjrt_device": "CPU", "cpu_devices": 8},
+        static=static,
+    )
+    jsonschema.validate(report, REPORT_SCHEMA)
+    assert [d["status"] for d in report["static"]] == ["confirmed", "not observable"]
+    assert report["error"]["cause"]["code"] == "XLA013"
+    assert report["findings"][0]["code"] == "XLA013" and report["exit_code"] == 1
+    assert "predicts" in render_text(report)
+
+
+def test_messages_write_paths_below_the_current_folder_relative(tmp_path, monkeypatch):
+    from xla_lint.trace.report import relative_paths
+
+    monkeypatch.chdir(tmp_path)
+    here = str(tmp_path)
+    assert relative_paths(f"launched by {here}/run.sh:3 and `{here}/lib/x.py`") == (
+        "launched by run.sh:3 and `lib/x.py`"
+    )
+    assert relative_paths("see /usr/lib/python3.11/os.py:12") == "see /usr/lib/python3.11/os.py:12"
+    assert relative_paths("1/2 of the steps") == "1/2 of the steps"

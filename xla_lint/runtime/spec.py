@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..shards import shard_shape
+
 _DEVICES = re.compile(r"devices=\[([\d,]+)\]\s*(<=\[[\d,]+\](?:T\([\d,]+\))?|[\d,]+)")
 _IOTA = re.compile(r"<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 
@@ -48,9 +50,9 @@ class ParsedSharding:
 
     def shard_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The per-device shard shape of a tensor of global ``shape`` (ceil division, as XLA pads)."""
-        if self.kind != "tiled" or len(self.tiles) != len(shape):
+        if self.kind != "tiled":
             return tuple(shape)
-        return tuple(-(-s // t) for s, t in zip(shape, self.tiles, strict=True))
+        return shard_shape(shape, self.tiles)
 
 
 def parse_sharding(spec: str, rank: int) -> ParsedSharding:

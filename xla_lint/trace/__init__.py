@@ -63,7 +63,7 @@ def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
             f"torch_xla is not installed for {sys.executable}; "
             "install xla-lint[runtime] (torch and torch_xla 2.9)"
         )
-    static = StaticLint(target.target if opts.static and target.kind == "path" else None)
+    static = StaticLint(target.target if opts.static and target.kind == "path" else None, opts.cwd)
     if opts.simulate_hosts:
         return _run_hosts(opts, target, static, as_json, out)
     result = run_child(opts, target)

@@ -259,6 +259,8 @@ REPORT_SCHEMA: dict = {
                 "spmd": {"type": "boolean"},
                 "torch_xla": {"type": ["string", "null"]},
                 "xla_flags_added": {"type": ["string", "null"]},
+                "xla_flags": {"type": ["string", "null"]},
+                "fast_compile": {"type": "boolean"},
                 "launcher": {"enum": [None, "torch_xla.launch", "xmp.spawn", "torchrun"]},
                 "processes": {"type": ["integer", "null"]},
                 "hosts": {"type": "integer"},
@@ -287,6 +289,8 @@ REPORT_SCHEMA: dict = {
                     "host_reads": {"type": "integer"},
                     "transfer_s": {"type": "number"},
                     "warmup": {"type": "boolean"},
+                    "final": {"type": "boolean"},
+                    "execute_s": {"type": ["number", "null"]},
                     "inputs": {"type": ["array", "null"], "items": _INPUT},
                 },
             },
@@ -313,6 +317,8 @@ REPORT_SCHEMA: dict = {
                             "new-input-shape",
                             "same-input-shapes",
                             "unknown-inputs",
+                            "after-last-step",
+                            "host-read",
                         ]
                     },
                     "cause": {"type": "string"},
@@ -466,6 +472,15 @@ class Step:
     inputs: list[dict] | None
     optimizers: list[dict]
     boundary: Location | None
+    #: ``[start, seconds]`` of each ``CompileTime`` sample of the step (start: seconds since
+    #: the trace began; None in events of ranks sharing a process, and of older versions).
+    compile_samples: list[list[float]] | None = None
+    #: ``[start, seconds]`` of each graph execution (``ExecuteTime``/``ExecuteReplicatedTime``)
+    #: recorded by the step's end; an execution launched at a boundary may finish in the next.
+    execute_samples: list[list[float]] | None = None
+    start: float | None = None  # seconds since the trace began
+    final: bool = False  # the row after the last step (the ``end`` event's figures)
+    boundary_at: float | None = None  # when the sync that ended the step began (since t0)
 
     @classmethod
     def from_json(cls, data: dict) -> Step:
@@ -483,6 +498,38 @@ class Step:
             data.get("inputs"),
             list(data.get("optimizers") or []),
             Location.from_json(data.get("boundary")),
+            _samples(data.get("compile_samples")),
+            _samples(data.get("execute_samples")),
+            float(data["start"]) if isinstance(data.get("start"), (int, float)) else None,
+            boundary_at=float(data["boundary_at"])
+            if isinstance(data.get("boundary_at"), (int, float))
+            else None,
+        )
+
+    @classmethod
+    def after_last(cls, end: dict, step: int, started: float | None) -> Step | None:
+        """The row after the last step from the ``end`` event (``after_last_step``: what the
+        script did after its last boundary), numbered ``step``; None without those figures."""
+        figures = end.get("after_last_step")
+        if not isinstance(figures, dict):
+            return None
+        return cls(
+            step,
+            float(end.get("partial_step_s") or 0.0),
+            int(figures.get("compiles", 0)),
+            float(figures.get("compile_s", 0.0)),
+            [float(x) for x in figures.get("compile_times_s", [])],
+            int(figures.get("executions", 0)),
+            int(figures.get("transfers", 0)),
+            float(figures.get("transfer_s", 0.0)),
+            int(end.get("optimizer_steps") or 0),
+            None,
+            [],
+            None,
+            _samples(figures.get("compile_samples")),
+            _samples(figures.get("execute_samples")),
+            started,
+            final=True,
         )
 
     def signature(self) -> tuple | None:
@@ -490,6 +537,46 @@ class Step:
         if not self.inputs:
             return None
         return tuple((tuple(i["shape"]), i["dtype"]) for i in self.inputs)
+
+
+def device_times(rows: list[Step]) -> dict[int, float | None]:
+    """Seconds the device spent running the graphs each step launched, by step number (None
+    for every step when no row has execution samples).
+
+    torch_xla launches a step's graph at its boundary and runs it asynchronously, so its
+    ``ExecuteTime`` sample may begin after the step's span has ended: the first sample that
+    began after a step's boundary (``boundary_at``) and before the next step's boundary is
+    that step's graph. Every other sample belongs to the step whose span holds its start (a
+    graph a host read ran mid-step), else to the last step that started before it."""
+    samples = sorted(x for row in rows for x in row.execute_samples or [])
+    if all(row.execute_samples is None for row in rows):
+        return {row.step: None for row in rows}
+    owner: dict[int, int] = {}
+    for i, row in enumerate(rows):
+        if row.boundary_at is None:
+            continue
+        after = rows[i + 1].boundary_at if i + 1 < len(rows) else None
+        for k, (began, _) in enumerate(samples):
+            if k not in owner and began >= row.boundary_at and (after is None or began < after):
+                owner[k] = row.step
+                break
+    totals: dict[int, float | None] = {row.step: 0.0 for row in rows}
+    for k, (began, seconds) in enumerate(samples):
+        step = owner.get(k)
+        if step is None:
+            holding = [r for r in rows if r.start is not None and r.start <= began]
+            if not holding:
+                continue
+            step = holding[-1].step
+        totals[step] = round((totals[step] or 0.0) + seconds, 6)
+    return totals
+
+
+def _samples(value: object) -> list[list[float]] | None:
+    """``[[start, seconds], ...]`` of an event, or None."""
+    if not isinstance(value, list):
+        return None
+    return [[float(a), float(b)] for a, b in value]
 
 
 @dataclass
@@ -529,6 +616,12 @@ class HostRead:
     kind: str
     location: Location | None
     count: int
+    #: ``"sync"``: the read ran in a step closure ``torch_xla.sync`` ran (``xm.add_step_closure``);
+    #: ``"async"``: in one of ``run_async=True``; None: in the script's own flow.
+    closure: str | None = None
+    #: ``[start, end]`` (seconds since the trace began) of each read during which torch_xla
+    #: compiled a graph (reading a sharded tensor compiles its gather).
+    compile_spans: list[list[float]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: dict) -> HostRead:
@@ -538,6 +631,8 @@ class HostRead:
             str(data["kind"]),
             Location.from_json(data.get("location")),
             int(data["count"]),
+            data.get("closure"),
+            _samples(data.get("compile_spans")) or [],
         )
 
 

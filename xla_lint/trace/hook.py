@@ -110,6 +110,8 @@ EXIT_GRACE_SECONDS = 30.0
 NO_OPTIMIZER_SPANS = 8
 #: Exit status of the child when the script or module does not exist.
 EXIT_MISSING = 4
+#: Steps between two reads of the execution-time metrics after the first three steps.
+EXECUTE_READ_EVERY = 8
 #: The Python frames torch_xla prints per block (PT_XLA_DEBUG_MAX_FRAME, default 8).
 MAX_FRAMES = 16
 
@@ -152,6 +154,28 @@ def is_user_file(filename: str) -> bool:
     if not filename or filename.startswith("<"):
         return False
     return not filename.startswith(_library_dirs)
+
+
+#: Where torch_xla 2.9 runs step closures (``xm.add_step_closure``): ``_run_step_closures`` in
+#: core/xla_model.py, called by ``torch_xla.sync`` once the step's graph is launched; with
+#: ``run_async=True`` the ``event_loop`` thread of ``AsyncClosureHandler`` (utils/closures.py).
+_CLOSURE_FRAMES = {
+    ("_run_step_closures", os.path.join("core", "xla_model.py")): "sync",
+    ("event_loop", os.path.join("utils", "closures.py")): "async",
+}
+
+
+def closure_kind(frame) -> str | None:
+    """``"sync"`` when ``frame`` runs inside a step closure that ``torch_xla.sync`` runs (the
+    host waits there), ``"async"`` inside one of ``run_async=True`` (torch_xla's closure
+    thread), else None: read from the frames below ``frame``."""
+    while frame is not None:
+        code = frame.f_code
+        for (name, tail), kind in _CLOSURE_FRAMES.items():
+            if code.co_name == name and code.co_filename.endswith(tail):
+                return kind
+        frame = frame.f_back
+    return None
 
 
 def user_location(frame) -> dict | None:
@@ -457,6 +481,11 @@ class Tracer:
         self.rank_counts = {"compiles": 0, "executions": 0, "transfers": 0, "transfer_s": 0.0}
         self.abort_path = os.environ.get(ABORT_ENV) if rank is not None else None
         self.t0 = time.perf_counter()
+        #: ``time.time()`` at ``t0``: torch_xla stamps metric samples with wall-clock seconds.
+        self.wall0 = time.time()
+        self.in_sync = False  # inside the script's torch_xla.sync (step closures run there)
+        self.sync_started: float | None = None  # when the last boundary's sync began
+        self.metric_counts: dict[str, int] = {}  # samples of each metric already taken
         self.step = 1  # the step in progress
         self.step_started = self.t0
         self.boundaries_in_step = 0
@@ -468,7 +497,11 @@ class Tracer:
         self.optimizer_steps = 0
         self.optimizer_stepped = False  # in the current span
         self.optimizer_steps_unsynced = 0  # optimizer steps since the last boundary
-        self.reads: dict = {}  # (kind, path, line, function) -> count
+        self.reads: dict = {}  # (kind, path, line, function, closure) -> count
+        #: (kind, path, line, function, closure) -> [start, end] (seconds since t0) of each read
+        #: during which torch_xla compiled (``CreateCompileHandles`` grew: a sharded tensor's
+        #: gather compiles with no debug block).
+        self.read_compiles: dict = {}
         self.batch: list | None = None
         self.model_inputs: list | None = None
         self.top_modules: list = []
@@ -526,6 +559,34 @@ class Tracer:
             return 0, 0.0, []
         return int(data[0]), float(data[1]), list(data[2])
 
+    def new_samples(self, name: str) -> list[list[float]]:
+        """The samples of metric ``name`` recorded since the last call, each ``[start, seconds]``
+        (``start``: seconds since ``t0`` at which the measured work began: torch_xla stamps a
+        sample with the wall-clock time it was recorded, at the end of the work)."""
+        count, _, samples = self._metric(name)
+        new = count - self.metric_counts.get(name, 0)
+        self.metric_counts[name] = count
+        if new <= 0:
+            return []
+        return [
+            [round(ts - value / 1e9 - self.wall0, 6), round(value / 1e9, 6)]
+            for ts, value in samples[-new:]
+        ]
+
+    def execute_samples(self, every: bool = False) -> list[list[float]]:
+        """New ``ExecuteTime`` (one device) and ``ExecuteReplicatedTime`` (SPMD) samples: how
+        long each graph ran (torch_xla/csrc/runtime/pjrt_computation_client.cc). Read at the
+        first steps and then every :data:`EXECUTE_READ_EVERY` steps (``every``: now): a read
+        copies the metric's whole sample buffer (~0.3 ms for 1024 samples), and the samples
+        carry their times, so the report gives each to the step that launched its graph
+        whichever event carries it."""
+        if not every and self.step > 3 and self.step % EXECUTE_READ_EVERY:
+            return []
+        names = (
+            ("ExecuteReplicatedTime",) if self.spmd else ("ExecuteTime", "ExecuteReplicatedTime")
+        )
+        return sorted(x for name in names for x in self.new_samples(name))
+
     def executions(self) -> int:
         """Graph executions so far (``ExecuteComputation`` + ``ExecuteReplicated`` in SPMD)."""
         return self._counter("ExecuteComputation") + self._counter("ExecuteReplicated")
@@ -543,6 +604,7 @@ class Tracer:
             "transfers": transfers,
             "transfer_ns": transfer_ns,
             "cached_compiles": self._counter("CachedCompile"),
+            "compile_handles": self._counter("CreateCompileHandles"),
         }
 
     # -- step boundaries --
@@ -633,6 +695,9 @@ class Tracer:
             "step": step,
             "start": round(self.step_started - self.t0, 6),
             "duration_s": round(now - self.step_started, 6),
+            "boundary_at": round(self.sync_started - self.t0, 6)
+            if self.sync_started is not None and self.sync_started >= self.step_started
+            else None,
             "boundaries": self.boundaries_in_step,
             "boundary": boundary,
             **figures,
@@ -651,19 +716,21 @@ class Tracer:
         if not self.parameters_sent and (self.top_modules or self.optimizer_steps):
             self.send_parameters(step)  # also drops the global module hooks of the first step
 
-    def _counter_figures(self) -> dict:
-        """The step's compiles, executions and transfers from the process's counters."""
+    def _counter_figures(self, last: bool = False) -> dict:
+        """The step's compiles, executions and transfers from the process's counters (``last``:
+        after the last step, every execution sample left)."""
         counters = self.snapshot()
         before = self.counters or {k: 0 for k in counters}
         self.counters = counters
         new_compiles = counters["compile_samples"] - before["compile_samples"]
-        _, _, samples = self._metric("CompileTime") if new_compiles > 0 else (0, 0.0, [])
+        samples = self.new_samples("CompileTime") if new_compiles > 0 else []
         return {
             "compiles": counters["compiles"] - before["compiles"],
             "compile_s": round((counters["compile_ns"] - before["compile_ns"]) / 1e9, 6),
-            "compile_times_s": [round(s[1] / 1e9, 6) for s in samples[-new_compiles:]]
-            if new_compiles > 0
-            else [],
+            "compile_times_s": [s[1] for s in samples] if new_compiles > 0 else [],
+            # [start, seconds] of each compile: paired with torch_xla's blocks by place and time
+            "compile_samples": samples,
+            "execute_samples": self.execute_samples(every=last),
             "cached_compiles": counters["cached_compiles"] - before["cached_compiles"],
             "executions": counters["executions"] - before["executions"],
             "transfers": counters["transfers"] - before["transfers"],
@@ -839,6 +906,8 @@ class Tracer:
         by torch_xla's execution report for that line, not by counters: the step's own
         asynchronous execution may finish during the read.)"""
         started = time.time() if self.shared else 0.0
+        handles = -1 if self.shared or self.xla is None else self._counter("CreateCompileHandles")
+        began = time.perf_counter()
         try:
             return original(*args, **kwargs)
         finally:
@@ -847,30 +916,46 @@ class Tracer:
                 self.windows.append((started, ended))
                 self.rank_counts["transfers"] += 1
                 self.rank_counts["transfer_s"] += ended - started
-            self.record_read(kind, frame)
+            compiled = handles >= 0 and self._counter("CreateCompileHandles") > handles
+            self.record_read(kind, frame, (began, time.perf_counter()) if compiled else None)
 
     @_safe
-    def record_read(self, kind: str, frame) -> None:
-        """Count one host read at the first user frame from ``frame``."""
+    def record_read(self, kind: str, frame, compiled: tuple[float, float] | None = None) -> None:
+        """Count one host read at the first user frame from ``frame``, with the step closure it
+        ran in (:func:`closure_kind`) and, when torch_xla compiled during it, its span
+        (``compiled``: ``perf_counter`` start and end)."""
         location = user_location(frame)
-        key = (kind, *(location.values() if location else (None, None, None)))
+        closure = (
+            closure_kind(frame)
+            if self.in_sync or threading.current_thread() is not self.thread
+            else None
+        )
+        key = (kind, *(location.values() if location else (None, None, None)), closure)
         self.reads[key] = self.reads.get(key, 0) + 1
+        if compiled is not None:
+            span = [round(compiled[0] - self.t0, 6), round(compiled[1] - self.t0, 6)]
+            self.read_compiles.setdefault(key, []).append(span)
 
     @_safe
     def flush_reads(self, step: int) -> None:
         """One ``host_read`` event per place and kind read during ``step``."""
         reads, self.reads = self.reads, {}
-        for (kind, path, line, function), count in reads.items():
+        spans, self.read_compiles = self.read_compiles, {}
+        for key, count in reads.items():
+            kind, path, line, function, closure = key
             location = {"path": path, "line": line, "function": function} if path else None
-            self.emit(
-                {
-                    "event": "host_read",
-                    "step": step,
-                    "kind": kind,
-                    "location": location,
-                    "count": count,
-                }
-            )
+            event = {
+                "event": "host_read",
+                "step": step,
+                "kind": kind,
+                "location": location,
+                "count": count,
+            }
+            if closure is not None:
+                event["closure"] = closure
+            if key in spans:
+                event["compile_spans"] = spans[key]
+            self.emit(event)
 
     # -- optimizers --
     @_safe
@@ -1043,12 +1128,15 @@ class Tracer:
         self.finished = True
         if self.xla is not None:
             try:
+                figures = None if self.shared else self._counter_figures(last=True)
                 self.flush_debug(self.step)
                 self.flush_reads(self.step)
                 counters = self.snapshot()
                 self.emit(
                     {
                         "event": "end",
+                        # what happened after the last step's boundary (the final row)
+                        "after_last_step": figures,
                         "steps": self.step - 1,
                         "step_in_progress": self.step,
                         "boundaries": self.total_boundaries,
@@ -1271,11 +1359,14 @@ def _before_sync(tracer: Tracer, frame, args, kwargs) -> float:
     """Before a step boundary: the IR to diff (``--explain``), and when it started."""
     if tracer.explain:
         tracer.capture_ir()
+    tracer.in_sync = True  # its step closures run inside it
+    tracer.sync_started = time.perf_counter()  # a step's graph is launched at its boundary
     return time.time() if tracer.shared else 0.0
 
 
 def _after_sync(tracer: Tracer, frame, args, kwargs, result, started: float) -> None:
     """After a step boundary: its span (ranks sharing a process), then the boundary itself."""
+    tracer.in_sync = False
     if tracer.shared:
         tracer.windows.append((started, time.time()))
     tracer.on_sync(frame)

@@ -20,6 +20,7 @@ reason (a new input shape, or identical shapes and a changed graph).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -28,8 +29,11 @@ import statistics
 from dataclasses import dataclass, field
 
 from ..catalogue import BY_CODE
+from ..diagnostics import Diagnostic
 from ..scalars import recompile_step
-from .events import Location, Step, Trace
+from ..shards import shard_bytes
+from .events import Compile, HostRead, Location, Step, Trace, device_times
+from .hook import is_sync_cause
 
 #: Codes the trace can observe; a static diagnostic of another code is "not observable".
 TRACEABLE = ("XLA022", "XLA201", "XLA202", "XLA203", "XLA204")
@@ -55,6 +59,11 @@ FIXES = {
     ),
     None: "make the step's graph the same every step (fixed shapes; no Python values that change per step)",
 }
+
+#: The exceptions a static finding predicts: when the script dies of one at the finding's line,
+#: the finding is confirmed and named as the cause (XLA013: a removed module raises
+#: ImportError at its import, a removed function AttributeError at its use).
+PREDICTED_ERRORS = {"XLA013": ("AttributeError", "ImportError", "ModuleNotFoundError")}
 
 ADAM_CLASSES = ("Adam", "AdamW", "NAdam", "RAdam")
 _DEVICES = re.compile(r"devices=\[([0-9,]+)\]")
@@ -100,6 +109,7 @@ class Finding:
     steps: list[int] = field(default_factory=list)
     cost_s: float = 0.0
     ranks: list[int] | None = None  # one process per device: the ranks that showed it
+    fix: str | None = None  # the fix, when not the code's usual one (FIXES)
 
     def to_json(self) -> dict:
         """The finding as in ``--json``."""
@@ -108,7 +118,7 @@ class Finding:
             "name": rule_name(self.code),
             "title": self.title,
             "message": self.message,
-            "fix": FIXES.get(self.code, FIXES[None]),
+            "fix": self.fix or FIXES.get(self.code, FIXES[None]),
             "location": self.location.to_json() if self.location else None,
             "related": [r.to_json() for r in self.related],
             "steps": self.steps,
@@ -133,6 +143,8 @@ class Analysis:
     host_reads: list[dict]
     findings: list[Finding]
     sharding: dict
+    final: Step | None = None  # the row after the last step (:func:`final_step`)
+    notes: list[str] = field(default_factory=list)
 
 
 def _warmup(steps: list[Step]) -> set[int]:
@@ -142,9 +154,107 @@ def _warmup(steps: list[Step]) -> set[int]:
     return {s.step for s in steps if s.step < quiet}
 
 
-def _compiles(trace: Trace, warmup: set[int]) -> list[dict]:
+#: Seconds of slack when a compile sample's start is matched to a host read's span (the
+#: sample's start is its wall-clock stamp minus its duration; the span is the hook's clock).
+SPAN_SLACK_S = 0.002
+
+#: torch_xla's words for a compile that only the ``CompileTime`` metric counts: no debug block.
+UNREPORTED_CAUSE = "a compile during a host read that torch_xla's debug output does not report"
+
+
+def _tail(trace: Trace) -> Step | None:
+    """What the script did after its last boundary, from the ``end`` event's figures (None
+    without them); it also carries the execution samples read last."""
+    if trace.end is None:
+        return None
+    number = (trace.steps[-1].step + 1) if trace.steps else 1
+    last = trace.steps[-1] if trace.steps else None
+    started = last.start + last.duration_s if last is not None and last.start is not None else None
+    return Step.after_last(trace.end, number, started)
+
+
+def final_step(trace: Trace) -> Step | None:
+    """The row after the last step: what the script did after its last boundary (a final
+    evaluation, a print of the loss), from the ``end`` event; None when nothing happened
+    there (no compile, host read or mid-step graph) or the figures are missing."""
+    row = _tail(trace)
+    if row is None:
+        return None
+    number = row.step
+    happened = (
+        row.compiles
+        or row.compile_samples
+        or any(c.step == number for c in trace.compiles)
+        or any(e.step == number for e in trace.executions)
+        or any(r.step == number for r in trace.host_reads)
+    )
+    return row if happened else None
+
+
+def pair_compile_times(
+    step: Step | None, blocks: list[Compile], reads: list[HostRead]
+) -> tuple[list[float | None], list[tuple[HostRead, float]]]:
+    """Each compile block's time, and the compiles no block reported, each with the read it
+    happened in: ``(times, [(read, seconds), ...])``.
+
+    A ``CompileTime`` sample (``step.compile_samples``: start, seconds) belongs to the host
+    read whose span holds its start, else to the step's own flow (its boundary, a value read
+    by another path). A block torch_xla wrote for a value read takes the first sample of a
+    read at its line; any other block the first sample of the step's own flow; never a
+    sample by its position in the step (reading a sharded tensor compiles a gather that has
+    a sample and no block: paired by position, it would lend the step's graph its time).
+    Samples left in a read are compiles torch_xla did not report. A step without samples
+    (ranks sharing a process, whose times are the process's mean: all equal) keeps its
+    ``compile_times_s`` in order."""
+    if step is None:
+        return [None] * len(blocks), []
+    if step.compile_samples is None:
+        given = step.compile_times_s
+        return [given[i] if i < len(given) else None for i in range(len(blocks))], []
+    samples = sorted(step.compile_samples)
+    owners: list[HostRead | None] = []
+    for began, _ in samples:
+        owners.append(
+            next(
+                (
+                    r
+                    for r in reads
+                    if any(
+                        a - SPAN_SLACK_S <= began <= b + SPAN_SLACK_S for a, b in r.compile_spans
+                    )
+                ),
+                None,
+            )
+        )
+    used = [False] * len(samples)
+
+    def take(test) -> float | None:
+        for i, owner in enumerate(owners):
+            if not used[i] and test(owner):
+                used[i] = True
+                return samples[i][1]
+        return None
+
+    times: list[float | None] = []
+    for block in blocks:
+        found = None
+        if not is_sync_cause(block.cause) and block.location is not None:
+            found = take(lambda o, at=block.location: o is not None and o.location == at)
+        if found is None:
+            found = take(lambda o: o is None)
+        times.append(found)
+    extra = [
+        (owner, samples[i][1])
+        for i, owner in enumerate(owners)
+        if not used[i] and owner is not None
+    ]
+    return times, extra
+
+
+def _compiles(trace: Trace, warmup: set[int], final: Step | None = None) -> list[dict]:
     by_step = {s.step: s for s in trace.steps}
-    seen: dict[int, int] = {}
+    if final is not None:
+        by_step[final.step] = final
     out = []
     signatures_before: dict[int, set] = {}
     running: set = set()
@@ -152,33 +262,54 @@ def _compiles(trace: Trace, warmup: set[int]) -> list[dict]:
         signatures_before[s.step] = set(running)
         if s.signature() is not None:
             running.add(s.signature())
+    blocks: dict[int, list[Compile]] = {}
     for c in trace.compiles:
-        index = seen.get(c.step, 0)
-        seen[c.step] = index + 1
-        step = by_step.get(c.step)
-        time_s = step.compile_times_s[index] if step and index < len(step.compile_times_s) else None
-        if c.step in warmup or (step is None and not trace.steps):
-            reason = "warm-up"
-        elif step is None or step.signature() is None:
-            reason = "unknown-inputs"
-        elif step.signature() in signatures_before.get(c.step, set()):
-            reason = "same-input-shapes"
-        else:
-            reason = "new-input-shape"
-        entry = {
-            "step": c.step,
-            "after_warmup": reason != "warm-up",
-            "reason": reason,
-            "cause": c.cause,
-            "graph_hash": c.graph_hash,
-            "location": c.location.to_json() if c.location else None,
-            "time_s": time_s,
-            "partial": c.partial,
-        }
-        diff = trace.ir_diffs.get(c.step)
-        if diff is not None and reason != "warm-up":
-            entry["explain"] = diff.get("changes") or []
-        out.append(entry)
+        blocks.setdefault(c.step, []).append(c)
+    reads: dict[int, list[HostRead]] = {}
+    for r in trace.host_reads:
+        reads.setdefault(r.step, []).append(r)
+    for number in sorted(set(blocks) | {n for n, s in by_step.items() if s.compile_samples}):
+        step = by_step.get(number)
+        times, extra = pair_compile_times(step, blocks.get(number, []), reads.get(number, []))
+        for c, time_s in zip(blocks.get(number, []), times, strict=True):
+            if step is not None and step.final:
+                reason = "after-last-step"
+            elif c.step in warmup or (step is None and not trace.steps):
+                reason = "warm-up"
+            elif step is None or step.signature() is None:
+                reason = "unknown-inputs"
+            elif step.signature() in signatures_before.get(c.step, set()):
+                reason = "same-input-shapes"
+            else:
+                reason = "new-input-shape"
+            entry = {
+                "step": c.step,
+                "after_warmup": reason not in ("warm-up", "after-last-step"),
+                "reason": reason,
+                "cause": c.cause,
+                "graph_hash": c.graph_hash,
+                "location": c.location.to_json() if c.location else None,
+                "time_s": time_s,
+                "partial": c.partial,
+            }
+            diff = trace.ir_diffs.get(c.step)
+            if diff is not None and entry["after_warmup"]:
+                entry["explain"] = diff.get("changes") or []
+            out.append(entry)
+        for read, time_s in extra:
+            out.append(
+                {
+                    "step": number,
+                    "after_warmup": False,
+                    "reason": "host-read",
+                    "cause": f"{UNREPORTED_CAUSE} (`{read.kind}`; in SPMD, reading a sharded "
+                    "tensor compiles the gather of its shards)",
+                    "graph_hash": None,
+                    "location": read.location.to_json() if read.location else None,
+                    "time_s": time_s,
+                    "partial": False,
+                }
+            )
     return out
 
 
@@ -191,16 +322,27 @@ def _host_reads(trace: Trace) -> list[dict]:
     for e in trace.executions:
         if e.location is not None:
             ran[(e.step, e.location)] = ran.get((e.step, e.location), 0) + 1
-    reads = [(r.kind, r.location, r.step, r.count) for r in trace.host_reads]
+    reads = [(r.kind, r.location, r.step, r.count, r.closure) for r in trace.host_reads]
     read_at = {(r.step, r.location) for r in trace.host_reads}
     reads += [
-        ("value read", loc, step, n) for (step, loc), n in ran.items() if (step, loc) not in read_at
+        ("value read", loc, step, n, None)
+        for (step, loc), n in ran.items()
+        if (step, loc) not in read_at
     ]
     grouped: dict[tuple, dict] = {}
-    for kind, location, step, count in reads:
+    for kind, location, step, count, closure in reads:
+        if closure is None and location is not None and in_step_closure_at(location):
+            closure = "closure"  # the static model: a function given to xm.add_step_closure
         entry = grouped.setdefault(
-            (kind, location),
-            {"kind": kind, "location": location, "steps": set(), "count": 0, "forced_execution": 0},
+            (kind, location, closure),
+            {
+                "kind": kind,
+                "location": location,
+                "steps": set(),
+                "count": 0,
+                "forced_execution": 0,
+                "closure": closure,
+            },
         )
         entry["steps"].add(step)
         entry["count"] += count
@@ -221,6 +363,8 @@ def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
         steps = [s for s in r["steps"] if s in by_step]
         if len(steps) < 2 or 2 * len(steps) < done:
             continue
+        if r.get("closure"):
+            continue  # read after the step's graph ran: what xm.add_step_closure is for
         cost = sum(by_step[s].transfer_s for s in steps)
         forced = r["forced_execution"]
         what = r["kind"]
@@ -239,6 +383,63 @@ def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
             Finding("XLA201", f"{what} on every step", message, r["location"], [], steps, cost)
         )
     return findings
+
+
+def _closure_notes(trace: Trace, reads: list[dict]) -> list[str]:
+    """A note for each read in a synchronous step closure at most steps: torch_xla runs it
+    inside ``torch_xla.sync`` once the step's graph is launched (``_run_step_closures`` in
+    core/xla_model.py), so the host waits there for the graph before tracing the next step."""
+    done = len(trace.steps)
+    notes = []
+    for r in reads:
+        steps = [s for s in r["steps"] if any(x.step == s for x in trace.steps)]
+        if r.get("closure") != "sync" or len(steps) < 2 or 2 * len(steps) < done:
+            continue
+        notes.append(
+            f"`{r['kind']}` at {_where(r['location'])} runs in a step closure "
+            f"(`xm.add_step_closure`) in {len(steps)} of {done} steps: it is not XLA201 (the "
+            "step's graph has run), but torch_xla runs a synchronous closure inside "
+            "`torch_xla.sync`, so the host waits there for the graph to finish before it traces "
+            "the next step; `run_async=True`, or adding the closure every N steps, lets it run "
+            "ahead"
+        )
+    return notes
+
+
+@functools.lru_cache(maxsize=128)
+def step_closure_spans(path: str) -> tuple[tuple[int, int], ...]:
+    """The lines (first, last) of each function or lambda the module at ``path`` gives to
+    ``xm.add_step_closure``, as the linter's model knows them
+    (:class:`xla_lint.analysis.loops.StepClosures`); ``()`` for a file that cannot be read
+    or parsed."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from ..analysis.context import FileContext
+    from ..analysis.loops import StepClosures
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            module = cst.parse_module(handle.read())
+    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        return ()
+    closures = StepClosures.of(FileContext(module))
+    if not closures.names and not closures.lambdas:
+        return ()
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    spans = []
+    for node, where in positions.items():
+        named = isinstance(node, cst.FunctionDef) and node.name.value in closures.names
+        if named or (isinstance(node, cst.Lambda) and id(node) in closures.lambdas):
+            spans.append((where.start.line, where.end.line))
+    return tuple(sorted(spans))
+
+
+def in_step_closure_at(location: Location) -> bool:
+    """Whether ``location`` is inside a step closure of its module (:func:`step_closure_spans`)."""
+    if not location.path.endswith(".py") or not os.path.isfile(location.path):
+        return False
+    return any(a <= location.line <= b for a, b in step_closure_spans(location.path))
 
 
 def _partial_batch_loader(trace: Trace, step: Step) -> dict | None:
@@ -413,7 +614,7 @@ def _sharding(trace: Trace) -> tuple[dict, list[Finding]]:
     if params:
         sharded = [p for p in params if shards(p.get("sharding"))]
         total = sum(p["bytes"] for p in params)
-        per_device = sum(p["bytes"] / math.prod(shards(p.get("sharding")) or (1,)) for p in params)
+        per_device = sum(_bytes_per_device(p) for p in params)
         summary = {
             "count": len(params),
             "sharded": len(sharded),
@@ -479,6 +680,21 @@ def _sharding(trace: Trace) -> tuple[dict, list[Finding]]:
     return {"spmd": spmd, "parameters": summary, "inputs": inputs}, findings
 
 
+def _bytes_per_device(param: dict) -> float:
+    """Bytes of one device's shard of a parameter (``shape``, ``bytes``, ``sharding``), with
+    the padding of an uneven split (:func:`xla_lint.shards.shard_bytes`, the runtime
+    checker's computation): a (21, 16) float32 weight split 8 ways holds 3 rows per device."""
+    tiles = shards(param.get("sharding"))
+    shape = param.get("shape")
+    if not tiles or not isinstance(shape, list):
+        return float(param["bytes"])
+    if len(tiles) != len(shape):
+        return param["bytes"] / math.prod(tiles)
+    elements = math.prod(shape)
+    itemsize = param["bytes"] / elements if elements else 0.0
+    return float(shard_bytes(shape, tiles, itemsize))
+
+
 def _spec_text(spec) -> str:
     if isinstance(spec, dict) and "partition_spec" in spec:
         return (
@@ -493,7 +709,8 @@ def analyse(trace: Trace) -> Analysis:
     """Warm-up, compiles with their reasons, host reads by place, and the findings (most
     costly first)."""
     warmup = _warmup(trace.steps)
-    compiles = _compiles(trace, warmup)
+    final = final_step(trace)
+    compiles = _compiles(trace, warmup, final)
     reads = _host_reads(trace)
     sharding, sharding_findings = _sharding(trace)
     findings = (
@@ -503,18 +720,58 @@ def analyse(trace: Trace) -> Analysis:
         + sharding_findings
     )
     findings.sort(key=lambda f: -f.cost_s)
-    return Analysis(trace, warmup, compiles, reads, findings, sharding)
+    return Analysis(
+        trace, warmup, compiles, reads, findings, sharding, final, _closure_notes(trace, reads)
+    )
 
 
-def confirm_static(diagnostics: list, findings: list[Finding]) -> list[dict]:
+def predicted_error(error: dict | None, diagnostics: list) -> Diagnostic | None:
+    """The static diagnostic that predicted the exception the script died of: one of
+    :data:`PREDICTED_ERRORS` whose lines hold the exception's innermost user frame and whose
+    code predicts that exception's type; None otherwise."""
+    location = Location.from_json((error or {}).get("location"))
+    if location is None:
+        return None
+    path = os.path.abspath(location.path)
+    for d in diagnostics:
+        if (
+            error is not None
+            and error.get("type") in PREDICTED_ERRORS.get(d.code, ())
+            and os.path.abspath(d.path) == path
+            and d.line <= location.line <= d.end_line
+        ):
+            return d
+    return None
+
+
+def cause_finding(error: dict, diagnostic: Diagnostic) -> Finding:
+    """The finding of a script that died of the error a static diagnostic predicted."""
+    location = Location.from_json(error.get("location"))
+    return Finding(
+        diagnostic.code,
+        f"the script died of it: {error.get('type')}",
+        f"the script raised {error.get('type')}: {error.get('message')} at this line, as the "
+        f"static finding {diagnostic.code} predicts",
+        location,
+        fix=diagnostic.message,
+    )
+
+
+def confirm_static(
+    diagnostics: list, findings: list[Finding], cause: Diagnostic | None = None
+) -> list[dict]:
     """Each static diagnostic with ``status``: ``confirmed`` when a finding of the same code
-    has a place in the same file within the diagnostic's lines, ``not reached`` for a code the
-    trace observes but did not see there, ``not observable`` for the other codes."""
+    has a place in the same file within the diagnostic's lines, or it is ``cause`` (the
+    diagnostic that predicted the exception the script died of, :func:`predicted_error`:
+    marked ``cause: true``), ``not reached`` for a code the trace observes but did not see
+    there, ``not observable`` for the other codes."""
     out = []
     for d in diagnostics:
         path = os.path.abspath(d.path)
         status = "not observable"
-        if d.code in TRACEABLE:
+        if d is cause:
+            status = "confirmed"
+        elif d.code in TRACEABLE:
             status = "not reached"
             for f in findings:
                 if f.code == d.code and any(
@@ -531,6 +788,7 @@ def confirm_static(diagnostics: list, findings: list[Finding]) -> list[dict]:
                 "path": path,
                 "line": d.line,
                 "status": status,
+                **({"cause": True} if d is cause else {}),
             }
         )
     return out
@@ -606,24 +864,37 @@ def _merge_findings(analyses: dict[int, Analysis]) -> list[Finding]:
     return sorted(merged.values(), key=lambda f: -f.cost_s)
 
 
-def _steps_json(trace: Trace, warm: set[int]) -> list[dict]:
-    """The ``steps`` of the report for one trace."""
+def _steps_json(analysis: Analysis) -> list[dict]:
+    """The ``steps`` of the report for one trace, and the row after the last step (``final``)
+    when the script did something there. ``compiles`` counts every compile of the step, the
+    ones only the ``CompileTime`` metric saw included; ``execute_s`` is the device time of
+    the graphs the step launched (``ExecuteTime``), beside ``duration_s``, the host's span
+    between boundaries."""
+    trace = analysis.trace
     reads_per_step: dict[int, int] = {}
     for r in trace.host_reads:
         reads_per_step[r.step] = reads_per_step.get(r.step, 0) + r.count
+    listed: dict[int, int] = {}
+    for c in analysis.compiles:
+        listed[c["step"]] = listed.get(c["step"], 0) + 1
+    rows = [*trace.steps, *([analysis.final] if analysis.final is not None else [])]
+    tail = _tail(trace)
+    device = device_times([*trace.steps, *([tail] if tail is not None else [])])
     return [
         {
             "step": s.step,
             "duration_s": s.duration_s,
-            "compiles": s.compiles,
+            "execute_s": device.get(s.step),
+            "compiles": max(s.compiles, listed.get(s.step, 0)),
             "compile_s": s.compile_s,
             "executions": s.executions,
             "host_reads": reads_per_step.get(s.step, 0),
             "transfer_s": s.transfer_s,
-            "warmup": s.step in warm,
+            "warmup": s.step in analysis.warmup,
+            "final": s.final,
             "inputs": s.inputs,
         }
-        for s in trace.steps
+        for s in rows
     ]
 
 
@@ -646,8 +917,8 @@ def _crash_json(trace: Trace) -> dict | None:
 def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) -> dict:
     """One rank in the report: its status, steps and compiles, as the top-level ones."""
     start = trace.start or {}
-    steps = _steps_json(trace, analysis.warmup)
-    after = [s["duration_s"] for s in steps if not s["warmup"]]
+    steps = _steps_json(analysis)
+    after = [s["duration_s"] for s in steps if not s["warmup"] and not s["final"]]
     return {
         "rank": rank,
         "events_file": path,
@@ -722,6 +993,7 @@ def build_report(
     elif status == "crashed" and code not in (None, 0) and not ranks:
         notes.append(f"the script's process exited with status {code} without an exception")
     notes += _rank_notes(trace, ranks)
+    notes += analysis.notes
     if any(c["partial"] for a in (analysis, *analyses.values()) for c in a.compiles):
         notes.append("a graph was still compiling when the script ended")
     for other in [*trace.other, *(o for t in ranks.values() for o in t.other)]:
@@ -733,6 +1005,10 @@ def build_report(
         ({**(_error_json(t) or {}), "rank": r} for r, t in sorted(ranks.items()) if t.error),
         None,
     ) or _error_json(trace)
+    cause = predicted_error(error, static) if static else None
+    if cause is not None and error is not None:
+        error = {**error, "cause": {"code": cause.code, "name": cause.name, "line": cause.line}}
+        findings = [cause_finding(error, cause), *findings]
     script_exit = (trace.exit or {}).get("code")
     if script_exit is None and trace.error is not None:
         script_exit = 1
@@ -745,6 +1021,16 @@ def build_report(
     ):
         notes.append("the script never imported torch_xla: nothing to trace")
     stop, end = primary.stop or {}, primary.end or {}
+    notes = [relative_paths(n) for n in notes]
+    static_json = confirm_static(static, findings, cause) if static is not None else None
+    for d in static_json or []:
+        d["message"] = relative_paths(d["message"])
+    findings_json = []
+    for f in findings:
+        entry = f.to_json()
+        for key in ("title", "message", "fix"):
+            entry[key] = relative_paths(entry[key])
+        findings_json.append(entry)
     report = {
         "version": 1,
         "command": list(command),
@@ -764,15 +1050,15 @@ def build_report(
             "launcher": _launcher(trace, ranks),
             "processes": len({(t.start or {}).get("pid") for t in ranks.values()}) or None,
         },
-        "steps": _steps_json(primary, analysis.warmup),
+        "steps": _steps_json(analysis),
         "compiles": analysis.compiles,
         "host_reads": [
             {**r, "location": r["location"].to_json() if r["location"] else None}
             for r in analysis.host_reads
         ],
         "sharding": analysis.sharding,
-        "findings": [f.to_json() for f in findings],
-        "static": confirm_static(static, findings) if static is not None else None,
+        "findings": findings_json,
+        "static": static_json,
         "error": error,
         "crash": crash,
         "ranks": [
@@ -854,6 +1140,18 @@ def _short(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
+_ABSOLUTE = re.compile(r"(?<![\w.])(/[^\s:'\"`,;()\[\]]+)")
+
+
+def relative_paths(text: str) -> str:
+    """``text`` with each absolute path below the current folder written relative to it, as
+    the report's locations are (``/work/proj/lib/x.py:5`` -> ``lib/x.py:5``); other paths
+    (the standard library's, torch's) stay as they are."""
+    if "/" not in text:
+        return text
+    return _ABSOLUTE.sub(lambda m: _short(m.group(1)), text)
+
+
 def _where(location: Location | dict | None) -> str:
     if isinstance(location, dict):
         location = Location.from_json(location)
@@ -929,7 +1227,13 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
             f"error: {error['type']}: {error['message']}"
             + (f" at {_where(error['location'])}" if error.get("location") else "")
             + (f" (rank {error['rank']})" if error.get("rank") is not None else "")
+            + (
+                f": the error {error['cause']['code']} {error['cause']['name']} predicts"
+                if error.get("cause")
+                else ""
+            )
         )
+    out.append(times_line(device))
     out.append("")
     findings = report["findings"]
     if findings:
@@ -948,16 +1252,23 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     out.append("")
     if report["steps"]:
         out.append(f"Steps (rank {ranks[0]['rank']})" if ranks else "Steps")
-        out.append("  step       time  compiles                   host reads  inputs")
+        out.append("  step  host span     device  compiles                   host reads  inputs")
         for s in report["steps"]:
             compiles = f"{s['compiles']} ({_ms(s['compile_s'])})" if s["compiles"] else "0"
             inputs = " ".join(_shape(i) for i in (s["inputs"] or [])) or "-"
             warm = " (warm-up)" if s.get("warmup") and s["compiles"] else ""
+            device_s = s.get("execute_s")
+            label = "end" if s.get("final") else str(s["step"])
             out.append(
-                f"  {s['step']:>4} {_ms(s['duration_s']):>10}  {compiles + warm:<26} {s['host_reads']:>10}  "
-                f"{inputs}"
+                f"  {label:>4} {_ms(s['duration_s']):>10} "
+                f"{_ms(device_s) if device_s is not None else '-':>10}  {compiles + warm:<26} "
+                f"{s['host_reads']:>10}  {inputs}"
             )
-        durations = [s["duration_s"] for s in report["steps"] if not s.get("warmup")]
+        if any(s.get("final") for s in report["steps"]):
+            out.append("  (end: after the last step's boundary, until the script ended)")
+        durations = [
+            s["duration_s"] for s in report["steps"] if not s.get("warmup") and not s.get("final")
+        ]
         if durations:
             out.append(f"  median step after warm-up: {_ms(statistics.median(durations))}")
         out.append("")
@@ -970,6 +1281,8 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
                 "new-input-shape": "AFTER WARM-UP: new input shape",
                 "same-input-shapes": "AFTER WARM-UP: same input shapes, the graph changed",
                 "unknown-inputs": "after warm-up",
+                "after-last-step": "after the last step",
+                "host-read": "during a host read",
             }[c["reason"]]
             out.append(
                 f"  step {c['step']:>3}{time_s}: {reason}; triggered at {_where(c['location'])} "
@@ -1018,6 +1331,25 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     for note in report["notes"]:
         out.append(f"note: {note}")
     return "\n".join(out).rstrip() + "\n"
+
+
+def times_line(device: dict) -> str:
+    """The header line that says what the times are: CPU times are not TPU times, and the
+    ``XLA_FLAGS`` the run used (``device.xla_flags``; ``--fast-compile`` adds LLVM -O0)."""
+    flags = device.get("xla_flags")
+    if device.get("xla_flags_added"):
+        used = f"XLA_FLAGS={flags} (--fast-compile: LLVM -O0, faster compiles, slower steps)"
+    elif flags:
+        used = f"XLA_FLAGS={flags} (from the environment)"
+    else:
+        used = "no XLA_FLAGS (the flags of a bare run)"
+    where = str(device.get("pjrt_device") or "")
+    if where.upper().startswith("CPU"):
+        return (
+            f"times: on CPU, not TPU times (compare steps with each other); {used}; "
+            "host span = time between boundaries, device = graph execution (ExecuteTime)"
+        )
+    return f"times: on {where or 'the machine'}; {used}"
 
 
 def _render_crash(crash: dict) -> list[str]:

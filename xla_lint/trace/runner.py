@@ -134,6 +134,9 @@ class TraceOptions:
     explain: bool = False
     cwd: str = field(default_factory=os.getcwd)
     simulate_hosts: int | None = None  # N >= 2: N copies of the script, each a host of a pod
+    #: ``--fast-compile``: LLVM at -O0 on CPU (``--xla_backend_optimization_level=0``): faster
+    #: compiles, slower steps; off, the script runs with the flags of a bare run.
+    fast_compile: bool = False
 
 
 @dataclass
@@ -290,10 +293,12 @@ def build_env(
 ) -> tuple[dict, dict]:
     """The child's environment and the facts to report about it.
 
-    ``--device cpu`` (default): ``PJRT_DEVICE=CPU``, ``CPU_NUM_DEVICES=--cpu-devices`` and,
-    unless ``XLA_FLAGS`` sets an optimization level, ``--xla_backend_optimization_level=0``
-    (LLVM at -O0 compiles ~2-3x faster; compile counts and causes do not change).
-    ``--device auto``: the device variables are left as they are.
+    ``--device cpu`` (default): ``PJRT_DEVICE=CPU`` and ``CPU_NUM_DEVICES=--cpu-devices``;
+    ``XLA_FLAGS`` is left as the user's environment has it (the flags of a bare run), unless
+    ``--fast-compile`` asks for ``--xla_backend_optimization_level=0`` (LLVM at -O0: compiles
+    faster, steps run slower; compile counts and causes do not change), which an optimization
+    level already in ``XLA_FLAGS`` overrides. ``--device auto``: the device variables are left
+    as they are. The facts name the ``XLA_FLAGS`` the run used (``xla_flags``, None: none).
     """
     from ..runtime.env import CPU_XLA_FLAGS
 
@@ -302,16 +307,18 @@ def build_env(
         "pjrt_device": env.get("PJRT_DEVICE"),
         "cpu_devices": None,
         "xla_flags_added": None,
+        "fast_compile": opts.fast_compile,
     }
     if opts.device == "cpu":
         env["PJRT_DEVICE"] = "CPU"
         env["CPU_NUM_DEVICES"] = str(opts.cpu_devices)
         facts.update(pjrt_device="CPU", cpu_devices=opts.cpu_devices)
-        if "xla_backend_optimization_level" not in env.get("XLA_FLAGS", ""):
-            env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {CPU_XLA_FLAGS}".strip()
-            facts["xla_flags_added"] = CPU_XLA_FLAGS
-    elif env.get("PJRT_DEVICE", "").upper().startswith("CPU"):
+    if opts.fast_compile and "xla_backend_optimization_level" not in env.get("XLA_FLAGS", ""):
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {CPU_XLA_FLAGS}".strip()
+        facts["xla_flags_added"] = CPU_XLA_FLAGS
+    if opts.device != "cpu" and env.get("PJRT_DEVICE", "").upper().startswith("CPU"):
         facts["cpu_devices"] = int(env.get("CPU_NUM_DEVICES") or 1)
+    facts["xla_flags"] = env.get("XLA_FLAGS") or None
     env["PT_XLA_DEBUG_LEVEL"] = "2"
     env["PT_XLA_DEBUG_FILE"] = os.path.join(workdir, "pt_xla_debug.txt")
     env.setdefault(
@@ -816,19 +823,96 @@ def crash_event(number: int | None, path: str | None) -> dict | None:
     }
 
 
-def lint_static(path: str) -> tuple[list, str | None]:
+def sys_path_folders(path: str, cwd: str) -> list[str]:
+    """The folders the script ``path`` puts on ``sys.path`` itself, as Python would find them:
+    ``sys.path.append(F)`` and ``sys.path.insert(I, F)`` anywhere in the script, where ``F``
+    is a string literal (relative to ``cwd``, the folder the script runs in, as Python reads
+    a relative entry), or ``os.path.join``/``dirname``/``abspath``/``realpath`` of literals and
+    ``__file__``. Only folders that exist; not the script's own folder. ``[]`` for a script
+    that cannot be read or parsed."""
+    import ast
+
+    script = os.path.abspath(path)
+    try:
+        with open(script, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return []
+
+    def value(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name) and node.id == "__file__":
+            return script
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            return None
+        func = node.func
+        if not (
+            isinstance(func.value, ast.Attribute)
+            and func.value.attr == "path"
+            and isinstance(func.value.value, ast.Name)
+            and func.value.value.id == "os"
+        ):
+            return None
+        args = [value(a) for a in node.args]
+        if not args or any(a is None for a in args) or node.keywords:
+            return None
+        words = [a for a in args if a is not None]
+        if func.attr == "join":
+            return os.path.join(*words)
+        if func.attr == "dirname" and len(words) == 1:
+            return os.path.dirname(words[0])
+        if func.attr in ("abspath", "realpath", "normpath") and len(words) == 1:
+            return os.path.normpath(os.path.join(cwd, words[0]))
+        return None
+
+    own = os.path.dirname(script)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        target = node.func.value
+        if not (
+            isinstance(target, ast.Attribute)
+            and target.attr == "path"
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "sys"
+        ):
+            continue
+        index = {"append": 0, "insert": 1}.get(node.func.attr)
+        if index is None or len(node.args) <= index:
+            continue
+        folder = value(node.args[index])
+        if folder is None:
+            continue
+        folder = os.path.normpath(os.path.join(cwd, folder))
+        if os.path.isdir(folder) and folder != own and folder not in found:
+            found.append(folder)
+    return found
+
+
+def lint_static(path: str, cwd: str | None = None) -> tuple[list, str | None]:
     """The diagnostics xla-lint (with preview rules) reports for the program of ``path``:
-    the script's folder is linted (the engine's program model needs the modules beside it)
-    and only files of the program whose entry is ``path`` are kept. Returns
-    ``(diagnostics, None)`` or ``([], reason)`` when linting failed."""
+    the script's folder is linted (the engine's program model needs the modules beside it),
+    with the folders the script puts on ``sys.path`` (:func:`sys_path_folders`, relative ones
+    from ``cwd``, default the script's folder), and only files of the program whose entry is
+    ``path`` are kept. Returns ``(diagnostics, None)`` or ``([], reason)`` when linting
+    failed."""
     from ..config import ConfigError, build_settings
     from ..pipeline.discover import DiscoveryError
     from ..pipeline.workspace import lint_paths
 
     folder = os.path.dirname(os.path.abspath(path))
+    folders = [folder, *sys_path_folders(path, cwd or folder)]
+    # a folder inside another that is linted anyway is not linted twice
+    folders = [
+        f
+        for f in folders
+        if not any(o != f and (f + os.sep).startswith(o + os.sep) for o in folders)
+    ]
     try:
         settings = build_settings(cwd=Path(folder), preview=True)
-        _, result = lint_paths([folder], settings)
+        _, result = lint_paths(folders, settings)
     except (ConfigError, DiscoveryError) as exc:
         return [], str(exc)
     except Exception as exc:
@@ -844,9 +928,10 @@ def lint_static(path: str) -> tuple[list, str | None]:
 class StaticLint:
     """The static lint of the script's program, run in a thread beside the child."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, cwd: str | None = None) -> None:
         self.diagnostics: list = []
         self.error: str | None = None
+        self.cwd = cwd  # where the script runs: relative sys.path entries are read from it
         self._thread = None
         if path is not None:
             self._thread = threading.Thread(
@@ -855,7 +940,7 @@ class StaticLint:
             self._thread.start()
 
     def _run(self, path: str) -> None:
-        self.diagnostics, self.error = lint_static(path)
+        self.diagnostics, self.error = lint_static(path, self.cwd)
 
     def result(self, path: str | None = None, timeout: float = 120.0) -> tuple[list, str | None]:
         """Wait for the lint (or run it now for ``path`` when none was started)."""
