@@ -906,5 +906,14 @@ def test_spawn_and_torchrun_facts_say_who_sets_the_rank_variables(tmp_path):
     )
     result, _, _ = lint_tree(tmp_path, select=["XLA031"])
     program = next(p for p in result.program.programs if p.entry == "job.py")
-    assert program.sources["spawn"] == "job.py"
+    # torch_xla.launch under torchrun calls the function in place: it spawns nothing
+    assert program.sources["xla_launch"] == "job.py" and "spawn" not in program.sources
     assert program.sources["torchrun"].startswith("run.sh:1")
+    (tmp_path / "run.sh").write_text("python job.py\n")  # plain python: it spawns
+    result, _, _ = lint_tree(tmp_path, select=["XLA031"])
+    program = next(p for p in result.program.programs if p.entry == "job.py")
+    assert program.sources["spawn"].startswith("run.sh:1")
+    (tmp_path / "run.sh").unlink()  # no launcher in the tree: not known to spawn
+    result, _, _ = lint_tree(tmp_path, select=["XLA031"])
+    program = next(p for p in result.program.programs if p.entry == "job.py")
+    assert "spawn" not in program.sources

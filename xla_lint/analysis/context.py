@@ -290,6 +290,8 @@ class FactsCollector:
             f.multiprocess = True
         elif fact == Fact.SPAWN:
             f.spawns = True
+        elif fact == Fact.XLA_LAUNCH:
+            f.xla_launches = True
         elif fact == Fact.UNBUFFERED:
             f.unbuffered = True
         elif fact == Fact.TORCHAX:
@@ -396,7 +398,8 @@ class FactsCollector:
             self._set(Fact.GLOBAL_MESH)
         if not names.isdisjoint(apis.LAUNCH_APIS):
             self._set(Fact.MULTIPROCESS)
-            self._set(Fact.SPAWN)
+            # xmp.spawn always spawns; torch_xla.launch only when torchrun did not start the process
+            self._set(Fact.SPAWN if apis.SPAWN in names else Fact.XLA_LAUNCH)
         if apis.INIT_PROCESS_GROUP in names:
             backend = find_arg(node, "backend", 0)
             if backend is not None and literal_string(backend.value) == "xla":

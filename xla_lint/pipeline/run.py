@@ -371,6 +371,7 @@ def program_facts(
             shards=any(f.shards for f in r.facts),
             multiprocess=any(f.multiprocess for f in r.facts),
             spawns=any(f.spawns for f in r.facts),
+            xla_launches=any(f.xla_launches for f in r.facts),
             imports_torch_xla=any(f.imports_torch_xla for f in r.facts),
             requires_torch_xla=any(f.requires_torch_xla for f in r.facts),
             sets_global_mesh=any(f.sets_global_mesh for f in r.facts),

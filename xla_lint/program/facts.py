@@ -35,6 +35,11 @@ class Fact(StrEnum):
     # process per device, torch_xla/_internal/pjrt.py `run_multiprocess`; `torch_xla.launch` calls the
     # function in place when torchrun started the process: torch_xla/torch_xla.py `launch`).
     SPAWN = "spawn"
+    # The program's code calls `torch_xla.launch`, which spawns one process per device unless torchrun
+    # started the process (then it calls the function in place: torch_xla/torch_xla.py `launch`). It
+    # makes the program start its replicas itself (SPAWN) only when a launcher of the tree runs the
+    # entry with plain `python` (ProgramModel._build).
+    XLA_LAUNCH = "xla_launch"
     # A launcher of the tree runs the program with torchrun (`torchrun`, `python -m
     # torch.distributed.run`/`launch`), which exports RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
     # GROUP_RANK, MASTER_ADDR, MASTER_PORT to each worker (torch/distributed/elastic/agent/server/
@@ -122,8 +127,10 @@ class FileFacts:
     enables_spmd: bool = False
     shards: bool = False
     multiprocess: bool = False
-    # Calls `xmp.spawn` or `torch_xla.launch` (fact "spawn"; a subset of ``multiprocess``).
+    # Calls `xmp.spawn` (fact "spawn"; a subset of ``multiprocess``).
     spawns: bool = False
+    # Calls `torch_xla.launch` (fact "xla_launch"): spawns only when the program is not run by torchrun.
+    xla_launches: bool = False
     imports_torch_xla: bool = False
     sets_global_mesh: bool = False  # calls xs.set_global_mesh (fact "global_mesh")
     # Imports torchax (and so JAX) at module level, before anything in the file starts the torch_xla
@@ -173,6 +180,7 @@ class FileFacts:
             "shards": self.shards,
             "multiprocess": self.multiprocess,
             "spawns": self.spawns,
+            "xla_launches": self.xla_launches,
             "imports_torch_xla": self.imports_torch_xla,
             "sets_global_mesh": self.sets_global_mesh,
             "imports_torchax": self.imports_torchax,
@@ -236,6 +244,7 @@ class FileFacts:
             shards=flag(data["shards"]),
             multiprocess=flag(data["multiprocess"]),
             spawns=flag(data.get("spawns", False)),
+            xla_launches=flag(data.get("xla_launches", False)),
             imports_torch_xla=flag(data["imports_torch_xla"]),
             sets_global_mesh=flag(data.get("sets_global_mesh", False)),
             imports_torchax=flag(data.get("imports_torchax", False)),

@@ -87,6 +87,10 @@ _PHRASES: dict[str, tuple[str, str]] = {
         "does not start replicas itself",
     ),
     Fact.TORCHRUN: ("torchrun starts the program in {}", "is not started by torchrun"),
+    Fact.XLA_LAUNCH: (
+        "the program calls `torch_xla.launch` in {}",
+        "does not call `torch_xla.launch`",
+    ),
     Fact.GLOBAL_MESH: ("a global mesh is set in {}", "sets no global mesh"),
     Fact.UNBUFFERED: ("output is unbuffered in {}", "leaves output buffered"),
     Fact.TORCHAX: ("torchax is imported in {}", "does not import torchax"),
@@ -154,6 +158,7 @@ def own_facts(f: FileFacts) -> dict[str, bool]:
         Fact.SHARDS: f.shards,
         Fact.MULTIPROCESS: f.multiprocess,
         Fact.SPAWN: f.spawns,
+        Fact.XLA_LAUNCH: f.xla_launches,
         Fact.GLOBAL_MESH: f.sets_global_mesh,
         Fact.UNBUFFERED: f.unbuffered,
         Fact.TORCHAX: torchax,
@@ -377,6 +382,18 @@ class ProgramModel:
                 sources[fact] = member
             else:
                 maybe.add(fact)
+        if Fact.XLA_LAUNCH in sources and Fact.SPAWN not in sources:
+            # torch_xla.launch spawns only when torchrun did not start the process: the program
+            # starts its replicas itself when the tree's own scripts run it with plain python.
+            plain = [
+                launch
+                for launch in self._launches_by_target.get(entry, ())
+                if launch.launcher == "python"
+                and not launch.document
+                and "torchrun" not in launch.facts
+            ]
+            if plain and Fact.TORCHRUN not in sources:
+                sources[Fact.SPAWN] = plain[0].where
         if kind == "test":
             sources["test"] = entry
         alternative = (

@@ -76,8 +76,8 @@ class RankFromUnsetEnv(Rule):
     severity = Severity.ERROR
     explanation = """\
 ## What it does
-In a program that starts its replicas itself (`xmp.spawn`, `torch_xla.launch`) and that no
-launcher of the tree runs with `torchrun`, flags a read of `RANK` or `LOCAL_RANK` that falls back
+In a program that starts its replicas itself and that no launcher of the tree runs with
+`torchrun`, flags a read of `RANK` or `LOCAL_RANK` that falls back
 to a default (`os.environ.get("LOCAL_RANK", 0)`, `xu.getenv_as("RANK", int, 0)`), and of
 `WORLD_SIZE` or `LOCAL_WORLD_SIZE` that falls back to 1 or less (`int(os.getenv("WORLD_SIZE",
 1))`: one process per device means more than one), whose value is used: assigned to a name the
@@ -93,6 +93,12 @@ only printed or logged; a read under a test of the variable (`if "RANK" in os.en
 (`os.environ["RANK"] = str(xr.global_ordinal())`); a spawn of one process (`nprocs=1`,
 `debug_single_process=True`), where the default is right; programs that a shell script or a
 documentation block of the tree runs with `torchrun` (or `python -m torch.distributed.run`).
+
+A program starts its replicas itself when it calls `xmp.spawn` (it always spawns), or when it
+calls `torch_xla.launch` and a shell script of the tree runs it with plain `python`:
+`torch_xla.launch` calls the function in place when torchrun started the process
+(`torch_xla/torch_xla.py` `launch`), so without a launcher in the tree the program may be meant
+for torchrun, and nothing is reported.
 
 ## Why is this bad
 torch_xla 2.9.0 does not export these variables. `xmp.spawn` (`torch_xla/_internal/pjrt.py`
@@ -131,6 +137,11 @@ the function in place).
 """
     valid = (
         # The ordinal from torch_xla, and a default that is torch_xla's own value.
+        Valid(  # torch_xla.launch with no launcher in the tree: torchrun may start it (then in place)
+            _HEAD + "def _mp_fn(index):\n    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
+            "    s = DistributedSampler(d, num_replicas=xr.world_size(), rank=local_rank)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
         Valid(
             _HEAD + "def _mp_fn(index):\n"
             "    sampler = DistributedSampler(d, num_replicas=xr.world_size(), rank=xr.global_ordinal())\n"
@@ -199,10 +210,11 @@ the function in place).
     )
     invalid = (
         Invalid(
-            _HEAD + "def _mp_fn(index):\n    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
+            _HEAD + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def _mp_fn(index):\n    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
             "    s = DistributedSampler(d, num_replicas=xr.world_size(), rank=local_rank)\n"
-            "torch_xla.launch(_mp_fn)\n",
-            (7,),
+            "xmp.spawn(_mp_fn)\n",
+            (8,),
         ),
         Invalid(
             _HEAD + "import argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
