@@ -26,7 +26,7 @@ def _string_value(node: cst.BaseExpression) -> str | None:
     return literal_string(node)
 
 
-def _quote(like: cst.BaseExpression, value: str) -> str:
+def quote(like: cst.BaseExpression, value: str) -> str:
     """``value`` as a string literal quoted like ``like`` (a SimpleString)."""
     quote = '"'
     if isinstance(like, cst.SimpleString) and like.value.lstrip("rRbBuU").startswith("'"):
@@ -62,7 +62,7 @@ def device_index_zero(call: cst.Call) -> bool:
 
 
 def _replace_string(arg: cst.Arg, new: str) -> Replacement:
-    return Replacement(arg.value, _quote(arg.value, new))
+    return Replacement(arg.value, quote(arg.value, new))
 
 
 def device_string(ctx: FileContext, call: cst.CSTNode) -> PendingFix | None:
@@ -140,7 +140,7 @@ def process_group(ctx: FileContext, call: cst.CSTNode) -> PendingFix | None:
         # the whole call rebuilt without init_method (its comma handled by LibCST)
         args = [a for a in call.args if a is not method]
         args = [
-            a.with_changes(value=cst.SimpleString(_quote(a.value, "tpu"))) if a is backend else a
+            a.with_changes(value=cst.SimpleString(quote(a.value, "tpu"))) if a is backend else a
             for a in args
         ]
         if args:
@@ -185,7 +185,7 @@ def wait_device_ops(ctx: FileContext, call: cst.CSTNode) -> PendingFix | None:
 
 
 def manual_seed(ctx: FileContext, call: cst.CSTNode) -> PendingFix | None:
-    """``torch_xla.manual_seed(s)`` / ``xm.set_rng_state(s)`` -> ``torch.manual_seed(s)``
+    """``torch_xla.manual_seed(s)`` / ``xm.set_rng_state(s)`` -> ``torch.tpu.manual_seed(s)``
     (the seed alone: a ``device`` argument has no place there)."""
     if not isinstance(call, cst.Call) or len(call.args) != 1 or call.args[0].star:
         return None
@@ -193,10 +193,12 @@ def manual_seed(ctx: FileContext, call: cst.CSTNode) -> PendingFix | None:
     if arg.keyword is not None and arg.keyword.value != "seed":
         return None
     new = call.with_changes(
-        func=cst.Attribute(cst.Name("torch"), cst.Name("manual_seed")),
+        func=cst.Attribute(
+            cst.Attribute(cst.Name("torch"), cst.Name("tpu")), cst.Name("manual_seed")
+        ),
         args=[arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)],
     )
-    return PendingFix("use torch.manual_seed", [Replacement(call, new)], add_imports=TORCH)
+    return PendingFix("use torch.tpu.manual_seed", [Replacement(call, new)], add_imports=TORCH)
 
 
 _PRECISION = {"default": "medium", "high": "high", "highest": "highest"}
@@ -210,7 +212,7 @@ def mat_mul_precision(ctx: FileContext, call: cst.CSTNode) -> PendingFix | None:
     value = _string_value(call.args[0].value)
     if value not in _PRECISION:
         return None
-    text = f"torch.set_float32_matmul_precision({_quote(call.args[0].value, _PRECISION[value])})"
+    text = f"torch.set_float32_matmul_precision({quote(call.args[0].value, _PRECISION[value])})"
     return PendingFix(
         "use torch.set_float32_matmul_precision", [Replacement(call, text)], add_imports=TORCH
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from ..analysis.context import FileContext, literal_string
+from ..analysis.names import dotted_name
 from ..diagnostics import Diagnostic, Edit, Fix
 from ..linter import lint_text, parse_source
 from ..rule import PendingFix, Replacement, Rule
@@ -71,6 +72,7 @@ class MigrationVisitor(Rule):
         super().__init__(ctx)
         self.covered: set[int] = set()
         self._used: dict[str, int] | None = None
+        self._dotted: set[str] | None = None
 
     # -- helpers -----------------------------------------------------------------------------
     def _site(self, node: cst.CSTNode, api: str, entry: Entry, fix: PendingFix | None) -> None:
@@ -122,13 +124,37 @@ class MigrationVisitor(Rule):
             self._used = {k: v - in_imports.get(k, 0) for k, v in counts.items()}
         return self._used
 
+    def _chains(self) -> set[str]:
+        """The dotted names written in the file outside imports (``torch_xla.debug.metrics.x``),
+        with every prefix: a submodule an import loads may be reached through them."""
+        if self._dotted is None:
+            counts: dict[str, int] = {}
+            for node in self.ctx.flat.nodes:
+                if type(node) is cst.Attribute:
+                    name = dotted_name(node)
+                    if name is not None:
+                        counts[name] = counts.get(name, 0) + 1
+                elif type(node) in (cst.Import, cst.ImportFrom):
+                    for sub in _attributes_in(node):
+                        counts[sub] = counts.get(sub, 0) - 1
+            out = {name for name, n in counts.items() if n > 0}
+            self._dotted = out
+        return self._dotted
+
+    def _loads_needed(self, modules: list[str]) -> bool:
+        """True when the file writes a chain through one of ``modules`` (the submodules an
+        import loads), which deleting the import could leave unloaded."""
+        chains = self._chains()
+        return any(c == m or c.startswith(m + ".") for m in modules if "." in m for c in chains)
+
     def _import_site(
-        self, node: cst.Import | cst.ImportFrom, apis: list[str], bound: list[str]
+        self, node: cst.Import | cst.ImportFrom, apis: list[str], bound: list[str], loads: list[str]
     ) -> None:
         line = self.ctx.parent()
         fix = None
         if (
-            isinstance(line, cst.SimpleStatementLine)
+            not self._loads_needed(loads)
+            and isinstance(line, cst.SimpleStatementLine)
             and len(line.body) == 1
             and line.body[0] is node
             and all(self._uses().get(b, 0) <= 0 for b in bound)
@@ -160,7 +186,7 @@ class MigrationVisitor(Rule):
             else:
                 others = True
         if apis:
-            self._import_site(node, apis, bound if not others else ["\0"])
+            self._import_site(node, apis, bound if not others else ["\0"], apis)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None:
@@ -180,7 +206,7 @@ class MigrationVisitor(Rule):
                 if alias.asname and isinstance(alias.asname.name, cst.Name)
                 else name
             )
-        self._import_site(node, apis, bound)
+        self._import_site(node, apis, bound, [module, *apis])
 
     # -- uses --------------------------------------------------------------------------------
     def visit_With(self, node: cst.With) -> None:
@@ -198,6 +224,7 @@ class MigrationVisitor(Rule):
         for key, value in env_assignments(self.ctx, node):
             self._env(value, key)
         self._env_read(node)
+        self._device_strings(node)
         names = self.ctx.qnames(node.func)
         if not names:
             return
@@ -234,6 +261,34 @@ class MigrationVisitor(Rule):
             return
         self.covered.update((id(node), id(node.func)))
         self._site(node, api, entry, self._fix(entry, node))
+
+    def _device_strings(self, node: cst.Call) -> None:
+        """``device="xla"`` (any call: ``torch.zeros(..., device="xla")``) and ``.to("xla")``."""
+        found = []
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "device":
+                found.append(arg)
+        if (
+            isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "to"
+            and node.args
+            and node.args[0].keyword is None
+        ):
+            found.append(node.args[0])
+        for arg in found:
+            value = literal_string(arg.value)
+            if value is None or not (value == "xla" or value.startswith("xla:")):
+                continue
+            if value in ("xla", "xla:0"):
+                entry = table.DEVICE_STRING
+                fix = PendingFix(
+                    'use the "tpu" device',
+                    [Replacement(arg.value, rewrites.quote(arg.value, "tpu"))],
+                )
+            else:
+                entry, fix = table.DEVICE_INDEX, None
+            self.covered.add(id(arg.value))
+            self._site(arg.value, f'device "{value}"', entry, fix)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._reference(node)
@@ -299,6 +354,20 @@ def _names_in(node: cst.CSTNode) -> list[str]:
         n = stack.pop()
         if type(n) is cst.Name:
             out.append(n.value)
+        stack.extend(n.children)
+    return out
+
+
+def _attributes_in(node: cst.CSTNode) -> list[str]:
+    """The dotted names of the Attribute nodes below ``node``."""
+    out: list[str] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if type(n) is cst.Attribute:
+            name = dotted_name(n)
+            if name is not None:
+                out.append(name)
         stack.extend(n.children)
     return out
 

@@ -252,21 +252,24 @@ APIS: dict[str, Entry] = {
         44,
         names=("torch.tpu.ops.optimization_barrier",),
     ),
+    # The map's row 48 says torch.manual_seed(s); that also reseeds the CPU generator (a
+    # checkpoint's restored CPU state would be lost), where torch_xla seeds the device only
+    # (torch_xla/core/xla_model.py set_rng_state): torch.tpu.manual_seed seeds this process's TPU.
     "torch_xla.manual_seed": Entry(
         MECHANICAL,
-        "torch.manual_seed(seed) (it seeds every TPU through torch.tpu.manual_seed_all)",
+        "torch.tpu.manual_seed(seed) (this process's TPU only, as torch_xla seeded its device)",
         "device",
         48,
         rewrite="manual_seed",
-        names=("torch.manual_seed",),
+        names=("torch.tpu.manual_seed",),
     ),
     f"{XM}.set_rng_state": Entry(
         MECHANICAL,
-        "torch.manual_seed(seed)",
+        "torch.tpu.manual_seed(seed) (this process's TPU only)",
         "device",
         48,
         rewrite="manual_seed",
-        names=("torch.manual_seed",),
+        names=("torch.tpu.manual_seed",),
     ),
     f"{XM}.get_rng_state": Entry(
         DECISION,
@@ -664,6 +667,84 @@ APIS: dict[str, Entry] = {
         46,
         names=("torch.tpu.pallas.jax_op",),
     ),
+    # -- helpers real trainers use (pytorch/xla examples, accelerate) ---------------------------
+    f"{XM}.master_print": Entry(
+        DECISION,
+        "print only where torch.distributed.get_rank() == 0 (or LOCAL_RANK == 0 per host)",
+        "identity",
+        None,
+        names=("torch.distributed.get_rank",),
+    ),
+    f"{XM}.RateTracker": Entry(
+        NO_EQUIVALENT, "measure samples per second with time.perf_counter()", "debug", None
+    ),
+    "torch_xla.utils.utils.SampleGenerator": Entry(
+        NO_EQUIVALENT,
+        'a synthetic batch built with torch (torch.randn(..., device="tpu")) repeated per step',
+        "data",
+        None,
+    ),
+    f"{XR}.device_type": Entry(
+        DECISION,
+        'torch.accelerator.current_accelerator().type ("tpu", lower case; torch_xla said "TPU")',
+        "device",
+        None,
+        names=("torch.accelerator.current_accelerator",),
+    ),
+    f"{XM}.send_cpu_data_to_device": Entry(
+        DECISION,
+        'x.to("tpu") for each tensor (torch.utils._pytree.tree_map for nested data)',
+        "data",
+        None,
+    ),
+    f"{XM}.collective_broadcast": Entry(
+        DECISION,
+        "dist.broadcast(t, src=0) for each tensor (in place)",
+        "collectives",
+        None,
+        names=("torch.distributed.broadcast",),
+    ),
+    f"{XM}.REDUCE_SUM": Entry(
+        DECISION,
+        "torch.distributed.ReduceOp.SUM with dist.all_reduce",
+        "collectives",
+        5,
+        names=("torch.distributed.ReduceOp",),
+    ),
+    f"{XM}.REDUCE_MAX": Entry(
+        DECISION,
+        "torch.distributed.ReduceOp.MAX with dist.all_reduce",
+        "collectives",
+        5,
+        names=("torch.distributed.ReduceOp",),
+    ),
+    f"{XM}.REDUCE_MIN": Entry(
+        DECISION,
+        "torch.distributed.ReduceOp.MIN with dist.all_reduce",
+        "collectives",
+        5,
+        names=("torch.distributed.ReduceOp",),
+    ),
+    f"{XM}.set_replication": Entry(
+        NO_EQUIVALENT,
+        'none: the process group (dist.init_process_group("tpu")) is the replication',
+        "launch",
+        None,
+    ),
+    "torch_xla.distributed.xla_multiprocessing.MpModelWrapper": Entry(
+        NO_EQUIVALENT,
+        "none: each spawned process builds its own model and moves it to tpu:0",
+        "launch",
+        26,
+    ),
+    "torch_xla.amp.GradScaler": Entry(
+        DECISION,
+        "drop it when training in bf16 (no scaling needed); for float16, torch.amp.GradScaler "
+        "(not verified on TPU)",
+        "collectives",
+        None,
+        names=("torch.amp.GradScaler",),
+    ),
     # -- debug -------------------------------------------------------------------------------
     f"{XR}.initialize_cache": Entry(
         DECISION,
@@ -674,6 +755,21 @@ APIS: dict[str, Entry] = {
         30,
     ),
 }
+
+DEVICE_STRING = Entry(
+    MECHANICAL,
+    'the "tpu" device (the PrivateUse1 backend TorchTPU names "tpu")',
+    "device",
+    1,
+    names=("torch.device",),
+)
+DEVICE_INDEX = Entry(
+    DECISION,
+    'each process owns one device, "tpu" (tpu:0); an index other than 0 means the process '
+    "layout changes",
+    "device",
+    1,
+)
 
 # Modules whose every member shares one migration (names not in APIS resolve here, longest first).
 MODULES: dict[str, Entry] = {
@@ -717,6 +813,19 @@ MODULES: dict[str, Entry] = {
         "sharding",
         24,
         names=("torch.distributed.fsdp.fully_shard",),
+    ),
+    "torch_xla.distributed.xla_dist": Entry(
+        NO_EQUIVALENT,
+        "torchrun, or python -m torch.tpu.distributed to print the launch environment",
+        "launch",
+        26,
+    ),
+    "torch_xla._XLAC": Entry(
+        NO_EQUIVALENT,
+        "torch_xla's C++ bindings: nothing in their place; find the public PyTorch API for "
+        "what the call did",
+        "debug",
+        None,
     ),
     "torch_xla.distributed.xla_backend": Entry(
         MECHANICAL,
