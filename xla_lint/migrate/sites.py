@@ -110,15 +110,21 @@ class MigrationVisitor(Rule):
 
     # -- imports -----------------------------------------------------------------------------
     def _uses(self) -> dict[str, int]:
-        """How often each name appears outside import statements (attributes' names count too:
-        an over-count only keeps an import)."""
+        """How often each name is used outside import statements (not as an attribute's or a
+        keyword's name; a name LibCST shows elsewhere, e.g. a parameter, counts: an over-count
+        only keeps an import)."""
         if self._used is None:
             counts: dict[str, int] = {}
             in_imports: dict[str, int] = {}
             for node in self.ctx.flat.nodes:
-                if type(node) is cst.Name:
+                kind = type(node)
+                if isinstance(node, cst.Name):
                     counts[node.value] = counts.get(node.value, 0) + 1
-                elif type(node) in (cst.Import, cst.ImportFrom):
+                elif isinstance(node, cst.Attribute):  # ``.autocast`` of torch.autocast: no use
+                    counts[node.attr.value] = counts.get(node.attr.value, 0) - 1
+                elif isinstance(node, cst.Arg) and node.keyword is not None:  # nor ``device=``
+                    counts[node.keyword.value] = counts.get(node.keyword.value, 0) - 1
+                elif kind in (cst.Import, cst.ImportFrom):
                     for sub in _names_in(node):
                         in_imports[sub] = in_imports.get(sub, 0) + 1
             self._used = {k: v - in_imports.get(k, 0) for k, v in counts.items()}

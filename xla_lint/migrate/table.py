@@ -155,8 +155,8 @@ APIS: dict[str, Entry] = {
     ),
     "torch_xla.devices": Entry(
         DECISION,
-        "torch.accelerator.device_count() for this host's devices (never "
-        "torch.tpu.device_count(), internal: it raises), or dist.get_world_size() for the "
+        "torch.accelerator.device_count() for this host's devices (not TorchTPU's own "
+        "device_count, internal: it raises from user code), or dist.get_world_size() for the "
         "job's; each process sees only its own device",
         "device",
         50,
@@ -273,8 +273,8 @@ APIS: dict[str, Entry] = {
     ),
     f"{XM}.get_rng_state": Entry(
         DECISION,
-        "torch.tpu.get_rng_state is internal on torch >= 2.13 (it raises): use "
-        "torch.get_rng_state() or a torch.Generator",
+        "torch.get_rng_state() or a torch.Generator (TorchTPU's own get_rng_state is internal "
+        "on torch >= 2.13: it raises from user code)",
         "device",
         48,
         names=("torch.get_rng_state",),
@@ -776,7 +776,7 @@ MODULES: dict[str, Entry] = {
     "torch_xla.debug.metrics": Entry(
         NO_EQUIVALENT,
         "no public equivalent: TORCH_LOGS=recompiles, torch._dynamo.utils.counters under "
-        "torch.compile (private: torch.tpu._get_cache_stats())",
+        "torch.compile",
         "debug",
         28,
     ),
