@@ -233,3 +233,13 @@ def test_an_import_a_chain_still_needs_is_kept():
 
 def test_a_file_without_torch_xla_has_no_sites():
     assert sites("import torch\nx = torch.zeros(3, device='cuda')\n") == []
+
+
+def test_an_import_whose_name_is_also_its_modules_is_kept_while_used():
+    # pytorch/xla examples/scan/decoder_with_scan.py: the module's last part is the name bound
+    source = """
+    def run(layers, x):
+        from torch_xla.experimental.scan_layers import scan_layers
+        return scan_layers(layers, x)
+    """
+    assert fixed(source, unsafe=True) == textwrap.dedent(source)

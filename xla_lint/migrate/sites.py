@@ -114,20 +114,12 @@ class MigrationVisitor(Rule):
         keyword's name; a name LibCST shows elsewhere, e.g. a parameter, counts: an over-count
         only keeps an import)."""
         if self._used is None:
-            counts: dict[str, int] = {}
-            in_imports: dict[str, int] = {}
+            counts = _net_names(self.ctx.flat.nodes)
             for node in self.ctx.flat.nodes:
-                kind = type(node)
-                if isinstance(node, cst.Name):
-                    counts[node.value] = counts.get(node.value, 0) + 1
-                elif isinstance(node, cst.Attribute):  # ``.autocast`` of torch.autocast: no use
-                    counts[node.attr.value] = counts.get(node.attr.value, 0) - 1
-                elif isinstance(node, cst.Arg) and node.keyword is not None:  # nor ``device=``
-                    counts[node.keyword.value] = counts.get(node.keyword.value, 0) - 1
-                elif kind in (cst.Import, cst.ImportFrom):
-                    for sub in _names_in(node):
-                        in_imports[sub] = in_imports.get(sub, 0) + 1
-            self._used = {k: v - in_imports.get(k, 0) for k, v in counts.items()}
+                if type(node) in (cst.Import, cst.ImportFrom):
+                    for name, n in _net_names(_subtree(node)).items():
+                        counts[name] = counts.get(name, 0) - n
+            self._used = counts
         return self._used
 
     def _chains(self) -> set[str]:
@@ -353,15 +345,28 @@ class MigrationVisitor(Rule):
             self._site(node, f"env:{key}", entry, None)
 
 
-def _names_in(node: cst.CSTNode) -> list[str]:
-    out: list[str] = []
+def _subtree(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
     stack = [node]
     while stack:
         n = stack.pop()
-        if type(n) is cst.Name:
-            out.append(n.value)
+        out.append(n)
         stack.extend(n.children)
     return out
+
+
+def _net_names(nodes) -> dict[str, int]:
+    """How often each name is used among ``nodes``: Name nodes, less those that are an
+    attribute's name (``.autocast`` of ``torch.autocast``) or a keyword (``device=``)."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        if isinstance(node, cst.Name):
+            counts[node.value] = counts.get(node.value, 0) + 1
+        elif isinstance(node, cst.Attribute):
+            counts[node.attr.value] = counts.get(node.attr.value, 0) - 1
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            counts[node.keyword.value] = counts.get(node.keyword.value, 0) - 1
+    return counts
 
 
 def _attributes_in(node: cst.CSTNode) -> list[str]:
