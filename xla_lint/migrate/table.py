@@ -675,6 +675,21 @@ APIS: dict[str, Entry] = {
         None,
         names=("torch.distributed.get_rank",),
     ),
+    f"{XM}._fetch_gradients": Entry(
+        DECISION,
+        "a private torch_xla helper: [p.grad for g in opt.param_groups for p in g['params'] "
+        "if p.grad is not None], then dist.all_reduce each (or DistributedDataParallel)",
+        "collectives",
+        4,
+        names=("torch.distributed.all_reduce",),
+    ),
+    f"{XM}._maybe_convert_to_cpu": Entry(
+        DECISION,
+        "a private torch_xla helper: t.cpu() for each tensor (torch.utils._pytree.tree_map "
+        "for nested data)",
+        "collectives",
+        None,
+    ),
     f"{XM}.RateTracker": Entry(
         NO_EQUIVALENT, "measure samples per second with time.perf_counter()", "debug", None
     ),
