@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("xla_lint.rules",),
     ("xla_lint.linter",),
     ("xla_lint.pipeline",),
+    ("xla_lint.migrate",),
     ("xla_lint.reporters", "xla_lint.docs"),
     ("xla_lint.runtime",),
     ("xla_lint.trace", "xla_lint.server"),

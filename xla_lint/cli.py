@@ -918,3 +918,76 @@ def server_command(stdio: bool) -> None:
             "xla-lint, or pip install 'xla-lint[lsp] @ git+REPOSITORY-URL' (docs/editors.md)"
         )
     sys.exit(serve())
+
+
+@main.command("migrate")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "--to",
+    "to",
+    type=click.Choice(["torchtpu"]),
+    required=True,
+    help="The stack to migrate to: torchtpu (torch-tpu 0.2.0).",
+)
+@click.option(
+    "--output-format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="How to print the report.",
+)
+@click.option("--fix", is_flag=True, help="Write the mechanical rewrites into the files.")
+@click.option("--diff", is_flag=True, help="Print the rewrites as a unified diff; change nothing.")
+@click.option(
+    "--unsafe-fixes",
+    is_flag=True,
+    help="With --fix or --diff: also the behaviour-changing rewrites (decisions never).",
+)
+@click.option("--config", "config_file", type=click.Path(), help="Use this pyproject.toml.")
+@click.option("--isolated", is_flag=True, help="Ignore configuration files.")
+@click.option("--exclude", multiple=True, help="Extra glob patterns of paths to skip.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes.")
+def migrate_command(
+    paths, to, output_format, fix, diff, unsafe_fixes, config_file, isolated, exclude, jobs
+) -> None:
+    """Report every torch_xla use of PATHs and its TorchTPU equivalent; --fix/--diff rewrite
+    the mechanical ones (docs/migrate.md). Exit 0 with no site left, 1 with sites, 2 on error."""
+    from .migrate.report import render
+    from .migrate.run import fix_paths, migrate_paths
+
+    if fix and diff:
+        _fail("--fix writes the files and --diff only shows the change: choose one")
+    if diff and output_format != "text":
+        _fail(
+            f"--diff prints a unified diff; it cannot be combined with --output-format {output_format}"
+        )
+    if "-" in paths:
+        _fail("migrate reads files and folders, not standard input")
+    try:
+        settings = build_settings(
+            cwd=Path.cwd(),
+            start=_config_start(paths, None),
+            config_file=config_file,
+            select=["XLA000"],  # the program model needs no rule
+            exclude=list(exclude),
+            isolated=isolated,
+        )
+        workers = min(jobs or default_jobs(), default_jobs())
+        migration = migrate_paths(paths, settings, jobs=workers)
+    except (ConfigError, DiscoveryError) as exc:
+        _fail(str(exc))
+    if fix or diff:
+        result = fix_paths(migration, unsafe=unsafe_fixes, write=fix)
+        for message in result.failed:
+            click.echo(f"xla-lint: {message}", err=True)
+        if diff:
+            _write_bytes(result.diff)
+            sys.exit(EXIT_FOUND if result.diff else EXIT_CLEAN)
+        click.echo(
+            f"xla-lint: {result.applied} rewrite{'s' * (result.applied != 1)} in "
+            f"{len(result.outcomes)} file{'s' * (len(result.outcomes) != 1)}",
+            err=True,
+        )
+        migration = migrate_paths(paths, settings, jobs=workers)
+    click.echo(render(migration, output_format))
+    sys.exit(EXIT_FOUND if migration.sites else EXIT_CLEAN)
