@@ -38,6 +38,7 @@ import libcst as cst
 from . import apis
 from .context import FileContext
 from .names import Scope, defining_scope
+from .names import last_name as _last_name
 
 DEVICE_LOADERS = frozenset({apis.MP_DEVICE_LOADER, apis.PARALLEL_LOADER})
 
@@ -66,14 +67,6 @@ _FLOW_TYPES = frozenset(
         cst.Call,
     }
 )
-
-
-def _last_name(node: cst.CSTNode) -> str | None:
-    if type(node) is cst.Name:
-        return node.value
-    if type(node) is cst.Attribute:
-        return node.attr.value
-    return None
 
 
 @dataclass

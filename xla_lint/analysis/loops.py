@@ -17,6 +17,7 @@ from .context import FileContext, find_arg
 from .holds import name_words
 from .loaders import LoaderFlow
 from .names import Scope
+from .names import last_name as _last_name
 from .walk import TRIVIA, calls_in, walk
 
 SYNC = frozenset({"torch_xla.sync", f"{apis.XM}.mark_step"})
@@ -118,14 +119,6 @@ def root_name(node: cst.CSTNode) -> str | None:
     while type(node) is cst.Attribute or type(node) is cst.Subscript:
         node = node.value
     return node.value if type(node) is cst.Name else None
-
-
-def _last_name(node: cst.CSTNode) -> str | None:
-    if type(node) is cst.Name:
-        return node.value
-    if type(node) is cst.Attribute:
-        return node.attr.value
-    return None
 
 
 def _looks_like_optimizer(node: cst.CSTNode) -> bool:

@@ -389,3 +389,13 @@ def qualified_names(node: cst.BaseExpression, scope: Scope) -> set[str]:
             continue
         out.add(f"{head}.{tail}" if tail else head)
     return out
+
+
+def last_name(node: cst.CSTNode) -> str | None:
+    """``f`` for ``f`` and for ``a.b.f``: the name a call's callee or a target ends in; None for
+    anything else (a call, a subscript)."""
+    if type(node) is cst.Name:
+        return node.value
+    if type(node) is cst.Attribute:
+        return node.attr.value
+    return None
