@@ -32,6 +32,9 @@ interactive session are not checked: `>>>` examples in docstrings, and Markdown 
 reStructuredText code blocks whose lines start with `>>> ` (a `pycon` block): typed at a
 prompt, each line's output shows at once.
 
+A print followed, later in the same function (or module body), by `sys.stdout.flush()` is
+written out there and is not flagged either.
+
 ## Why is this bad
 On TPU VMs a training job's standard output is usually a pipe or a file (`nohup`,
 `gcloud ... ssh --command`, `tee`, a job scheduler), so Python buffers it in blocks of
@@ -63,8 +66,20 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
         Valid("import torch_xla\nprint(*args, **kwargs)\n"),
         Valid("import sys\nimport torch_xla\nprint('warning', file=sys.stderr)\n"),
         Valid("import torch_xla\ndef log(print):\n    print('x')\n"),
+        # flushed by hand after it, in the same function (a progress bar's idiom, seen in real code)
+        Valid(
+            "import sys\nimport torch_xla\ndef progress(n):\n    for i in range(n):\n"
+            "        print('\\r%d' % i, end=' ')\n        sys.stdout.flush()\n"
+        ),
     )
     invalid = (
+        Invalid(  # a flush before the print, or in another function, writes nothing of it
+            "import sys\nimport torch_xla\nsys.stdout.flush()\nprint('a')\n"
+            "def f():\n    print('b')\ndef g():\n    sys.stdout.flush()\n",
+            (4, 6),
+            fixed="import sys\nimport torch_xla\nsys.stdout.flush()\nprint('a', flush=True)\n"
+            "def f():\n    print('b', flush=True)\ndef g():\n    sys.stdout.flush()\n",
+        ),
         Invalid(
             "import torch_xla\nprint('step', 1)\n",
             (2,),
@@ -107,8 +122,11 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             return  # stderr is line-buffered even when redirected (Python 3.9+)
         if not self.ctx.is_call_to(node, apis.PRINT):
             return
-        if self.ctx.notebook and next(iter(self.ctx.enclosing(cst.FunctionDef)), None) is None:
+        function = next(iter(self.ctx.enclosing(cst.FunctionDef)), None)
+        if self.ctx.notebook and function is None:
             return  # a cell's top level runs in the kernel, whose output the notebook shows
+        if _flushed_after(self.ctx, node, function):
+            return  # `sys.stdout.flush()` follows in the same function: the line is written
         # Silent in test files (pytest captures output) and in programs whose output is
         # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured): xla_lint/program/model.py.
         self.report(
@@ -118,6 +136,43 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             ),
             requires=[(Fact.UNBUFFERED, False), (Fact.TEST, False)],
         )
+
+
+_FLUSH_TYPES = frozenset({cst.Call, cst.FunctionDef})
+
+
+def _flushed_after(ctx, call: cst.Call, function: cst.FunctionDef | None) -> bool:
+    """True when a ``sys.stdout.flush()`` call comes after ``call`` in the body of ``function``
+    (the module, for None), outside nested functions of its own: what the print wrote is then
+    written out there, as ``flush=True`` would have."""
+    where = ctx.memo("xla_lint.rules.output.flushes", lambda: _flushes(ctx))
+    index, flushes = where
+    i = index.get(id(call))
+    if i is None:
+        return False
+    owner = id(function) if function is not None else None
+    return any(j > i and o == owner for j, o in flushes)
+
+
+def _flushes(ctx) -> tuple[dict[int, int], list[tuple[int, int | None]]]:
+    """The flat index of every call, and each ``sys.stdout.flush()`` call's index with the id of
+    the function whose body it is directly in (None: the module)."""
+    flat = ctx.flat
+    index: dict[int, int] = {}
+    flushes: list[tuple[int, int | None]] = []
+    functions: list[tuple[int, int]] = []  # (end of subtree, id) of the open functions
+    for i in flat.of_types(_FLUSH_TYPES):
+        while functions and functions[-1][0] <= i:
+            functions.pop()
+        node = flat.nodes[i]
+        if type(node) is cst.FunctionDef:
+            functions.append((flat.ends[i], id(node)))
+            continue
+        index[id(node)] = i
+        assert isinstance(node, cst.Call)
+        if "sys.stdout.flush" in ctx.qnames(node.func):
+            flushes.append((i, functions[-1][1] if functions else None))
+    return index, flushes
 
 
 def add_keyword(call: cst.Call, keyword: str, value: str) -> cst.Call:

@@ -60,7 +60,7 @@ class Suppressions:
     disabled_codes: frozenset[str] = frozenset()
     disable_all: bool = False
     # Lines inside a multi-line string, each -> the string's last line, where a comment can go:
-    # as in Ruff, a `# noqa` after a multi-line string covers every line of the string.
+    # as in Ruff, a noqa comment after a multi-line string covers every line of the string.
     string_ends: dict[int, int] = field(default_factory=dict)
 
     def shift(self, line_offset: int, column_offset: int) -> Suppressions:
