@@ -28,6 +28,8 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
+from ..analysis.apis import INIT_PROCESS_GROUP, XM, XR, XS
+
 MECHANICAL = "mechanical"
 BEHAVIOUR = "behaviour-change"
 DECISION = "decision"
@@ -48,11 +50,6 @@ PHASES: tuple[tuple[str, str], ...] = (
     ("debug", "metrics, profiling, caches and debug variables"),
     ("imports", "torch_xla imports (remove once nothing uses them)"),
 )
-
-XM = "torch_xla.core.xla_model"
-XR = "torch_xla.runtime"
-XS = "torch_xla.distributed.spmd"
-INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
 
 
 @dataclass(frozen=True)
