@@ -47,7 +47,7 @@ import libcst as cst
 
 from .context import literal_string
 from .names import Scope, defining_scope, dotted_name
-from .walk import iter_nodes
+from .walk import Flat, iter_nodes
 
 # Kinds of unknown values (Unknown.kind).
 PARAMETER = "parameter"  # a parameter of the enclosing function
@@ -734,11 +734,14 @@ class FileValues:
     def _calls_by_name(self) -> dict[str, list[tuple[cst.Call, Site] | None]]:
         """Bare name -> every call ``name(...)`` in the file with its site; ``[None]`` when the
         name is also read other than as a callee or a ``def``'s name (it may be called elsewhere).
-        One pass over :attr:`FileContext.flat`, on first use."""
+        One pass over :attr:`FileContext.flat` (or, when that leaves names out, over a list of
+        the module's nodes with them), on first use."""
         if self._by_name is not None:
             return self._by_name
         ctx = self.ctx
         flat = ctx.flat
+        if cst.Name in flat.skip:  # the shared list left names out (no rule visits them)
+            flat = Flat(ctx.module)
         nodes, ends = flat.nodes, flat.ends
         out: dict[str, list[tuple[cst.Call, Site] | None]] = {}
         reads: dict[str, int] = {}

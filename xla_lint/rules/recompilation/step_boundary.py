@@ -44,7 +44,15 @@ function of the module (`self._collect(loader_iter, n)`) ends the step too, and
 that makes a device loader may iterate it and is not flagged. A loop over a parameter of a
 function that no linted file calls (or calls with `*args`) is not flagged in a program
 that makes a device loader somewhere: what is passed in is unknown. A loop over a literal
-list or tuple is not flagged. Modules that turn on eager mode
+list or tuple is not flagged. Nor is a loop whose function runs inside one iteration of a
+loop elsewhere in the program that ends a step on each iteration (its graph is bounded by that
+step), followed through the calls between them in any file, calls of a value included (a
+closure that a factory returns, `train = train_fns.GAN_training_function(...)` ... `train(x,
+y)`): a counted loop (`for _ in range(n)`, n optimizer steps of one batch, as a GAN's
+discriminator steps) when that loop syncs or iterates a device loader; any loop when it
+iterates a device loader (one call per batch). A loop over a data set in a function that an
+epoch loop calls and syncs after is still flagged: one sync per epoch does not end its
+steps. Modules that turn on eager mode
 (`torch_xla.experimental.eager_mode(True)`) are not checked. See docs/programs.md, "Steps
 and device loaders".
 
