@@ -135,7 +135,7 @@ def _run_hosts(
     """``--simulate-hosts N``: trace N copies of the script, one per simulated host; the report
     is host 0's, with every host's failures, the first step where the hosts' graphs differ and
     a ``hosts`` table."""
-    from .hosts import divergence, failures, host_rows, render_hosts, run_hosts
+    from .hosts import divergence, failures, host_crash, host_rows, render_hosts, run_hosts
 
     results, wall = run_hosts(opts, target)
     hosts = {h: read_events(r.events_file) for h, r in results.items()}
@@ -158,6 +158,9 @@ def _run_hosts(
     report["findings"] = found + report["findings"]
     report["hosts"] = host_rows(hosts, results)
     report["device"]["hosts"] = len(hosts)
+    crash = host_crash(hosts)
+    if crash is not None and report["status"] != "timeout":  # a host's crash is the headline
+        report["status"], report["crash"] = "crashed", crash
     if found:
         report["exit_code"] = 1
     _write(report, as_json, out, render_hosts(report["hosts"]))

@@ -165,6 +165,24 @@ _REPORT_LOCATION = {
     },
 }
 
+#: The script died of a signal (a rank's or a simulated host's process: with its number, pid
+#: and steps).
+_CRASH: dict = {
+    "type": ["object", "null"],
+    "required": ["signal", "name", "fatal", "location", "stack"],
+    "properties": {
+        "signal": {"type": "integer"},
+        "name": {"type": "string"},
+        "fatal": {"type": ["string", "null"]},
+        "location": _REPORT_LOCATION,
+        "stack": {"type": "array", "items": _REPORT_LOCATION},
+        "rank": {"type": "integer"},
+        "host": {"type": "integer"},
+        "pid": {"type": ["integer", "null"]},
+        "steps_traced": {"type": "integer"},
+    },
+}
+
 #: One rank of a run with one process per device, in the report.
 _RANK: dict = {
     "type": "object",
@@ -207,6 +225,7 @@ _RANK: dict = {
         "steps": {"type": "array", "items": {"type": "object"}},
         "compiles": {"type": "array", "items": {"type": "object"}},
         "error": {"type": ["object", "null"]},
+        "crash": _CRASH,
     },
 }
 
@@ -398,17 +417,7 @@ REPORT_SCHEMA: dict = {
             },
         },
         "error": {"type": ["object", "null"]},
-        "crash": {  # the script died of a signal
-            "type": ["object", "null"],
-            "required": ["signal", "name", "fatal", "location", "stack"],
-            "properties": {
-                "signal": {"type": "integer"},
-                "name": {"type": "string"},
-                "fatal": {"type": ["string", "null"]},
-                "location": _REPORT_LOCATION,
-                "stack": {"type": "array", "items": _REPORT_LOCATION},
-            },
-        },
+        "crash": _CRASH,
         "ranks": {"type": ["array", "null"], "items": _RANK},
         "hosts": {  # --simulate-hosts only
             "type": "array",

@@ -814,9 +814,12 @@ def status_of(trace: Trace, timed_out: bool, interrupted: bool) -> str:
 def rank_status(trace: Trace) -> str:
     """How one rank ended: ``error``, ``stopped`` (--steps), ``peer-error`` (stopped because
     another rank failed), ``no-boundary``, ``exited``, ``finished``, ``ended`` (the run was
-    ended around it: --timeout, Ctrl-C, or a failed peer it waited for) or ``crashed``."""
+    ended around it: --timeout, Ctrl-C, or a failed peer it waited for) or ``crashed`` (its
+    process died of a signal, the ``crash`` event, or it ended without a word)."""
     if trace.error is not None:
         return "error"
+    if trace.crash is not None:
+        return "crashed"
     if trace.stop is not None:
         reason = str(trace.stop.get("reason"))
         return {"no-boundary": "no-boundary", "peer-error": "peer-error"}.get(reason, "stopped")
@@ -830,11 +833,17 @@ def rank_status(trace: Trace) -> str:
 
 
 def _ranks_status(main: Trace, ranks: dict[int, Trace], timed_out: bool, interrupted: bool) -> str:
-    """The run's status from the launcher's events and every rank's."""
+    """The run's status from the launcher's events and every rank's: a rank's fatal signal
+    comes before the launcher's exception (the ``BrokenProcessPool`` or ``ChildFailedError``
+    it raises because the rank's process died)."""
     if timed_out or interrupted:
         return "timeout"
     statuses = {rank_status(t) for t in ranks.values()}
-    if "error" in statuses or main.error is not None:
+    if "error" in statuses:
+        return "error"
+    if any(t.crash is not None for t in ranks.values()):
+        return "crashed"
+    if main.error is not None:
         return "error"
     if "exited" in statuses:
         return "exited"
@@ -906,12 +915,36 @@ def _error_json(trace: Trace) -> dict | None:
 
 def _crash_json(trace: Trace) -> dict | None:
     """The signal the script died of and its Python stack at the crash (the runner's
-    ``crash`` event), or None."""
+    ``crash`` event; a rank's with its ``rank``, ``pid`` and ``steps_traced``), or None."""
     if trace.crash is None:
         return None
-    return {k: trace.crash.get(k) for k in ("signal", "name", "fatal", "location")} | {
+    out = {k: trace.crash.get(k) for k in ("signal", "name", "fatal", "location")} | {
         "stack": list(trace.crash.get("stack") or [])
     }
+    if trace.crash.get("rank") is not None:
+        out |= {
+            "rank": trace.crash["rank"],
+            "pid": trace.crash.get("pid"),
+            "steps_traced": len(trace.steps),
+        }
+    return out
+
+
+def _crashed_rank(ranks: dict[int, Trace]) -> int | None:
+    """The rank that died of a fatal signal, for the headline: the one whose thread got the
+    signal, else (a signal sent to the whole process, ``os.kill``) one that was running its
+    own code then (its innermost frame is its first user frame), else the lowest that
+    crashed; None when none has a ``crash`` event. Ranks sharing a process all die of it."""
+    crashed = {r: t.crash for r, t in sorted(ranks.items()) if t.crash is not None}
+    for pick in (
+        lambda c: c.get("current_thread"),
+        lambda c: c.get("location") and (c.get("stack") or [None])[0] == c.get("location"),
+        lambda c: True,
+    ):
+        found = next((r for r, c in crashed.items() if pick(c)), None)
+        if found is not None:
+            return found
+    return None
 
 
 def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) -> dict:
@@ -933,6 +966,7 @@ def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) ->
         "steps": steps,
         "compiles": analysis.compiles,
         "error": _error_json(trace),
+        "crash": _crash_json(trace),
     }
 
 
@@ -987,6 +1021,9 @@ def build_report(
         notes.append(f"the run was {what}{at}; the report holds what happened until then")
     code = (trace.child_exit or {}).get("code")
     crash = _crash_json(trace) if status == "crashed" and not ranks else None
+    crashed_rank = _crashed_rank(ranks) if status == "crashed" else None
+    if crashed_rank is not None:
+        crash = _crash_json(ranks[crashed_rank])
     if status == "crashed" and isinstance(code, int) and code < 0:
         if crash is None:  # else the headline names the signal
             notes.append(f"the script's process was killed by signal {-code}")
@@ -1104,8 +1141,23 @@ def _rank_notes(trace: Trace, ranks: dict[int, Trace]) -> list[str]:
             "was ended"
         )
     missing = sorted(
-        r for r, t in ranks.items() if rank_status(t) == "crashed" and trace.peers_ended is None
+        r
+        for r, t in ranks.items()
+        if rank_status(t) == "crashed" and t.crash is None and trace.peers_ended is None
     )
+    crashed = _crashed_rank(ranks)
+    if crashed is not None:
+        pid = (ranks[crashed].start or {}).get("pid")
+        also = sorted(
+            r
+            for r, t in ranks.items()
+            if r != crashed and t.crash is not None and (t.start or {}).get("pid") == pid
+        )
+        if also:
+            notes.append(
+                f"rank {_span(also)} died with rank {crashed}: their process (pid {pid}) "
+                "ran them as threads"
+            )
     if missing:
         notes.append(f"rank {_span(missing)} ended without a word (killed, or os._exit)")
     if shared and (missing or failed) and len(shared) > 1:
@@ -1213,10 +1265,12 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     crash = report.get("crash") if report["status"] == "crashed" else None
     if crash:
         at = f" at {_where(crash['location'])}" if crash.get("location") else ""
-        text = (
-            f"the script died of signal {crash['signal']} ({crash['name']}) "
-            f"after {report['steps_traced']} steps{at}"
-        )
+        who, steps = "the script", report["steps_traced"]
+        for kind in ("rank", "host"):  # a rank's or a simulated host's process
+            if crash.get(kind) is not None:
+                who = f"{kind} {crash[kind]} (pid {crash.get('pid')})"
+                steps = crash.get("steps_traced", steps)
+        text = f"{who} died of signal {crash['signal']} ({crash['name']}) after {steps} steps{at}"
     text = text.replace(" 1 steps", " 1 step").replace(" 1 optimizer steps", " 1 optimizer step")
     out.append(f"{text}; {report['wall_s']:.1f} s wall; events: {report['events_file']}")
     if crash:
