@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from .events import Location, Step, Trace
+from .events import Compile, HostRead, Location, Step, Trace
 
 SETUP, TRAINING, EVALUATION = "setup", "training", "evaluation"
 PHASES = (SETUP, TRAINING, EVALUATION)
@@ -73,6 +73,8 @@ class PhaseMap:
 
         known = False
         for frame in frames:
+            path: object
+            line: object
             if isinstance(frame, Location):
                 path, line = frame.path, frame.line
             elif isinstance(frame, dict):
@@ -207,7 +209,7 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
 
     by_number = {r.step: r for r in rows}
 
-    def placed(event, frames: list) -> None:
+    def placed(event: Compile | HostRead, frames: list) -> None:
         event.step = where(event.step)
         phase, loop = phases.of_frames(frames) if phases is not None else (None, None)
         row = by_number.get(event.step)
@@ -220,8 +222,9 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
     for c in [*compiles, *executions]:
         placed(c, c.frames)
     reads = [replace(r) for r in trace.host_reads]
-    for r in reads:
-        placed(r, r.frames or ([r.location] if r.location else []))
+    for read in reads:
+        at: list = [read.location] if read.location else []
+        placed(read, read.frames or at)
     out = replace(
         trace,
         steps=rows,

@@ -191,7 +191,7 @@ def partial_batch(trace: Trace, step: Step | None) -> tuple[dict, dict | None] |
         return None
     loaders = loaders_by_id(trace)
     for batch in reversed(step.batches):
-        loader = loaders.get(batch.get("loader"))  # type: ignore[arg-type]
+        loader = loaders.get(batch.get("loader", -1))
         inputs = batch.get("inputs") or []
         if loader is None or not inputs or not inputs[0].get("shape"):
             continue
@@ -392,7 +392,7 @@ def _compiles(
                 reason = "same-input-shapes"
             else:
                 reason = "new-input-shape"
-            entry = {
+            entry: dict[str, object] = {
                 "step": step.number if step is not None else c.step,
                 "row": c.step,
                 "phase": c.phase,
@@ -1485,7 +1485,9 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
             if s.get("rows", 1) > 1:
                 inputs = f"({s['rows']} boundaries) {inputs}"
             device_s = s.get("execute_s")
-            name = "end" if s.get("final") else _PHASE_LABEL.get(s.get("phase"), str(s["step"]))
+            name = (
+                "end" if s.get("final") else _PHASE_LABEL.get(s.get("phase") or "", str(s["step"]))
+            )
             out.append(
                 f"  {name:>5} {_ms(s['duration_s']):>9} "
                 f"{_ms(device_s) if device_s is not None else '-':>10}  {compiles + warm:<26} "
