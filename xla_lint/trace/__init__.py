@@ -7,6 +7,9 @@ source line and to the rule that prevents it.
     xla-lint trace [--steps N] [--timeout S] [--device cpu|auto] [--json] -- [python] SCRIPT [ARGS]...
     xla-lint trace -- python -m MODULE [ARGS]...
 
+``--steps N`` counts training steps (optimizer steps); setup and evaluation are rows of their
+own, placed by the script's loops (:mod:`xla_lint.trace.phases`).
+
 The script runs unmodified in a child process (:mod:`xla_lint.trace.runner`), by default on
 CPU with 8 virtual devices, instrumented by :mod:`xla_lint.trace.hook` (standard library
 only until the script imports torch_xla). Events stream to a JSONL file as they happen
