@@ -791,7 +791,11 @@ def rule_command(code: str | None, show_all: bool, output_format: str, color: st
     type=click.IntRange(min=1),
     default=20,
     show_default=True,
-    help="Steps to trace; the script is then stopped at a step boundary.",
+    help=(
+        "Training steps to trace (optimizer steps: `optimizer.step()`/`xm.optimizer_step`; every "
+        "step boundary when the script has no optimizer); setup and evaluation syncs do not "
+        "count. The script is then stopped at a step boundary."
+    ),
 )
 @click.option(
     "--timeout",

@@ -593,6 +593,48 @@ class LoopFacts:
         return LoopKind.SETUP
 
 
+@dataclass(frozen=True)
+class LoopSpan:
+    """One loop of a module: its lines (``first``: the ``for``/``while`` line, ``last``: the
+    last line of its body or ``else``, 1-based, inclusive) and its :class:`LoopKind`."""
+
+    first: int
+    last: int
+    kind: LoopKind
+
+    def holds(self, line: int) -> bool:
+        """Whether ``line`` is one of the loop's lines."""
+        return self.first <= line <= self.last
+
+
+def loop_spans(ctx: FileContext) -> tuple[LoopSpan, ...]:
+    """Every ``for``/``while`` loop of ``ctx``'s module with its lines and
+    :meth:`LoopFacts.kind` (the facts shared with the loop rules, computed once per file),
+    outer loops before the loops nested in them: what ``xla-lint trace`` places each runtime
+    event by (the innermost loop holding its line is the phase it ran in)."""
+    from .positions import module_positions
+
+    facts: LoopFacts = ctx.memo(LoopFacts, lambda: LoopFacts(ctx))
+    positions = module_positions(ctx.module)
+    spans = [
+        LoopSpan(where.start.line, where.end.line, facts.kind(node))
+        for node, where in positions.items()
+        if type(node) is cst.For or type(node) is cst.While
+    ]
+    return tuple(sorted(spans, key=lambda s: (s.first, -s.last)))
+
+
+def innermost_loop(spans: tuple[LoopSpan, ...], line: int) -> LoopSpan | None:
+    """The innermost of ``spans`` (:func:`loop_spans`) that holds ``line``, or None."""
+    found = None
+    for span in spans:
+        if span.holds(line) and (
+            found is None or span.last - span.first <= found.last - found.first
+        ):
+            found = span
+    return found
+
+
 def _names_in(node: cst.CSTNode) -> set[str]:
     found: set[str] = set()
 
