@@ -116,6 +116,11 @@ class Rule:
     # "removed": also in a `try` body whose ImportError/AttributeError handler catches what the
     # removed API raises (the program works); True: deprecated APIs, which run there and are reported.
     version_guarded: ClassVar[bool | str] = False
+    # The platform the rule is about: "xla" (torch_xla), or "torchtpu" (Google's TorchTPU,
+    # xla_lint/rules/torchtpu.py), whose findings are dropped in the branches of dual-backend
+    # code that run only with torch_xla or another platform (FileContext.runs_on_torchtpu)
+    # rather than in those that run without XLA.
+    platform: ClassVar[str] = "xla"
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -147,7 +152,8 @@ class Rule:
         - the rule is ``version_guarded`` and the code does not run on the target version
           (:func:`xla_lint.analysis.guards.runs_on_target`);
         - the code runs only on another platform, or never (``if debug and False:``)
-          (:func:`~xla_lint.analysis.guards.runs_on_xla`, :func:`~xla_lint.analysis.guards.in_dead_code`);
+          (:func:`~xla_lint.analysis.guards.runs_on_xla`, :func:`~xla_lint.analysis.guards.in_dead_code`;
+          for a TorchTPU rule, :func:`~xla_lint.analysis.torchtpu.runs_on_torchtpu`);
         - it requires SPMD on or off and an enclosing ``if xr.is_spmd():`` branch runs in the
           other mode (a branch that matches answers the fact, so it is no longer required).
 
@@ -159,7 +165,10 @@ class Rule:
             caught=self.version_guarded == "removed"
         ):
             return False
-        if not ctx.runs_on_xla() or ctx.in_dead_code():
+        if self.platform == "torchtpu":
+            if not ctx.runs_on_torchtpu():
+                return False
+        elif not ctx.runs_on_xla() or ctx.in_dead_code():
             return False
         branch = ctx.spmd_branch() if any(k == Fact.SPMD for k, _ in facts) else None
         if branch is not None:
