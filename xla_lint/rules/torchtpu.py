@@ -326,7 +326,13 @@ def _not_in_package(attr: str) -> bool:
 
 @functools.cache
 def _wheel_modules() -> frozenset[str]:
-    return frozenset(torchtpu_api()["wheel_modules"])
+    """The wheel's modules and the folders above them (``torch_tpu._internal`` has no
+    ``__init__.py``: a namespace package, importable all the same)."""
+    out: set[str] = set()
+    for name in torchtpu_api()["wheel_modules"]:
+        parts = name.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return frozenset(out)
 
 
 class PreZeroTwoName(_TorchTpuRule):
