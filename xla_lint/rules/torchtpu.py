@@ -577,9 +577,11 @@ model = torch.compile(model, backend="tpu")
 
 
 def _pallas(options: cst.Dict) -> bool:
+    """True when the ``options`` dict may set ``"tpu_backend": "pallas"`` (it does, its value is
+    not a literal, or a ``**`` entry may)."""
     for element in options.elements:
-        if isinstance(element, cst.StarredDictElement):
-            return True  # unknown entries
+        if not isinstance(element, cst.DictElement):
+            return True  # `**extra`: unknown entries
         if literal_string(element.key) == "tpu_backend":
             return (
                 literal_string(element.value) == "pallas" or literal_string(element.value) is None
