@@ -214,13 +214,6 @@ class FileContext:
         """Whether the node being visited can run on XLA (:func:`xla_lint.analysis.guards.runs_on_xla`)."""
         return runs_on_xla(self)
 
-    def runs_on_torchtpu(self) -> bool:
-        """Whether the node being visited can run in a TorchTPU program
-        (:func:`xla_lint.analysis.torchtpu.runs_on_torchtpu`)."""
-        from .torchtpu import runs_on_torchtpu  # torchtpu.py imports this module
-
-        return runs_on_torchtpu(self)
-
     def in_dead_code(self) -> bool:
         """Whether the node being visited never runs (:func:`xla_lint.analysis.guards.in_dead_code`)."""
         return in_dead_code(self)

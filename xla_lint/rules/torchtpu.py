@@ -20,6 +20,7 @@ from ..analysis.torchtpu import (
     caught,
     in_import_fallback,
     is_torchtpu_program,
+    runs_on_torchtpu,
     signals,
     torchtpu_api,
 )
@@ -36,8 +37,8 @@ class _TorchTpuRule(Rule):
     platform = "torchtpu"
 
     def report(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> bool:
-        """:meth:`Rule.report`, in files that use Google's TorchTPU only."""
-        if not is_torchtpu_program(self.ctx):
+        """:meth:`Rule.report`, in files that use Google's TorchTPU only, where TorchTPU code runs."""
+        if not is_torchtpu_program(self.ctx) or not runs_on_torchtpu(self.ctx):
             return False
         return super().report(node, message, **kwargs)
 
