@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__
+from . import __version__, timings
 from .config import ConfigError, Settings, build_settings
 from .diagnostics import Diagnostic
 from .pipeline.discover import DiscoveryError
@@ -403,7 +403,10 @@ def check(
         if write_failed and not exit_zero:
             _emit(options, diagnostics, len(targets), fixed, applied)
             sys.exit(EXIT_FOUND)
-    _emit(options, diagnostics, len(targets), fixed, applied)
+    with timings.timed("report"):
+        _emit(options, diagnostics, len(targets), fixed, applied)
+    if timings.ENABLED:
+        timings.report()
     sys.exit(EXIT_CLEAN if exit_zero or not diagnostics else EXIT_FOUND)
 
 

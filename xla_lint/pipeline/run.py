@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from .. import timings
 from ..catalogue import BY_CODE
 from ..config import Settings
 from ..diagnostics import Diagnostic, Edit, Fix, Severity
@@ -76,11 +77,14 @@ def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
     is above ``max-file-size`` is skipped (its imports still read, as for a file without
     torch_xla): LibCST takes ~30 s and ~1 GB per MB of source."""
     settings = settings.for_path(target.path)  # the file's nearest configuration
-    large = too_large(settings, data) if needs_parse(data) else None
-    if large or not needs_parse(data):
+    with timings.timed("prefilter"):
+        wanted = needs_parse(data)
+    large = too_large(settings, data) if wanted else None
+    if large or not wanted:
         result = FileResult(target.path, skipped_reason=large or "no torch_xla")
         if target.kind == "python":
-            facts = import_facts(target.path, data)
+            with timings.timed("import scan"):
+                facts = import_facts(target.path, data)
             if facts is not None:
                 result.facts.append(facts)
         return result
@@ -164,13 +168,17 @@ def _worker_init(settings: Settings, cache_dir: str | None, parent: int | None =
         _worker_state["cache"] = ResultCache(cache_dir, settings.fingerprint())
 
 
-def _worker_lint(job: tuple[int, Target, bytes, str | None]) -> tuple[int, FileResult]:
+def _worker_lint(
+    job: tuple[int, Target, bytes, str | None],
+) -> tuple[int, FileResult, dict[str, tuple[float, int]] | None]:
+    """Lint one job; ``(index, result, the stage timings it took or None when they are off)``."""
     index, target, data, key = job
     result = lint_bytes(target, _worker_state["settings"], data)
     cache = _worker_state["cache"]
     if cache is not None and key is not None:
-        cache.store(target.path, key, result)
-    return index, result
+        with timings.timed("cache"):
+            cache.store(target.path, key, result)
+    return index, result, timings.take() if timings.ENABLED else None
 
 
 def lint_targets(
@@ -203,7 +211,8 @@ def lint_targets(
                 )
                 continue
             try:
-                data = read_source(target.path)
+                with timings.timed("read"):
+                    data = read_source(target.path)
             except OSError as exc:
                 result = FileResult(target.path)
                 result.diagnostics.append(
@@ -216,6 +225,7 @@ def lint_targets(
                 continue
             key = None
             if cache is not None:
+                cache_started = timings.clock() if timings.ENABLED else 0.0
                 module, is_package = (
                     module_of(target.path) if target.kind == "python" else ("", False)
                 )
@@ -228,6 +238,8 @@ def lint_targets(
                     is_package,
                 )
                 hit = cache.load(target.path, key)
+                if timings.ENABLED:
+                    timings.add("cache", timings.clock() - cache_started)
                 if hit is not None:
                     results[index] = hit
                     continue
@@ -260,7 +272,8 @@ def lint_targets(
     for index, target, data, key in queued:  # too little to be worth worker processes
         results[index] = lint_bytes(target, settings, data)
         if cache is not None and key is not None:
-            cache.store(target.path, key, results[index])
+            with timings.timed("cache"):
+                cache.store(target.path, key, results[index])
     linted = [r for r in results if r is not None]
     assert len(linted) == len(results)  # every target's index was filled above
     return linted
@@ -313,8 +326,10 @@ class _Pool:
             if future is None:
                 continue
             try:
-                index, result = future.result()
+                index, result, spent = future.result()
                 done[index] = result
+                if spent is not None:
+                    timings.merge(spent)
             except BrokenProcessPool:
                 pass
         for job in self._jobs:
@@ -327,7 +342,9 @@ class _Pool:
                     initializer=_worker_init,
                     initargs=self._initargs,
                 ) as alone:
-                    done[job[0]] = alone.submit(_worker_lint, job).result()[1]
+                    _, done[job[0]], spent = alone.submit(_worker_lint, job).result()
+                if spent is not None:
+                    timings.merge(spent)
             except BrokenProcessPool:
                 result = FileResult(job[1].path)
                 result.diagnostics.append(
@@ -640,9 +657,12 @@ def run(
     results = lint_targets(targets, settings, jobs, settings.cache_dir if cache else None)
     scripts, launches = lint_launchers(launchers, folders, settings)
     results += scripts
-    program = program_facts(results, settings, launches)
-    results = lint_reached(results, program, settings)
-    diagnostics, suppressed = finalize(results, program, settings)
+    with timings.timed("program model"):
+        program = program_facts(results, settings, launches)
+    with timings.timed("reached modules"):
+        results = lint_reached(results, program, settings)
+    with timings.timed("join"):
+        diagnostics, suppressed = finalize(results, program, settings)
     return RunResult(diagnostics, results, program, suppressed, settings)
 
 
