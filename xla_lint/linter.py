@@ -326,17 +326,20 @@ def lint_decoded(
     settings: Settings,
     text: str,
     parsed: tuple[cst.Module, ast.Module | None] | None = None,
+    *,
+    prefiltered: bool = False,
 ) -> FileResult:
     """Lint decoded source text (see :func:`xla_lint.pipeline.run.lint_file`); never raises for bad input.
 
     ``parsed``: LibCST's module of ``text`` and CPython's (or None), when the caller has
     parsed it already (the language server parses again only around an edit).
+    ``prefiltered``: the caller found the prefilter's words in ``text`` already.
 
     An error inside the linter costs the file (an XLA000 naming it), not the run. That
     includes LibCST's native parser panicking: pyo3 raises ``PanicException``, which derives
     from ``BaseException``; only interrupts and exits are let through.
     """
-    return _guarded(target, settings, text, False, parsed)
+    return _guarded(target, settings, text, False, parsed, prefiltered)
 
 
 def lint_in_xla_program(target: Target, settings: Settings, text: str) -> FileResult:
@@ -351,13 +354,14 @@ def _guarded(
     text: str,
     in_xla_program: bool,
     parsed: tuple[cst.Module, ast.Module | None] | None = None,
+    prefiltered: bool = False,
 ) -> FileResult:
     """:func:`_lint_decoded_here` in a thread with a deep stack (LibCST recurses once or more
     per nesting level); a bug of ours, or a parser panic, costs the file, not the run."""
     settings = settings.for_path(target.path)  # the file's nearest configuration
     try:
         return call_with_deep_stack(
-            _lint_decoded_here, target, settings, text, in_xla_program, parsed
+            _lint_decoded_here, target, settings, text, in_xla_program, parsed, prefiltered
         )
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
@@ -380,14 +384,15 @@ def _lint_decoded_here(
     text: str,
     in_xla_program: bool = False,
     parsed: tuple[cst.Module, ast.Module | None] | None = None,
+    prefiltered: bool = False,
 ) -> FileResult:
     path = target.path
     result = FileResult(path)
     rules = _rules_for(settings, path)
     if target.kind == "doc":
-        _lint_document(path, text, rules, settings, result)
+        _lint_document(path, text, rules, settings, result, prefiltered)
         return result
-    if not in_xla_program and not PREFILTER.search(text):
+    if not in_xla_program and not prefiltered and not PREFILTER.search(text):
         result.skipped_reason = "no torch_xla"
         facts = import_facts(path, text.encode("utf-8", "replace"))
         if facts is not None:
@@ -585,7 +590,12 @@ def _lint_notebook(
 
 
 def _lint_document(
-    path: str, text: str, rules: list[type[Rule]], settings: Settings, result: FileResult
+    path: str,
+    text: str,
+    rules: list[type[Rule]],
+    settings: Settings,
+    result: FileResult,
+    prefiltered: bool = False,
 ) -> None:
     """Lint the Python code blocks of a Markdown/reStructuredText document, or the code cells of a
     notebook (:func:`_lint_notebook`).
@@ -603,7 +613,7 @@ def _lint_document(
     Python block, and a notebook whose kernel is not Python, is skipped
     (``result.skipped_reason``), never counted as a file that does not parse.
     """
-    if not PREFILTER.search(text):
+    if not prefiltered and not PREFILTER.search(text):
         result.skipped_reason = "no torch_xla"
         return
     notebook = path.lower().endswith(NOTEBOOK_SUFFIX)
