@@ -592,14 +592,19 @@ def finalize(
     suppressed = 0
     for r in results:
         for d in r.diagnostics:
+            # The program each finding rests on is found once, and its note made from it.
             if d.launch:  # at a launcher's line: it rests on the program that command runs
-                if program.witness_of_launch(d.launch, d.requires) is None:
+                witness = program.witness_of_launch(d.launch, d.requires)
+                if witness is None:
                     continue
-                note = program.launch_note(d.launch, d.requires)
-            elif d.requires and not program.holds(r.path, d.requires):
-                continue
+                note = program.launch_note(d.launch, d.requires, witness)
+            elif d.requires:
+                witness = program.witness(r.path, d.requires)
+                if witness is None:  # no program of the file has the facts it needs
+                    continue
+                note = program.note(r.path, d.requires, witness)
             else:
-                note = program.note(r.path, d.requires)
+                note = ""  # it needs no fact: nothing to say of a program
             if d.option is not None:
                 checked = option_verdict(d, program.launches_of(r.path))
                 if checked is None:
