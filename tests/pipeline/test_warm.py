@@ -37,13 +37,15 @@ TREE = {
     "tool.py": "import os\nimport pkg.util\nprint(pkg.util.here())\n",
     "run.sh": "#!/bin/bash\npython main.py --steps 3\n",
     "docs/usage.md": "# Usage\n\n```python\nimport torch_xla.core.xla_model as xm\nxm.mark_step()\n```\n",
+    # Enough library modules that the model is cached (run.MODEL_CACHE_MIN_FILES).
+    **{f"lib/m{i}.py": f"import os\nimport pkg.util\nX = {i}\n" for i in range(70)},
 }
 
 
-def lint(cwd: Path, *args: str) -> list[dict]:
+def lint(cwd: Path, *args: str, paths: tuple[str, ...] = (".",)) -> list[dict]:
     proc = subprocess.run(
         [sys.executable, "-m", "xla_lint", "--isolated", "--exit-zero", "--output-format", "json"]
-        + ["--preview", *args, "."],
+        + ["--preview", *args, *paths],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -68,6 +70,10 @@ def test_cold_warm_and_edited_runs_say_what_a_run_without_the_cache_says(tmp_pat
     assert len(written) == 2  # one index, one model
     assert lint(tmp_path, "--cache-dir", str(cache)) == uncached  # warm: reads
     assert stored(cache) == written  # nothing changed, nothing rewritten
+    one = lint(tmp_path, "--cache-dir", str(cache), paths=("main.py",))
+    assert one == lint(tmp_path, "--no-cache", paths=("main.py",))
+    model = next(name for name in written if name.endswith(".model"))
+    assert stored(cache)[model] == written[model]  # a run of one file keeps the tree's model
 
     # A program fact changes: SPMD turned on in the entry makes xm.save in the model an error.
     (tmp_path / "main.py").write_text(

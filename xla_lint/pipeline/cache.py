@@ -252,8 +252,18 @@ class RunIndex:
     def __init__(self, cache: ResultCache) -> None:
         self.cache = cache
         self.path = cache.root / "runs" / f"{index_name(cache.salt)}.index"
-        self.rows: dict[str, list] = {}
+        self._rows: dict[str, list] | None = None  # read on first use: a run may parse every file
         self.changed = False
+        self.seen: set[str] = set()
+
+    @property
+    def rows(self) -> dict[str, list]:
+        """Path -> ``[key, skipped reason, facts row]``, as the index file holds them."""
+        if self._rows is None:
+            self._rows = self._read()
+        return self._rows
+
+    def _read(self) -> dict[str, list]:
         try:
             with open(self.path, "rb") as handle:
                 data = json.loads(handle.read())
@@ -263,10 +273,10 @@ class RunIndex:
                 and data.get("version") == __version__
                 and isinstance(data.get("files"), dict)
             ):
-                self.rows = data["files"]
+                return data["files"]
         except Exception:  # missing, unreadable or damaged: every file is looked at again
-            self.rows = {}
-        self.seen: set[str] = set()
+            pass
+        return {}
 
     def load(self, path: str, key: str):
         """The :class:`~xla_lint.results.FileResult` stored for ``path`` under ``key``, or None."""
@@ -304,6 +314,8 @@ class RunIndex:
     def save(self) -> None:
         """Write the index when it changed: this run's rows, and the earlier rows of files this
         run did not look at that still exist (another run from this folder linted them)."""
+        if self._rows is None:  # never asked: nothing to write
+            return
         stale = [p for p in self.rows if p not in self.seen and not os.path.exists(p)]
         if not self.changed and not stale:
             return
@@ -396,11 +408,11 @@ def load_model(cache: ResultCache, key: str, persistent: dict[str, object]):
 
     try:
         with open(model_path(cache), "rb") as handle:
+            head = MODEL_TAG + f"{__version__}\n{key}\n".encode()
+            if handle.read(len(head)) != head:  # another model: not read further
+                raise ValueError("stale model")
             data = handle.read()
-        head = MODEL_TAG + f"{__version__}\n{key}\n".encode()
-        if not data.startswith(head):
-            raise ValueError("stale model")
-        model = _ModelUnpickler.load(data[len(head) :], persistent)
+        model = _ModelUnpickler.load(data, persistent)
         if not isinstance(model, ProgramModel):
             raise TypeError("not a program model")
     except Exception:

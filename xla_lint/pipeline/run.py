@@ -416,7 +416,7 @@ def program_facts(
     declared = settings.declared_entries(table) if settings is not None else {}
     references = _Unparsed(frozenset(r.path for r in results if r.skipped_reason == "no torch_xla"))
     key = None
-    if cache is not None and keys is not None:
+    if cache is not None and keys is not None and len(table) >= MODEL_CACHE_MIN_FILES:
         from .cache import load_model, model_key, stable
 
         with timings.timed("cache"):
@@ -442,6 +442,11 @@ def program_facts(
             ids[id(references)] = "references"
             store_model(cache, key, model, ids)
     return model
+
+
+# A model of fewer files is built again each run (it takes milliseconds): one run of a few files
+# (pre-commit's) does not replace the stored model of the whole tree, run from the same folder.
+MODEL_CACHE_MIN_FILES = 64
 
 
 class _Unparsed:
