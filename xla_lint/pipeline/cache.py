@@ -78,6 +78,8 @@ class ResultCache:
         self.writable = True
         self.hits = 0
         self.misses = 0
+        self._cwd = os.getcwd()  # one run's: abspath() asks the system for it each time
+        self._codes: dict[frozenset[str], str] = {}  # the sorted codes of each set, joined
 
     # -- keys ----------------------------------------------------------------
     def entry_path(self, path: str) -> Path:
@@ -98,12 +100,15 @@ class ResultCache:
     ) -> str:
         """The full key of a file's result: content hash, tool, settings, codes, module."""
         content = hashlib.blake2b(data, digest_size=32).hexdigest()
+        joined = self._codes.get(codes)
+        if joined is None:  # most files of a run share one set of codes
+            joined = self._codes[codes] = ",".join(sorted(codes))
         parts = [
             self.salt,
-            os.path.abspath(path),
+            os.path.normpath(os.path.join(self._cwd, path)),  # os.path.abspath, without getcwd()
             kind,
             content,
-            ",".join(sorted(codes)),
+            joined,
             module,
             "package" if is_package else "module",
         ]
