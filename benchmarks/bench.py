@@ -16,7 +16,11 @@ in the tree, from ``resource.getrusage(RUSAGE_CHILDREN)`` of a wrapper process):
   (``--peer-subset`` files, the corpus's share of torch_xla files kept) and their
   whole-corpus time is *extrapolated* from files per second; the table says so;
 - one small torch_xla file linted as a pre-commit hook runs it after an edit (a fresh process,
-  start-up included; median of 5).
+  start-up included; median of 5);
+- where xla-lint's time goes, stage by stage (read, prefilter, import scan, cache, parse, facts,
+  rules, fixes, program model, reached modules, join, report), cold and warm, from the pipeline's
+  own timers (``XLA_LINT_TIMINGS``, :mod:`xla_lint.timings`): seconds summed over files and
+  worker processes. ``--stages`` prints only that breakdown (one cold and one warm run).
 
 Peers are installed on demand into ``--venv`` (default ``/work/benchvenv`` or
 ``$XLA_LINT_BENCH_VENV``) with ``pip install ruff fixit torchfix``; a peer that cannot be
@@ -69,6 +73,48 @@ def measure(cmd: list[str], cwd: str | Path) -> dict:
         env=ENV,
     )
     return json.loads(out.stdout)
+
+
+def stage_times(cmd: list[str], cwd: str | Path) -> dict[str, float]:
+    """Run ``cmd`` (an xla-lint command) with ``XLA_LINT_TIMINGS=1``: stage -> seconds, as the
+    run printed them to standard error (``wall``: the process's own, start-up aside)."""
+    proc = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, env={**ENV, "XLA_LINT_TIMINGS": "1"}
+    )
+    out: dict[str, float] = {}
+    lines = proc.stderr.splitlines()
+    if "xla-lint timings" not in proc.stderr:
+        print(f"no timings from {' '.join(cmd)}: {proc.stderr[-300:]}", file=sys.stderr)
+        return out
+    start = next(i for i, line in enumerate(lines) if line.startswith("xla-lint timings"))
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        parts = line.split()
+        try:
+            numbers = [float(p) for p in parts if p.replace(".", "", 1).isdigit()]
+        except ValueError:
+            continue
+        if numbers:
+            out[" ".join(p for p in parts if not p.replace(".", "", 1).isdigit())] = numbers[0]
+    return out
+
+
+def stage_table(runs: dict[str, dict[str, float]]) -> list[str]:
+    """A Markdown table of :func:`stage_times` results, one column per run."""
+    names = list(runs)
+    stages = list(dict.fromkeys(s for r in runs.values() for s in r))
+    stages = [s for s in stages if s != "wall"] + (
+        ["wall"] if any("wall" in r for r in runs.values()) else []
+    )
+    table = [
+        "| stage | " + " | ".join(f"{n} (s)" for n in names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+    for stage in stages:
+        cells = [f"{runs[n][stage]:.3f}" if stage in runs[n] else "–" for n in names]
+        table.append(f"| {stage} | " + " | ".join(cells) + " |")
+    return table
 
 
 def python_files(root: Path) -> list[Path]:
@@ -145,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=None, help="--jobs for xla-lint (default: its own default)"
     )
     ap.add_argument("--results", type=Path, help="write the Markdown table to this file")
+    ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="only the per-stage breakdown of xla-lint (cold, then warm), no peers",
+    )
     args = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="xla-lint-bench-"))
@@ -171,10 +222,18 @@ def _run(args, work: Path) -> int:
         file=sys.stderr,
     )
 
-    peers = ensure_peers(args.venv, not args.no_install)
     jobs = ["--jobs", str(args.jobs)] if args.jobs else []
     cache = work / "xla-cache"
     xla = [args.xla_lint, "--isolated", "--exit-zero", "--cache-dir", str(cache), *jobs, "."]
+    if args.stages:
+        staged = {"cold": stage_times(xla, root), "warm": stage_times(xla, root)}
+        print(
+            "\n".join(
+                ["", "Where xla-lint's time goes (XLA_LINT_TIMINGS):", "", *stage_table(staged)]
+            )
+        )
+        return 0
+    peers = ensure_peers(args.venv, not args.no_install)
     rows: list[tuple[str, int, dict, str]] = []  # label, files, measurement, note
 
     warmup = work / "warmup"  # one parse first: writes the bytecode of an editable install
@@ -280,6 +339,19 @@ def _run(args, work: Path) -> int:
             ("TorchFix (default rules)", n_sub, measure([peers["torchfix"], "."], sub), note)
         )
 
+    # Where the time goes: a cold run and a warm run of their own, with the stage timers on.
+    staged_cache = work / "xla-cache-stages"
+    staged_cmd = [
+        args.xla_lint,
+        "--isolated",
+        "--exit-zero",
+        "--cache-dir",
+        str(staged_cache),
+        *jobs,
+        ".",
+    ]
+    staged = {"cold": stage_times(staged_cmd, root), "warm": stage_times(staged_cmd, root)}
+
     # One small file, as pre-commit runs it: a fresh process per commit, cache present.
     hook_dir = work / "hook"
     hook_dir.mkdir()
@@ -358,6 +430,13 @@ def _run(args, work: Path) -> int:
         f"- peak RSS of xla-lint: {max(m['rss_mb'] for label, _, m, _ in rows if label.startswith('xla-lint')):.0f} MB"
         " (target < 500 MB)"
     )
+    notes += [
+        "",
+        "Where xla-lint's time goes, by its own timers (`XLA_LINT_TIMINGS=1`; seconds summed over",
+        "files and worker processes, so a stage can exceed the wall time):",
+        "",
+        *stage_table(staged),
+    ]
     text = "\n".join(table + notes) + "\n"
     print(text)
     for label, _, m, _ in rows:

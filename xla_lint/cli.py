@@ -16,7 +16,7 @@ from typing import NoReturn
 
 import click
 
-from . import __version__
+from . import __version__, timings
 from .config import ConfigError, Settings, build_settings
 from .diagnostics import Diagnostic
 from .pipeline.discover import DiscoveryError
@@ -419,7 +419,10 @@ def check(
         if write_failed and not exit_zero:
             _emit(options, diagnostics, len(targets), fixed, applied)
             sys.exit(EXIT_FOUND)
-    _emit(options, diagnostics, len(targets), fixed, applied)
+    with timings.timed("report"):
+        _emit(options, diagnostics, len(targets), fixed, applied)
+    if timings.ENABLED:
+        timings.report()
     sys.exit(EXIT_CLEAN if exit_zero or not diagnostics else EXIT_FOUND)
 
 

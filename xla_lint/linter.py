@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from . import timings
 from .analysis.context import Dispatcher, FactsCollector, FileContext
 from .analysis.loaders import LoaderFlow
 from .analysis.loops import LoopFacts
@@ -151,7 +152,8 @@ def lint_text(
     Never raises for bad input.
     """
     if tree is None:
-        parsed = parse_source(text, path, line_offset, column_offset)
+        with timings.timed("parse"):
+            parsed = parse_source(text, path, line_offset, column_offset)
         if isinstance(parsed, Diagnostic):
             masked = _parse_masked(text) if LIBCST_LIMIT in parsed.message else None
             if masked is None:
@@ -159,6 +161,7 @@ def lint_text(
             parsed, with_fixes = masked, False  # a fix computed from the masked text would lose it
         tree, syntax = parsed
 
+    started = timings.clock() if timings.ENABLED else 0.0
     ctx = FileContext(
         tree,
         module,
@@ -174,13 +177,21 @@ def lint_text(
     try:
         # walk(): LibCST's visit order, without rebuilding every node (5-10x faster than tree.visit)
         dispatcher = Dispatcher(ctx, [facts, *instances])
+        in_facts = _time_facts(dispatcher, facts, started) if timings.ENABLED else None
         walk(
             tree,
             dispatcher,
             silent_types(frozenset(dispatcher._visit) | frozenset(dispatcher._leave)),
         )
+        if in_facts is not None:
+            walked = timings.clock() - in_facts[1]
+            timings.add("facts", in_facts[0])
+            timings.add("rules", walked - in_facts[0])
         if ctx.imports_torch_xla:
+            flow_started = timings.clock() if timings.ENABLED else 0.0
             record_flow(ctx, facts.facts)
+            if timings.ENABLED:
+                timings.add("facts", timings.clock() - flow_started, calls=0)
     except RecursionError:
         return [
             syntax_error(path, "nesting too deep to analyse", 1 + line_offset, 1 + column_offset)
@@ -188,6 +199,7 @@ def lint_text(
 
     if not ctx.reports:
         return [], facts.facts
+    fixes_started = timings.clock() if timings.ENABLED else 0.0
     # Imported here: libcst.metadata costs ~70 ms to import, and most files have no report.
     from .analysis.positions import locate
 
@@ -268,7 +280,36 @@ def lint_text(
                 unless=rep.unless,
             )
         )
+    if timings.ENABLED:
+        timings.add("fixes", timings.clock() - fixes_started)
     return out, facts.facts
+
+
+def _time_facts(dispatcher: Dispatcher, facts: FactsCollector, started: float) -> list[float]:
+    """With timings on: count the model built so far (from ``started``) and every callback of the
+    facts collector to the ``facts`` stage, the rest of the traversal to ``rules``. Returns
+    ``[seconds in the facts collector, when the walk starts]``, which the callbacks update."""
+    clock = timings.clock
+    timings.add("facts", clock() - started, calls=0)
+    spent = [0.0, clock()]
+
+    def timed(callback):
+        def run(node):
+            start = clock()
+            try:
+                return callback(node)
+            finally:
+                spent[0] += clock() - start
+
+        return run
+
+    for table in (dispatcher._visit, dispatcher._leave):
+        for callbacks in table.values():
+            callbacks[:] = [
+                timed(c) if getattr(c, "__self__", None) is facts else c for c in callbacks
+            ]
+    spent[1] = clock()
+    return spent
 
 
 def record_flow(ctx: FileContext, facts: FileFacts) -> None:
@@ -288,17 +329,20 @@ def lint_decoded(
     settings: Settings,
     text: str,
     parsed: tuple[cst.Module, ast.Module | None] | None = None,
+    *,
+    prefiltered: bool = False,
 ) -> FileResult:
     """Lint decoded source text (see :func:`xla_lint.pipeline.run.lint_file`); never raises for bad input.
 
     ``parsed``: LibCST's module of ``text`` and CPython's (or None), when the caller has
     parsed it already (the language server parses again only around an edit).
+    ``prefiltered``: the caller found the prefilter's words in ``text`` already.
 
     An error inside the linter costs the file (an XLA000 naming it), not the run. That
     includes LibCST's native parser panicking: pyo3 raises ``PanicException``, which derives
     from ``BaseException``; only interrupts and exits are let through.
     """
-    return _guarded(target, settings, text, False, parsed)
+    return _guarded(target, settings, text, False, parsed, prefiltered)
 
 
 def lint_in_xla_program(target: Target, settings: Settings, text: str) -> FileResult:
@@ -313,13 +357,14 @@ def _guarded(
     text: str,
     in_xla_program: bool,
     parsed: tuple[cst.Module, ast.Module | None] | None = None,
+    prefiltered: bool = False,
 ) -> FileResult:
     """:func:`_lint_decoded_here` in a thread with a deep stack (LibCST recurses once or more
     per nesting level); a bug of ours, or a parser panic, costs the file, not the run."""
     settings = settings.for_path(target.path)  # the file's nearest configuration
     try:
         return call_with_deep_stack(
-            _lint_decoded_here, target, settings, text, in_xla_program, parsed
+            _lint_decoded_here, target, settings, text, in_xla_program, parsed, prefiltered
         )
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
@@ -342,14 +387,15 @@ def _lint_decoded_here(
     text: str,
     in_xla_program: bool = False,
     parsed: tuple[cst.Module, ast.Module | None] | None = None,
+    prefiltered: bool = False,
 ) -> FileResult:
     path = target.path
     result = FileResult(path)
     rules = _rules_for(settings, path)
     if target.kind == "doc":
-        _lint_document(path, text, rules, settings, result)
+        _lint_document(path, text, rules, settings, result, prefiltered)
         return result
-    if not in_xla_program and not PREFILTER.search(text):
+    if not in_xla_program and not prefiltered and not PREFILTER.search(text):
         result.skipped_reason = "no torch_xla"
         facts = import_facts(path, text.encode("utf-8", "replace"))
         if facts is not None:
@@ -547,7 +593,12 @@ def _lint_notebook(
 
 
 def _lint_document(
-    path: str, text: str, rules: list[type[Rule]], settings: Settings, result: FileResult
+    path: str,
+    text: str,
+    rules: list[type[Rule]],
+    settings: Settings,
+    result: FileResult,
+    prefiltered: bool = False,
 ) -> None:
     """Lint the Python code blocks of a Markdown/reStructuredText document, or the code cells of a
     notebook (:func:`_lint_notebook`).
@@ -565,7 +616,7 @@ def _lint_document(
     Python block, and a notebook whose kernel is not Python, is skipped
     (``result.skipped_reason``), never counted as a file that does not parse.
     """
-    if not PREFILTER.search(text):
+    if not prefiltered and not PREFILTER.search(text):
         result.skipped_reason = "no torch_xla"
         return
     notebook = path.lower().endswith(NOTEBOOK_SUFFIX)

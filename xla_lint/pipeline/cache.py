@@ -16,7 +16,12 @@ because a rule never looks at another file: what other files contribute (SPMD en
 by the entry script, sharding done by an imported module, ...) is joined after every
 file is read, in :func:`~xla_lint.pipeline.run.program_facts`, and applied in
 :func:`~xla_lint.pipeline.run.finalize`. So an entry stays right when *other* files change, and
-a warm run redoes only the cheap join.
+a warm run redoes only the join.
+
+The files the prefilter rules out (most of a tree) have no entry of their own: their results
+(the facts of their import scan) are kept, with the program model, in one run index per folder
+a run starts from (:class:`RunIndex`, :func:`load_model`), so a warm run over an unchanged
+tree reads a few files besides the tree and neither scans imports nor builds the model again.
 
 Layout: ``<dir>/v1/<2 hex>/<sha256 of (path, settings, tool)>.json``. One entry per path and
 configuration, overwritten when the file changes, so the cache does not grow with edits.
@@ -30,6 +35,7 @@ only ever saves time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -41,6 +47,7 @@ FORMAT = 1
 _TAG = "xla-lint result cache"
 
 
+@functools.lru_cache(maxsize=1)
 def _tool_stamp() -> str:
     """The version plus (size, mtime) of every source file of the package."""
     root = Path(__file__).parent
@@ -71,6 +78,8 @@ class ResultCache:
         self.writable = True
         self.hits = 0
         self.misses = 0
+        self._cwd = os.getcwd()  # one run's: abspath() asks the system for it each time
+        self._codes: dict[frozenset[str], str] = {}  # the sorted codes of each set, joined
 
     # -- keys ----------------------------------------------------------------
     def entry_path(self, path: str) -> Path:
@@ -91,12 +100,15 @@ class ResultCache:
     ) -> str:
         """The full key of a file's result: content hash, tool, settings, codes, module."""
         content = hashlib.blake2b(data, digest_size=32).hexdigest()
+        joined = self._codes.get(codes)
+        if joined is None:  # most files of a run share one set of codes
+            joined = self._codes[codes] = ",".join(sorted(codes))
         parts = [
             self.salt,
-            os.path.abspath(path),
+            os.path.normpath(os.path.join(self._cwd, path)),  # os.path.abspath, without getcwd()
             kind,
             content,
-            ",".join(sorted(codes)),
+            joined,
             module,
             "package" if is_package else "module",
         ]
@@ -132,18 +144,28 @@ class ResultCache:
             return
         from ..results import result_to_json
 
-        target = self.entry_path(path)
         try:
             payload = json.dumps(
                 {"tag": _TAG, "version": __version__, "key": key, "result": result_to_json(result)},
                 separators=(",", ":"),
             )
+        except (TypeError, ValueError):
+            self.writable = False
+            return
+        self.write(self.entry_path(path), payload.encode("utf-8"))
+
+    def write(self, target: Path, payload: bytes) -> None:
+        """Put ``payload`` at ``target`` atomically (a temporary file in the same folder, renamed);
+        failures are ignored (and stop further writes)."""
+        if not self.writable:
+            return
+        try:
             self._prepare(target.parent)
             import tempfile
 
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=target.suffix, dir=target.parent)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                with os.fdopen(fd, "wb") as handle:
                     handle.write(payload)
                 os.replace(tmp, target)
             except BaseException:
@@ -152,7 +174,7 @@ class ResultCache:
                 except OSError:
                     pass
                 raise
-        except (OSError, TypeError, ValueError):
+        except OSError:
             self.writable = False
 
     def _prepare(self, folder: Path) -> None:
@@ -175,3 +197,249 @@ class ResultCache:
                         handle.write(text)
                 except OSError:
                     pass
+
+
+# ---- the run index: what a warm run over an unchanged tree reads instead of redoing it ----------
+#
+# Beside the per-file entries, a run keeps, per configuration and folder it runs in, one index
+# file (``<dir>/v1/runs/<sha256 of (tool, settings, folder)>.index``, JSON) of the results of the
+# files that were not parsed (those the prefilter rules out: their import facts), each with its
+# full key, and one with the program model (``.../runs/<same>.model``) and the key of everything it
+# was built from (:func:`model_key`). A warm run then reads three files and the tree, and
+# neither scans imports nor builds the model again. Both are written like the entries (a
+# temporary file renamed into place) and ignored when foreign, stale or damaged.
+#
+# The model is a pickle, read back with an unpickler that makes only this package's data classes
+# and the builtin containers (:class:`_ModelUnpickler`): a cache folder shipped inside a linted
+# checkout cannot run code. The files' facts are not in it: they are the run's own, put back by
+# path (pickle's persistent ids), so the pickle holds only the graph and the programs.
+
+INDEX_TAG = "xla-lint run index"
+
+
+def index_name(salt: str) -> str:
+    """The index's file stem for the settings ``salt`` and the current folder."""
+    return hashlib.sha256(f"{salt}\0{os.getcwd()}".encode()).hexdigest()
+
+
+def _facts_row(facts) -> list | None:
+    """An import scan's facts as ``[module, imports, entry, defines_tests]``, or None when they
+    carry anything else (then the file is not indexed: the row could not give them back)."""
+
+    row = [facts.module, sorted(facts.imports), facts.entry, facts.defines_tests]
+    if _facts_of_row(row) != facts:
+        return None
+    return row
+
+
+def _facts_of_row(row: list):
+    from ..program.facts import FileFacts
+
+    module, imports, entry, defines_tests = row
+    if not (
+        isinstance(module, str)
+        and isinstance(imports, list)
+        and all(isinstance(i, str) for i in imports)
+    ):
+        raise TypeError("malformed facts row")
+    return FileFacts(
+        module=module,
+        imports=frozenset(imports),
+        entry=bool(entry),
+        defines_tests=bool(defines_tests),
+    )
+
+
+class RunIndex:
+    """The results of the files a run did not parse, by path, each under its full key
+    (:meth:`ResultCache.key`); read once, written once (:meth:`save`) when anything changed."""
+
+    def __init__(self, cache: ResultCache) -> None:
+        self.cache = cache
+        self.path = cache.root / "runs" / f"{index_name(cache.salt)}.index"
+        self._rows: dict[str, list] | None = None  # read on first use: a run may parse every file
+        self.changed = False
+        self.seen: set[str] = set()
+
+    @property
+    def rows(self) -> dict[str, list]:
+        """Path -> ``[key, skipped reason, facts row]``, as the index file holds them."""
+        if self._rows is None:
+            self._rows = self._read()
+        return self._rows
+
+    def _read(self) -> dict[str, list]:
+        try:
+            with open(self.path, "rb") as handle:
+                data = json.loads(handle.read())
+            if (
+                isinstance(data, dict)
+                and data.get("tag") == INDEX_TAG
+                and data.get("version") == __version__
+                and isinstance(data.get("files"), dict)
+            ):
+                return data["files"]
+        except Exception:  # missing, unreadable or damaged: every file is looked at again
+            pass
+        return {}
+
+    def load(self, path: str, key: str):
+        """The :class:`~xla_lint.results.FileResult` stored for ``path`` under ``key``, or None."""
+        from ..results import FileResult
+
+        self.seen.add(path)
+        row = self.rows.get(path)
+        try:
+            if not isinstance(row, list) or len(row) != 3 or row[0] != key:
+                raise ValueError("stale row")
+            reason, facts = row[1], row[2]
+            if not isinstance(reason, str):
+                raise TypeError("malformed row")
+            result = FileResult(path, skipped_reason=reason)
+            if facts is not None:
+                result.facts.append(_facts_of_row(facts))
+        except Exception:
+            self.cache.misses += 1
+            return None
+        self.cache.hits += 1
+        return result
+
+    def store(self, path: str, key: str, result) -> None:
+        """Keep ``result`` (of a file that was not parsed: a skipped reason, at most the facts of
+        its import scan, no diagnostics) for ``path`` under ``key``; anything else is not kept."""
+        self.seen.add(path)
+        if result.diagnostics or result.skipped_reason is None or len(result.facts) > 1:
+            return
+        facts = _facts_row(result.facts[0]) if result.facts else None
+        if result.facts and facts is None:
+            return
+        self.rows[path] = [key, result.skipped_reason, facts]
+        self.changed = True
+
+    def save(self) -> None:
+        """Write the index when it changed: this run's rows, and the earlier rows of files this
+        run did not look at that still exist (another run from this folder linted them)."""
+        if self._rows is None:  # never asked: nothing to write
+            return
+        stale = [p for p in self.rows if p not in self.seen and not os.path.exists(p)]
+        if not self.changed and not stale:
+            return
+        for p in stale:
+            del self.rows[p]
+        payload = json.dumps(
+            {"tag": INDEX_TAG, "version": __version__, "files": self.rows},
+            separators=(",", ":"),
+        )
+        self.cache.write(self.path, payload.encode("utf-8"))
+
+
+def stable(value) -> object:
+    """``value`` (dataclasses, sets, tuples, dicts of them) as JSON data that is the same in
+    every process (sets sorted): what :func:`model_key` hashes."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [type(value).__name__] + [
+            stable(getattr(value, f.name)) for f in dataclasses.fields(value)
+        ]
+    if isinstance(value, (set, frozenset)):
+        return sorted((stable(v) for v in value), key=repr)
+    if isinstance(value, (list, tuple)):
+        return [stable(v) for v in value]
+    if isinstance(value, dict):
+        return sorted(([stable(k), stable(v)] for k, v in value.items()), key=repr)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def model_key(salt: str, members: list[tuple[str, str]], context: object) -> str:
+    """The key of a program model built from ``members`` (``(path, key of its result or its facts
+    as JSON)`` of every file with facts) and ``context`` (launches, declared and named entries)."""
+    h = hashlib.sha256(f"{salt}\0{os.getcwd()}\0".encode())
+    for path, key in sorted(members):
+        h.update(f"{path}\0{key}\0".encode())
+    h.update(json.dumps(stable(context), separators=(",", ":")).encode())
+    return h.hexdigest()
+
+
+# Builtins a pickled program model is made of, beside this package's classes.
+_SAFE_BUILTINS = frozenset({"set", "frozenset", "dict", "list", "tuple", "str", "int", "bool"})
+_MODEL_MODULES = ("xla_lint.program.", "xla_lint.diagnostics")
+
+
+class _ModelUnpickler:
+    """Reads a pickled program model, refusing every global that is not a class of
+    :mod:`xla_lint.program` (or :mod:`xla_lint.diagnostics`) or a builtin container, so a
+    damaged or hostile file fails to load instead of calling anything."""
+
+    @staticmethod
+    def load(data: bytes, persistent: dict[str, object]):
+        import importlib
+        import io
+        import pickle
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, module: str, name: str):
+                if module == "builtins" and name in _SAFE_BUILTINS:
+                    return super().find_class(module, name)
+                if module.startswith(_MODEL_MODULES):
+                    found = getattr(importlib.import_module(module), name, None)
+                    if isinstance(found, type):
+                        return found
+                raise pickle.UnpicklingError(f"refused global {module}.{name}")
+
+            def persistent_load(self, pid):
+                if not isinstance(pid, str) or pid not in persistent:
+                    raise pickle.UnpicklingError("unknown persistent id")
+                return persistent[pid]
+
+        return Unpickler(io.BytesIO(data)).load()
+
+
+MODEL_TAG = b"xla-lint program model\n"
+
+
+def model_path(cache: ResultCache) -> Path:
+    """Where the program model of runs from this folder with ``cache``'s settings is kept."""
+    return cache.root / "runs" / f"{index_name(cache.salt)}.model"
+
+
+def load_model(cache: ResultCache, key: str, persistent: dict[str, object]):
+    """The program model stored under ``key``, with its files' facts and its references reader
+    taken from ``persistent`` (``"f:" + path`` -> facts, ``"references"`` -> the reader); None
+    when there is none, it is stale, or it does not load."""
+    from ..program.model import ProgramModel
+
+    try:
+        with open(model_path(cache), "rb") as handle:
+            head = MODEL_TAG + f"{__version__}\n{key}\n".encode()
+            if handle.read(len(head)) != head:  # another model: not read further
+                raise ValueError("stale model")
+            data = handle.read()
+        model = _ModelUnpickler.load(data, persistent)
+        if not isinstance(model, ProgramModel):
+            raise TypeError("not a program model")
+    except Exception:
+        return None
+    return model
+
+
+def store_model(cache: ResultCache, key: str, model, persistent: dict[int, str]) -> None:
+    """Write ``model`` under ``key``, each object whose ``id`` is in ``persistent`` (the files'
+    facts, the references reader) replaced by its name there; failures are ignored."""
+    import io
+    import pickle
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return persistent.get(id(obj))
+
+    buffer = io.BytesIO()
+    try:
+        Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(model)
+    except Exception:  # something in the model does not pickle: build it next time
+        return
+    cache.write(
+        model_path(cache), MODEL_TAG + f"{__version__}\n{key}\n".encode() + buffer.getvalue()
+    )

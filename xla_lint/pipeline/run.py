@@ -13,10 +13,14 @@ join and the filtering run after every file is done. Parsing and the traversal l
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
+from .. import timings
 from ..catalogue import BY_CODE
 from ..config import Settings
 from ..diagnostics import Diagnostic, Edit, Fix, Severity
@@ -27,8 +31,11 @@ from ..program.modules import called_names, import_facts, module_of
 from ..results import FileResult, syntax_error
 from ..sources.prefilter import needs_parse
 from ..sources.target import DOC_SUFFIXES, Target
-from ..sources.text import SourceError, decode, read_source
+from ..sources.text import SourceError, decode, decode_with_encoding, read_source
 from .fixes import with_fix_policy
+
+if TYPE_CHECKING:
+    from .cache import ResultCache
 
 
 def lint_file(target: Target, settings: Settings, text: str | None = None) -> FileResult:
@@ -71,28 +78,36 @@ def format_size(size: int) -> str:
     return f"{size / 1e6:.1f} MB" if size >= 1_000_000 else f"{round(size / 1e3)} KB"
 
 
-def lint_bytes(target: Target, settings: Settings, data: bytes) -> FileResult:
+def lint_bytes(
+    target: Target, settings: Settings, data: bytes, wanted: bool | None = None
+) -> FileResult:
     """Lint a file given its bytes; see :func:`lint_file`. A file that would need parsing but
     is above ``max-file-size`` is skipped (its imports still read, as for a file without
-    torch_xla): LibCST takes ~30 s and ~1 GB per MB of source."""
+    torch_xla): LibCST takes ~30 s and ~1 GB per MB of source. ``wanted``: what
+    :func:`~xla_lint.sources.prefilter.needs_parse` said of ``data`` (None: ask it here)."""
     settings = settings.for_path(target.path)  # the file's nearest configuration
-    large = too_large(settings, data) if needs_parse(data) else None
-    if large or not needs_parse(data):
+    if wanted is None:
+        with timings.timed("prefilter"):
+            wanted = needs_parse(data)
+    large = too_large(settings, data) if wanted else None
+    if large or not wanted:
         result = FileResult(target.path, skipped_reason=large or "no torch_xla")
         if target.kind == "python":
-            facts = import_facts(target.path, data)
+            with timings.timed("import scan"):
+                facts = import_facts(target.path, data)
             if facts is not None:
                 result.facts.append(facts)
         return result
     try:
-        text = decode(data)
+        text, encoding = decode_with_encoding(data)
     except SourceError as exc:
         result = FileResult(target.path)
         result.diagnostics.append(syntax_error(target.path, exc.message, exc.line, exc.column))
         return result
     from ..linter import lint_decoded  # LibCST, imported only when something is parsed
 
-    return lint_decoded(target, settings, text)
+    # In UTF-8 the words the prefilter found in the bytes are in the text: not searched again.
+    return lint_decoded(target, settings, text, prefiltered=encoding.startswith("utf-8"))
 
 
 @dataclass
@@ -156,6 +171,8 @@ def _worker_init(settings: Settings, cache_dir: str | None, parent: int | None =
         _exit_with_parent(parent)
     from .. import linter  # noqa: F401  LibCST and the rules, once per worker, while the parent reads files
 
+    timings.take()  # the parent's totals so far, inherited by the fork: counted there
+
     _worker_state["settings"] = settings
     _worker_state["cache"] = None
     if cache_dir is not None:
@@ -164,58 +181,73 @@ def _worker_init(settings: Settings, cache_dir: str | None, parent: int | None =
         _worker_state["cache"] = ResultCache(cache_dir, settings.fingerprint())
 
 
-def _worker_lint(job: tuple[int, Target, bytes, str | None]) -> tuple[int, FileResult]:
+def _worker_lint(
+    job: tuple[int, Target, bytes, str | None],
+) -> tuple[int, FileResult, dict[str, tuple[float, int]] | None]:
+    """Lint one job; ``(index, result, the stage timings it took or None when they are off)``."""
     index, target, data, key = job
-    result = lint_bytes(target, _worker_state["settings"], data)
+    result = lint_bytes(target, _worker_state["settings"], data, True)
     cache = _worker_state["cache"]
     if cache is not None and key is not None:
-        cache.store(target.path, key, result)
-    return index, result
+        with timings.timed("cache"):
+            cache.store(target.path, key, result)
+    return index, result, timings.take() if timings.ENABLED else None
 
 
 def lint_targets(
-    targets: list[Target], settings: Settings, jobs: int = 1, cache_dir: str | None = None
+    targets: list[Target],
+    settings: Settings,
+    jobs: int = 1,
+    cache_dir: str | None = None,
+    keys: dict[str, str] | None = None,
 ) -> list[FileResult]:
     """Lint every target; results in the order of ``targets``.
 
-    Each file is read once. Files the prefilter rules out yield their imports only;
-    the others are answered from the result cache in ``cache_dir`` (None: no cache,
-    see :mod:`xla_lint.pipeline.cache`) or linted, in up to ``jobs`` worker processes once there
-    is enough source to parse (at least :data:`PARALLEL_MIN_FILES` files and
-    :data:`PARALLEL_MIN_BYTES` bytes, or one file of :data:`LARGE_FILE_BYTES`), else in
-    this process. Files go to the workers
-    as they are read, so reading the rest of the tree overlaps with linting.
+    Each file is read once and the prefilter asked once. With a result cache in ``cache_dir``
+    (None: no cache, see :mod:`xla_lint.pipeline.cache`), files the prefilter rules out are
+    answered from the run index (their import facts; scanned and stored when not there) and
+    the others from their entries; ``keys`` (when given) gets each cached file's key (path ->
+    key), what :func:`run` keys the program model with. The rest are linted, in up to ``jobs``
+    worker processes once there is enough source to parse (at least
+    :data:`PARALLEL_MIN_FILES` files and :data:`PARALLEL_MIN_BYTES` bytes, or one file of
+    :data:`LARGE_FILE_BYTES`), else in this process. Files go to the workers as they are
+    read, so reading the rest of the tree overlaps with linting.
     """
     cache = None
+    index = None
     if cache_dir is not None:
-        from .cache import ResultCache
+        from .cache import ResultCache, RunIndex
 
         cache = ResultCache(cache_dir, settings.fingerprint())
+        with timings.timed("cache"):
+            index = RunIndex(cache)
     results: list[FileResult | None] = [None] * len(targets)
     queued: list[tuple[int, Target, bytes, str | None]] = []
     queued_bytes = 0
     pool: _Pool | None = None
     try:
-        for index, target in enumerate(targets):
+        for number, target in enumerate(targets):
             if target.error is not None:  # found by discovery: a folder it could not search
-                results[index] = FileResult(
+                results[number] = FileResult(
                     target.path, [syntax_error(target.path, target.error, 1, 1)]
                 )
                 continue
             try:
-                data = read_source(target.path)
+                with timings.timed("read"):
+                    data = read_source(target.path)
             except OSError as exc:
                 result = FileResult(target.path)
                 result.diagnostics.append(
                     syntax_error(target.path, f"cannot read file: {exc.strerror or exc}", 1, 1)
                 )
-                results[index] = result
+                results[number] = result
                 continue
-            if not needs_parse(data) or too_large(settings, data):
-                results[index] = lint_bytes(target, settings, data)
-                continue
+            with timings.timed("prefilter"):
+                wanted = needs_parse(data)
+            parse = wanted and not too_large(settings.for_path(target.path), data)
             key = None
             if cache is not None:
+                cache_started = timings.clock() if timings.ENABLED else 0.0
                 module, is_package = (
                     module_of(target.path) if target.kind == "python" else ("", False)
                 )
@@ -227,11 +259,20 @@ def lint_targets(
                     module,
                     is_package,
                 )
-                hit = cache.load(target.path, key)
+                if keys is not None:
+                    keys[target.path] = key
+                hit = cache.load(target.path, key) if parse else index.load(target.path, key)  # type: ignore[union-attr]
+                if timings.ENABLED:
+                    timings.add("cache", timings.clock() - cache_started)
                 if hit is not None:
-                    results[index] = hit
+                    results[number] = hit
                     continue
-            job = (index, target, data, key)
+            if not parse:
+                results[number] = lint_bytes(target, settings, data, wanted)
+                if index is not None and key is not None:
+                    index.store(target.path, key, results[number])
+                continue
+            job = (number, target, data, key)
             if pool is not None:
                 pool.submit(job)
                 continue
@@ -247,8 +288,8 @@ def lint_targets(
                     pool.submit(job)
                 queued = []
         if pool is not None:
-            for index, result in pool.results():
-                results[index] = result
+            for number, result in pool.results():
+                results[number] = result
     except BaseException:  # Ctrl-C: do not wait for the workers' parses to finish
         if pool is not None:
             pool.close(abort=True)
@@ -257,10 +298,14 @@ def lint_targets(
     finally:
         if pool is not None:
             pool.close()
-    for index, target, data, key in queued:  # too little to be worth worker processes
-        results[index] = lint_bytes(target, settings, data)
+    for number, target, data, key in queued:  # too little to be worth worker processes
+        results[number] = lint_bytes(target, settings, data, True)
         if cache is not None and key is not None:
-            cache.store(target.path, key, results[index])
+            with timings.timed("cache"):
+                cache.store(target.path, key, results[number])
+    if index is not None:
+        with timings.timed("cache"):
+            index.save()
     linted = [r for r in results if r is not None]
     assert len(linted) == len(results)  # every target's index was filled above
     return linted
@@ -313,8 +358,10 @@ class _Pool:
             if future is None:
                 continue
             try:
-                index, result = future.result()
+                index, result, spent = future.result()
                 done[index] = result
+                if spent is not None:
+                    timings.merge(spent)
             except BrokenProcessPool:
                 pass
         for job in self._jobs:
@@ -327,7 +374,9 @@ class _Pool:
                     initializer=_worker_init,
                     initargs=self._initargs,
                 ) as alone:
-                    done[job[0]] = alone.submit(_worker_lint, job).result()[1]
+                    _, done[job[0]], spent = alone.submit(_worker_lint, job).result()
+                if spent is not None:
+                    timings.merge(spent)
             except BrokenProcessPool:
                 result = FileResult(job[1].path)
                 result.diagnostics.append(
@@ -352,10 +401,67 @@ def program_facts(
     settings: Settings | None = None,
     launches: Sequence[Launch] = (),
     entries: tuple[str, ...] = (),
+    cache: ResultCache | None = None,
+    keys: Mapping[str, str] | None = None,
 ) -> ProgramModel:
     """The program model of every linted file (:mod:`xla_lint.program.model`): a document's code
     blocks are one program; ``launches`` and the configuration's ``entry-points`` add entries
-    and the facts their launchers set; ``entries`` names more entry paths (standard input)."""
+    and the facts their launchers set; ``entries`` names more entry paths (standard input).
+
+    With ``cache`` and ``keys`` (path -> the key of its result, from :func:`lint_targets`), the
+    model is read from the cache when it was built from the same files (each file's key, or
+    its facts when it has none: a shell script), launches and entries, and stored there
+    when it was not (:func:`~xla_lint.pipeline.cache.load_model`)."""
+    table = fact_table(results)
+    declared = settings.declared_entries(table) if settings is not None else {}
+    references = _Unparsed(frozenset(r.path for r in results if r.skipped_reason == "no torch_xla"))
+    key = None
+    if cache is not None and keys is not None and len(table) >= MODEL_CACHE_MIN_FILES:
+        from .cache import load_model, model_key, stable
+
+        with timings.timed("cache"):
+            key = model_key(
+                cache.salt,
+                [
+                    (p, keys.get(p) or json.dumps(stable(f), separators=(",", ":")))
+                    for p, f in table.items()
+                ],
+                (launches, declared, entries),
+            )
+            persistent: dict[str, object] = {f"f:{p}": f for p, f in table.items()}
+            persistent["references"] = references
+            model = load_model(cache, key, persistent)
+        if model is not None:
+            return model
+    model = ProgramModel(table, launches, declared, entries, references=references)
+    if cache is not None and key is not None:
+        from .cache import store_model
+
+        with timings.timed("cache"):
+            ids = {id(f): f"f:{p}" for p, f in table.items()}
+            ids[id(references)] = "references"
+            store_model(cache, key, model, ids)
+    return model
+
+
+# A model of fewer files is built again each run (it takes milliseconds): one run of a few files
+# (pre-commit's) does not replace the stored model of the whole tree, run from the same folder.
+MODEL_CACHE_MIN_FILES = 64
+
+
+class _Unparsed:
+    """The program model's ``references`` reader: the names a file the run did not parse calls
+    (:func:`~xla_lint.program.modules.called_names`, read from disk), None for the others."""
+
+    def __init__(self, paths: frozenset[str]) -> None:
+        self.paths = paths
+
+    def __call__(self, path: str) -> set[str] | None:
+        return called_names(path) if path in self.paths else None
+
+
+def fact_table(results: list[FileResult]) -> dict[str, FileFacts]:
+    """Path -> facts of every result with facts; a document's blocks merged into one entry."""
     table: dict[str, FileFacts] = {}
     for r in results:
         if not r.facts:
@@ -393,15 +499,7 @@ def program_facts(
             else frozenset().union(*(f.flow_calls or () for f in r.facts)),
             makes_device_loader=any(f.makes_device_loader for f in r.facts),
         )
-    declared = settings.declared_entries(table) if settings is not None else {}
-    unparsed = {r.path for r in results if r.skipped_reason == "no torch_xla"}
-    return ProgramModel(
-        table,
-        launches,
-        declared,
-        entries,
-        references=lambda path: called_names(path) if path in unparsed else None,
-    )
+    return table
 
 
 # The rules that also run on a module without torch_xla that an XLA program imports (the
@@ -427,13 +525,17 @@ def lint_reached(
     program: ProgramModel,
     settings: Settings,
     texts: Mapping[str, str] | None = None,
+    cache: ResultCache | None = None,
+    keys: Mapping[str, str] | None = None,
 ) -> list[FileResult]:
     """``results``, with the files the prefilter skipped linted again by :data:`PROGRAM_RULES`
     where an XLA program reaches them: a script program one of whose modules imports torch_xla
     unconditionally (a library's optional import does not make its users XLA programs). A
     cheap byte test first: each rule runs only on a file that contains its
     :data:`PROGRAM_RULES_NEED` bytes. Their findings then depend on that program's facts.
-    ``texts``: path -> the text to lint instead of the file on disk (an editor's buffer)."""
+    ``texts``: path -> the text to lint instead of the file on disk (an editor's buffer).
+    ``cache`` and ``keys`` (path -> the key of its result): each such file's second result is
+    cached too, under its key and the codes run (never for a ``texts`` buffer)."""
     xla_members: set[str] = set()
     for p in program.programs:
         if p.kind == "script" and any(program.files[m].requires_torch_xla for m in p.members):
@@ -450,6 +552,16 @@ def lint_reached(
         if not codes:
             continue
         given = texts.get(r.path) if texts is not None else None
+        reached_key = None
+        if cache is not None and keys is not None and given is None and r.path in keys:
+            reached_key = hashlib.sha256(
+                f"{keys[r.path]}\0reached\0{','.join(sorted(codes))}".encode()
+            ).hexdigest()
+            with timings.timed("cache"):
+                hit = cache.load(r.path, reached_key)
+            if hit is not None:
+                out[i] = hit
+                continue
         try:
             data = read_source(r.path) if given is None else given.encode("utf-8", "replace")
             codes = frozenset(c for c in codes if PROGRAM_RULES_NEED[c] in data)
@@ -464,6 +576,9 @@ def lint_reached(
         out[i] = lint_in_xla_program(
             Target(r.path, "python"), replace(own, selected=frozenset(codes)), text
         )
+        if reached_key is not None:
+            with timings.timed("cache"):
+                cache.store(r.path, reached_key, out[i])  # type: ignore[union-attr]
     return out
 
 
@@ -482,14 +597,19 @@ def finalize(
     suppressed = 0
     for r in results:
         for d in r.diagnostics:
+            # The program each finding rests on is found once, and its note made from it.
             if d.launch:  # at a launcher's line: it rests on the program that command runs
-                if program.witness_of_launch(d.launch, d.requires) is None:
+                witness = program.witness_of_launch(d.launch, d.requires)
+                if witness is None:
                     continue
-                note = program.launch_note(d.launch, d.requires)
-            elif d.requires and not program.holds(r.path, d.requires):
-                continue
+                note = program.launch_note(d.launch, d.requires, witness)
+            elif d.requires:
+                witness = program.witness(r.path, d.requires)
+                if witness is None:  # no program of the file has the facts it needs
+                    continue
+                note = program.note(r.path, d.requires, witness)
             else:
-                note = program.note(r.path, d.requires)
+                note = ""  # it needs no fact: nothing to say of a program
             if d.option is not None:
                 checked = option_verdict(d, program.launches_of(r.path))
                 if checked is None:
@@ -637,12 +757,21 @@ def run(
     ``launchers``: shell scripts and docs to read for the commands that run the tree's files;
     ``folders``: the folders named on the command line (their ``[project.scripts]``).
     """
-    results = lint_targets(targets, settings, jobs, settings.cache_dir if cache else None)
+    keys: dict[str, str] = {}
+    results = lint_targets(targets, settings, jobs, settings.cache_dir if cache else None, keys)
     scripts, launches = lint_launchers(launchers, folders, settings)
     results += scripts
-    program = program_facts(results, settings, launches)
-    results = lint_reached(results, program, settings)
-    diagnostics, suppressed = finalize(results, program, settings)
+    stored = None
+    if cache and settings.cache_dir is not None:
+        from .cache import ResultCache
+
+        stored = ResultCache(settings.cache_dir, settings.fingerprint())
+    with timings.timed("program model"):
+        program = program_facts(results, settings, launches, cache=stored, keys=keys)
+    with timings.timed("reached modules"):
+        results = lint_reached(results, program, settings, cache=stored, keys=keys)
+    with timings.timed("join"):
+        diagnostics, suppressed = finalize(results, program, settings)
     return RunResult(diagnostics, results, program, suppressed, settings)
 
 

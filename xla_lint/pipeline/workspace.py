@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+from .. import timings
 from ..config import Settings
 from ..diagnostics import Diagnostic
 from ..program.launchers import read_launches
@@ -37,8 +38,9 @@ def lint_paths(
     :class:`~xla_lint.pipeline.discover.DiscoveryError` for a path that does not exist."""
     named = list(paths) or ["."]
     launchers: list[str] = []
-    targets = discover(named, settings, launchers)
-    settings, targets = nearest_configurations(settings, targets, launchers, named)
+    with timings.timed("discover"):
+        targets = discover(named, settings, launchers)
+        settings, targets = nearest_configurations(settings, targets, launchers, named)
     result = run(
         targets,
         settings,

@@ -541,10 +541,13 @@ class ProgramModel:
             self._entries = {p.entry: p for p in self.programs}
         return self._entries
 
-    def launch_note(self, where: str, requires: tuple[tuple[str, bool], ...]) -> str:
+    def launch_note(
+        self, where: str, requires: tuple[tuple[str, bool], ...], witness: Program | None = None
+    ) -> str:
         """What a finding at the launch ``where`` says of the program it rests on:
-        `` (train.py: SPMD is enabled in train.py)``, or ``""``."""
-        program = self.witness_of_launch(where, requires)
+        `` (train.py: SPMD is enabled in train.py)``, or ``""``. ``witness``: that program, when
+        the caller has it already (:meth:`witness_of_launch`)."""
+        program = witness if witness is not None else self.witness_of_launch(where, requires)
         if program is None:
             return ""
         notes = []
@@ -600,10 +603,13 @@ class ProgramModel:
             return satisfied[0]
         return next((p for p in satisfied if p.entry == path), None)
 
-    def note(self, path: str, requires: tuple[tuple[str, bool], ...]) -> str:
+    def note(
+        self, path: str, requires: tuple[tuple[str, bool], ...], witness: Program | None = None
+    ) -> str:
         """What a finding at ``path`` that needs ``requires`` says of the program it rests on:
-        `` (SPMD is enabled in train.py; main.py runs this module in another mode)``, or ``""``."""
-        program = self.witness(path, requires)
+        `` (SPMD is enabled in train.py; main.py runs this module in another mode)``, or ``""``.
+        ``witness``: that program, when the caller has it already (:meth:`witness`)."""
+        program = witness if witness is not None else self.witness(path, requires)
         if program is None or not requires:
             return ""
         notes = []

@@ -9,7 +9,7 @@ import os
 import re
 
 from ..sources.text import read_source
-from .facts import TEST_DEFINITION, FileFacts, is_library_call, resolve_relative
+from .facts import FileFacts, is_library_call, resolve_relative
 
 
 @functools.lru_cache(maxsize=4096)
@@ -34,34 +34,35 @@ def module_of(path: str) -> tuple[str, bool]:
     return ".".join(parts), is_package
 
 
-_IMPORT = re.compile(
-    rb"(?:^|;)[ \t]*(?:from[ \t]+(?P<dots>\.*)[ \t]*(?P<base>[\w.]*)[ \t]+import[ \t]*(?P<names>\([^)]*\)|[^\n#;]*)"
-    rb"|import[ \t]+(?P<modules>[^\n#;]*))",
-    re.M,
+# One import statement, matched where a statement starts (a line's start, or after a `;`).
+_STATEMENT = re.compile(
+    rb"[ \t]*(?:from[ \t]+(?P<dots>\.*)[ \t]*(?P<base>[\w.]*)[ \t]+import[ \t]*(?P<names>\([^)]*\)|[^\n#;]*)"
+    rb"|import[ \t]+(?P<modules>[^\n#;]*))"
 )
 
 
 # A file that is not parsed is an entry when it has a main guard, or a statement at column 0
 # that does work: a loop, a `with`, or a call that is not a library idiom (the line-based
-# counterpart of xla_lint.analysis.context.is_entry_module).
-_MAIN_GUARD = re.compile(
-    rb"""^if\s+(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)""", re.M
-)
-
-
-_TOP_WORK = re.compile(
-    rb"^(?:(?:for|while|with|async\s+for|async\s+with)\b|(?P<call>[A-Za-z_][\w.]*)\()", re.M
+# counterpart of xla_lint.analysis.context.is_entry_module); it defines tests when a line starts
+# with what :data:`xla_lint.program.facts.TEST_DEFINITION` matches. One pattern finds them all,
+# each beginning with the line break before the statement, so the regular expression engine
+# looks only at line starts (the text gets a leading line break for its first line).
+_TOP_LEVEL = re.compile(
+    rb"\n(?:(?P<work>for|while|with|async\s+for|async\s+with)\b"
+    rb"|(?P<test>(?:async[ \t]+)?def[ \t]+test|class[ \t]+(?:Test|\w+\([^)]*TestCase))"
+    rb"""|(?P<main>if\s+(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__))"""
+    rb"|(?P<call>[A-Za-z_][\w.]*)\()"
 )
 
 
 _TYPE_CHECKING = re.compile(
-    rb"^(?P<indent>[ \t]*)if[ \t]+(?:typing\.)?TYPE_CHECKING[ \t]*:[ \t]*(?:#[^\n]*)?$", re.M
+    rb"\n(?P<indent>[ \t]*)if[ \t]+(?:typing\.)?TYPE_CHECKING[ \t]*:[ \t]*(?:#[^\n]*)?(?=\n|$)"
 )
 
 
 def _type_checking_blocks(data: bytes) -> list[tuple[int, int]]:
     """Byte ranges of ``if TYPE_CHECKING:`` bodies (their imports never run): the lines after
-    the ``if`` that are blank or indented deeper than it."""
+    the ``if`` that are blank or indented deeper than it. ``data`` starts with a line break."""
     out = []
     for m in _TYPE_CHECKING.finditer(data):
         indent = len(m.group("indent"))
@@ -82,40 +83,45 @@ _CALLED = re.compile(
 )  # names a file calls (a function fact counts when called)
 
 
-def _does_work(data: bytes, is_package: bool, path: str) -> bool:
-    if is_package or path.endswith("_pb2.py"):  # generated protocol buffers register at import
-        return False
-    if os.path.basename(path) == "__main__.py" or _MAIN_GUARD.search(data):
-        return True
-    for m in _TOP_WORK.finditer(data):
-        call = m.group("call")
-        if call is None:
-            return True
-        if is_library_call(call.decode("ascii")):
-            continue
-        return True
-    return False
+def _top_level(data: bytes, is_package: bool, path: str) -> tuple[bool, bool]:
+    """(is an entry, defines tests) of ``data`` (starting with a line break): see :data:`_TOP_LEVEL`."""
+    counts = not (
+        is_package or path.endswith("_pb2.py")
+    )  # generated protocol buffers register at import
+    entry = counts and os.path.basename(path) == "__main__.py"
+    tests = False
+    for m in _TOP_LEVEL.finditer(data):
+        if m.group("test") is not None:
+            tests = True
+        elif counts and not entry:
+            call = m.group("call")
+            entry = call is None or not is_library_call(call.decode("ascii"))
+        if tests and (entry or not counts):
+            break
+    return entry, tests
 
 
-def import_facts(path: str, data: bytes) -> FileFacts | None:
-    """The facts of a file that is not parsed: its module name, the modules it imports and
-    whether it is an entry; no other fact is set.
-
-    Such a file may still tie a program together (``train.py`` imports the module that
-    calls ``use_spmd()`` and the one that shards), so its imports are read with a
-    line-based scan of ``import``/``from ... import`` statements: no parse, and an import
-    written inside a string counts too (the facts are "may" facts). None when it imports nothing.
-    """
-    if b"import" not in data:
-        return None
-    module, is_package = module_of(path)
+def _imported(data: bytes, module: str, is_package: bool) -> set[str]:
+    """The modules (and ``module.name`` of each ``from module import name``) the import
+    statements of ``data`` name, those in ``if TYPE_CHECKING:`` bodies left out; ``data`` starts
+    with a line break. One scan: each ``import`` word, then the statement it is in."""
     found: set[str] = set()
-    data = data.replace(
-        b"\\\n", b"  "
-    )  # `from x \` + newline + `import y`: one statement (offsets kept)
-    skipped = _type_checking_blocks(data)
-    for m in _IMPORT.finditer(data):
-        if skipped and any(a <= m.start() < b for a, b in skipped):
+    skipped = _type_checking_blocks(data) if b"TYPE_CHECKING" in data else ()
+    done: set[int] = set()
+    find = data.find
+    at = find(b"import")
+    while at >= 0:
+        line = data.rfind(b"\n", 0, at) + 1
+        semicolon = data.rfind(b";", line, at)
+        start = line if semicolon < 0 else semicolon + 1
+        at = find(b"import", at + 6)
+        if start in done:
+            continue
+        done.add(start)
+        m = _STATEMENT.match(data, start)
+        if m is None:
+            continue
+        if skipped and any(a <= start - (start > line) < b for a, b in skipped):
             continue
         if m.group("modules") is not None:
             for item in m.group("modules").decode("utf-8", "replace").split(","):
@@ -133,14 +139,36 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
             name = item.strip().split()[0] if item.strip() else ""
             if name and name != "*" and name.isidentifier():
                 found.add(f"{base}.{name}" if base else name)
+    return found
+
+
+def import_facts(path: str, data: bytes) -> FileFacts | None:
+    """The facts of a file that is not parsed: its module name, the modules it imports and
+    whether it is an entry; no other fact is set.
+
+    Such a file may still tie a program together (``train.py`` imports the module that
+    calls ``use_spmd()`` and the one that shards), so its imports are read with a
+    line-based scan of ``import``/``from ... import`` statements: no parse, and an import
+    written inside a string counts too (the facts are "may" facts). None when it imports nothing.
+    The scan visits each ``import`` word once; the entry and test tests look only at line
+    starts (``benchmarks/program_model.py --scan`` measures it).
+    """
+    if b"import" not in data:
+        return None
+    module, is_package = module_of(path)
+    # `from x \` + newline + `import y`: one statement (offsets kept); a leading line break
+    # makes every line start one (the patterns above begin with it).
+    data = b"\n" + data.replace(b"\\\n", b"  ")
+    found = _imported(data, module, is_package)
     if not found:
         return None
     prefixes = {".".join(n.split(".")[: i + 1]) for n in found for i in range(n.count(".") + 1)}
+    entry, tests = _top_level(data, is_package, path)
     return FileFacts(
         module=module,
         imports=frozenset(p for p in prefixes if p),
-        entry=_does_work(data, is_package, path),
-        defines_tests=bool(TEST_DEFINITION.search(data)),
+        entry=entry,
+        defines_tests=tests,
     )
 
 

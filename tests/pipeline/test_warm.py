@@ -1,0 +1,153 @@
+"""A warm run over an unchanged tree reads the run index and the cached program model instead of
+scanning imports and building the model again, and says exactly what a run without the cache
+says: cold, warm, and after edits that change a program fact or a plain module's imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import write_tree
+
+from xla_lint.pipeline import cache as cache_mod
+
+MODEL = (
+    "import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.distributed.spmd as xs\n"
+    "def shard(t, mesh):\n    xs.mark_sharding(t, mesh, (0, 1))\n    xm.save(t, 'x.pt')\n"
+)
+DATA = (
+    "from torch.utils.data import DataLoader\n"
+    "def loader(ds):\n    return DataLoader(ds, batch_size=8)\n"
+)
+MAIN = (
+    "import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\n"
+    "import pkg.model\nimport pkg.data\n"
+    "for batch in pkg.data.loader(range(10)):\n    pkg.model.shard(batch, None)\n    print(xm.xla_device())\n"
+)
+TREE = {
+    "pkg/__init__.py": "",
+    "pkg/model.py": MODEL,
+    "pkg/data.py": DATA,
+    "pkg/util.py": "import os\n\ndef here():\n    return os.getcwd()\n",
+    "main.py": MAIN,
+    "tool.py": "import os\nimport pkg.util\nprint(pkg.util.here())\n",
+    "run.sh": "#!/bin/bash\npython main.py --steps 3\n",
+    "docs/usage.md": "# Usage\n\n```python\nimport torch_xla.core.xla_model as xm\nxm.mark_step()\n```\n",
+    # Enough library modules that the model is cached (run.MODEL_CACHE_MIN_FILES).
+    **{f"lib/m{i}.py": f"import os\nimport pkg.util\nX = {i}\n" for i in range(70)},
+}
+
+
+def lint(cwd: Path, *args: str, paths: tuple[str, ...] = (".",)) -> list[dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--isolated", "--exit-zero", "--output-format", "json"]
+        + ["--preview", *args, *paths],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def stored(cache: Path) -> dict[str, int]:
+    """The run index's and the program model's files -> modification time."""
+    return {p.name: p.stat().st_mtime_ns for p in (cache / "v1" / "runs").glob("*")}
+
+
+def test_cold_warm_and_edited_runs_say_what_a_run_without_the_cache_says(tmp_path):
+    write_tree(tmp_path, TREE)
+    cache = tmp_path / ".cache"
+    uncached = lint(tmp_path, "--no-cache")
+    assert {d["code"] for d in uncached} >= {"XLA202"}  # the plain loader module, reached
+    assert lint(tmp_path, "--cache-dir", str(cache)) == uncached  # cold: stores
+    written = stored(cache)
+    assert len(written) == 2  # one index, one model
+    assert lint(tmp_path, "--cache-dir", str(cache)) == uncached  # warm: reads
+    assert stored(cache) == written  # nothing changed, nothing rewritten
+    one = lint(tmp_path, "--cache-dir", str(cache), paths=("main.py",))
+    assert one == lint(tmp_path, "--no-cache", paths=("main.py",))
+    model = next(name for name in written if name.endswith(".model"))
+    assert stored(cache)[model] == written[model]  # a run of one file keeps the tree's model
+
+    # A program fact changes: SPMD turned on in the entry makes xm.save in the model an error.
+    (tmp_path / "main.py").write_text(
+        MAIN.replace("import pkg.data\n", "import pkg.data\nxr.use_spmd()\n")
+    )
+    edited = lint(tmp_path, "--no-cache")
+    assert edited != uncached and "XLA003" in {d["code"] for d in edited}
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+    assert stored(cache) != written  # the model was built again
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+
+    # A file that is not parsed changes its imports (the index row is stale): tool.py now runs
+    # the sharding model as a program of its own.
+    (tmp_path / "tool.py").write_text("import os\nimport pkg.model\npkg.model.shard(None, None)\n")
+    edited = lint(tmp_path, "--no-cache")
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+
+    # A launcher changes: its arguments are part of the model's key.
+    (tmp_path / "run.sh").write_text("#!/bin/bash\nXLA_USE_SPMD=1 python tool.py\n")
+    edited = lint(tmp_path, "--no-cache")
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+
+
+def test_a_damaged_or_hostile_model_is_ignored(tmp_path):
+    write_tree(tmp_path, TREE)
+    cache = tmp_path / ".cache"
+    uncached = lint(tmp_path, "--no-cache")
+    lint(tmp_path, "--cache-dir", str(cache))
+    [model] = (cache / "v1" / "runs").glob("*.model")
+    head = model.read_bytes().split(b"\n", 3)
+    marker = tmp_path / "ran"
+
+    class Hostile:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    model.write_bytes(b"\n".join(head[:3]) + b"\n" + pickle.dumps(Hostile()))
+    assert lint(tmp_path, "--cache-dir", str(cache)) == uncached
+    assert not marker.exists()
+    model.write_bytes(b"\n".join(head[:3]) + b"\n" + b"not a pickle")
+    assert lint(tmp_path, "--cache-dir", str(cache)) == uncached
+    [index] = (cache / "v1" / "runs").glob("*.index")
+    index.write_text('{"tag": "xla-lint run index", "files": [1, 2]}')
+    assert lint(tmp_path, "--cache-dir", str(cache)) == uncached
+
+
+def test_the_model_unpickler_makes_only_the_package_data_classes():
+    import pytest
+
+    with pytest.raises(pickle.UnpicklingError):
+        cache_mod._ModelUnpickler.load(pickle.dumps(os.getcwd), {})
+    with pytest.raises(pickle.UnpicklingError):  # a function of the package is not a class
+        cache_mod._ModelUnpickler.load(pickle.dumps(cache_mod.model_key), {})
+    assert cache_mod._ModelUnpickler.load(pickle.dumps({"a": frozenset({1})}), {}) == {
+        "a": frozenset({1})
+    }
+
+
+def test_index_rows_keep_only_what_an_import_scan_gives(tmp_path):
+    from xla_lint.program.facts import FileFacts
+    from xla_lint.results import FileResult
+
+    store = cache_mod.ResultCache(tmp_path, "fp")
+    index = cache_mod.RunIndex(store)
+    plain = FileResult("a.py", skipped_reason="no torch_xla")
+    plain.facts.append(FileFacts(module="a", imports=frozenset({"os"}), entry=True))
+    odd = FileResult("b.py", skipped_reason="no torch_xla")
+    odd.facts.append(FileFacts(module="b", imports=frozenset({"os"}), enables_spmd=True))
+    index.store("a.py", "k1", plain)
+    index.store("b.py", "k2", odd)  # a fact the row cannot hold: not indexed
+    index.save()
+    again = cache_mod.RunIndex(store)
+    got = again.load("a.py", "k1")
+    assert got is not None and got.facts == plain.facts and got.skipped_reason == "no torch_xla"
+    assert again.load("a.py", "other key") is None
+    assert again.load("b.py", "k2") is None
