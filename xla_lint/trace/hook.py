@@ -517,6 +517,9 @@ class Tracer:
         self.optimizer_made = False
         self.optimizer_steps = 0
         self.optimizer_stepped = False  # in the current span
+        #: user frames of the span's first optimizer step (innermost first): the loop it ran
+        #: in is a training loop whatever the script's structure says (phases.place)
+        self.optimizer_frames: list = []
         self.optimizer_steps_unsynced = 0  # optimizer steps since the last boundary
         self.reads: dict = {}  # (kind, path, line, function, closure) -> count
         self.read_frames: dict = {}  # the same key -> user frames of its first read in the row
@@ -704,6 +707,7 @@ class Tracer:
             self.step_started = time.perf_counter()
             self.boundaries_in_step = 0
             self.optimizer_stepped = False
+            self.optimizer_frames = []
             self.batch = None
             self.batches = []
             self.model_inputs = None
@@ -734,6 +738,7 @@ class Tracer:
             "boundary_frames": frames or [],
             "counted": counted,
             "trains": self.optimizer_stepped,
+            "optimizer_frames": self.optimizer_frames,
             "batches": self.batches,
             **figures,
             "optimizer_steps": self.optimizer_steps,
@@ -1054,7 +1059,10 @@ class Tracer:
 
     @_safe
     def on_optimizer_step(self) -> None:
-        """Global optimizer step hook: this span is a training step."""
+        """Global optimizer step hook: this span is a training step (where the span's first
+        one ran is kept: :attr:`optimizer_frames`)."""
+        if not self.optimizer_stepped:
+            self.optimizer_frames = user_frames(sys._getframe(1))
         self.optimizer_stepped = True
         self.optimizer_steps += 1
         self.optimizer_steps_unsynced += 1
