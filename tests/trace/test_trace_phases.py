@@ -425,8 +425,35 @@ def test_a_loop_an_optimizer_step_ran_in_is_training(tmp_path):
                     "trains": trains,
                 }
             )
+    # the loader's sync when it runs out (test_train_mp_mnist.py), then a setup sync: the
+    # first joins step 3, it is not a step 4
+    for line in (loop, top):
+        row += 1
+        trace.add(
+            {
+                "event": "step",
+                "t": row,
+                "step": row,
+                "start": row - 1.0,
+                "duration_s": 1.0,
+                "compiles": 0,
+                "compile_s": 0.0,
+                "executions": 1,
+                "transfers": 0,
+                "optimizer_steps": 3,
+                "inputs": None,
+                "optimizers": [],
+                "boundary": {"path": str(path), "line": line, "function": "f"},
+                "boundary_frames": [[str(path), line]],
+                "counted": False,
+                "trains": False,
+            }
+        )
     placed = place(trace, phases)
-    assert [(r.phase, r.number) for r in placed.steps] == [(TRAINING, n) for n in (1, 2, 3)]
+    assert [(r.phase, r.number) for r in placed.steps] == [
+        *[(TRAINING, n) for n in (1, 2, 3)],
+        (SETUP, 3),
+    ]
     analysis = analyse(trace, phases)
     assert [(c["reason"], c["phase"], c["step"]) for c in analysis.compiles] == [
         ("warm-up", TRAINING, 1)

@@ -185,7 +185,11 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
         if row.phase in (None, TRAINING):
             groups.append([*pending, row])
         else:
-            if pending:
+            if pending and groups and groups[-1][-1].phase in (None, TRAINING):
+                # the training loop's last sync (an MpDeviceLoader syncs when it runs out)
+                # ends the last step's tail, not a step of its own
+                groups[-1].extend(pending)
+            elif pending:
                 groups.append(pending)
             groups.append([row])
         pending = []
