@@ -342,3 +342,120 @@ def test_traced_script_matches_torch_xla_ground_truth(tmp_path):
     assert finding["code"] == "XLA202"
     assert finding["location"]["line"] == _line("test_loader = DataLoader(")
     assert [d["status"] for d in report["static"] if d["code"] == "XLA202"] == ["confirmed"]
+
+
+# pytorch/xla's examples/train_resnet_base.py, cut down: the step function (backward and the
+# optimizer step) runs through torch_xla.compile, so the loop's body reads as an evaluation.
+COMPILED = """\
+import torch_xla
+
+
+class Trainer:
+    def __init__(self, model, optimizer, loader):
+        self.model, self.optimizer, self.loader = model, optimizer, loader
+        self.compiled_step_fn = torch_xla.compile(self.step_fn)
+
+    def step_fn(self, data, target):
+        self.optimizer.zero_grad()
+        loss = self.model(data).sum()
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def train_loop_fn(self):
+        self.model.train()
+        for step, (data, target) in enumerate(self.loader):
+            loss = self.compiled_step_fn(data, target)
+"""
+
+
+def test_a_loop_an_optimizer_step_ran_in_is_training(tmp_path):
+    """Each step of the compiled loop ends three rows (the MpDeviceLoader's sync at the loop
+    line, torch_xla.compile's syncs on entry and exit); the loop reads as an evaluation
+    statically, but the optimizer step ran inside it: its compile is warm-up, not a
+    recompile after warm-up, and its rows are training steps 1, 2, 3."""
+    path = tmp_path / "compiled_step.py"
+    path.write_text(COMPILED)
+    lines = COMPILED.splitlines()
+    loop = 1 + next(i for i, s in enumerate(lines) if s.strip().startswith("for step,"))
+    call, opt = loop + 1, 1 + next(i for i, s in enumerate(lines) if "optimizer.step()" in s)
+    phases = PhaseMap.of_files([str(path)])
+    assert phases.of_frames([[str(path), call]])[0] == EVALUATION  # what the body says
+    # a loop in a file the map does not hold, called from the known file's top level: not setup
+    top = 1 + next(i for i, s in enumerate(lines) if s.startswith("class Trainer"))
+    assert phases.of_frames([["/elsewhere/base.py", 68], [str(path), top]]) == (None, None)
+    assert phases.of_frames([[str(path), top]])[0] == SETUP
+    trace = Trace()
+    row = 0
+    for step in range(3):
+        for line, trains in ((loop, False), (call, False), (call, True)):
+            row += 1
+            if trains and step == 0:
+                frame = {"path": str(path), "line": call, "function": "train_loop_fn"}
+                trace.add(
+                    {
+                        "event": "compile",
+                        "t": row,
+                        "step": row,
+                        "cause": "torch_xla.compile",
+                        "graph_hash": "step",
+                        "location": frame,
+                        "frames": [frame],
+                    }
+                )
+            trace.add(
+                {
+                    "event": "step",
+                    "t": row,
+                    "step": row,
+                    "start": row - 1.0,
+                    "duration_s": 1.0,
+                    "compiles": int(trains and step == 0),
+                    "compile_s": 0.0,
+                    "compile_times_s": [0.5] if trains and step == 0 else [],
+                    "executions": 1,
+                    "transfers": 0,
+                    "optimizer_steps": step + trains,
+                    "inputs": [{"shape": [4, 3, 32, 32], "dtype": "float32"}],
+                    "optimizers": [],
+                    "boundary": {"path": str(path), "line": line, "function": "train_loop_fn"},
+                    "boundary_frames": [[str(path), line]],
+                    "optimizer_frames": [[str(path), opt], [str(path), call]] if trains else [],
+                    "counted": trains,
+                    "trains": trains,
+                }
+            )
+    # the loader's sync when it runs out (test_train_mp_mnist.py), then a setup sync: the
+    # first joins step 3, it is not a step 4
+    for line in (loop, top):
+        row += 1
+        trace.add(
+            {
+                "event": "step",
+                "t": row,
+                "step": row,
+                "start": row - 1.0,
+                "duration_s": 1.0,
+                "compiles": 0,
+                "compile_s": 0.0,
+                "executions": 1,
+                "transfers": 0,
+                "optimizer_steps": 3,
+                "inputs": None,
+                "optimizers": [],
+                "boundary": {"path": str(path), "line": line, "function": "f"},
+                "boundary_frames": [[str(path), line]],
+                "counted": False,
+                "trains": False,
+            }
+        )
+    placed = place(trace, phases)
+    assert [(r.phase, r.number) for r in placed.steps] == [
+        *[(TRAINING, n) for n in (1, 2, 3)],
+        (SETUP, 3),
+    ]
+    analysis = analyse(trace, phases)
+    assert [(c["reason"], c["phase"], c["step"]) for c in analysis.compiles] == [
+        ("warm-up", TRAINING, 1)
+    ]
+    assert analysis.findings == []

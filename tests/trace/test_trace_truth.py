@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -54,6 +55,7 @@ if isinstance(model, torch.nn.Module):
 print("TRUTH " + json.dumps({
     "compile_samples": (met.metric_data("CompileTime") or [0])[0],
     "uncached": met.counter_value("UncachedCompile") or 0,
+    "transfers": (met.metric_data("TransferFromDeviceTime") or [0])[0],
     "shard_bytes": shard_bytes,
 }), flush=True)
 """
@@ -78,6 +80,54 @@ import torch_xla.core.xla_model as xm
 
 def world():
     return xm.xrt_world_size()
+"""
+
+
+# aws-neuron-samples' customop_mlp train.py, cut down: the loss read with .to("cpu"), then the
+# checkpoint written with xm.save, which copies the state to the host through
+# torch_xla._XLAC._xla_get_cpu_tensors (one transfer, no torch.Tensor method).
+SAVE = """\
+import os
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+
+net = torch.nn.Linear(4, 2).to("xla")
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+for i in range(3):
+    optimizer.zero_grad()
+    loss = net(torch.ones(2, 4, device="xla")).sum()
+    loss.backward()
+    optimizer.step()
+    xm.mark_step()
+print("loss", loss.detach().to("cpu"), flush=True)
+xm.save({"state_dict": net.state_dict()}, os.path.join(os.path.dirname(__file__), "ck.pt"))
+"""
+
+# pytorch/xla's examples/eager/train_decoder_only_eager_with_compile.py, cut down: eager mode
+# compiles each op outside the step on its own (UncachedCompile, EagerOpCompileTime), and the
+# step through torch_xla.compile (CompileTime, a debug block).
+EAGER = """\
+import torch
+import torch_xla
+
+torch_xla.experimental.eager_mode(True)
+net = torch.nn.Linear(4, 2).to("xla")
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+
+
+def step_fn(x):
+    optimizer.zero_grad()
+    loss = net(x).sum()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+step = torch_xla.compile(step_fn)
+for i in range(3):
+    x = torch.randn(2, 4, device="xla") * 2 + 1
+    step(x)
 """
 
 
@@ -117,6 +167,8 @@ def runs(tmp_path_factory) -> dict[str, Future]:
     (project / "lib").mkdir()
     (project / "scripts" / "train.py").write_text(MAIN)
     (project / "lib" / "helpers.py").write_text(HELPERS)
+    (project / "save.py").write_text(SAVE)
+    (project / "eager.py").write_text(EAGER)
     pool = ThreadPoolExecutor(max_workers=2)
     futures = {
         "closure": pool.submit(
@@ -130,6 +182,10 @@ def runs(tmp_path_factory) -> dict[str, Future]:
             bare, project / "scripts" / "train.py", project, base / "removed-debug.txt"
         ),
     }
+    futures["save"] = pool.submit(trace, [], ["python", "save.py"], base / "save.jsonl", project)
+    futures["save-truth"] = pool.submit(bare, project / "save.py", project, base / "save.txt")
+    futures["eager"] = pool.submit(trace, [], ["python", "eager.py"], base / "eager.jsonl", project)
+    futures["eager-truth"] = pool.submit(bare, project / "eager.py", project, base / "eager.txt")
     futures["project"] = Future()
     futures["project"].set_result(project)
     yield futures
@@ -225,7 +281,7 @@ def test_the_header_says_cpu_times_are_not_tpu_times_and_the_flags(runs):
     flags = f"XLA_FLAGS={device['xla_flags']} (from the environment)"
     assert "not TPU times" in text
     assert (flags if device["xla_flags"] else "no XLA_FLAGS (the flags of a bare run)") in text
-    assert "\n   end " in text
+    assert re.search(r"\n +end +\d", text)  # the row after the last step
 
 
 def test_a_removed_api_the_script_died_of_is_confirmed_as_the_cause(runs):
@@ -249,3 +305,25 @@ def test_messages_name_files_relative_to_where_the_trace_ran(runs):
     words = [f["message"] + f["title"] + f["fix"] for f in run.report["findings"]]
     words += run.report["notes"] + [d["message"] for d in run.report["static"]]
     assert words and not [w for w in words if str(project) in w or str(ROOT) in w]
+
+
+def test_xm_save_is_a_host_read_at_its_line(runs):
+    """torch_xla's TransferFromDeviceTime counts the .to("cpu") and xm.save's copy of the
+    state (the trace counted only the first before)."""
+    run, truth = _run(runs, "save"), runs["save-truth"].result(timeout=RUN_TIMEOUT)
+    project = runs["project"].result()
+    reads = {(r["kind"], r["location"]["line"]): r["count"] for r in run.report["host_reads"]}
+    assert reads == {
+        ('.to("cpu")', line_of(project / "save.py", 'to("cpu")')): 1,
+        ("xm.save()", line_of(project / "save.py", "xm.save(")): 1,
+    }
+    assert sum(reads.values()) == truth["transfers"] == 2
+
+
+def test_eager_op_compiles_are_not_graph_compiles(runs):
+    """The step table counted UncachedCompile, which in eager mode also counts every op
+    compiled on its own (9 in the real example's first step, 2 graphs listed)."""
+    run, truth = _run(runs, "eager"), runs["eager-truth"].result(timeout=RUN_TIMEOUT)
+    counted = sum(s["compiles"] for s in run.report["steps"])
+    assert counted == len(run.report["compiles"]) == truth["compile_samples"] == truth["blocks"]
+    assert truth["uncached"] > truth["compile_samples"]  # the eager ops the table counted

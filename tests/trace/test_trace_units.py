@@ -939,6 +939,24 @@ def test_sys_path_folders_of_a_script(tmp_path):
     ]
 
 
+def test_sys_path_folders_of_pytorch_xla_examples(tmp_path):
+    """examples/fsdp/train_decoder_only_fsdp_v2.py puts examples/ on sys.path through a name
+    built from sys.argv[0]; the traced run's static list and phases missed the base module
+    that holds the training loop (its compiles were placed as setup)."""
+    (tmp_path / "fsdp").mkdir()
+    (tmp_path / "other").mkdir()
+    script = tmp_path / "fsdp" / "train.py"
+    script.write_text(
+        "import sys, os\n"
+        "example_folder = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[0])))\n"
+        "sys.path.append(example_folder)\n"
+        "twice = 'other'\n"
+        "twice = 'fsdp'\n"
+        "sys.path.append(twice)\n"  # assigned twice: not one folder
+    )
+    assert runner.sys_path_folders(str(script), str(tmp_path / "fsdp")) == [str(tmp_path)]
+
+
 def test_step_closure_reads_are_not_xla201_and_the_static_model_knows_them(tmp_path):
     from xla_lint.trace.report import in_step_closure_at
 

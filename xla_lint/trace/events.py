@@ -147,6 +147,7 @@ EVENT_OPTIONAL: dict[str, dict[str, Any]] = {
         "counted": {"type": "boolean"},
         "trains": {"type": "boolean"},
         "boundary_frames": {"type": "array", "items": {"type": "array"}},
+        "optimizer_frames": {"type": "array", "items": {"type": "array"}},
         "batches": {"type": "array", "items": {"type": "object"}},
     },
     "host_read": {"frames": {"type": "array", "items": {"type": "array"}}},
@@ -574,6 +575,8 @@ class Step:
     trains: bool = False  # an optimizer step ran in the row
     #: ``[path, line]`` of the boundary's user frames, innermost first.
     boundary_frames: list[list] = field(default_factory=list)
+    #: ``[path, line]`` of the user frames of the row's first optimizer step, innermost first.
+    optimizer_frames: list[list] = field(default_factory=list)
     #: The row's batches: ``{"loader": id of its loader event, "index": 1-based, "inputs"}``.
     batches: list[dict] = field(default_factory=list)
     #: Set by the report (:func:`xla_lint.trace.phases.place`): the phase the row ran in
@@ -608,6 +611,7 @@ class Step:
             counted=bool(data.get("counted", True)),
             trains=bool(data.get("trains", False)),
             boundary_frames=[list(f) for f in data.get("boundary_frames") or []],
+            optimizer_frames=[list(f) for f in data.get("optimizer_frames") or []],
             batches=[b for b in data.get("batches") or [] if isinstance(b, dict)],
         )
 

@@ -517,6 +517,9 @@ class Tracer:
         self.optimizer_made = False
         self.optimizer_steps = 0
         self.optimizer_stepped = False  # in the current span
+        #: user frames of the span's first optimizer step (innermost first): the loop it ran
+        #: in is a training loop whatever the script's structure says (phases.place)
+        self.optimizer_frames: list = []
         self.optimizer_steps_unsynced = 0  # optimizer steps since the last boundary
         self.reads: dict = {}  # (kind, path, line, function, closure) -> count
         self.read_frames: dict = {}  # the same key -> user frames of its first read in the row
@@ -616,12 +619,17 @@ class Tracer:
         return self._counter("ExecuteComputation") + self._counter("ExecuteReplicated")
 
     def snapshot(self) -> dict:
-        """The counters a step is measured with."""
-        compiles = self._counter("UncachedCompile")
+        """The counters a step is measured with. ``compiles`` are graph compiles: in eager
+        mode (``torch_xla.experimental.eager_mode(True)``) every op compiled on its own counts
+        in ``UncachedCompile`` too, timed as ``EagerOpCompileTime`` (not ``CompileTime``,
+        no debug block); those are ``eager_op_compiles``, apart."""
+        eager_ops = self._metric("EagerOpCompileTime")[0]
+        compiles = self._counter("UncachedCompile") - eager_ops
         compile_count, compile_ns, _ = self._metric("CompileTime")
         transfers, transfer_ns, _ = self._metric("TransferFromDeviceTime")
         return {
             "compiles": compiles,
+            "eager_op_compiles": eager_ops,
             "compile_samples": compile_count,
             "compile_ns": compile_ns,
             "executions": self.executions(),
@@ -704,6 +712,7 @@ class Tracer:
             self.step_started = time.perf_counter()
             self.boundaries_in_step = 0
             self.optimizer_stepped = False
+            self.optimizer_frames = []
             self.batch = None
             self.batches = []
             self.model_inputs = None
@@ -734,6 +743,7 @@ class Tracer:
             "boundary_frames": frames or [],
             "counted": counted,
             "trains": self.optimizer_stepped,
+            "optimizer_frames": self.optimizer_frames,
             "batches": self.batches,
             **figures,
             "optimizer_steps": self.optimizer_steps,
@@ -767,6 +777,7 @@ class Tracer:
             "compile_samples": samples,
             "execute_samples": self.execute_samples(every=last),
             "cached_compiles": counters["cached_compiles"] - before["cached_compiles"],
+            "eager_op_compiles": counters["eager_op_compiles"] - before["eager_op_compiles"],
             "executions": counters["executions"] - before["executions"],
             "transfers": counters["transfers"] - before["transfers"],
             "transfer_s": round((counters["transfer_ns"] - before["transfer_ns"]) / 1e9, 6),
@@ -1054,7 +1065,10 @@ class Tracer:
 
     @_safe
     def on_optimizer_step(self) -> None:
-        """Global optimizer step hook: this span is a training step."""
+        """Global optimizer step hook: this span is a training step (where the span's first
+        one ran is kept: :attr:`optimizer_frames`)."""
+        if not self.optimizer_stepped:
+            self.optimizer_frames = user_frames(sys._getframe(1))
         self.optimizer_stepped = True
         self.optimizer_steps += 1
         self.optimizer_steps_unsynced += 1
@@ -1397,6 +1411,7 @@ def install_patches(torch_xla) -> None:
     _set_library_dirs(torch, torch_xla)
     _patch_sync(torch_xla)
     _patch_tensor(torch)
+    _patch_cpu_tensors(torch_xla)
     _patch_optim(torch)
     _patch_data(torch)
     _patch_launch(torch_xla)
@@ -1481,6 +1496,49 @@ def _patch_tensor(torch) -> None:
     ):
         wrap(name, kind)
     wrap("to", '.to("cpu")', to_cpu)
+
+
+def _patch_cpu_tensors(torch_xla) -> None:
+    """``xm.save`` (and ``xm.mesh_reduce``, ``xm.all_gather``'s host paths, distributed
+    checkpoints) copy XLA tensors to the host through ``torch_xla._XLAC._xla_get_cpu_tensors``
+    (torch_xla/core/xla_model.py ``_maybe_convert_to_cpu``), not a ``torch.Tensor`` method:
+    one transfer (``TransferFromDeviceTime``) for the call's tensors, counted as one read named
+    after the torch_xla function the user called (``xm.save()``). Calls with no tensor (a
+    ``mesh_reduce`` of a Python float, a non-master ``xm.save``) copy nothing and are not
+    reads."""
+    xlac = getattr(torch_xla, "_XLAC", None)
+    if getattr(xlac, "_xla_get_cpu_tensors", None) is None:
+        return
+
+    def around(tracer: Tracer, frame, original, args, kwargs):
+        return tracer.host_read(frame, original, args, kwargs, kind=_api_kind(frame))
+
+    _patch(
+        xlac,
+        "_xla_get_cpu_tensors",
+        skip_compiling=True,
+        skip_compiler=True,
+        exclusive=True,
+        when=lambda args, kwargs: bool(args) and bool(args[0]),
+        around=around,
+    )
+
+
+def _api_kind(frame) -> str:
+    """``xm.save()``: the library function the user's code called, from ``frame`` (inside
+    it) outwards: the last frame before the first user frame."""
+    name = None
+    while frame is not None:
+        code = frame.f_code
+        user = _user_code.get(code)
+        if user is None:
+            user = _user_code[code] = is_user_file(code.co_filename)
+        if user:
+            break
+        module = frame.f_globals.get("__name__", "")
+        name = ("xm." if module == "torch_xla.core.xla_model" else "") + code.co_name
+        frame = frame.f_back
+    return f"{name}()" if name else "copy to the host"
 
 
 def _patch_optim(torch) -> None:

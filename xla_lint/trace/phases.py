@@ -8,6 +8,8 @@ which phase each row and each event ran, from the linter's model of the script's
 * an event (compile, host read, step boundary) is in the phase of the innermost classified
   loop holding one of its user frames, innermost frame first (a step function's sync runs in
   the training loop that called it); setup when no frame is inside a loop;
+* a loop an optimizer step ran in (the innermost loop of the step's stack) is training,
+  whatever its body says statically (a step function called through ``torch_xla.compile``);
 * a row that ran an optimizer step is training; a row ended by a sync in the training loop
   without one (``torch_xla.step()`` syncs on entry too, gradient accumulation) joins the
   training row after it;
@@ -42,6 +44,10 @@ class PhaseMap:
     them; :meth:`of_frames` answers where a stack ran."""
 
     spans: dict[str, tuple] = field(default_factory=dict)
+    #: ``(path, first line)`` of the loops an optimizer step ran in (the innermost loop of its
+    #: stack): training loops, whatever their body says statically (the step function called
+    #: through ``torch_xla.compile`` of pytorch/xla's examples reads as an evaluation).
+    trained: frozenset = frozenset()
 
     @classmethod
     def of_files(cls, paths: Iterable[str]) -> PhaseMap:
@@ -68,10 +74,13 @@ class PhaseMap:
         """``(phase, loop)`` of a stack (``[path, line]`` pairs or locations, innermost
         first): the kind of the innermost loop holding the first frame that is inside a loop
         of its file, with that loop as ``(path, first line)``; ``(setup, None)`` when frames
-        are in mapped files but in no loop; ``(None, None)`` when no frame is in a mapped file."""
+        are in mapped files but in no loop; ``(None, None)`` when no frame is in a mapped file,
+        or when none is in a loop and the innermost ran in a file not mapped (its loop, if
+        any, is not known: not setup)."""
         from ..analysis.loops import innermost_loop
 
         known = False
+        inner_unknown = False  # a user frame of a file not mapped ran inside the known ones
         for frame in frames:
             path: object
             line: object
@@ -85,12 +94,14 @@ class PhaseMap:
                 continue
             spans = self.spans.get(os.path.abspath(path))
             if spans is None:
+                inner_unknown = inner_unknown or not known
                 continue
             known = True
             loop = innermost_loop(spans, line)
             if loop is not None:
-                return str(loop.kind), (os.path.abspath(path), loop.first)
-        return (SETUP, None) if known else (None, None)
+                where = (os.path.abspath(path), loop.first)
+                return (TRAINING if where in self.trained else str(loop.kind)), where
+        return (SETUP, None) if known and not inner_unknown else (None, None)
 
 
 def event_paths(trace: Trace) -> list[str]:
@@ -156,7 +167,13 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
     (and an evaluation compile's ``loop``), every event's ``step`` the row it is now in
     (rows renumbered 1, 2, ... in order; the row after the last step is the next number).
     Rows the hook did not count that no counted row follows go to ``before_end``, which the
-    row after the last step adds up. The events themselves are not changed."""
+    row after the last step adds up. The events themselves are not changed. A loop an
+    optimizer step ran in is training (:attr:`PhaseMap.trained`)."""
+    if phases is not None:
+        trained = {phases.of_frames(r.optimizer_frames)[1] for r in trace.steps}
+        trained.discard(None)
+        if trained:
+            phases = replace(phases, trained=phases.trained | frozenset(trained))
     groups: list[list[Step]] = []
     pending: list[Step] = []
     for raw in trace.steps:
@@ -168,7 +185,11 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
         if row.phase in (None, TRAINING):
             groups.append([*pending, row])
         else:
-            if pending:
+            if pending and groups and groups[-1][-1].phase in (None, TRAINING):
+                # the training loop's last sync (an MpDeviceLoader syncs when it runs out)
+                # ends the last step's tail, not a step of its own
+                groups[-1].extend(pending)
+            elif pending:
                 groups.append(pending)
             groups.append([row])
         pending = []

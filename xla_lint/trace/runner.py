@@ -873,9 +873,12 @@ def sys_path_folders(path: str, cwd: str) -> list[str]:
     """The folders the script ``path`` puts on ``sys.path`` itself, as Python would find them:
     ``sys.path.append(F)`` and ``sys.path.insert(I, F)`` anywhere in the script, where ``F``
     is a string literal (relative to ``cwd``, the folder the script runs in, as Python reads
-    a relative entry), or ``os.path.join``/``dirname``/``abspath``/``realpath`` of literals and
-    ``__file__``. Only folders that exist; not the script's own folder. ``[]`` for a script
-    that cannot be read or parsed."""
+    a relative entry), or ``os.path.join``/``dirname``/``abspath``/``realpath`` of literals,
+    ``__file__`` and ``sys.argv[0]`` (the script, run as a file), or a name the script
+    assigns once to such a value (pytorch/xla's examples: ``example_folder =
+    os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[0])))`` then
+    ``sys.path.append(example_folder)``). Only folders that exist; not the script's own
+    folder. ``[]`` for a script that cannot be read or parsed."""
     import ast
 
     script = os.path.abspath(path)
@@ -885,10 +888,33 @@ def sys_path_folders(path: str, cwd: str) -> list[str]:
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return []
 
-    def value(node: ast.AST) -> str | None:
+    assigned: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            assigned.setdefault(node.target.id, []).extend([node, node])  # not one value
+
+    def value(node: ast.AST, depth: int = 0) -> str | None:
+        if depth > 8:
+            return None
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
         if isinstance(node, ast.Name) and node.id == "__file__":
+            return script
+        if isinstance(node, ast.Name) and len(assigned.get(node.id, ())) == 1:
+            return value(assigned[node.id][0], depth + 1)
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and node.slice.value == 0
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "argv"
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "sys"
+        ):
             return script
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             return None
@@ -900,7 +926,7 @@ def sys_path_folders(path: str, cwd: str) -> list[str]:
             and func.value.value.id == "os"
         ):
             return None
-        args = [value(a) for a in node.args]
+        args = [value(a, depth + 1) for a in node.args]
         if not args or any(a is None for a in args) or node.keywords:
             return None
         words = [a for a in args if a is not None]
