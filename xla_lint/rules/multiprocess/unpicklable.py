@@ -7,11 +7,14 @@ import libcst as cst
 from ...analysis import apis
 from ...analysis.context import find_arg, literal_string
 from ...analysis.values import (
+    Known,
+    Value,
     definition,
+    parts_of,
     value_of,
 )
 from ...analysis.walk import iter_nodes
-from ...diagnostics import Severity
+from ...diagnostics import OptionCheck, Severity
 from ...rule import Invalid, Rule, Valid
 from .common import _is_one
 
@@ -62,13 +65,23 @@ a name assigned one, also through `mp.get_context(...)`). Not flagged: `xmp.spaw
 nprocs=1)` and `torch_xla.launch(..., debug_single_process=True)`, which run `fn` in the
 calling process; a `Manager()`'s queues and a `Pipe()`'s connections, which pickle.
 
+`xmp.spawn` is flagged when `nprocs` is absent or `None`, or when the code fixes it to
+another value (a literal, a module constant, an argparse default: `xla_lint/analysis/values.py`;
+then `xmp.spawn` raises XLA019's ValueError first, and this error once `nprocs` is dropped).
+A count the code cannot fix (an environment variable, a function parameter, an option
+without a default) is not flagged: a runner that sets it to 1 runs `fn` in place (a test
+suite's `nprocs=int(os.environ["NUM_TPU_WORKERS"])`); an option is flagged when a launch of
+the program in the tree passes it another value (`python train.py --num_cores 8`).
+
 ## Why is this bad
-In torch_xla 2.9.0, `torch_xla.launch` calls `xmp.spawn`, which calls
-`torch_xla/_internal/pjrt.py` `spawn` → `run_multiprocess`: the function and its `args`
-are wrapped in `_SpawnFn` ("Pickle-able wrapper") and handed to a
-`concurrent.futures.ProcessPoolExecutor`, which pickles every task to send it to a worker
-process, whatever the start method (`fork` too), and on every device type (on CPU too,
-with one worker). A local function or a lambda is pickled by name and cannot be found
+In torch_xla 2.9.0, `torch_xla.launch` calls `xmp.spawn` (`nprocs=None`, or 1 with
+`debug_single_process=True`), which calls `torch_xla/_internal/pjrt.py` `spawn`: with
+`nprocs == 1` it calls the function in the calling process (`_run_singleprocess`), nothing
+pickled; with any other number it raises ValueError; with `None` it calls
+`run_multiprocess`: the function and its `args` are wrapped in `_SpawnFn` ("Pickle-able
+wrapper") and handed to a `concurrent.futures.ProcessPoolExecutor`, which pickles every task
+to send it to a worker process, whatever the start method (`fork` too), and on every device
+type (on CPU too, with one worker). A local function or a lambda is pickled by name and cannot be found
 (`AttributeError: Can't pickle local object 'main.<locals>.nested'`); a multiprocessing
 synchronisation object refuses (`RuntimeError: Queue objects should only be shared between
 processes through inheritance`). Measured with torch_xla 2.9.0 on CPU for each of them;
@@ -102,8 +115,8 @@ def main():
 ```
 
 ## References
-- torch_xla 2.9.0 `torch_xla/_internal/pjrt.py` (`spawn`, `run_multiprocess`, `_SpawnFn`),
-  `torch_xla/torch_xla.py` (`launch`)
+- torch_xla 2.9.0 `torch_xla/_internal/pjrt.py` (`spawn`, `_run_singleprocess`,
+  `run_multiprocess`, `_SpawnFn`), `torch_xla/torch_xla.py` (`launch`)
 - https://docs.python.org/3/library/multiprocessing.html#programming-guidelines ("Explicitly
   pass resources to child processes", picklability)
 """
@@ -134,6 +147,18 @@ def main():
             "    def go(self):\n        torch_xla.launch(self.run)\n"
             "def main(cfg):\n    torch_xla.launch(functools.partial(_mp_fn, cfg=cfg))\n"
             "    torch_xla.launch(_mp_fn, args=(cfg,))\n"
+        ),
+        # A count the code does not fix: pytorch/ignite tests/ignite/conftest.py reads it from
+        # NUM_TPU_WORKERS, which its runner sets to 1 (then `fn` runs in place); a parameter;
+        # an option without a default that no launch in the tree passes.
+        Valid(
+            "import os\nimport argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def xla_worker(index, fn):\n    fn()\n"
+            "def distributed(fn):\n    def xla_worker(index, fn):\n        fn()\n"
+            "    xmp.spawn(xla_worker, args=(fn,), nprocs=int(os.environ['NUM_TPU_WORKERS']))\n"
+            "def run(n):\n    xmp.spawn(lambda i: None, nprocs=n)\n"
+            "parser = argparse.ArgumentParser()\nparser.add_argument('--nprocs', type=int)\n"
+            "args = parser.parse_args()\nxmp.spawn(lambda i: None, nprocs=args.nprocs)\n"
         ),
         # torch's own mp.spawn is not torch_xla's (it starts processes itself, by inheritance).
         Valid(
@@ -180,10 +205,24 @@ def main():
             "    fn = functools.partial(train, cfg=cfg)\n    torch_xla.launch(fn)\n",
             (7,),
         ),
+        # nprocs=None, a count that is None on one branch, a constant other than 1 (ValueError
+        # first, then this), an argparse default of 8.
+        Invalid(
+            "import argparse\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "NPROCS = 8\n"
+            "def main(debug):\n    xmp.spawn(lambda i: None, nprocs=None)\n"
+            "    n = 1 if debug else None\n    xmp.spawn(lambda i: None, nprocs=n)\n"
+            "    xmp.spawn(lambda i: None, nprocs=NPROCS)\n"
+            "parser = argparse.ArgumentParser()\nparser.add_argument('--num_cores', type=int, default=8)\n"
+            "args = parser.parse_args()\nxmp.spawn(lambda i: None, nprocs=args.num_cores)\n",
+            (5, 7, 8, 12),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
+        first = ""  # what raises before the pickling error
+        check: tuple[tuple[str, str | None], str] | None = None  # nprocs read from an option
         if ctx.is_call_to(node, apis.LAUNCH):
             api = "torch_xla.launch"
             single = find_arg(node, "debug_single_process", 3)
@@ -192,15 +231,30 @@ def main():
         elif ctx.is_call_to(node, apis.SPAWN):
             api = "xmp.spawn"
             nprocs = find_arg(node, "nprocs", 2)
-            if nprocs is not None and _is_one(value_of(ctx, nprocs.value)):
-                return
+            if nprocs is not None:
+                count_value = value_of(ctx, nprocs.value)
+                count = _spawn_count(ctx, count_value)
+                text = " ".join(ctx.module.code_for_node(nprocs.value).split())
+                if count == _RAISES:
+                    first = (
+                        f" (`nprocs={text}` makes `xmp.spawn` raise ValueError even before that, "
+                        "XLA019; this error comes once `nprocs` is dropped)"
+                    )
+                elif count != _MANY:
+                    # One process (nprocs == 1 runs `fn` in place), or a count the code does not
+                    # fix (an environment variable, a parameter): reported only when a launch of
+                    # the program passes the option another value.
+                    option = getattr(count_value, "option", None)
+                    if option is None:
+                        return
+                    check = (option, text)
         else:
             return
         fn = find_arg(node, "fn", 0)
         if fn is not None:
             what = self._unpicklable_function(fn.value, 0)
             if what is not None:
-                self.report(
+                self._report(
                     node,
                     self.message.format(
                         what=what,
@@ -209,7 +263,9 @@ def main():
                         "attribute ... on <module '__mp_main__'>`)",
                         fix="define the function at module level, outside `if __name__ == "
                         "'__main__':`",
-                    ),
+                    )
+                    + first,
+                    check,
                 )
         args = find_arg(node, "args", 1)
         if args is None:
@@ -223,7 +279,7 @@ def main():
         for item in _contents(value):
             kind = self._inherit_only(item) or self._collects_inherit_only(item)
             if kind is not None:
-                self.report(
+                self._report(
                     node,
                     self.message.format(
                         what=f"a multiprocessing `{kind}`",
@@ -232,8 +288,30 @@ def main():
                         "processes through inheritance`",
                         fix="pass a `Manager().Queue()`-style proxy (`mp.Manager()` makes "
                         "queues, locks and events that pickle), or create it in each process",
-                    ),
+                    )
+                    + first,
+                    check,
                 )
+
+    def _report(
+        self,
+        node: cst.Call,
+        message: str,
+        check: tuple[tuple[str, str | None], str] | None,
+    ) -> None:
+        """Report ``message`` at ``node``; with ``check`` (an ``nprocs`` read from an argparse
+        option whose own value runs one process or is unknown: ``((spelling, type), text)``),
+        only when a launch of the program passes the option a value other than 1."""
+        if check is None:
+            self.report(node, message)
+            return
+        (spelling, kind), text = check
+        template = message.replace("{", "{{").replace("}", "}}") + (
+            f" (`nprocs={text}` is {{value}}: {{where}} passes `{{given}}`, and `xmp.spawn` "
+            "raises ValueError for it even before that, XLA019; this error comes once `nprocs` "
+            "is dropped)"
+        )
+        self.report(node, message, option=OptionCheck(spelling, kind, ("1",), template))
 
     def _unpicklable_function(self, expr: cst.BaseExpression, depth: int) -> str | None:
         """What makes ``expr`` (the launched function) unpicklable: "a `lambda`", "the nested
@@ -311,6 +389,30 @@ def main():
             if kind is not None:
                 return kind
         return None
+
+
+# How many processes `xmp.spawn(..., nprocs=N)` starts, as torch_xla 2.9.0 `_internal/pjrt.py`
+# `spawn` reads N: 1 runs `fn` in the calling process (`_run_singleprocess`), None one process per
+# device (`run_multiprocess`, which pickles), anything else raises ValueError before anything runs.
+_ONE, _MANY, _RAISES, _UNKNOWN = "one", "many", "raises", "unknown"
+
+
+def _spawn_count(ctx, value: Value, depth: int = 0) -> str:
+    """:data:`_ONE`, :data:`_MANY`, :data:`_RAISES` or :data:`_UNKNOWN` for an ``nprocs`` value
+    (:func:`~xla_lint.analysis.values.value_of`); a conditional expression or several assignments
+    is :data:`_MANY` when one of its values is, :data:`_RAISES` when one raises, :data:`_ONE` when
+    all run one process, else unknown (an environment variable, a parameter, a call)."""
+    if isinstance(value, Known):
+        if value.value is None:
+            return _MANY
+        return _ONE if _is_one(value) else _RAISES
+    if value.kind == "several" and value.parts and depth < 4:
+        found = {_spawn_count(ctx, part, depth + 1) for part in parts_of(ctx, value)}
+        for verdict in (_MANY, _RAISES, _UNKNOWN):
+            if verdict in found:
+                return verdict
+        return _ONE
+    return _UNKNOWN
 
 
 def _contents(node: cst.BaseExpression) -> list[cst.BaseExpression]:
