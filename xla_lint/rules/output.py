@@ -46,7 +46,11 @@ A program shows where its output may be lost with `xla-lint --show-programs --ou
 
 Left alone: calls that pass `**kwargs` (they may carry `flush`), prints to `sys.stderr`, which
 Python 3.9+ line-buffers even when redirected, a local function or parameter named `print`,
-prints followed later in the same function (or module body) by `sys.stdout.flush()`, programs
+prints followed later in the same function (or module body) by `sys.stdout.flush()`, prints
+followed in their block only by more prints and `sys.exit()` (`exit()`, `quit()`, `raise
+SystemExit`), since the interpreter writes the buffer as it exits (except in a replica that
+`xmp.spawn` starts: its pool worker catches the `SystemExit`, `concurrent.futures.process`
+`_process_worker`, and lives on until the pool shuts down), programs
 whose output is unbuffered (`python -u`, `PYTHONUNBUFFERED`, stdout reconfigured) and tests
 (pytest captures their output). In a Jupyter notebook, prints at a cell's top level run in the
 kernel, whose output the notebook shows; a function of a notebook that spawns may run in the
@@ -116,6 +120,11 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
         Valid(
             "import sys\nimport torch_xla\ntry:\n    import model\nexcept ImportError as e:\n"
             "    print(f'cannot import: {e}')\n    sys.exit(1)\n"
+        ),
+        # in an SPMD program too: `sys.exit` writes the buffer as the interpreter exits
+        Valid(
+            "import sys\nimport torch_xla.runtime as xr\nxr.use_spmd()\nif not ok:\n"
+            "    print('bad config')\n    print('see --help')\n    sys.exit(1)\n"
         ),
         # a library that only a plain single-process script reaches
         Valid(
@@ -227,6 +236,10 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
         requires = [(Fact.UNBUFFERED, False), (Fact.TEST, False)]
         if not exits:
             requires.append((Fact.UNATTENDED, True))
+            if self._exits_next():
+                # `print(...); sys.exit(1)`: the exit writes the buffer, except in a replica of
+                # `xmp.spawn`, whose pool worker catches SystemExit and lives on (see explanation)
+                requires.append((Fact.SPAWN, True))
         self.report(
             node,
             self.message + ", and `os._exit` below ends the process without writing it"
@@ -238,7 +251,36 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
             requires=requires,
         )
 
+    def _exits_next(self) -> bool:
+        """Whether the statements after the print's, in its block, are only more prints and then
+        ``sys.exit(...)``/``exit()``/``quit()``/``raise SystemExit``: the interpreter's exit
+        writes what was printed, as it flushes ``sys.stdout``."""
+        ctx = self.ctx
+        line = next(iter(ctx.enclosing(cst.SimpleStatementLine)), None)
+        if line is None:
+            return False
+        block = next(iter(ctx.enclosing(cst.IndentedBlock, cst.Module)), None)
+        body = block.body if block is not None else ()
+        if line not in body:
+            return False
+        for statement in body[body.index(line) + 1 :]:
+            if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+                return False
+            small = statement.body[0]
+            if isinstance(small, cst.Raise):
+                exc = small.exc.func if isinstance(small.exc, cst.Call) else small.exc
+                return exc is not None and "builtins.SystemExit" in ctx.qnames(exc)
+            if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+                return False
+            names = ctx.qnames(small.value.func)
+            if not names.isdisjoint(_NORMAL_EXITS):
+                return True
+            if apis.PRINT not in names:
+                return False
+        return False
 
+
+_NORMAL_EXITS = frozenset({"sys.exit", "builtins.exit", "builtins.quit"})
 _FLUSH_TYPES = frozenset({cst.Call, cst.FunctionDef})
 _EXITS = frozenset({"os._exit", "os.abort"})  # end the process without writing stdio buffers
 
