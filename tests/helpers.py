@@ -42,7 +42,9 @@ def fix_text(root: Path, rel: str, select: list[str], **settings_kw) -> str:
     os.chdir(root)
     try:
         settings = build_settings(cwd=root, select=select, isolated=True, **settings_kw)
-        launchers: list[str] = []  # the tree's launch scripts give the program facts, as in lint_tree
+        launchers: list[
+            str
+        ] = []  # the tree's launch scripts give the program facts, as in lint_tree
         targets = discover(["."], settings, launchers)
         result = run(targets, settings, jobs=1, launchers=launchers, folders=["."])
         target = next(t for t in targets if t.path == rel)

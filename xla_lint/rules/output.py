@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from ..analysis import apis
@@ -260,7 +262,9 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
         if line is None:
             return False
         block = next(iter(ctx.enclosing(cst.IndentedBlock, cst.Module)), None)
-        body = block.body if block is not None else ()
+        body: Sequence[cst.CSTNode] = (
+            block.body if isinstance(block, (cst.IndentedBlock, cst.Module)) else ()
+        )
         if line not in body:
             return False
         for statement in body[body.index(line) + 1 :]:
