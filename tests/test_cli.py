@@ -1032,3 +1032,52 @@ def test_add_noqa_names_notebooks_it_does_not_rewrite(tmp_path):
     assert "nb.ipynb: no noqa added for 1 diagnostic: notebooks and documents" in proc.stderr
     assert (tmp_path / "nb.ipynb").read_text() == text
     assert "# noqa: XLA004" in (tmp_path / "a.py").read_text()
+
+
+# ---- Ctrl-C ------------------------------------------------------------------------------
+
+# `xla-lint`, held in click's own parse of the group's arguments (`click.Group.parse_args`)
+# until SIGINT comes: "parsing" on stdout says it is there.
+SLOW_PARSE = """
+import os, sys, time
+import click
+from xla_lint.__main__ import main
+
+real = click.Group.parse_args
+
+
+def slow(self, ctx, args):
+    os.write(1, b"parsing\\n")  # unbuffered: a SIGINT in a flush of print's would repeat it
+    time.sleep(60)
+    return real(self, ctx, args)
+
+
+click.Group.parse_args = slow
+sys.argv[0] = "xla-lint"
+main()
+"""
+
+
+@pytest.mark.parametrize("args", [["--isolated", "."], ["check", "--output-format", "json", "."]])
+def test_ctrl_c_while_click_parses_the_command_line_is_one_line(tmp_path, args):
+    """Ctrl-C in click's parse of the command line printed click's empty line (it closes the
+    terminal's ``^C``) before ``xla-lint: interrupted``: click's ``main`` catches the
+    KeyboardInterrupt there and echoes a newline to standard error before our handler."""
+    import signal
+
+    write_tree(tmp_path, {"a.py": CLEAN})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_PARSE, *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"parsing\n"  # it is in the parse now, however loaded
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (proc.returncode, err, out) == (130, b"xla-lint: interrupted\n", b"")

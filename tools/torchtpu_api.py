@@ -19,8 +19,22 @@ with :mod:`ast` only. What is read:
   is stable, and the ``__tt_api_stages__`` map (``ApiStageInfo(stage=Stage.X)``) of its module
   decides the attributes it lists.
 
-The migration tool (:mod:`xla_lint.migrate`) never reads the wheel: it reads the committed JSON,
-and a test fails when a suggested target is not a public, non-internal name in it.
+Also recorded, for the TorchTPU rules (:mod:`xla_lint.rules.torchtpu`):
+
+- ``signatures``: each public function's parameters (name, kind, default as source text), read
+  from its ``def`` (``torch.tpu.ops.splash_sdpa``'s keyword-only ``is_causal=True``);
+- ``deprecated_defs``: every function or method of the wheel marked deprecated, public or not:
+  decorated ``@deprecated(version=..., reason=...)``, or warning through
+  ``_compat.warn_deprecation_with_skip("...")`` (``torch_tpu._internal.pallas.pallas``'s
+  ``custom_jax_kernel`` and its ``get_pallas_mesh`` alias);
+- ``wheel_modules``: the dotted name of every Python module in the wheel (``torch_tpu.api`` is
+  not one), and ``package_attrs``: the names ``torch_tpu/__init__.py`` binds at its top level
+  (``tpu_device`` is not one);
+- ``environment``: every ``TORCH_TPU_*`` name the wheel spells, in its Python sources and in
+  the strings of its compiled libraries (``.so``), where most variables are read.
+
+The migration tool (:mod:`xla_lint.migrate`) and the rules never read the wheel: they read the
+committed JSON, and a test fails when a suggested target is not a public, non-internal name in it.
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -306,10 +321,162 @@ def resolve(wheel: Wheel, target: str, depth: int = 0) -> tuple[dict, str]:
     return _stage_of_def(found), target
 
 
+def _definition(wheel: Wheel, where: str) -> ast.AST | None:
+    """The ``def`` or ``class`` at ``where`` (``"pkg.mod:Qual.name"``), through class bodies."""
+    module, _, qual = where.partition(":")
+    tree = wheel.module(module)
+    if tree is None or not qual:
+        return None
+    scope: list[ast.stmt] = tree.body
+    found: ast.AST | None = None
+    for part in qual.split("."):
+        found = next(
+            (
+                s
+                for s in scope
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and s.name == part
+                and not _is_overload(s)
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        if isinstance(found, ast.ClassDef):
+            scope = _with_bases(found, tree)
+    return found
+
+
+def signature(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict]:
+    """The parameters of ``func``: name, kind (``positional_only``, ``positional``,
+    ``var_positional``, ``keyword_only``, ``var_keyword``) and default (source text, when any);
+    a classmethod's ``cls`` is left out."""
+    a = func.args
+    out: list[dict] = []
+    positional = [*a.posonlyargs, *a.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(
+        a.defaults
+    )
+    for i, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
+        if i == 0 and arg.arg in ("cls", "self"):
+            continue
+        kind = "positional_only" if i < len(a.posonlyargs) else "positional"
+        out.append(_param(arg.arg, kind, default))
+    if a.vararg is not None:
+        out.append(_param(a.vararg.arg, "var_positional", None))
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        out.append(_param(arg.arg, "keyword_only", default))
+    if a.kwarg is not None:
+        out.append(_param(a.kwarg.arg, "var_keyword", None))
+    return out
+
+
+def _param(name: str, kind: str, default: ast.expr | None) -> dict:
+    out = {"name": name, "kind": kind}
+    if default is not None:
+        out["default"] = ast.unparse(default)
+    return out
+
+
+def deprecated_defs(wheel: Wheel) -> dict[str, dict]:
+    """Every function or method of the wheel's Python sources marked deprecated:
+    ``"pkg.mod:Qual"`` -> ``{"since", "reason"}`` (``@deprecated``) or ``{"message"}``
+    (a ``warn_deprecation_with_skip("...")`` call at the top of its body)."""
+    out: dict[str, dict] = {}
+    for path in sorted(wheel.names):
+        if not (path.startswith("torch_tpu/") and path.endswith(".py")):
+            continue
+        dotted = path[:-3].replace("/", ".").removesuffix(".__init__")
+        tree = wheel.module(dotted)
+        if tree is None:
+            continue
+        todo: list[tuple[str, list[ast.stmt]]] = [("", tree.body)]
+        while todo:
+            prefix, body = todo.pop()
+            for stmt in body:
+                if isinstance(stmt, ast.ClassDef):
+                    todo.append((f"{prefix}{stmt.name}.", stmt.body))
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                if _is_overload(stmt):
+                    continue
+                found = _deprecation(stmt)
+                if found is not None:
+                    out[f"{dotted}:{prefix}{stmt.name}"] = found
+    return dict(sorted(out.items()))
+
+
+def _deprecation(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict | None:
+    for dec in func.decorator_list:
+        stage = _decorator_stage(dec)
+        if stage is not None and stage["stage"] == "deprecated":
+            reason = next(
+                (
+                    kw.value.value
+                    for kw in getattr(dec, "keywords", ())
+                    if kw.arg == "reason" and isinstance(kw.value, ast.Constant)
+                ),
+                None,
+            )
+            return {**({"since": stage["since"]} if "since" in stage else {}), "reason": reason}
+    for stmt in func.body[:3]:  # the docstring, ``if warn_deprecated:``, the warning
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "warn_deprecation_with_skip"
+                and node.args
+            ):
+                parts = [
+                    n.value
+                    for n in ast.walk(node.args[0])
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                ]
+                return {"message": "".join(parts)}
+    return None
+
+
+def package_attrs(wheel: Wheel) -> list[str]:
+    """The names ``torch_tpu/__init__.py`` binds at its top level (imports, assignments, defs),
+    also inside a top-level ``try``."""
+    tree = wheel.module("torch_tpu")
+    assert tree is not None
+    out: set[str] = set()
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, ast.Try):
+            todo.extend(stmt.body)
+            for handler in stmt.handlers:
+                todo.extend(handler.body)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    return sorted(out)
+
+
+_ENV_NAME = re.compile(rb"TORCH_TPU_[A-Z0-9_]*[A-Z0-9]")
+
+
+def environment(wheel_file: str) -> list[str]:
+    """Every ``TORCH_TPU_*`` name spelled in the wheel's Python sources and compiled libraries."""
+    found: set[str] = set()
+    with zipfile.ZipFile(wheel_file) as archive:
+        for info in archive.infolist():
+            if info.filename.endswith((".py", ".so")) or ".so." in info.filename:
+                data = archive.read(info)
+                found.update(m.decode("ascii") for m in _ENV_NAME.findall(data))
+    return sorted(found)
+
+
 def build(wheel_file: str) -> dict:
     """The data file's content: every public name with its kind, stage and definition."""
     wheel = Wheel(wheel_file)
     names: dict[str, dict] = {}
+    signatures: dict[str, list[dict]] = {}
     for module, exports in sorted(public_modules(wheel).items()):
         for name, (target, is_property) in sorted(exports.items()):
             stage, where = resolve(wheel, target)
@@ -319,6 +486,9 @@ def build(wheel_file: str) -> dict:
                 **stage,
                 "defined": where,
             }
+            found = None if is_property else _definition(wheel, where)
+            if isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                signatures[f"{module}.{name}"] = signature(found)
     with open(wheel_file, "rb") as handle:
         digest = hashlib.sha256(handle.read()).hexdigest()
     counts: dict[str, int] = {}
@@ -333,6 +503,15 @@ def build(wheel_file: str) -> dict:
         "modules": sorted(public_modules(wheel)),
         "counts": dict(sorted(counts.items())),
         "names": names,
+        "signatures": signatures,
+        "deprecated_defs": deprecated_defs(wheel),
+        "wheel_modules": sorted(
+            p[:-3].replace("/", ".").removesuffix(".__init__")
+            for p in wheel.names
+            if p.startswith("torch_tpu/") and p.endswith(".py")
+        ),
+        "package_attrs": package_attrs(wheel),
+        "environment": environment(wheel_file),
     }
 
 

@@ -68,6 +68,12 @@ RULES: tuple[RuleInfo, ...] = (
     RuleInfo("XLA302", "deprecated-mark-step", True, None),
     RuleInfo("XLA303", "prefer-launch", False, None),
     RuleInfo("XLA304", "deprecated-env-var", True, None),
+    RuleInfo("XLA401", "torch-xla-in-torchtpu-program", True, None, preview=True),
+    RuleInfo("XLA402", "raising-torch-tpu-device-api", True, None, preview=True),
+    RuleInfo("XLA403", "pre-0-2-torchtpu-name", True, None, preview=True),
+    RuleInfo("XLA404", "inductor-backend-on-tpu", True, None, preview=True),
+    RuleInfo("XLA405", "splash-sdpa-implicit-causal", True, None, preview=True),
+    RuleInfo("XLA406", "fork-start-method-in-torchtpu-program", True, None, preview=True),
     RuleInfo("XLA900", "unused-noqa", False, None),
 )
 BY_CODE: dict[str, RuleInfo] = {rule.code: rule for rule in RULES}

@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -64,16 +65,31 @@ class DefaultGroup(click.Group):
             args.insert(0, "check")
         return super().parse_args(ctx, args)
 
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        """Click's, except that a Ctrl-C while the command line is parsed (an option's type
+        or callback, a default read from the environment) is :func:`_interrupted`'s one line:
+        click's ``main`` catches it there, echoes an empty line to standard error (it closes
+        the terminal's ``^C``; click/core.py ``Command.main``) and raises ``Abort``, so the
+        output began with a blank line. The subcommand's parse runs inside :meth:`invoke`,
+        which handles its Ctrl-C the same way."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt:
+            _interrupted()
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Click's ``main``, except that a usage error is one line on standard error
         (``xla-lint: error: No such option: --formt``, exit 2) like every other error of
-        ours, instead of click's usage block."""
+        ours, instead of click's usage block, and a Ctrl-C anywhere is one line and exit 130
+        (:func:`_interrupted`)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         guard()  # `xla-lint . | head`: the run ends as it would have, quietly (docs/cli.md)
         _keep_interrupts()
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except KeyboardInterrupt:  # before click's own handler (its shell-completion check)
+            _interrupted()
         except SystemExit:
             if _INTERRUPTS:  # Ctrl-C landed where Python could only print and ignore it
                 _interrupted()
@@ -125,7 +141,7 @@ def _keep_interrupts() -> None:
     sys.unraisablehook = hook
 
 
-def _interrupted() -> None:
+def _interrupted() -> NoReturn:
     """Ctrl-C: one line and exit 130 at once. ``os._exit``, not ``sys.exit``: the parse of a
     large file runs in a daemon thread (``source.call_with_deep_stack``) that is still inside
     LibCST's native parser, and finalising the interpreter under it aborts the process
@@ -775,7 +791,11 @@ def rule_command(code: str | None, show_all: bool, output_format: str, color: st
     type=click.IntRange(min=1),
     default=20,
     show_default=True,
-    help="Steps to trace; the script is then stopped at a step boundary.",
+    help=(
+        "Training steps to trace (optimizer steps: `optimizer.step()`/`xm.optimizer_step`; every "
+        "step boundary when the script has no optimizer); setup and evaluation syncs do not "
+        "count. The script is then stopped at a step boundary."
+    ),
 )
 @click.option(
     "--timeout",

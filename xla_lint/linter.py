@@ -20,6 +20,7 @@ from libcst._nodes.internal import CodegenState  # what Module.code_for_node ren
 
 from .analysis.context import Dispatcher, FactsCollector, FileContext
 from .analysis.loaders import LoaderFlow
+from .analysis.loops import LoopFacts
 from .analysis.names import LOCAL, BindingCollector, Scope
 from .analysis.walk import silent_types, walk
 from .config import Settings
@@ -277,9 +278,11 @@ def lint_text(
 
 def record_flow(ctx: FileContext, facts: FileFacts) -> None:
     """Put the file's device-loader value flow (:class:`~xla_lint.analysis.loaders.LoaderFlow`)
-    in its facts, for the program model to join (:mod:`xla_lint.program.flow`)."""
+    and what its step loops and functions call (:meth:`LoopFacts.step_records`) in its facts, for
+    the program model to join (:mod:`xla_lint.program.flow`)."""
     flow = LoaderFlow.of(ctx)
-    facts.flows = flow.records()
+    steps = ctx.memo(LoopFacts, lambda: LoopFacts(ctx)).step_records()
+    facts.flows = {**flow.records(), **steps}
     facts.flow_functions = flow.defined
     facts.flow_calls = flow.called()
     facts.makes_device_loader = flow.makes_loader

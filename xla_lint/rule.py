@@ -116,6 +116,12 @@ class Rule:
     # "removed": also in a `try` body whose ImportError/AttributeError handler catches what the
     # removed API raises (the program works); True: deprecated APIs, which run there and are reported.
     version_guarded: ClassVar[bool | str] = False
+    # The platform the rule is about: "xla" (torch_xla), or "torchtpu" (Google's TorchTPU,
+    # xla_lint/rules/torchtpu.py), whose findings are dropped in the branches of dual-backend
+    # code that run only with torch_xla or another platform
+    # (xla_lint.analysis.torchtpu.runs_on_torchtpu, asked by those rules) rather than in those
+    # that run without XLA.
+    platform: ClassVar[str] = "xla"
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -147,7 +153,8 @@ class Rule:
         - the rule is ``version_guarded`` and the code does not run on the target version
           (:func:`xla_lint.analysis.guards.runs_on_target`);
         - the code runs only on another platform, or never (``if debug and False:``)
-          (:func:`~xla_lint.analysis.guards.runs_on_xla`, :func:`~xla_lint.analysis.guards.in_dead_code`);
+          (:func:`~xla_lint.analysis.guards.runs_on_xla`, :func:`~xla_lint.analysis.guards.in_dead_code`;
+          a TorchTPU rule asks :func:`~xla_lint.analysis.torchtpu.runs_on_torchtpu` instead);
         - it requires SPMD on or off and an enclosing ``if xr.is_spmd():`` branch runs in the
           other mode (a branch that matches answers the fact, so it is no longer required).
 
@@ -159,8 +166,8 @@ class Rule:
             caught=self.version_guarded == "removed"
         ):
             return False
-        if not ctx.runs_on_xla() or ctx.in_dead_code():
-            return False
+        if self.platform != "torchtpu" and (not ctx.runs_on_xla() or ctx.in_dead_code()):
+            return False  # a TorchTPU rule asks where TorchTPU code runs itself (rules/torchtpu.py)
         branch = ctx.spmd_branch() if any(k == Fact.SPMD for k, _ in facts) else None
         if branch is not None:
             if any(k == Fact.SPMD and value != branch for k, value in facts):

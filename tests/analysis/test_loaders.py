@@ -184,3 +184,45 @@ def test_called_functions_are_calls_and_callbacks_not_methods():
         "    torch_xla.launch(_mp_fn, args=())\n    len(loader)\n    print(loader)\n"
     )
     assert flow.called() == {"loop.run_epoch", "data.get_loader", "train._mp_fn"}
+
+
+# -- what step loops and functions call (LoopFacts.step_records) --------------------------------
+def test_a_factory_returns_its_closure_and_a_call_of_the_result_names_the_factory():
+    """``return train`` is the function value ``fn:``; ``train = f(...)`` then ``train(x)`` in a
+    loop over a per-device loader records the factory's return as what the loop runs."""
+    factory = (
+        "def make(D):\n    def train(x):\n        for _ in range(3):\n"
+        "            D(x).sum().backward()\n    return train\n"
+    )
+    _, flow = _flow(factory, "fns")
+    assert flow.records()["ret:fns.make"] == ["fn:fns.train"]
+    caller = (
+        "import torch_xla.distributed.parallel_loader as pl\nimport fns\n"
+        "def run(loader, device, D):\n    train = fns.make(D)\n"
+        "    for x in pl.ParallelLoader(loader, [device]).per_device_loader(device):\n"
+        "        train(x)\n        helper(x)\n"
+        "    for epoch in range(2):\n        fns.report(epoch)\n"
+        "def helper(x):\n    log(x)\n"
+    )
+    ctx, _ = _flow(caller)
+    records = LoopFacts(ctx).step_records()
+    assert records["run:batch"] == ["fn:train.helper", "ret:fns.make"]
+    assert "run:sync" not in records  # the epoch loop neither syncs nor iterates a loader
+    assert records["body:train.run"] == [
+        "fn:train.helper",
+        "fns.make",
+        "fns.report",
+        "ret:fns.make",
+    ]
+
+
+def test_a_loop_that_syncs_or_iterates_a_parameter_records_its_condition():
+    code = (
+        "import torch_xla.core.xla_model as xm\n"
+        "def epoch(batches):\n    for b in batches:\n        step(b)\n"
+        "for x in data:\n    step(x)\n    xm.mark_step()\n"
+    )
+    ctx, _ = _flow(code)
+    records = LoopFacts(ctx).step_records()
+    assert records["run:sync"] == ["train.step"]
+    assert records["run:batch=train.epoch#0:batches"] == ["train.step"]

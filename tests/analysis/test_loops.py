@@ -85,3 +85,38 @@ def test_backward_in_a_while_test_is_a_step_but_not_a_tensor_of_the_body():
     (loop,) = _loops(tree).values()
     own, full = facts.loop(loop)
     assert own.backward and full.backward and not full.backward_roots
+
+
+PHASES_SOURCE = """\
+import torch_xla
+
+def evaluate(model, loader):
+    for x in loader:
+        model(x)
+
+for epoch in range(2):
+    for x, y in train_loader:
+        loss = model(x)
+        loss.backward()
+        optimizer.step()
+    evaluate(model, test_loader)
+    while not ready():
+        wait()
+"""
+
+
+def test_loop_spans_give_each_loop_its_lines_and_kind():
+    from xla_lint.analysis.loops import LoopKind, innermost_loop, loop_spans
+
+    spans = loop_spans(FileContext(cst.parse_module(PHASES_SOURCE)))
+    assert [(s.first, s.last, s.kind) for s in spans] == [
+        (4, 5, LoopKind.EVALUATION),
+        (7, 14, LoopKind.TRAINING),  # its inner loop trains
+        (8, 11, LoopKind.TRAINING),
+        (13, 14, LoopKind.SETUP),
+    ]
+    assert innermost_loop(spans, 10).kind is LoopKind.TRAINING
+    assert innermost_loop(spans, 12).kind is LoopKind.TRAINING  # the epoch loop's own line
+    assert innermost_loop(spans, 14).kind is LoopKind.SETUP
+    assert innermost_loop(spans, 5).kind is LoopKind.EVALUATION
+    assert innermost_loop(spans, 2) is None

@@ -151,3 +151,30 @@ def test_torch_xla_getenv_as_is_an_environment_read():
         None,
     ]
     assert got[0].default is not None and got[1].default is None
+
+
+def test_attributes_assigned_from_each_other_are_judged_once_each(monkeypatch):
+    """Each of ten attributes is assigned from the next in four methods: following every path
+    costs 4**8 definitions per question (a real 1,500-line trainer of this shape took minutes);
+    judged once per attribute, site and depth it is a few hundred. The answers do not change."""
+    chain = "".join(
+        f"    def m{j}(self):\n"
+        + "".join(f"        self.a{i} = self.a{i + 1}\n" for i in range(10))
+        + "        self.a10 = xr.global_ordinal()\n"
+        for j in range(4)
+    )
+    source = HEAD + "class T:\n" + chain + "    def run(self):\n        guard(self.a0 == 0)\n"
+    looked_up = []
+    real = ranks.file_values
+
+    def counting(ctx):
+        looked_up.append(1)
+        return real(ctx)
+
+    monkeypatch.setattr(ranks, "file_values", counting)
+    (found,) = ask(source)
+    assert found is None  # a0 is 8 assignments away from the ordinal: past the depth bound
+    assert len(looked_up) < 2_000, len(looked_up)
+    short = HEAD + "class T:\n" + chain.replace("self.a3 = self.a4", "self.a3 = xr.global_ordinal()")
+    (found,) = ask(short + "    def run(self):\n        guard(self.a0 == 0)\n")
+    assert found is not None and found.kind == ranks.GLOBAL_ORDINAL

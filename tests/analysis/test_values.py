@@ -224,3 +224,46 @@ def test_the_table_is_built_once_per_file(monkeypatch):
     monkeypatch.setattr(values.FileValues, "__init__", counting)
     got = ask("N = 8\n" + "def f():\n    probe(N)\n" * 20)
     assert len(got) == 20 and len(built) == 1
+
+
+# -- what the file's calls pass to a parameter -------------------------------------------------
+def passed(source: str) -> list | None:
+    """For every ``probe(x)``: the values the file's calls pass to parameter ``x`` (or None)."""
+    ctx = FileContext(cst.parse_module(source))
+    out: list = []
+
+    class Probe:
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "probe":
+                found = values.arguments(ctx, node.args[0].value)
+                out.append(
+                    None if found is None else [values.value_of(ctx, e, s) for e, s in found]
+                )
+
+    walk(ctx.module, Dispatcher(ctx, [Probe()]))
+    return out
+
+
+def test_arguments_of_a_parameter_from_every_call_in_the_file():
+    got = passed(
+        "import argparse\n"
+        "def loaders(train_bs, val_bs=500):\n    probe(val_bs)\n    probe(train_bs)\n"
+        "parser = argparse.ArgumentParser()\nparser.add_argument('--bs', type=int, default=64)\n"
+        "args = parser.parse_args()\nloaders(args.bs, val_bs=1000)\nloaders(32)\n"
+        "trainer.loaders(7)\n"  # a method of that name is another function
+    )
+    assert [[known(v)[0] for v in vals] for vals in got] == [[1000, 500], [64, 32]]
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "",  # nothing calls it: other code may
+        "callbacks = [loaders]\nloaders(1)\n",  # passed on: called where the file cannot see
+        "loaders(*sizes)\n",
+        "loaders()\n",  # a required parameter left out: the call raises, nothing is passed
+    ],
+)
+def test_arguments_unknown_when_not_every_caller_is_seen(tail):
+    got = passed("def loaders(bs):\n    probe(bs)\n" + tail)
+    assert got == [None]

@@ -135,3 +135,49 @@ def test_file_facts_and_diagnostics_round_trip_the_flow():
     data = {**d.to_json(), "unless": list(d.unless)}
     assert Diagnostic.from_json(data) == d
     assert "unless" not in d.to_json()  # the public JSON shape is unchanged
+
+
+# -- functions that run inside one step of a loop ---------------------------------------------
+def test_a_closure_returned_by_a_factory_runs_in_the_callers_device_loader_loop():
+    files = {
+        "train.py": _facts(
+            "train",
+            {"run:batch": ["ret:fns.make"], "body:train.run": ["fns.make"]},
+            ["train.run"],
+            makes=True,
+        ),
+        "fns.py": _facts(
+            "fns",
+            {"ret:fns.make": ["fn:fns.train"], "body:fns.train": ["fns.helper"]},
+            ["fns.make", "fns.train", "fns.helper", "fns.other"],
+        ),
+    }
+    flows = _flows(files)
+    assert flows.stepped == {"fns.train", "fns.helper"}  # transitively through what train calls
+    assert flows.batched == flows.stepped
+    assert flows.may_be_loader(["batched:fns.train"], False)
+    assert flows.may_be_loader(["stepped:fns.helper"], False)
+    assert not flows.may_be_loader(["stepped:fns.other"], True)  # no step loop calls it
+    assert not flows.may_be_loader(["stepped:fns.make"], True)  # called outside the loop
+
+
+def test_a_syncing_loop_steps_but_does_not_batch_and_a_parameter_loop_needs_a_loader():
+    files = {
+        "train.py": _facts(
+            "train",
+            {
+                "run:sync": ["train.epoch"],
+                "run:batch=loop.run#0:batches": ["loop.step"],
+                "run:batch=loop.run#1:model": ["loop.never"],
+                "loop.run#0": ["loader"],
+            },
+            ["train.epoch"],
+            calls=["loop.run"],
+        ),
+        "loop.py": _facts("loop", {}, ["loop.run", "loop.step", "loop.never"]),
+    }
+    flows = _flows(files)
+    assert flows.in_step("stepped:train.epoch") and not flows.in_step("batched:train.epoch")
+    assert flows.in_step("batched:loop.step")  # loop.run's first parameter is a loader
+    assert not flows.in_step("stepped:loop.never")  # no caller passes a loader to `model`
+    assert not flows.in_step("stepped:loop.run")

@@ -12,6 +12,9 @@
 - ``loops``: loops and steps (:class:`~xla_lint.analysis.loops.LoopFacts`: training,
   evaluation or setup; what ends a step); ``loaders``: device loaders followed through the
   file's value flow (:class:`~xla_lint.analysis.loaders.LoaderFlow`), recorded for the program.
+- ``torchtpu``: whose ``torch_tpu`` a file uses (Google's TorchTPU, SOPHGO's, or undecided:
+  :func:`~xla_lint.analysis.torchtpu.flavour`), where TorchTPU code runs, and the committed data
+  file of the torch-tpu 0.2.0 wheel's API (also read by :mod:`xla_lint.migrate`).
 - ``seeds``: seeds, the model built after them and launched functions (shared by the seed and
   multi-process rules).
 

@@ -15,7 +15,10 @@ What one file can say about an expression is its *sources* (:meth:`LoaderFlow.so
   may be, a wrapper of one, a name or attribute assigned one anywhere in the module);
 - ``F#i:name``: parameter ``name`` (position ``i``, empty for a keyword-only one) of the
   function keyed ``F``: whatever a caller passes there;
-- ``ret:F``: what the function keyed ``F`` returns.
+- ``ret:F``: what the function keyed ``F`` returns;
+- ``fn:F``: the function keyed ``F`` itself (a name a ``def`` binds: ``return train`` in a factory
+  that defines the closure ``train``), so that a call of a value can be followed to the functions
+  it may run (:meth:`LoaderFlow.targets`).
 
 Function keys: ``module.function`` for a function (nested ones too), ``module.Class`` for a
 class's ``__init__`` (a call of the class), ``*.method`` for another method (a call
@@ -26,6 +29,13 @@ call slots and returns: ``{"loop.run_epoch#2": ["loader"], "ret:data.get_loader"
 "*.fit#0": ["train.main#0:loader"]}`` (a slot is a position, a keyword, or ``*`` for a call
 with ``*args``/``**kwargs``, whose source is :data:`UNKNOWN`). The program model joins every
 file's records (:mod:`xla_lint.program.flow`) and closes them transitively.
+
+Beside the value flow, the records say which functions run inside a step (keys the loop facts
+add, :meth:`xla_lint.analysis.loops.LoopFacts.step_records`): ``run:sync`` -> what a loop whose
+iterations end a step (a sync, ``torch_xla.step()``, a compiled call) calls, ``run:batch`` ->
+what a loop over a device loader made here calls, ``run:batch=K`` -> what a loop over the value
+keyed ``K`` (a parameter, a return) calls, ``body:F`` -> what the function keyed ``F`` calls;
+each call named by :meth:`LoaderFlow.targets`.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle", "ch
 LOADER = "loader"  # a source: may be a device loader made in this file
 UNKNOWN = "?"  # a source: a value the file cannot follow (`f(*args)`)
 RETURN = "ret:"  # a key's prefix: what a function returns
+FUNCTION = "fn:"  # a source's prefix: the function keyed so, as a value
 
 
 # Callees whose parameters and returns no linted file defines: not recorded (the records stay small).
@@ -112,6 +123,8 @@ class LoaderFlow:
         self._names: dict[tuple[int, str], list[tuple[cst.BaseExpression, Scope]]] = {}
         self._attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}
         self._returns: dict[str, list[tuple[cst.BaseExpression, Scope]]] = {}
+        # (id(scope a def binds its name in), name) -> the function's key (not methods).
+        self._defs: dict[tuple[int, str], str] = {}
         self._calls: list[tuple[cst.Call, Scope]] = []
         # `self._pl = pl` (a module bound to an attribute): attribute -> qualified names.
         self._attribute_modules: dict[str, frozenset[str]] = {}
@@ -155,6 +168,9 @@ class LoaderFlow:
                 assert isinstance(node, cst.FunctionDef)
                 owner = opened[-1][2] if opened else None
                 self._define(node, owner if type(owner) is cst.ClassDef else None, prefix)
+                if type(owner) is not cst.ClassDef:
+                    key = self.functions[id(node)].key
+                    self._defs[(id(scopes[-1]), node.name.value)] = key
                 scopes.append(ctx.scopes.get(node, scopes[-1]))
                 opened.append((ends[i], True, node))
             elif kind is cst.ClassDef:
@@ -334,6 +350,9 @@ class LoaderFlow:
             if owner is None:
                 return set()
             out = set()
+            defined = self._defs.get((id(owner), node.value))
+            if defined is not None:
+                out.add(FUNCTION + defined)
             if type(owner.node) is cst.FunctionDef:
                 function = self.functions.get(id(owner.node))
                 if function is not None and node.value in function.params:
@@ -365,6 +384,31 @@ class LoaderFlow:
         if type(func) is cst.Attribute:
             return [f"*.{func.attr.value}"]
         return []
+
+    def targets(self, call: cst.Call, scope: Scope) -> frozenset[str]:
+        """What ``call`` may run, as flow keys for the program model to resolve: a function's key
+        (``train_fns.train_step``, ``*.fit`` for ``self.fit(...)`` or a method of the module),
+        or, for a callee that is a value, its sources (``fn:train_fns.train``, what
+        ``ret:train_fns.make_step`` returns, a parameter ``loop.run#1:step_fn``): ``train =
+        train_fns.GAN_training_function(...)`` ... ``train(x, y)`` runs what that factory returns.
+        None for the standard library, torch, torch_xla and numpy."""
+        func = call.func
+        out: set[str] = set()
+        if type(func) is cst.Name and not self.ctx.qnames(func, scope):
+            found = self.sources(func, scope) - {LOADER}
+            if found:
+                return found
+        for callee in self.callees(call, scope):
+            if self._followed(call, callee):
+                out.add(callee)
+        if type(func) is cst.Attribute:
+            out |= self.sources(func, scope) - {LOADER}
+        return frozenset(out)
+
+    def key_of(self, function: cst.FunctionDef) -> str | None:
+        """The flow key of one of the module's functions (see the module docstring)."""
+        info = self.functions.get(id(function))
+        return info.key if info is not None else None
 
     def _followed(self, call: cst.Call, callee: str) -> bool:
         """Whether a call's return is worth a key: the module's own functions and methods,

@@ -15,7 +15,7 @@ import libcst as cst
 from . import apis
 from .context import FileContext, find_arg
 from .holds import name_words
-from .loaders import LoaderFlow
+from .loaders import LOADER, RETURN, LoaderFlow, parse_param
 from .names import Scope
 from .names import last_name as _last_name
 from .walk import TRIVIA, calls_in, walk
@@ -35,6 +35,12 @@ COMPILERS = frozenset({XLA_COMPILE, "torch.compile"})
 
 
 OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
+
+
+# Keys of LoopFacts.step_records (xla_lint/analysis/loaders.py describes them).
+RUN_SYNC = "run:sync"
+RUN_BATCH = "run:batch"
+BODY = "body:"
 
 
 ADD_STEP_CLOSURE = f"{apis.XM}.add_step_closure"
@@ -192,6 +198,10 @@ class LoopFacts:
         self._inner: dict[int, list[cst.For | cst.While]] = {}
         self._assigns: dict[int, list[_Assignment]] = {}
         self._loops: dict[int, tuple[Steps, Steps]] = {}
+        # Every loop with the scope its iterable is read in; every function with the calls in its
+        # body (its loops' too, not its nested functions'): for step_records.
+        self._every_loop: list[tuple[cst.For | cst.While, Scope]] = []
+        self._body_calls: list[tuple[cst.FunctionDef, list[tuple[cst.Call, Scope]]]] = []
         self._classified: dict[tuple[int, bool], Steps | None] = {}
         self._scan_module()
 
@@ -201,6 +211,7 @@ class LoopFacts:
         facts = self
         functions: list[tuple[cst.FunctionDef, Scope]] = []
         function_calls: dict[int, list[tuple[cst.Call, Scope]]] = {}
+        body_calls: dict[int, list[tuple[cst.Call, Scope]]] = {}
         full, own, inner, assigns = self._full, self._own, self._inner, self._assigns
         scopes: list[Scope] = [ctx.root_scope]
         flat = ctx.flat
@@ -290,6 +301,8 @@ class LoopFacts:
                                 own[id(loop)].append(record)
                 elif function is not None:
                     function_calls[id(function)].append(record)
+                if function is not None:
+                    body_calls[id(function)].append(record)
                 visit_call(node)
             elif type(node) is cst.For or type(node) is cst.While:
                 for loop, in_body in where(i)[1]:
@@ -297,6 +310,7 @@ class LoopFacts:
                         inner[id(loop)].append(node)
                 key = id(node)
                 full[key], own[key], inner[key], assigns[key] = [], [], [], []
+                self._every_loop.append((node, scopes[-1]))
                 start, stop = extent(i, node.body)
                 if type(node) is cst.While:
                     test_start, test_stop = extent(i, node.test)
@@ -317,6 +331,8 @@ class LoopFacts:
                 scopes.append(ctx.scopes.get(node, scopes[-1]))
                 functions.append((node, scopes[-1]))
                 function_calls[id(node)] = []
+                body_calls[id(node)] = []
+                self._body_calls.append((node, body_calls[id(node)]))
                 start, stop = extent(i, node.body)
                 opened.append((ends[i], None, node, start, stop, True))
             elif type(node) is cst.ClassDef:
@@ -351,6 +367,51 @@ class LoopFacts:
                 self.consumes[func.name.value] = (
                     self.consumes.get(func.name.value, frozenset()) | consumed
                 )
+
+    def step_records(self) -> dict[str, list[str]]:
+        """What the module's functions and step loops call, for the program model to tell which
+        functions run inside one step of a loop (keys described in
+        :mod:`xla_lint.analysis.loaders`): ``run:sync`` for a loop whose body ends a step
+        (:attr:`Steps.boundary`), ``run:batch`` for a loop over a device loader made here,
+        ``run:batch=K`` for a loop over a value other code decides (``K`` a parameter or return
+        key), ``body:F`` for the calls of function ``F`` (its loops' included). Each maps to the
+        targets of those calls (:meth:`LoaderFlow.targets`). A device loader syncs before each
+        batch (torch_xla 2.9.0 ``torch_xla/distributed/parallel_loader.py``, ``PerDeviceLoader.next``)."""
+        flow = self.flow
+        out: dict[str, set[str]] = {}
+
+        def targets(calls: list[tuple[cst.Call, Scope]]) -> set[str]:
+            found: set[str] = set()
+            for call, scope in calls:
+                found |= flow.targets(call, scope)
+            return found
+
+        for loop, scope in self._every_loop:
+            conditions: list[str] = []
+            if self.loop(loop)[1].boundary:
+                conditions.append(RUN_SYNC)
+            if type(loop) is cst.For:
+                sources = flow.sources(loop.iter, scope)
+                if LOADER in sources:
+                    conditions.append(RUN_BATCH)
+                else:
+                    conditions.extend(
+                        f"{RUN_BATCH}={k}"
+                        for k in sorted(sources)
+                        if k.startswith(RETURN) or parse_param(k) is not None
+                    )
+            if not conditions:
+                continue
+            found = targets(self.calls(loop))
+            if found:
+                for condition in conditions:
+                    out.setdefault(condition, set()).update(found)
+        for function, calls in self._body_calls:
+            key = flow.key_of(function)
+            found = targets(calls)
+            if key is not None and found:
+                out.setdefault(BODY + key, set()).update(found)
+        return {k: sorted(v) for k, v in sorted(out.items())}
 
     def _classify(self, call: cst.Call, scope: Scope, use_functions: bool) -> Steps | None:
         key = (id(call), use_functions)
@@ -530,6 +591,48 @@ class LoopFacts:
             if any(n and n != "self" and (n in models or model_word(n)) for n in names):
                 return LoopKind.EVALUATION
         return LoopKind.SETUP
+
+
+@dataclass(frozen=True)
+class LoopSpan:
+    """One loop of a module: its lines (``first``: the ``for``/``while`` line, ``last``: the
+    last line of its body or ``else``, 1-based, inclusive) and its :class:`LoopKind`."""
+
+    first: int
+    last: int
+    kind: LoopKind
+
+    def holds(self, line: int) -> bool:
+        """Whether ``line`` is one of the loop's lines."""
+        return self.first <= line <= self.last
+
+
+def loop_spans(ctx: FileContext) -> tuple[LoopSpan, ...]:
+    """Every ``for``/``while`` loop of ``ctx``'s module with its lines and
+    :meth:`LoopFacts.kind` (the facts shared with the loop rules, computed once per file),
+    outer loops before the loops nested in them: what ``xla-lint trace`` places each runtime
+    event by (the innermost loop holding its line is the phase it ran in)."""
+    from .positions import module_positions
+
+    facts: LoopFacts = ctx.memo(LoopFacts, lambda: LoopFacts(ctx))
+    positions = module_positions(ctx.module)
+    spans = [
+        LoopSpan(where.start.line, where.end.line, facts.kind(node))
+        for node, where in positions.items()
+        if type(node) is cst.For or type(node) is cst.While
+    ]
+    return tuple(sorted(spans, key=lambda s: (s.first, -s.last)))
+
+
+def innermost_loop(spans: tuple[LoopSpan, ...], line: int) -> LoopSpan | None:
+    """The innermost of ``spans`` (:func:`loop_spans`) that holds ``line``, or None."""
+    found = None
+    for span in spans:
+        if span.holds(line) and (
+            found is None or span.last - span.first <= found.last - found.first
+        ):
+            found = span
+    return found
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:

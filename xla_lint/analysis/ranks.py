@@ -183,11 +183,32 @@ def identity_of(
     return _identity(ctx, node, site, depth)
 
 
-def _identity(
+def _memoised(kind: str, compute):
+    """Wrap ``compute(ctx, node, site, depth)`` so that each (node, site, depth) of a file is
+    judged once: a value stored in many attributes, each assigned from others (``self.a =
+    self.b`` in several places), was otherwise followed once per path, exponentially in the depth
+    (minutes on one real trainer). The results are the same, since depth only grows along a path;
+    the memo holds the node and site, so their ids stay theirs."""
+
+    def memoised(ctx: FileContext, node: cst.BaseExpression, site: Site, depth: int):
+        if depth > _MAX_DEPTH:
+            return None
+        memo = ctx.memo(_MEMO, dict)
+        key = (kind, id(node), id(site), depth)
+        held = memo.get(key)
+        if held is None:
+            held = memo[key] = (node, site, compute(ctx, node, site, depth))
+        return held[2]
+
+    return memoised
+
+
+_MEMO = "xla_lint.analysis.ranks.judged"
+
+
+def _identity_of(
     ctx: FileContext, node: cst.BaseExpression, site: Site, depth: int
 ) -> Identity | None:
-    if depth > _MAX_DEPTH:
-        return None
     if isinstance(node, cst.Call):
         names = ctx.qnames(node.func, site.scope)
         if names:
@@ -223,14 +244,13 @@ def _attribute(ctx: FileContext, node: cst.Attribute, site: Site, depth: int) ->
     text = _dotted(node)
     stored = table.attr_values.get(text) if text is not None else None
     if stored:
-        found = [
-            _identity(ctx, value, where, depth + 1) if value is not None else None
-            for value, where in stored
-        ]
-        first = found[0]
-        if first is not None and all(f is not None and f.kind == first.kind for f in found):
-            return first
-        return None
+        first: Identity | None = None
+        for value, where in stored:
+            found = _identity(ctx, value, where, depth + 1) if value is not None else None
+            if found is None or (first is not None and found.kind != first.kind):
+                return None
+            first = first or found
+        return first
     option = _RANK_OPTIONS.get(node.attr.value)
     if option is not None:
         base = value_of(ctx, node.value, site)
@@ -266,9 +286,9 @@ def replica_guard(
     return _guard(ctx, test, site, 0)
 
 
-def _guard(ctx: FileContext, test: cst.BaseExpression, site: Site, depth: int) -> Identity | None:
-    if depth > _MAX_DEPTH:
-        return None
+def _guard_of(
+    ctx: FileContext, test: cst.BaseExpression, site: Site, depth: int
+) -> Identity | None:
     table = file_values(ctx)
     for node in iter_nodes(test):
         kind = type(node)
@@ -291,10 +311,15 @@ def _guard(ctx: FileContext, test: cst.BaseExpression, site: Site, depth: int) -
             text = _dotted(node)
             stored = table.attr_values.get(text) if text is not None else None
             if stored and all(value is not None for value, _ in stored):
-                found_guards = [_guard(ctx, v, w, depth + 1) for v, w in stored if v is not None]
-                if all(g is not None for g in found_guards):
-                    return found_guards[0]
+                guards = (_guard(ctx, v, w, depth + 1) for v, w in stored if v is not None)
+                first_guard = next(guards, None)
+                if first_guard is not None and all(g is not None for g in guards):
+                    return first_guard
     return None
+
+
+_identity = _memoised("identity", _identity_of)
+_guard = _memoised("guard", _guard_of)
 
 
 _MASTER = frozenset(name for name, (kind, _) in RANK_APIS.items() if kind == MASTER)

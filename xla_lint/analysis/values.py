@@ -28,7 +28,10 @@ What is followed:
 - ``os.environ[...]``, ``os.environ.get(...)``, ``os.getenv(...)``: :data:`ENVIRONMENT`;
 - attributes assigned in the file (``self.rank = ...``: :attr:`FileValues.attr_values`) and the
   parameters of functions (:meth:`FileValues.parameter`), which :mod:`xla_lint.analysis.ranks`
-  follows to tell replicas apart.
+  follows to tell replicas apart; what the file's calls of a function pass to one of its
+  parameters (:meth:`FileValues.arguments`: ``get_data_loaders(train_batch_size,
+  val_batch_size)`` called with ``args.val_batch_size``), asked for explicitly (a parameter's
+  value is :data:`PARAMETER`-unknown: other code may call the function).
 
 Nothing here crosses files: an imported value, an attribute of an object and the result of
 a call are unknown.
@@ -44,7 +47,7 @@ import libcst as cst
 
 from .context import literal_string
 from .names import Scope, defining_scope, dotted_name
-from .walk import iter_nodes
+from .walk import Flat, iter_nodes
 
 # Kinds of unknown values (Unknown.kind).
 PARAMETER = "parameter"  # a parameter of the enclosing function
@@ -176,6 +179,17 @@ def definition(
     return table.definition(node, site)
 
 
+def arguments(
+    ctx, node: cst.BaseExpression, site: Site | None = None
+) -> list[tuple[cst.BaseExpression, Site]] | None:
+    """For a parameter read at ``site``: what each call of its function in the file passes
+    there (:meth:`FileValues.arguments`); None when not every caller is seen."""
+    table = file_values(ctx)
+    if site is None:
+        site = table.current_site()
+    return table.arguments(node, site)
+
+
 def file_values(ctx) -> FileValues:
     """The file's value table, built once per file (``ctx.memo``)."""
     return ctx.memo("xla_lint.analysis.values", lambda: FileValues(ctx))
@@ -233,6 +247,7 @@ class FileValues:
         self.returns: dict[int, list[tuple[cst.BaseExpression, Site]]] = {}
         self._current_node: cst.CSTNode | None = None
         self._current_site: Site | None = None
+        self._by_name: dict[str, list[tuple[cst.Call, Site] | None]] | None = None
         module = ctx.module
         self._body(module.body, ctx.root_scope, (), False)
 
@@ -654,6 +669,118 @@ class FileValues:
             if param is binding.param:
                 return binding.stmt, i
         return binding.stmt, -1
+
+    def arguments(
+        self, node: cst.BaseExpression, site: Site
+    ) -> list[tuple[cst.BaseExpression, Site]] | None:
+        """For a Name read at ``site`` that is a parameter of the enclosing function: what every
+        call of that function in the file passes there (the argument, or the parameter's default
+        when a call leaves it out), each with the site of the call. None when not every caller is
+        seen: the function is a method or a nested one's name is used other than as a call's
+        callee (passed on, stored), a call has ``*args``/``**kwargs``, or nothing calls it."""
+        found = self.parameter(node, site)
+        if found is None:
+            return None
+        function, position = found
+        assert isinstance(node, cst.Name)
+        calls = self._calls_by_name().get(function.name.value)
+        if not calls or calls[0] is None:
+            return None
+        params = function.params
+        param = next(
+            (
+                p
+                for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                if p.name.value == node.value
+            ),
+            None,
+        )
+        if param is None:
+            return None
+        out: list[tuple[cst.BaseExpression, Site]] = []
+        for entry in calls:
+            assert entry is not None
+            call, call_site = entry
+            if defining_scope(function.name.value, call_site.scope) is not self._def_scope(
+                function
+            ):
+                return None  # another function of that name
+            value: cst.BaseExpression | None = None
+            index = 0
+            for arg in call.args:
+                if arg.star:
+                    return None
+                if arg.keyword is not None:
+                    if arg.keyword.value == node.value:
+                        value = arg.value
+                elif index == position:
+                    value = arg.value
+                    index += 1
+                else:
+                    index += 1
+            if value is not None:
+                out.append((value, call_site))
+            elif param.default is not None:
+                out.append((param.default, Site(call_site.scope)))
+            else:
+                return None
+        return out
+
+    def _def_scope(self, function: cst.FunctionDef) -> Scope | None:
+        """The scope a ``def`` binds its name in."""
+        inner = self.ctx.scopes.get(function)
+        return inner.parent if inner is not None else None
+
+    def _calls_by_name(self) -> dict[str, list[tuple[cst.Call, Site] | None]]:
+        """Bare name -> every call ``name(...)`` in the file with its site; ``[None]`` when the
+        name is also read other than as a callee or a ``def``'s name (it may be called elsewhere).
+        One pass over :attr:`FileContext.flat` (or, when that leaves names out, over a list of
+        the module's nodes with them), on first use."""
+        if self._by_name is not None:
+            return self._by_name
+        ctx = self.ctx
+        flat = ctx.flat
+        if cst.Name in flat.skip:  # the shared list left names out (no rule visits them)
+            flat = Flat(ctx.module)
+        nodes, ends = flat.nodes, flat.ends
+        out: dict[str, list[tuple[cst.Call, Site] | None]] = {}
+        reads: dict[str, int] = {}
+        callees: set[int] = set()
+        defined: set[int] = set()
+        stack: list[tuple[int, cst.CSTNode]] = []
+        for i, item in enumerate(nodes):
+            while stack and stack[-1][0] <= i:
+                stack.pop()
+            kind = type(item)
+            if kind is cst.Call and type(item.func) is cst.Name:
+                scope = ctx.root_scope
+                path: list[cst.CSTNode] = []
+                for _, open_node in reversed(stack):
+                    found = ctx.scopes.get(open_node) if open_node is not ctx.module else None
+                    if found is not None:
+                        scope = found
+                        break
+                    if id(open_node) in self.slot:
+                        path.append(open_node)
+                path.reverse()
+                callees.add(id(item.func))
+                out.setdefault(item.func.value, []).append((item, Site(scope, tuple(path))))
+            elif kind is cst.FunctionDef or kind is cst.ClassDef:
+                defined.add(id(item.name))
+            elif kind is cst.Attribute:
+                defined.add(id(item.attr))  # `trainer.run(...)` reads no name `run`
+            elif kind is cst.Arg and item.keyword is not None:
+                defined.add(id(item.keyword))
+            elif kind is cst.Param:
+                defined.add(id(item.name))
+            elif kind is cst.Name and id(item) not in callees and id(item) not in defined:
+                reads[item.value] = reads.get(item.value, 0) + 1
+            stack.append((ends[i], item))
+        for name in reads:
+            if name in out:
+                out[name] = [None]
+        self._by_name = out
+        return out
 
     def _name(self, node: cst.Name, site: Site, depth: int) -> Value:
         name = node.value

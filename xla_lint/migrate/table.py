@@ -23,12 +23,10 @@ Classes (:data:`CLASSES`, in the order a team plans them):
 
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import dataclass
-from importlib import resources
 
 from ..analysis.apis import INIT_PROCESS_GROUP, XM, XR, XS
+from ..analysis.torchtpu import torchtpu_api as _torchtpu_api
 
 MECHANICAL = "mechanical"
 BEHAVIOUR = "behaviour-change"
@@ -955,13 +953,11 @@ def env_entry(name: str) -> Entry | None:
     return None
 
 
-@functools.cache
 def torchtpu_api() -> dict:
     """``xla_lint/data/torchtpu_api.json``: TorchTPU 0.2.0's public names with their stages
-    (``tools/torchtpu_api.py`` writes it from the wheel)."""
-    text = resources.files("xla_lint").joinpath("data/torchtpu_api.json").read_text("utf-8")
-    data: dict = json.loads(text)
-    return data
+    (``tools/torchtpu_api.py`` writes it from the wheel; read by
+    :func:`xla_lint.analysis.torchtpu.torchtpu_api`, which the TorchTPU rules share)."""
+    return _torchtpu_api()
 
 
 def suggestable(name: str) -> bool:

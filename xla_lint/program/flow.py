@@ -18,10 +18,20 @@ A call names its callee as written through imports (``loop.run_epoch``) or, for 
 attribute (``*.fit``); a name that is no function of the linted files (a package re-exporting
 it) is matched to the functions of that last name. Building costs O(records); each query
 O(keys).
+
+Steps across the program (:meth:`LoaderFlows.in_step`): the functions some loop whose iterations
+end a step calls, directly or through the functions they call (``body:`` records), in any file.
+A call of a value is followed back to the functions it may be (``fn:`` sources along the value
+flow): ``train = train_fns.GAN_training_function(...)`` in ``train.py`` and ``metrics = train(x,
+y)`` in a loop over ``per_device_loader(device)`` run the closure ``train`` that
+``GAN_training_function`` returns, one call per batch. A finding that holds only if its function
+runs outside such a loop names ``stepped:F`` (any step loop) or ``batched:F`` (a loop over a
+device loader: one call per batch) in its ``unless``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from .facts import FileFacts
@@ -29,6 +39,13 @@ from .facts import FileFacts
 LOADER = "loader"  # the source marker of xla_lint.analysis.loaders.LOADER
 UNKNOWN = "?"  # xla_lint.analysis.loaders.UNKNOWN
 RETURN = "ret:"
+FUNCTION = "fn:"  # xla_lint.analysis.loaders.FUNCTION
+RUN = "run:"  # what a step loop calls (xla_lint.analysis.loops.LoopFacts.step_records)
+RUN_SYNC = "run:sync"
+RUN_BATCH = "run:batch"
+BODY = "body:"
+STEPPED = "stepped:"  # an `unless` key: the function runs in a loop whose iterations end a step
+BATCHED = "batched:"  # ... in a loop over a device loader (each iteration one batch)
 
 
 def _last(function: str) -> str:
@@ -78,8 +95,17 @@ class LoaderFlows:
         self._params: dict[str, set[str]] = {}  # function -> its parameter nodes seen as sources
         loader_seeds: set[str] = set()
         unknown_seeds: set[str] = set()
+        # What step loops call (condition -> call targets) and what each function calls.
+        self._runs: dict[str, set[str]] = {}
+        self._bodies: dict[str, set[str]] = {}
         for f in files.values():
             for target, sources in f.flows.items():
+                if target.startswith(RUN):
+                    self._runs.setdefault(target, set()).update(sources)
+                    continue
+                if target.startswith(BODY):
+                    self._bodies.setdefault(target[len(BODY) :], set()).update(sources)
+                    continue
                 for node in self._nodes(target):
                     for source in sources:
                         if source == LOADER:
@@ -144,6 +170,86 @@ class LoaderFlows:
                     work.append(nxt)
         return frozenset(seen)
 
+    # -- steps ------------------------------------------------------------------------
+    @functools.cached_property
+    def _reverse(self) -> dict[str, set[str]]:
+        """The value flow's edges backwards: node -> the nodes it comes from."""
+        out: dict[str, set[str]] = {}
+        for source, targets in self._edges.items():
+            for target in targets:
+                out.setdefault(target, set()).add(source)
+        return out
+
+    def functions_of(self, target: str) -> set[str]:
+        """The linted functions a call target (:meth:`LoaderFlow.targets`) may run: a function's
+        key resolved as a call's; for a value (``ret:F``, a parameter, ``fn:F``), every function
+        whose ``fn:`` source reaches it along the value flow (a parameter is filled by the slots
+        of its function's calls)."""
+        if target.startswith(FUNCTION):
+            return self.resolve(target[len(FUNCTION) :])
+        if not target.startswith(RETURN) and _split_param(target) is None:
+            return self.resolve(target)
+        found: set[str] = set()
+        seen = set(self._nodes(target))
+        work = list(seen)
+        while work:
+            node = work.pop()
+            if node.startswith(FUNCTION):
+                found |= self.resolve(node[len(FUNCTION) :])
+                continue
+            before = set(self._reverse.get(node, ()))
+            param = _split_param(node)
+            if param is not None:
+                function, position, name = param
+                before |= {f"{function}#{s}" for s in (position, name, "*") if s}
+            for previous in before:
+                if previous not in seen:
+                    seen.add(previous)
+                    work.append(previous)
+        return found
+
+    def _in_steps(self, batches_only: bool) -> frozenset[str]:
+        seeds: set[str] = set()
+        for condition, targets in self._runs.items():
+            if condition == RUN_SYNC and batches_only:
+                continue
+            if condition.startswith(RUN_BATCH + "="):
+                if not self.state(condition[len(RUN_BATCH) + 1 :])[0]:
+                    continue  # a loop over a value no caller provably gives a device loader
+            for target in targets:
+                seeds |= self.functions_of(target)
+        seen = set(seeds)
+        work = list(seeds)
+        while work:
+            for target in self._bodies.get(work.pop(), ()):
+                for function in self.functions_of(target):
+                    if function not in seen:
+                        seen.add(function)
+                        work.append(function)
+        return frozenset(seen)
+
+    @functools.cached_property
+    def stepped(self) -> frozenset[str]:
+        """Functions that run inside an iteration of a loop whose iterations end a step (its body
+        syncs, or it iterates a device loader), directly or through the functions they call."""
+        return self._in_steps(False)
+
+    @functools.cached_property
+    def batched(self) -> frozenset[str]:
+        """The subset that a loop over a device loader runs: once per batch."""
+        return self._in_steps(True)
+
+    def in_step(self, key: str) -> bool:
+        """For a ``stepped:F``/``batched:F`` key: whether ``F`` runs inside such a loop (see
+        :attr:`stepped`, :attr:`batched`); False for other keys."""
+        if key.startswith(STEPPED):
+            table, function = self.stepped, key[len(STEPPED) :]
+        elif key.startswith(BATCHED):
+            table, function = self.batched, key[len(BATCHED) :]
+        else:
+            return False
+        return bool(self.resolve(function) & table) or function in table
+
     def state(self, key: str) -> tuple[bool, bool]:
         """(may be a loader, unknown) for a value's key (a parameter or a return)."""
         param = _split_param(key)
@@ -162,8 +268,14 @@ class LoaderFlows:
 
     def may_be_loader(self, keys: Iterable[str], program_makes_loader: bool) -> bool:
         """True when a value of ``keys`` may be a device loader: one is passed or returned to it,
-        or (``program_makes_loader``: some file of the program makes one) it is unknown."""
+        or (``program_makes_loader``: some file of the program makes one) it is unknown; or when
+        a ``stepped:F``/``batched:F`` key holds (:meth:`in_step`): the finding's function runs
+        inside a loop that ends a step on each iteration."""
         for key in keys:
+            if key.startswith((STEPPED, BATCHED)):
+                if self.in_step(key):
+                    return True
+                continue
             loader, unknown = self.state(key)
             if loader or (unknown and program_makes_loader):
                 return True

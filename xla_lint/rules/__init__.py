@@ -4,8 +4,9 @@ Families: ``mesh`` (meshes, partition specs), ``spmd`` (SPMD mode, process ident
 rendezvous, launch), ``checkpoint`` (saving sharded state), ``output`` (logging),
 ``fsdp`` (FSDPv2), ``initialization`` (runtime initialisation: the compilation cache,
 torchax), ``multiprocess`` (one process per device), ``recompilation``
-(host syncs and graph breaks), ``scan`` (compiled loops: ``scan``, ``scan_layers``), ``deprecated`` (removed and deprecated APIs), ``meta``
-(about xla-lint's own comments). A family that outgrows one module becomes a package with one
+(host syncs and graph breaks), ``scan`` (compiled loops: ``scan``, ``scan_layers``), ``deprecated`` (removed and deprecated APIs), ``torchtpu``
+(XLA4xx, preview: programs already on Google's TorchTPU, each rule resting on the torch-tpu 0.2.0
+wheel's source), ``meta`` (about xla-lint's own comments). A family that outgrows one module becomes a package with one
 module per rule and a ``common`` module for what its rules share (``recompilation/``,
 ``multiprocess/``); an analysis that two or more families use lives in :mod:`xla_lint.analysis`
 (``devices``, ``meshes``, ``loops``, ``seeds``). Adding a module here, or in a family's package,

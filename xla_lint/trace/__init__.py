@@ -7,6 +7,9 @@ source line and to the rule that prevents it.
     xla-lint trace [--steps N] [--timeout S] [--device cpu|auto] [--json] -- [python] SCRIPT [ARGS]...
     xla-lint trace -- python -m MODULE [ARGS]...
 
+``--steps N`` counts training steps (optimizer steps); setup and evaluation are rows of their
+own, placed by the script's loops (:mod:`xla_lint.trace.phases`).
+
 The script runs unmodified in a child process (:mod:`xla_lint.trace.runner`), by default on
 CPU with 8 virtual devices, instrumented by :mod:`xla_lint.trace.hook` (standard library
 only until the script imports torch_xla). Events stream to a JSONL file as they happen
@@ -26,10 +29,12 @@ installed, ``accelerate``/``deepspeed`` launchers). This package is never import
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, TextIO
 
 from .events import REPORT_SCHEMA, Trace, read_events
+from .phases import PhaseMap, event_paths
 from .report import build_report, render_text
 from .runner import (
     RunResult,
@@ -40,6 +45,7 @@ from .runner import (
     rank_files,
     resolve_target,
     run_child,
+    sys_path_folders,
     torch_xla_available,
 )
 
@@ -89,11 +95,30 @@ def run_trace(opts: TraceOptions, as_json: bool = False, out=None) -> int:
         (diagnostics, static_error),
         ranks=ranks,
         rank_files=files,
+        phases=phase_map(script, opts.cwd, [trace, *ranks.values()]) if opts.static else None,
     )
     _write(report, as_json, out)
     if result.interrupted:
         return EXIT_INTERRUPTED
     return report["exit_code"]
+
+
+def phase_map(script: str | None, cwd: str, traces: list[Trace]) -> PhaseMap | None:
+    """The loops of the traced script's files (:class:`~xla_lint.trace.phases.PhaseMap`): the
+    files of the events' user frames in the script's folder or a folder it puts on
+    ``sys.path`` (the folders the static lint reads), the script first; None without a
+    script path."""
+    if not script or not os.path.isfile(script):
+        return None
+    script = os.path.abspath(script)
+    folders = [os.path.dirname(script), *sys_path_folders(script, cwd)]
+    paths = [script]
+    for trace in traces:
+        for path in event_paths(trace):
+            full = os.path.abspath(path)
+            if any(full.startswith(f + os.sep) for f in folders) and os.path.isfile(full):
+                paths.append(full)
+    return PhaseMap.of_files(dict.fromkeys(paths))
 
 
 def _report(
@@ -135,7 +160,7 @@ def _run_hosts(
     """``--simulate-hosts N``: trace N copies of the script, one per simulated host; the report
     is host 0's, with every host's failures, the first step where the hosts' graphs differ and
     a ``hosts`` table."""
-    from .hosts import divergence, failures, host_rows, render_hosts, run_hosts
+    from .hosts import divergence, failures, host_crash, host_rows, render_hosts, run_hosts
 
     results, wall = run_hosts(opts, target)
     hosts = {h: read_events(r.events_file) for h, r in results.items()}
@@ -151,6 +176,7 @@ def _run_hosts(
         script or target.target,
         wall,
         (diagnostics, static_error),
+        phases=phase_map(script, opts.cwd, [first]) if opts.static else None,
     )
     found = failures(hosts, results)
     diverged = divergence(hosts)
@@ -158,6 +184,9 @@ def _run_hosts(
     report["findings"] = found + report["findings"]
     report["hosts"] = host_rows(hosts, results)
     report["device"]["hosts"] = len(hosts)
+    crash = host_crash(hosts)
+    if crash is not None and report["status"] != "timeout":  # a host's crash is the headline
+        report["status"], report["crash"] = "crashed", crash
     if found:
         report["exit_code"] = 1
     _write(report, as_json, out, render_hosts(report["hosts"]))

@@ -13,7 +13,9 @@ MpDeviceLoader was made: where, batch size, drop_last, input_sharding), ``compil
 ``execution`` (from torch_xla's PT_XLA_DEBUG report: cause, graph hash, Python frames;
 ``execution`` only for graphs run mid-step, i.e. by a value read), ``host_read`` (a tensor
 copied to the host: kind, place, count in the step, how many made a graph run), ``step``
-(one per step: time, compiles, executions, transfers, inputs), ``parameters`` (once: every
+(one per step boundary, a row: time, compiles, executions, transfers, inputs, the
+boundary's user frames, whether an optimizer step ran in it and whether it counts toward
+``--steps``, and each batch with the id of the loader that handed it), ``parameters`` (once: every
 parameter's sharding), ``stop`` (the trace stopped the script), ``exit``/``error``/``missing``
 (how the script ended), ``end`` (final counters), ``launch``
 (``torch_xla.launch``/``xmp.spawn`` called: each rank then writes the same kinds to its own
@@ -139,6 +141,17 @@ EVENT_FIELDS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: Keys some event kinds may carry (older events files lack them), with their JSON types.
+EVENT_OPTIONAL: dict[str, dict[str, Any]] = {
+    "step": {
+        "counted": {"type": "boolean"},
+        "trains": {"type": "boolean"},
+        "boundary_frames": {"type": "array", "items": {"type": "array"}},
+        "batches": {"type": "array", "items": {"type": "object"}},
+    },
+    "host_read": {"frames": {"type": "array", "items": {"type": "array"}}},
+}
+
 #: JSON schema of one line of the events file.
 EVENT_SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -149,7 +162,10 @@ EVENT_SCHEMA: dict = {
     "allOf": [
         {
             "if": {"properties": {"event": {"const": kind}}},
-            "then": {"required": sorted(fields), "properties": fields},
+            "then": {
+                "required": sorted(fields),
+                "properties": {**fields, **EVENT_OPTIONAL.get(kind, {})},
+            },
         }
         for kind, fields in EVENT_FIELDS.items()
     ],
@@ -162,6 +178,41 @@ _REPORT_LOCATION = {
         "path": {"type": "string"},
         "line": {"type": "integer"},
         "function": {"type": ["string", "null"]},
+    },
+}
+
+#: The script died of a signal (a rank's or a simulated host's process: with its number, pid
+#: and steps).
+_CRASH: dict = {
+    "type": ["object", "null"],
+    "required": ["signal", "name", "fatal", "location", "stack"],
+    "properties": {
+        "signal": {"type": "integer"},
+        "name": {"type": "string"},
+        "fatal": {"type": ["string", "null"]},
+        "location": _REPORT_LOCATION,
+        "stack": {"type": "array", "items": _REPORT_LOCATION},
+        "rank": {"type": "integer"},
+        "host": {"type": "integer"},
+        "pid": {"type": ["integer", "null"]},
+        "steps_traced": {"type": "integer"},
+    },
+}
+
+#: The phase a row or event ran in, from the script's loops (null: not known, ``--no-static``).
+_PHASE = {"enum": ["setup", "training", "evaluation", None]}
+
+#: A batch of a row, with the DataLoader that handed it (null: not known).
+_BATCH = {
+    "type": "object",
+    "required": ["index", "inputs", "loader"],
+    "properties": {
+        "index": {"type": ["integer", "null"]},  # 1-based, in the loader's pass
+        "inputs": {"type": "array", "items": _INPUT},
+        "loader": {
+            "type": ["object", "null"],
+            "required": ["location", "dataset_size", "batch_size", "drop_last"],
+        },
     },
 }
 
@@ -207,6 +258,7 @@ _RANK: dict = {
         "steps": {"type": "array", "items": {"type": "object"}},
         "compiles": {"type": "array", "items": {"type": "object"}},
         "error": {"type": ["object", "null"]},
+        "crash": _CRASH,
     },
 }
 
@@ -229,6 +281,7 @@ REPORT_SCHEMA: dict = {
         "steps",
         "compiles",
         "host_reads",
+        "loaders",
         "sharding",
         "findings",
         "static",
@@ -272,6 +325,8 @@ REPORT_SCHEMA: dict = {
                 "type": "object",
                 "required": [
                     "step",
+                    "row",
+                    "phase",
                     "duration_s",
                     "compiles",
                     "compile_s",
@@ -279,9 +334,13 @@ REPORT_SCHEMA: dict = {
                     "host_reads",
                     "transfer_s",
                     "inputs",
+                    "batches",
                 ],
                 "properties": {
+                    # the training step (setup/evaluation rows: the training step before them)
                     "step": {"type": "integer"},
+                    "row": {"type": "integer"},  # the row's number in the run, 1, 2, ...
+                    "phase": _PHASE,
                     "duration_s": {"type": "number"},
                     "compiles": {"type": "integer"},
                     "compile_s": {"type": "number"},
@@ -292,6 +351,29 @@ REPORT_SCHEMA: dict = {
                     "final": {"type": "boolean"},
                     "execute_s": {"type": ["number", "null"]},
                     "inputs": {"type": ["array", "null"], "items": _INPUT},
+                    "batches": {"type": "array", "items": _BATCH},
+                },
+            },
+        },
+        "loaders": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "location",
+                    "dataset_size",
+                    "batch_size",
+                    "drop_last",
+                    "partial_last_batch",
+                    "batches",
+                ],
+                "properties": {
+                    "location": _REPORT_LOCATION,
+                    "dataset_size": {"type": ["integer", "null"]},
+                    "batch_size": {"type": ["integer", "null"]},
+                    "drop_last": {"type": "boolean"},
+                    "partial_last_batch": {"type": "boolean"},
+                    "batches": {"type": "object", "additionalProperties": {"type": "integer"}},
                 },
             },
         },
@@ -301,6 +383,8 @@ REPORT_SCHEMA: dict = {
                 "type": "object",
                 "required": [
                     "step",
+                    "row",
+                    "phase",
                     "after_warmup",
                     "reason",
                     "cause",
@@ -310,6 +394,8 @@ REPORT_SCHEMA: dict = {
                 ],
                 "properties": {
                     "step": {"type": "integer"},
+                    "row": {"type": "integer"},
+                    "phase": _PHASE,
                     "after_warmup": {"type": "boolean"},
                     "reason": {
                         "enum": [
@@ -319,6 +405,7 @@ REPORT_SCHEMA: dict = {
                             "unknown-inputs",
                             "after-last-step",
                             "host-read",
+                            "setup",
                         ]
                     },
                     "cause": {"type": "string"},
@@ -334,11 +421,21 @@ REPORT_SCHEMA: dict = {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["kind", "location", "steps", "count", "forced_execution"],
+                "required": [
+                    "kind",
+                    "location",
+                    "steps",
+                    "rows",
+                    "phase",
+                    "count",
+                    "forced_execution",
+                ],
                 "properties": {
                     "kind": {"type": "string"},
                     "location": _REPORT_LOCATION,
                     "steps": {"type": "array", "items": {"type": "integer"}},
+                    "rows": {"type": "array", "items": {"type": "integer"}},
+                    "phase": _PHASE,
                     "count": {"type": "integer"},
                     "forced_execution": {"type": "integer"},
                 },
@@ -398,17 +495,7 @@ REPORT_SCHEMA: dict = {
             },
         },
         "error": {"type": ["object", "null"]},
-        "crash": {  # the script died of a signal
-            "type": ["object", "null"],
-            "required": ["signal", "name", "fatal", "location", "stack"],
-            "properties": {
-                "signal": {"type": "integer"},
-                "name": {"type": "string"},
-                "fatal": {"type": ["string", "null"]},
-                "location": _REPORT_LOCATION,
-                "stack": {"type": "array", "items": _REPORT_LOCATION},
-            },
-        },
+        "crash": _CRASH,
         "ranks": {"type": ["array", "null"], "items": _RANK},
         "hosts": {  # --simulate-hosts only
             "type": "array",
@@ -481,6 +568,20 @@ class Step:
     start: float | None = None  # seconds since the trace began
     final: bool = False  # the row after the last step (the ``end`` event's figures)
     boundary_at: float | None = None  # when the sync that ended the step began (since t0)
+    #: The hook counted the row toward ``--steps`` (it ran an optimizer step, or the script
+    #: has none that steps); False for setup and evaluation syncs and a sync inside a step.
+    counted: bool = True
+    trains: bool = False  # an optimizer step ran in the row
+    #: ``[path, line]`` of the boundary's user frames, innermost first.
+    boundary_frames: list[list] = field(default_factory=list)
+    #: The row's batches: ``{"loader": id of its loader event, "index": 1-based, "inputs"}``.
+    batches: list[dict] = field(default_factory=list)
+    #: Set by the report (:func:`xla_lint.trace.phases.place`): the phase the row ran in
+    #: (``setup``, ``training``, ``evaluation``; None: not known), its training step number
+    #: (for other rows the number of the training step before it), and the loop it ran in.
+    phase: str | None = None
+    number: int = 0
+    loop: tuple | None = None
 
     @classmethod
     def from_json(cls, data: dict) -> Step:
@@ -504,6 +605,10 @@ class Step:
             boundary_at=float(data["boundary_at"])
             if isinstance(data.get("boundary_at"), (int, float))
             else None,
+            counted=bool(data.get("counted", True)),
+            trains=bool(data.get("trains", False)),
+            boundary_frames=[list(f) for f in data.get("boundary_frames") or []],
+            batches=[b for b in data.get("batches") or [] if isinstance(b, dict)],
         )
 
     @classmethod
@@ -590,6 +695,8 @@ class Compile:
     frames: list[Location]
     partial: bool = False
     kind: str = "compile"
+    phase: str | None = None  # set by the report (:func:`xla_lint.trace.phases.place`)
+    loop: tuple | None = None
 
     @classmethod
     def from_json(cls, data: dict) -> Compile:
@@ -622,6 +729,10 @@ class HostRead:
     #: ``[start, end]`` (seconds since the trace began) of each read during which torch_xla
     #: compiled a graph (reading a sharded tensor compiles its gather).
     compile_spans: list[list[float]] = field(default_factory=list)
+    #: ``[path, line]`` of the first read's user frames, innermost first.
+    frames: list[list] = field(default_factory=list)
+    phase: str | None = None  # set by the report (:func:`xla_lint.trace.phases.place`)
+    loop: tuple | None = None
 
     @classmethod
     def from_json(cls, data: dict) -> HostRead:
@@ -633,6 +744,7 @@ class HostRead:
             int(data["count"]),
             data.get("closure"),
             _samples(data.get("compile_spans")) or [],
+            [list(f) for f in data.get("frames") or []],
         )
 
 
@@ -663,6 +775,10 @@ class Trace:
     launch: dict | None = None
     peers_ended: dict | None = None
     ir_diffs: dict[int, dict] = field(default_factory=dict)  # step -> ir_diff event (--explain)
+    #: Set by :func:`xla_lint.trace.phases.place`: rows the hook did not count after its last
+    #: counted one (the row after the last step adds them up), and how many rows are steps.
+    before_end: list[Step] = field(default_factory=list)
+    numbered: int | None = None
     other: list[dict] = field(default_factory=list)
     bad_lines: int = 0
 

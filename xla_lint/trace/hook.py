@@ -115,6 +115,9 @@ EXECUTE_READ_EVERY = 8
 #: The Python frames torch_xla prints per block (PT_XLA_DEBUG_MAX_FRAME, default 8).
 MAX_FRAMES = 16
 
+#: Batches a row records (the last one replaces the last kept).
+MAX_BATCHES = 8
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MAIN_THREAD = threading.main_thread()
 
@@ -176,6 +179,22 @@ def closure_kind(frame) -> str | None:
                 return kind
         frame = frame.f_back
     return None
+
+
+def user_frames(frame, limit: int = MAX_FRAMES) -> list[list]:
+    """``[path, line]`` of each user frame from ``frame`` outwards (innermost first, at most
+    ``limit``): the report places an event in the innermost classified loop of this stack
+    (a step function's sync runs in the training loop that called it)."""
+    out: list[list] = []
+    while frame is not None and len(out) < limit:
+        code = frame.f_code
+        user = _user_code.get(code)
+        if user is None:
+            user = _user_code[code] = is_user_file(code.co_filename)
+        if user:
+            out.append([code.co_filename, frame.f_lineno])
+        frame = frame.f_back
+    return out
 
 
 def user_location(frame) -> dict | None:
@@ -492,17 +511,22 @@ class Tracer:
         self.total_boundaries = 0
         self.spans_without_optimizer = 0
         self.every_boundary_is_step = False
+        #: Rows counted toward ``--steps`` (training steps once an optimizer has stepped).
+        self.counted_steps = 0
         self.optimizers: list = []  # weak references
         self.optimizer_made = False
         self.optimizer_steps = 0
         self.optimizer_stepped = False  # in the current span
         self.optimizer_steps_unsynced = 0  # optimizer steps since the last boundary
         self.reads: dict = {}  # (kind, path, line, function, closure) -> count
+        self.read_frames: dict = {}  # the same key -> user frames of its first read in the row
         #: (kind, path, line, function, closure) -> [start, end] (seconds since t0) of each read
         #: during which torch_xla compiled (``CreateCompileHandles`` grew: a sharded tensor's
         #: gather compiles with no debug block).
         self.read_compiles: dict = {}
         self.batch: list | None = None
+        #: The row's batches (at most MAX_BATCHES): ``{"loader": id, "index", "inputs"}``.
+        self.batches: list[dict] = []
         self.model_inputs: list | None = None
         self.top_modules: list = []
         self.top_hooks: list = []
@@ -619,19 +643,19 @@ class Tracer:
         self.total_boundaries += 1
         self.boundaries_in_step += 1
         self.optimizer_steps_unsynced = 0
+        counted = True
         if self.optimizer_made and not self.optimizer_stepped and not self.every_boundary_is_step:
+            counted = False  # setup, evaluation, or a boundary inside a step (torch_xla.step()
+            # syncs on entry too): a row of its own, not a training step
             if self.optimizer_steps == 0:
                 self.spans_without_optimizer += 1
-                if self.spans_without_optimizer < NO_OPTIMIZER_SPANS:
-                    self.check_abort(frame)
-                    return
-                self.every_boundary_is_step = True
-            else:
-                self.check_abort(frame)
-                return  # a boundary inside a step (torch_xla.step() syncs on entry too)
-        self.end_step(user_location(frame))
-        if self.step > self.steps_limit:
-            self.stop("steps")
+                if self.spans_without_optimizer >= NO_OPTIMIZER_SPANS:
+                    self.every_boundary_is_step = True  # an optimizer that never steps
+        self.end_step(user_location(frame), counted, user_frames(frame))
+        if counted:
+            self.counted_steps += 1
+            if self.counted_steps >= self.steps_limit:
+                self.stop("steps")
         self.check_abort(frame)
 
     @_safe
@@ -650,8 +674,9 @@ class Tracer:
             raise TraceStop(0)
         if region in self.dynamo_regions:
             self.dynamo_regions = set()
-            self.end_step(user_location(frame))
-            if self.step > self.steps_limit:
+            self.end_step(user_location(frame), True, user_frames(frame))
+            self.counted_steps += 1
+            if self.counted_steps >= self.steps_limit:
                 self.stop("steps")
             self.check_abort(frame)
         self.dynamo_regions.add(region)
@@ -664,21 +689,27 @@ class Tracer:
             self.stop("peer-error", user_location(frame))
 
     @_safe
-    def end_step(self, boundary: dict | None) -> None:
-        """Emit the step that ends at this boundary and start the next one (the next one
-        starts even when emitting failed, so ``--steps`` still stops the script)."""
+    def end_step(
+        self, boundary: dict | None, counted: bool = True, frames: list | None = None
+    ) -> None:
+        """Emit the row that ends at this boundary and start the next one (the next one
+        starts even when emitting failed, so ``--steps`` still stops the script). Every
+        boundary ends a row (``step`` numbers rows); ``counted``: the row counts toward
+        ``--steps`` (it ran an optimizer step, or the script has no optimizer that steps);
+        ``frames``: the boundary's user frames, innermost first (:func:`user_frames`)."""
         try:
-            self._emit_step(boundary)
+            self._emit_step(boundary, counted, frames)
         finally:
             self.step += 1
             self.step_started = time.perf_counter()
             self.boundaries_in_step = 0
             self.optimizer_stepped = False
             self.batch = None
+            self.batches = []
             self.model_inputs = None
 
-    def _emit_step(self, boundary: dict | None) -> None:
-        """Write the step's debug-file blocks, host reads and ``step`` event."""
+    def _emit_step(self, boundary: dict | None, counted: bool, frames: list | None) -> None:
+        """Write the row's debug-file blocks, host reads and ``step`` event."""
         now = time.perf_counter()
         step = self.step
         figures = self._shared_figures() if self.shared else self._counter_figures()
@@ -700,6 +731,10 @@ class Tracer:
             else None,
             "boundaries": self.boundaries_in_step,
             "boundary": boundary,
+            "boundary_frames": frames or [],
+            "counted": counted,
+            "trains": self.optimizer_stepped,
+            "batches": self.batches,
             **figures,
             "optimizer_steps": self.optimizer_steps,
             "inputs": self.batch if self.batch is not None else self.model_inputs,
@@ -931,6 +966,8 @@ class Tracer:
             else None
         )
         key = (kind, *(location.values() if location else (None, None, None)), closure)
+        if key not in self.reads:
+            self.read_frames[key] = user_frames(frame)
         self.reads[key] = self.reads.get(key, 0) + 1
         if compiled is not None:
             span = [round(compiled[0] - self.t0, 6), round(compiled[1] - self.t0, 6)]
@@ -941,6 +978,7 @@ class Tracer:
         """One ``host_read`` event per place and kind read during ``step``."""
         reads, self.reads = self.reads, {}
         spans, self.read_compiles = self.read_compiles, {}
+        frames, self.read_frames = self.read_frames, {}
         for key, count in reads.items():
             kind, path, line, function, closure = key
             location = {"path": path, "line": line, "function": function} if path else None
@@ -953,6 +991,8 @@ class Tracer:
             }
             if closure is not None:
                 event["closure"] = closure
+            if frames.get(key):
+                event["frames"] = frames[key]
             if key in spans:
                 event["compile_spans"] = spans[key]
             self.emit(event)
@@ -1018,6 +1058,11 @@ class Tracer:
         self.optimizer_stepped = True
         self.optimizer_steps += 1
         self.optimizer_steps_unsynced += 1
+        if self.optimizer_steps == 1:
+            # training begins: --steps counts training steps from here, not the setup or
+            # evaluation syncs counted while no optimizer had stepped
+            self.counted_steps = 0
+            self.every_boundary_is_step = False
         if not self.stopping and self.optimizer_steps_unsynced >= max(2, self.steps_limit):
             self.flush_reads(self.step)
             self.flush_debug(self.step)
@@ -1056,10 +1101,20 @@ class Tracer:
         return out
 
     @_safe
-    def on_batch(self, batch) -> None:
-        """A batch the traced thread received from a loader."""
-        if threading.current_thread() is self.thread:
-            self.batch = self.describe(batch)
+    def on_batch(self, batch, source=None) -> None:
+        """A batch the traced thread received from a loader; ``source`` is what handed it
+        (a DataLoader's iterator, tagged with its loader by :func:`_tag_iterator`, or an
+        ``MpDeviceLoader``'s ``PerDeviceLoader``): the row records each loader's batches
+        apart (its ``id`` as in its ``loader`` event, and the batch's 1-based index in the
+        loader's pass)."""
+        if threading.current_thread() is not self.thread:
+            return
+        self.batch = self.describe(batch)
+        loader, index = _batch_source(source)
+        if len(self.batches) < MAX_BATCHES:
+            self.batches.append({"loader": loader, "index": index, "inputs": self.batch})
+        elif self.batches:
+            self.batches[-1] = {"loader": loader, "index": index, "inputs": self.batch}
 
     # -- modules --
     @_safe
@@ -1467,12 +1522,41 @@ def _patch_data(torch) -> None:
         )
 
     _patch(dl.DataLoader, "__init__", after=made)
+    _patch(dl._BaseDataLoaderIter, "__init__", after=_tag_iterator)
     _patch(dl._BaseDataLoaderIter, "__next__", own_thread=True, after=_batch)
 
 
 def _batch(tracer: Tracer, frame, args, kwargs, batch, state) -> None:
     """A batch a loader handed to the traced thread."""
-    tracer.on_batch(batch)
+    tracer.on_batch(batch, args[0] if args else None)
+
+
+def _tag_iterator(tracer: Tracer, frame, args, kwargs, result, state) -> None:
+    """``_BaseDataLoaderIter.__init__(self, loader)``: the iterator knows its loader."""
+    if len(args) > 1:
+        args[0]._xla_lint_loader = id(args[1])
+
+
+def _batch_source(source) -> tuple[int | None, int | None]:
+    """``(loader id, 1-based batch index in its pass)`` of what handed a batch: a DataLoader
+    iterator (its ``_num_yielded``, which torch resets each pass) or a ``PerDeviceLoader``
+    (``_loader`` the ParallelLoader, whose ``_loader`` is the DataLoader; counted here)."""
+    if source is None:
+        return None, None
+    loader = getattr(source, "_xla_lint_loader", None)
+    if loader is not None:
+        index = getattr(source, "_num_yielded", None)
+        return loader, index if isinstance(index, int) else None
+    parallel = getattr(source, "_loader", None)
+    cpu_loader = getattr(parallel, "_loader", None)
+    if cpu_loader is None:
+        return None, None
+    count = getattr(source, "_xla_lint_batches", 0) + 1
+    try:
+        source._xla_lint_batches = count
+    except AttributeError:
+        pass
+    return id(cpu_loader), count
 
 
 def _module_pre(module, args) -> None:

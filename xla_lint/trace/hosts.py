@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from . import hook
 from .events import Location, Trace
-from .report import _short, rule_name, status_of
+from .report import _crash_json, _short, rule_name, status_of
 from .runner import RunResult, Target, TraceOptions, run_child
 
 #: Statuses of a host that did not run its steps to the end asked for.
@@ -175,6 +175,21 @@ def failures(hosts: dict[int, Trace], results: dict[int, RunResult]) -> list[dic
         message = f"host {host} {what} after {len(trace.steps)} step(s)"
         out.append(_finding(f"host {host} {status}", message, location, [], FAILED_FIX))
     return out
+
+
+def host_crash(hosts: dict[int, Trace]) -> dict | None:
+    """The report's ``crash`` for the lowest host that died of a signal (the runner's ``crash``
+    event of that host's process: signal, Python stack, first user frame) with its ``host``,
+    ``pid`` and ``steps_traced``, for the headline; None when no host did."""
+    for host, trace in sorted(hosts.items()):
+        crash = _crash_json(trace)
+        if crash is not None:
+            return crash | {
+                "host": host,
+                "pid": (trace.start or {}).get("pid"),
+                "steps_traced": len(trace.steps),
+            }
+    return None
 
 
 def host_rows(hosts: dict[int, Trace], results: dict[int, RunResult]) -> list[dict]:

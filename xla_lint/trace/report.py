@@ -13,9 +13,14 @@ A *finding* is a runtime event mapped to the rule that prevents it:
 * in SPMD, a batch tensor replicated while another tensor of the same batch, with the same
   leading dimension, is split on it: **XLA022**.
 
-Warm-up is every step before the first step that compiled nothing (the first two steps when
-every step compiled). Other compiles after warm-up are reported without a code, with their
-reason (a new input shape, or identical shapes and a changed graph).
+Every row and event is placed in its phase (setup, training, evaluation) by the script's own
+loops (:mod:`xla_lint.trace.phases`). Warm-up is counted in training steps: the first compile
+of each graph in the training steps before the first one that compiled nothing (the first two
+when every one compiled); an evaluation loop's first pass over its loader is its own warm-up,
+the same way; setup compiles are never after warm-up. A compile for a loader's smaller last
+batch is never warm-up (unless nothing came before it). Other compiles after warm-up are
+reported without a code, with their reason (a new input shape, or identical shapes and a
+changed graph), against the loop and loader that ran them.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from ..scalars import recompile_step
 from ..shards import shard_bytes
 from .events import Compile, HostRead, Location, Step, Trace, device_times
 from .hook import is_sync_cause
+from .phases import EVALUATION, SETUP, TRAINING, PhaseMap, label, loaders_by_id, merge_rows, place
 
 #: Codes the trace can observe; a static diagnostic of another code is "not observable".
 TRACEABLE = ("XLA022", "XLA201", "XLA202", "XLA203", "XLA204")
@@ -148,10 +154,62 @@ class Analysis:
 
 
 def _warmup(steps: list[Step]) -> set[int]:
-    quiet = next((s.step for s in steps if s.compiles == 0), None)
+    """The rows of ``steps`` (one phase's, in order) before the first that compiled nothing;
+    the first two when every one compiled."""
+    quiet = next((i for i, s in enumerate(steps) if s.compiles == 0), None)
     if quiet is None:
         return {s.step for s in steps[:2]}
-    return {s.step for s in steps if s.step < quiet}
+    return {s.step for s in steps[:quiet]}
+
+
+def group_of(phase: str | None, loop: tuple | None) -> object:
+    """The warm-up group of a row or compile: ``training`` (also a phase not known), a loop
+    other than a training loop (its first pass is its warm-up), or ``setup`` outside loops."""
+    if phase in (None, TRAINING):
+        return TRAINING
+    if loop is not None:
+        return ("loop", loop)
+    return SETUP
+
+
+def _first_pass(rows: list[Step]) -> list[Step]:
+    """The first run of consecutive rows (by number) of one loop: its first pass."""
+    out: list[Step] = []
+    for r in rows:
+        if out and r.step != out[-1].step + 1:
+            break
+        out.append(r)
+    return out
+
+
+def partial_batch(trace: Trace, step: Step | None) -> tuple[dict, dict | None] | None:
+    """``(loader event, batch)`` when the row's batch is the smaller last batch of a
+    DataLoader without ``drop_last`` (its leading dimension is ``dataset_size % batch_size``):
+    the row's own batches, each with the loader that handed it, else (older events) any
+    DataLoader whose remainder is the row's input size (``batch`` None)."""
+    if step is None:
+        return None
+    loaders = loaders_by_id(trace)
+    for batch in reversed(step.batches):
+        loader = loaders.get(batch.get("loader", -1))
+        inputs = batch.get("inputs") or []
+        if loader is None or not inputs or not inputs[0].get("shape"):
+            continue
+        if _remainder(loader, inputs[0]["shape"][0]):
+            return loader, batch
+    if step.batches and any(b.get("loader") in loaders for b in step.batches):
+        return None
+    loader = _partial_batch_loader(trace, step)
+    return (loader, None) if loader is not None else None
+
+
+def _remainder(loader: dict, leading: int) -> bool:
+    """Whether a batch of ``leading`` samples is the smaller last batch of ``loader``."""
+    batch = loader.get("batch_size")
+    if loader.get("kind") != "DataLoader" or loader.get("drop_last") or not batch:
+        return False
+    size = loader.get("dataset_size")
+    return leading < batch and (size is None or size % batch == leading)
 
 
 #: Seconds of slack when a compile sample's start is matched to a host read's span (the
@@ -170,7 +228,15 @@ def _tail(trace: Trace) -> Step | None:
     number = (trace.steps[-1].step + 1) if trace.steps else 1
     last = trace.steps[-1] if trace.steps else None
     started = last.start + last.duration_s if last is not None and last.start is not None else None
-    return Step.after_last(trace.end, number, started)
+    row = Step.after_last(trace.end, number, started)
+    if row is not None and trace.before_end:
+        first = trace.before_end[0].start
+        row = merge_rows([*trace.before_end, row], number)
+        row.final, row.start = True, first if first is not None else row.start
+        row.number = last.number if last is not None else 0
+    elif row is not None:
+        row.number = last.number if last is not None else 0
+    return row
 
 
 def final_step(trace: Trace) -> Step | None:
@@ -251,40 +317,86 @@ def pair_compile_times(
     return times, extra
 
 
-def _compiles(trace: Trace, warmup: set[int], final: Step | None = None) -> list[dict]:
+def warmup_rows(trace: Trace) -> dict[object, set[int]]:
+    """Per warm-up group (:func:`group_of`), the rows that are its warm-up: for training, the
+    training rows before the first that compiled nothing (the first two when every one did):
+    warm-up is counted in training steps, not in syncs; for another loop, the same over its
+    first pass (its rows up to the first gap)."""
+    groups: dict[object, list[Step]] = {}
+    for s in trace.steps:
+        groups.setdefault(group_of(s.phase, s.loop), []).append(s)
+    out: dict[object, set[int]] = {}
+    for key, rows in groups.items():
+        if key == SETUP:
+            continue
+        out[key] = _warmup(rows if key == TRAINING else _first_pass(rows))
+    return out
+
+
+def _compiles(
+    trace: Trace, warmup: dict[object, set[int]], final: Step | None = None
+) -> list[dict]:
+    """Every compile with its reason: ``warm-up`` (the first compile of each graph in its
+    group's warm-up rows, :func:`warmup_rows`), ``setup`` (outside the training and evaluation
+    loops), ``after-last-step``, ``host-read`` (a compile only ``CompileTime`` saw), or after
+    warm-up: ``new-input-shape`` / ``same-input-shapes`` (compared with the earlier rows of the
+    same group: an evaluation loop against its own batches) / ``unknown-inputs``."""
     by_step = {s.step: s for s in trace.steps}
     if final is not None:
         by_step[final.step] = final
     out = []
     signatures_before: dict[int, set] = {}
-    running: set = set()
+    running: dict[object, set] = {}
+    first_row: dict[object, int] = {}
     for s in trace.steps:
-        signatures_before[s.step] = set(running)
+        key = group_of(s.phase, s.loop)
+        first_row.setdefault(key, s.step)
+        signatures_before[s.step] = set(running.get(key, set()))
         if s.signature() is not None:
-            running.add(s.signature())
+            running.setdefault(key, set()).add(s.signature())
     blocks: dict[int, list[Compile]] = {}
     for c in trace.compiles:
         blocks.setdefault(c.step, []).append(c)
     reads: dict[int, list[HostRead]] = {}
     for r in trace.host_reads:
         reads.setdefault(r.step, []).append(r)
+    seen: set[str] = set()
     for number in sorted(set(blocks) | {n for n, s in by_step.items() if s.compile_samples}):
         step = by_step.get(number)
         times, extra = pair_compile_times(step, blocks.get(number, []), reads.get(number, []))
         for c, time_s in zip(blocks.get(number, []), times, strict=True):
+            key = group_of(c.phase, c.loop)
+            rows = warmup.get(key)
+            if rows is None and key != SETUP:
+                # a loop with no boundary of its own: its first row with a compile is its warm-up
+                rows = warmup[key] = {c.step}
+            new_graph = c.graph_hash is None or c.graph_hash not in seen
+            if c.graph_hash is not None:
+                seen.add(c.graph_hash)
+            partial = (
+                partial_batch(trace, step)
+                if step is not None and not step.final and first_row.get(key) != c.step
+                else None
+            )
             if step is not None and step.final:
                 reason = "after-last-step"
-            elif c.step in warmup or (step is None and not trace.steps):
+            elif (step is None and not trace.steps) or (
+                rows is not None and c.step in rows and new_graph and partial is None
+            ):
                 reason = "warm-up"
+            elif key == SETUP:
+                reason = "setup"
             elif step is None or step.signature() is None:
-                reason = "unknown-inputs"
+                reason = "new-input-shape" if partial is not None else "unknown-inputs"
             elif step.signature() in signatures_before.get(c.step, set()):
                 reason = "same-input-shapes"
             else:
                 reason = "new-input-shape"
-            entry = {
-                "step": c.step,
-                "after_warmup": reason not in ("warm-up", "after-last-step"),
+            entry: dict[str, object] = {
+                "step": step.number if step is not None else c.step,
+                "row": c.step,
+                "phase": c.phase,
+                "after_warmup": reason not in ("warm-up", "after-last-step", "setup"),
                 "reason": reason,
                 "cause": c.cause,
                 "graph_hash": c.graph_hash,
@@ -299,7 +411,9 @@ def _compiles(trace: Trace, warmup: set[int], final: Step | None = None) -> list
         for read, time_s in extra:
             out.append(
                 {
-                    "step": number,
+                    "step": step.number if step is not None else number,
+                    "row": number,
+                    "phase": read.phase,
                     "after_warmup": False,
                     "reason": "host-read",
                     "cause": f"{UNREPORTED_CAUSE} (`{read.kind}`; in SPMD, reading a sharded "
@@ -322,19 +436,20 @@ def _host_reads(trace: Trace) -> list[dict]:
     for e in trace.executions:
         if e.location is not None:
             ran[(e.step, e.location)] = ran.get((e.step, e.location), 0) + 1
-    reads = [(r.kind, r.location, r.step, r.count, r.closure) for r in trace.host_reads]
+    reads = [(r.kind, r.location, r.step, r.count, r.closure, r.phase) for r in trace.host_reads]
     read_at = {(r.step, r.location) for r in trace.host_reads}
+    phase_at = {(e.step, e.location): e.phase for e in trace.executions}
     reads += [
-        ("value read", loc, step, n, None)
+        ("value read", loc, step, n, None, phase_at.get((step, loc)))
         for (step, loc), n in ran.items()
         if (step, loc) not in read_at
     ]
     grouped: dict[tuple, dict] = {}
-    for kind, location, step, count, closure in reads:
+    for kind, location, step, count, closure, phase in reads:
         if closure is None and location is not None and in_step_closure_at(location):
             closure = "closure"  # the static model: a function given to xm.add_step_closure
         entry = grouped.setdefault(
-            (kind, location, closure),
+            (kind, location, closure, phase),
             {
                 "kind": kind,
                 "location": location,
@@ -342,6 +457,7 @@ def _host_reads(trace: Trace) -> list[dict]:
                 "count": 0,
                 "forced_execution": 0,
                 "closure": closure,
+                "phase": phase,
             },
         )
         entry["steps"].add(step)
@@ -355,11 +471,25 @@ def _host_reads(trace: Trace) -> list[dict]:
     return out
 
 
+def numbered_rows(trace: Trace) -> list[Step]:
+    """The rows that are steps: the training rows, or (a run without any) every row the hook
+    counted (:func:`xla_lint.trace.phases.place`)."""
+    training = [s for s in trace.steps if s.phase == TRAINING]
+    if training:
+        return training
+    return [s for s in trace.steps if s.counted or s.phase is None]
+
+
 def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
-    done = len(trace.steps)
-    by_step = {s.step: s for s in trace.steps}
+    """XLA201: a read at the same place in at least half of the steps (and two), in the
+    training loop (evaluation and setup reads are not per training step)."""
+    rows = numbered_rows(trace)
+    done = len(rows)
+    by_step = {s.step: s for s in rows}
     findings = []
     for r in reads:
+        if r.get("phase") in (SETUP, EVALUATION) and any(s.phase == TRAINING for s in rows):
+            continue
         steps = [s for s in r["steps"] if s in by_step]
         if len(steps) < 2 or 2 * len(steps) < done:
             continue
@@ -380,7 +510,15 @@ def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
             f"({r['count']} reads); {effect}"
         )
         findings.append(
-            Finding("XLA201", f"{what} on every step", message, r["location"], [], steps, cost)
+            Finding(
+                "XLA201",
+                f"{what} on every step",
+                message,
+                r["location"],
+                [],
+                [by_step[s].number for s in steps],
+                cost,
+            )
         )
     return findings
 
@@ -389,10 +527,11 @@ def _closure_notes(trace: Trace, reads: list[dict]) -> list[str]:
     """A note for each read in a synchronous step closure at most steps: torch_xla runs it
     inside ``torch_xla.sync`` once the step's graph is launched (``_run_step_closures`` in
     core/xla_model.py), so the host waits there for the graph before tracing the next step."""
-    done = len(trace.steps)
+    rows = numbered_rows(trace)
+    done = len(rows)
     notes = []
     for r in reads:
-        steps = [s for s in r["steps"] if any(x.step == s for x in trace.steps)]
+        steps = [s for s in r["steps"] if any(x.step == s for x in rows)]
         if r.get("closure") != "sync" or len(steps) < 2 or 2 * len(steps) < done:
             continue
         notes.append(
@@ -478,36 +617,45 @@ def _adam_at(trace: Trace, step: Step) -> tuple[dict, int, int] | None:
 
 
 def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
+    """A finding per kind and place of compile after warm-up; a smaller last batch (XLA202)
+    is reported at the DataLoader that handed it, with its size and batch size."""
     by_step = {s.step: s for s in trace.steps}
     findings: dict[tuple, Finding] = {}
     for c in compiles:
         if not c["after_warmup"]:
             continue
-        step = by_step.get(c["step"])
+        step = by_step.get(c["row"])
         trigger = Location.from_json(c["location"])
         time_s = c["time_s"] or 0.0
         code, location, related = None, trigger, []
+        name = label(step, c["step"])
         if c["reason"] == "new-input-shape" and step is not None:
-            shapes = ", ".join(str(tuple(i["shape"])) for i in step.inputs or [])
-            loader = _partial_batch_loader(trace, step)
-            if loader is not None:
+            found = partial_batch(trace, step)
+            batch = found[1] if found is not None else None
+            inputs = (batch or {}).get("inputs") or step.inputs or []
+            shapes = ", ".join(str(tuple(i["shape"])) for i in inputs)
+            if found is not None:
+                loader = found[0]
                 code, location = "XLA202", Location.from_json(loader.get("location")) or trigger
                 related = [trigger] if trigger else []
                 title = "a new graph for the last, smaller batch"
+                index = f"batch {batch['index']}" if batch and batch.get("index") else "a batch"
+                size = loader.get("dataset_size")
                 message = (
-                    f"step {c['step']} got a batch of {shapes}, smaller than batch_size={loader['batch_size']}"
-                    f" ({loader.get('dataset_size')} samples): torch_xla traced a new shape and compiled "
-                    "another graph"
+                    f"{name} got {index} of {shapes} from the DataLoader at {_where(location)}"
+                    f" ({size if size is not None else 'an unknown number of'} samples, "
+                    f"batch_size={loader['batch_size']}, no drop_last): smaller than the batch "
+                    "size, so torch_xla traced a new shape and compiled another graph"
                 )
             else:
                 title = "a new graph for a new input shape"
                 message = (
-                    f"step {c['step']} compiled again after warm-up: its inputs {shapes} have a shape no "
-                    "earlier step had"
+                    f"{name} compiled again after warm-up: its inputs {shapes} have a shape no "
+                    "earlier step of the same loop had"
                 )
         elif c["reason"] == "same-input-shapes" and step is not None:
             adam = _adam_at(trace, step)
-            if adam is not None:
+            if adam is not None and step.phase in (None, TRAINING):
                 opt, value, _ = adam
                 code, location = "XLA204", Location.from_json(opt.get("location")) or trigger
                 related = [trigger] if trigger else []
@@ -515,7 +663,7 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
                 dtype = "float64" if opt.get("foreach") else (opt.get("dtype") or "float32")
                 title = f"{opt['class']} compiles again at optimizer step {value}"
                 message = (
-                    f"step {c['step']} (optimizer step {value}) compiled a new graph with the same input "
+                    f"{name} (optimizer step {value}) compiled a new graph with the same input "
                     f"shapes: `{opt['class']}` divides by sqrt(1 - {beta2}**step), which rounds to exactly "
                     f"1.0 in {dtype} at step {value}, and torch_xla bakes 1.0 into the graph as a constant "
                     "instead of passing it as data"
@@ -523,15 +671,15 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
             else:
                 title = "a new graph with the same input shapes"
                 message = (
-                    f"step {c['step']} compiled again after warm-up with the same input shapes as an earlier "
-                    "step: the graph itself changed (a Python number that became 0 or 1, a branch on a "
-                    "value, a changed op)"
+                    f"{name} compiled again after warm-up with the same input shapes as an earlier "
+                    "step of the same loop: the graph itself changed (a Python number that became "
+                    "0 or 1, a branch on a value, a changed op)"
                     + ("" if "explain" in c else "; --explain names the line")
                 )
             message += _explained(c.get("explain"))
         else:
             title = "a compile after warm-up"
-            message = f"step {c['step']} compiled again after warm-up (the inputs of that step were not seen)"
+            message = f"{name} compiled again after warm-up (the inputs of that step were not seen)"
         key = (code, location, title if code is None else "")
         finding = findings.get(key)
         if finding is None:
@@ -597,10 +745,10 @@ def _no_boundary(trace: Trace) -> list[Finding]:
                 Finding(
                     "XLA203",
                     "several optimizer steps in one graph",
-                    f"step {s.step} ran {ran} optimizer steps before reaching a boundary",
+                    f"{label(s)} ran {ran} optimizer steps before reaching a boundary",
                     s.boundary,
                     [],
-                    [s.step],
+                    [s.number],
                     0.0,
                 )
             )
@@ -668,12 +816,12 @@ def _sharding(trace: Trace) -> tuple[dict, list[Finding]]:
                 Finding(
                     "XLA022",
                     "batch tensors left replicated",
-                    f"in step {s.step} the batch tensor(s) {which} were replicated on every device while another tensor "
+                    f"in {label(s)} the batch tensor(s) {which} were replicated on every device while another tensor "
                     f"of the same batch is split on its leading dimension: the input_sharding{spec_text} did not apply "
                     "to them (a ShardingSpec applies only to tensors of its own rank)",
                     site,
                     related,
-                    [s.step],
+                    [s.number],
                     0.0,
                 )
             )
@@ -705,12 +853,15 @@ def _spec_text(spec) -> str:
     return json.dumps(spec)
 
 
-def analyse(trace: Trace) -> Analysis:
+def analyse(trace: Trace, phases: PhaseMap | None = None) -> Analysis:
     """Warm-up, compiles with their reasons, host reads by place, and the findings (most
-    costly first)."""
-    warmup = _warmup(trace.steps)
+    costly first), after each row and event is placed in its phase by ``phases`` (the
+    script's loops, :func:`xla_lint.trace.phases.place`; None: phases not known)."""
+    trace = place(trace, phases)
+    groups = warmup_rows(trace)
     final = final_step(trace)
-    compiles = _compiles(trace, warmup, final)
+    compiles = _compiles(trace, groups, final)
+    warmup = {row for rows in groups.values() for row in rows}
     reads = _host_reads(trace)
     sharding, sharding_findings = _sharding(trace)
     findings = (
@@ -814,9 +965,12 @@ def status_of(trace: Trace, timed_out: bool, interrupted: bool) -> str:
 def rank_status(trace: Trace) -> str:
     """How one rank ended: ``error``, ``stopped`` (--steps), ``peer-error`` (stopped because
     another rank failed), ``no-boundary``, ``exited``, ``finished``, ``ended`` (the run was
-    ended around it: --timeout, Ctrl-C, or a failed peer it waited for) or ``crashed``."""
+    ended around it: --timeout, Ctrl-C, or a failed peer it waited for) or ``crashed`` (its
+    process died of a signal, the ``crash`` event, or it ended without a word)."""
     if trace.error is not None:
         return "error"
+    if trace.crash is not None:
+        return "crashed"
     if trace.stop is not None:
         reason = str(trace.stop.get("reason"))
         return {"no-boundary": "no-boundary", "peer-error": "peer-error"}.get(reason, "stopped")
@@ -830,11 +984,17 @@ def rank_status(trace: Trace) -> str:
 
 
 def _ranks_status(main: Trace, ranks: dict[int, Trace], timed_out: bool, interrupted: bool) -> str:
-    """The run's status from the launcher's events and every rank's."""
+    """The run's status from the launcher's events and every rank's: a rank's fatal signal
+    comes before the launcher's exception (the ``BrokenProcessPool`` or ``ChildFailedError``
+    it raises because the rank's process died)."""
     if timed_out or interrupted:
         return "timeout"
     statuses = {rank_status(t) for t in ranks.values()}
-    if "error" in statuses or main.error is not None:
+    if "error" in statuses:
+        return "error"
+    if any(t.crash is not None for t in ranks.values()):
+        return "crashed"
+    if main.error is not None:
         return "error"
     if "exited" in statuses:
         return "exited"
@@ -876,13 +1036,16 @@ def _steps_json(analysis: Analysis) -> list[dict]:
         reads_per_step[r.step] = reads_per_step.get(r.step, 0) + r.count
     listed: dict[int, int] = {}
     for c in analysis.compiles:
-        listed[c["step"]] = listed.get(c["step"], 0) + 1
+        listed[c["row"]] = listed.get(c["row"], 0) + 1
     rows = [*trace.steps, *([analysis.final] if analysis.final is not None else [])]
     tail = _tail(trace)
     device = device_times([*trace.steps, *([tail] if tail is not None else [])])
+    loaders = loaders_by_id(trace)
     return [
         {
-            "step": s.step,
+            "step": s.number,
+            "row": s.step,
+            "phase": s.phase,
             "duration_s": s.duration_s,
             "execute_s": device.get(s.step),
             "compiles": max(s.compiles, listed.get(s.step, 0)),
@@ -893,9 +1056,59 @@ def _steps_json(analysis: Analysis) -> list[dict]:
             "warmup": s.step in analysis.warmup,
             "final": s.final,
             "inputs": s.inputs,
+            "batches": [_batch_json(b, loaders) for b in s.batches],
         }
         for s in rows
     ]
+
+
+def _batch_json(batch: dict, loaders: dict[int, dict]) -> dict:
+    """A batch of a row with the DataLoader that handed it (its line, dataset size, batch size
+    and drop_last; None when the loader is not known)."""
+    loader = loaders.get(batch.get("loader"))  # type: ignore[arg-type]
+    return {
+        "index": batch.get("index"),
+        "inputs": batch.get("inputs") or [],
+        "loader": None
+        if loader is None
+        else {
+            "location": loader.get("location"),
+            "dataset_size": loader.get("dataset_size"),
+            "batch_size": loader.get("batch_size"),
+            "drop_last": loader.get("drop_last"),
+        },
+    }
+
+
+def loaders_json(trace: Trace) -> list[dict]:
+    """Each DataLoader with the batches each handed the traced thread, by leading size
+    (``{"4": 2, "2": 1}``: two batches of 4 samples, one of 2), and whether its last batch is
+    smaller than the others (``partial_last_batch``: ``dataset_size % batch_size``, no
+    ``drop_last``)."""
+    out = []
+    sizes: dict[int, dict[str, int]] = {}
+    for s in trace.steps:
+        for b in s.batches:
+            inputs = b.get("inputs") or []
+            if isinstance(b.get("loader"), int) and inputs and inputs[0].get("shape"):
+                lead = str(inputs[0]["shape"][0])
+                counts = sizes.setdefault(b["loader"], {})
+                counts[lead] = counts.get(lead, 0) + 1
+    for ident, loader in loaders_by_id(trace).items():
+        size, batch = loader.get("dataset_size"), loader.get("batch_size")
+        out.append(
+            {
+                "location": loader.get("location"),
+                "dataset_size": size,
+                "batch_size": batch,
+                "drop_last": bool(loader.get("drop_last")),
+                "partial_last_batch": bool(
+                    batch and size and size % batch and not loader.get("drop_last")
+                ),
+                "batches": sizes.get(ident, {}),
+            }
+        )
+    return out
 
 
 def _error_json(trace: Trace) -> dict | None:
@@ -906,26 +1119,54 @@ def _error_json(trace: Trace) -> dict | None:
 
 def _crash_json(trace: Trace) -> dict | None:
     """The signal the script died of and its Python stack at the crash (the runner's
-    ``crash`` event), or None."""
+    ``crash`` event; a rank's with its ``rank``, ``pid`` and ``steps_traced``), or None."""
     if trace.crash is None:
         return None
-    return {k: trace.crash.get(k) for k in ("signal", "name", "fatal", "location")} | {
+    out = {k: trace.crash.get(k) for k in ("signal", "name", "fatal", "location")} | {
         "stack": list(trace.crash.get("stack") or [])
     }
+    if trace.crash.get("rank") is not None:
+        out |= {
+            "rank": trace.crash["rank"],
+            "pid": trace.crash.get("pid"),
+            "steps_traced": len(trace.steps),
+        }
+    return out
+
+
+def _crashed_rank(ranks: dict[int, Trace]) -> int | None:
+    """The rank that died of a fatal signal, for the headline: the one whose thread got the
+    signal, else (a signal sent to the whole process, ``os.kill``) one that was running its
+    own code then (its innermost frame is its first user frame), else the lowest that
+    crashed; None when none has a ``crash`` event. Ranks sharing a process all die of it."""
+    crashed = {r: t.crash for r, t in sorted(ranks.items()) if t.crash is not None}
+    for pick in (
+        lambda c: c.get("current_thread"),
+        lambda c: c.get("location") and (c.get("stack") or [None])[0] == c.get("location"),
+        lambda c: True,
+    ):
+        found = next((r for r, c in crashed.items() if pick(c)), None)
+        if found is not None:
+            return found
+    return None
 
 
 def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) -> dict:
     """One rank in the report: its status, steps and compiles, as the top-level ones."""
     start = trace.start or {}
     steps = _steps_json(analysis)
-    after = [s["duration_s"] for s in steps if not s["warmup"] and not s["final"]]
+    after = [
+        s["duration_s"]
+        for s in steps
+        if not s["warmup"] and not s["final"] and s["phase"] in (None, TRAINING)
+    ]
     return {
         "rank": rank,
         "events_file": path,
         "pid": start.get("pid"),
         "thread": start.get("thread"),
         "status": rank_status(trace),
-        "steps_traced": len(trace.steps),
+        "steps_traced": len(numbered_rows(analysis.trace)),
         "compile_count": len(analysis.compiles),
         "compile_s": round(sum(s.compile_s for s in trace.steps), 6),
         "median_step_s": round(statistics.median(after), 6) if after else None,
@@ -933,6 +1174,7 @@ def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) ->
         "steps": steps,
         "compiles": analysis.compiles,
         "error": _error_json(trace),
+        "crash": _crash_json(trace),
     }
 
 
@@ -951,17 +1193,20 @@ def build_report(
     static_error: str | None = None,
     ranks: dict[int, Trace] | None = None,
     rank_files: dict[int, str] | None = None,
+    phases: PhaseMap | None = None,
 ) -> dict:
     """The report as a JSON-able dict (:data:`~xla_lint.trace.events.REPORT_SCHEMA`).
 
     With ``ranks`` (one process per device: each rank's trace, by rank), the steps, compiles,
     host reads and sharding are rank 0's (the lowest rank's), the findings those of every rank
     (with the ranks that showed each), and ``ranks`` lists each rank's status, steps and
-    compiles; ``trace`` is then the launcher's (the script's own process)."""
+    compiles; ``trace`` is then the launcher's (the script's own process). ``phases``: the
+    script's loops (:class:`~xla_lint.trace.phases.PhaseMap`), which place every row and
+    event in setup, training or evaluation."""
     ranks = ranks or {}
     primary = ranks[min(ranks)] if ranks else trace
-    analysis = analyse(primary)
-    analyses = {r: analysis if t is primary else analyse(t) for r, t in ranks.items()}
+    analysis = analyse(primary, phases)
+    analyses = {r: analysis if t is primary else analyse(t, phases) for r, t in ranks.items()}
     if ranks:
         status = _ranks_status(trace, ranks, timed_out, interrupted)
         findings = _merge_findings(analyses)
@@ -987,6 +1232,9 @@ def build_report(
         notes.append(f"the run was {what}{at}; the report holds what happened until then")
     code = (trace.child_exit or {}).get("code")
     crash = _crash_json(trace) if status == "crashed" and not ranks else None
+    crashed_rank = _crashed_rank(ranks) if status == "crashed" else None
+    if crashed_rank is not None:
+        crash = _crash_json(ranks[crashed_rank])
     if status == "crashed" and isinstance(code, int) and code < 0:
         if crash is None:  # else the headline names the signal
             notes.append(f"the script's process was killed by signal {-code}")
@@ -1039,7 +1287,7 @@ def build_report(
         "exit_code": 1 if findings or status in ("error", "timeout", "crashed", "exited") else 0,
         "script_exit": script_exit,
         "steps_requested": steps_requested,
-        "steps_traced": len(primary.steps),
+        "steps_traced": len(numbered_rows(analysis.trace)),
         "optimizer_steps": stop.get("optimizer_steps", end.get("optimizer_steps")),
         "wall_s": round(wall_s, 3),
         "events_file": events_file,
@@ -1052,10 +1300,8 @@ def build_report(
         },
         "steps": _steps_json(analysis),
         "compiles": analysis.compiles,
-        "host_reads": [
-            {**r, "location": r["location"].to_json() if r["location"] else None}
-            for r in analysis.host_reads
-        ],
+        "host_reads": _reads_json(analysis),
+        "loaders": loaders_json(analysis.trace),
         "sharding": analysis.sharding,
         "findings": findings_json,
         "static": static_json,
@@ -1069,6 +1315,22 @@ def build_report(
         "notes": notes,
     }
     return report
+
+
+def _reads_json(analysis: Analysis) -> list[dict]:
+    """The host reads of the report: ``steps`` the step numbers they happened in (setup and
+    evaluation rows: the training step before them), ``rows`` the rows, ``phase``."""
+    rows = [*analysis.trace.steps, *([analysis.final] if analysis.final is not None else [])]
+    numbers = {s.step: s.number for s in rows}
+    return [
+        {
+            **r,
+            "location": r["location"].to_json() if r["location"] else None,
+            "steps": sorted({numbers.get(x, x) for x in r["steps"]}),
+            "rows": r["steps"],
+        }
+        for r in analysis.host_reads
+    ]
 
 
 def _launcher(trace: Trace, ranks: dict[int, Trace]) -> str | None:
@@ -1104,8 +1366,23 @@ def _rank_notes(trace: Trace, ranks: dict[int, Trace]) -> list[str]:
             "was ended"
         )
     missing = sorted(
-        r for r, t in ranks.items() if rank_status(t) == "crashed" and trace.peers_ended is None
+        r
+        for r, t in ranks.items()
+        if rank_status(t) == "crashed" and t.crash is None and trace.peers_ended is None
     )
+    crashed = _crashed_rank(ranks)
+    if crashed is not None:
+        pid = (ranks[crashed].start or {}).get("pid")
+        also = sorted(
+            r
+            for r, t in ranks.items()
+            if r != crashed and t.crash is not None and (t.start or {}).get("pid") == pid
+        )
+        if also:
+            notes.append(
+                f"rank {_span(also)} died with rank {crashed}: their process (pid {pid}) "
+                "ran them as threads"
+            )
     if missing:
         notes.append(f"rank {_span(missing)} ended without a word (killed, or os._exit)")
     if shared and (missing or failed) and len(shared) > 1:
@@ -1213,10 +1490,12 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     crash = report.get("crash") if report["status"] == "crashed" else None
     if crash:
         at = f" at {_where(crash['location'])}" if crash.get("location") else ""
-        text = (
-            f"the script died of signal {crash['signal']} ({crash['name']}) "
-            f"after {report['steps_traced']} steps{at}"
-        )
+        who, steps = "the script", report["steps_traced"]
+        for kind in ("rank", "host"):  # a rank's or a simulated host's process
+            if crash.get(kind) is not None:
+                who = f"{kind} {crash[kind]} (pid {crash.get('pid')})"
+                steps = crash.get("steps_traced", steps)
+        text = f"{who} died of signal {crash['signal']} ({crash['name']}) after {steps} steps{at}"
     text = text.replace(" 1 steps", " 1 step").replace(" 1 optimizer steps", " 1 optimizer step")
     out.append(f"{text}; {report['wall_s']:.1f} s wall; events: {report['events_file']}")
     if crash:
@@ -1253,21 +1532,32 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     if report["steps"]:
         out.append(f"Steps (rank {ranks[0]['rank']})" if ranks else "Steps")
         out.append("  step  host span     device  compiles                   host reads  inputs")
-        for s in report["steps"]:
+        for s in _collapsed(report["steps"]):
             compiles = f"{s['compiles']} ({_ms(s['compile_s'])})" if s["compiles"] else "0"
             inputs = " ".join(_shape(i) for i in (s["inputs"] or [])) or "-"
             warm = " (warm-up)" if s.get("warmup") and s["compiles"] else ""
+            if s.get("rows", 1) > 1:
+                inputs = f"({s['rows']} boundaries) {inputs}"
             device_s = s.get("execute_s")
-            label = "end" if s.get("final") else str(s["step"])
+            name = (
+                "end" if s.get("final") else _PHASE_LABEL.get(s.get("phase") or "", str(s["step"]))
+            )
             out.append(
-                f"  {label:>4} {_ms(s['duration_s']):>10} "
+                f"  {name:>5} {_ms(s['duration_s']):>9} "
                 f"{_ms(device_s) if device_s is not None else '-':>10}  {compiles + warm:<26} "
                 f"{s['host_reads']:>10}  {inputs}"
             )
         if any(s.get("final") for s in report["steps"]):
             out.append("  (end: after the last step's boundary, until the script ended)")
+        if any(s.get("phase") in _PHASE_LABEL for s in report["steps"]):
+            out.append(
+                "  (setup, eval: rows of the script's setup and evaluation loops, by its own "
+                "structure; steps are training steps)"
+            )
         durations = [
-            s["duration_s"] for s in report["steps"] if not s.get("warmup") and not s.get("final")
+            s["duration_s"]
+            for s in report["steps"]
+            if not s.get("warmup") and not s.get("final") and s.get("phase") in (None, TRAINING)
         ]
         if durations:
             out.append(f"  median step after warm-up: {_ms(statistics.median(durations))}")
@@ -1283,10 +1573,17 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
                 "unknown-inputs": "after warm-up",
                 "after-last-step": "after the last step",
                 "host-read": "during a host read",
+                "setup": "setup",
             }[c["reason"]]
+            when = f"step {c['step']:>3}"
+            if c.get("phase") in _PHASE_LABEL:
+                when = (
+                    f"{_PHASE_LABEL[c['phase']]} after step {c['step']}"
+                    if c["step"]
+                    else (_PHASE_LABEL[c["phase"]])
+                )
             out.append(
-                f"  step {c['step']:>3}{time_s}: {reason}; triggered at {_where(c['location'])} "
-                f"({c['cause']})"
+                f"  {when}{time_s}: {reason}; triggered at {_where(c['location'])} ({c['cause']})"
             )
             if c.get("explain"):
                 out.append(f"    IR{_explained(c['explain'])[len('; the IR') :]}")
@@ -1331,6 +1628,37 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
     for note in report["notes"]:
         out.append(f"note: {note}")
     return "\n".join(out).rstrip() + "\n"
+
+
+_PHASE_LABEL = {SETUP: "setup", EVALUATION: "eval"}
+
+
+def _collapsed(steps: list[dict]) -> list[dict]:
+    """The report's rows for the text table: consecutive rows of one setup or evaluation
+    phase after the same training step shown as one (times and counts summed, ``rows``: how
+    many), the inputs of the first."""
+    out: list[dict] = []
+    for s in steps:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and s.get("phase") in _PHASE_LABEL
+            and last.get("phase") == s.get("phase")
+            and last["step"] == s["step"]
+            and not s.get("final")
+            and not last.get("final")
+        ):
+            for key in ("duration_s", "compile_s", "transfer_s"):
+                last[key] = round((last.get(key) or 0.0) + (s.get(key) or 0.0), 6)
+            if s.get("execute_s") is not None:
+                last["execute_s"] = round((last.get("execute_s") or 0.0) + s["execute_s"], 6)
+            for key in ("compiles", "executions", "host_reads"):
+                last[key] = (last.get(key) or 0) + (s.get(key) or 0)
+            last["warmup"] = last.get("warmup") or s.get("warmup")
+            last["rows"] = last.get("rows", 1) + 1
+            continue
+        out.append(dict(s))
+    return out
 
 
 def times_line(device: dict) -> str:

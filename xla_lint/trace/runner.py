@@ -448,8 +448,12 @@ def run_child(
     _append_parent_events(
         events_file, env, proc.returncode, timed_out, interrupted, opts.timeout, wall, peers_ended
     )
+    dumps: list[str] = []
     for rank, path in rank_files(events_file).items():
-        _append_rank_events(path, rank, timed_out or interrupted or peers_ended, wall, env)
+        dump = _append_rank_events(path, rank, timed_out or interrupted or peers_ended, wall, env)
+        if dump is not None and dump not in dumps:  # ranks sharing a process share its dump
+            dumps.append(dump)
+            _echo_fatal_dump(dump, stream)
     if peers_ended:
         with open(events_file, "a", encoding="utf-8") as handle:
             handle.write(
@@ -653,9 +657,11 @@ def _append_parent_events(
     _append_events(events_file, lines, wall)
 
 
-def _append_rank_events(path: str, rank: int, stopped: bool, wall: float, env: dict) -> None:
+def _append_rank_events(path: str, rank: int, stopped: bool, wall: float, env: dict) -> str | None:
     """Add to a rank's file what only the parent knows: compiles of its debug report that the
-    rank could not turn into events, and, when the run was ended, where the rank was."""
+    rank could not turn into events, the fatal signal its process died of (a ``crash`` event
+    from the process's ``fatal.PID.txt``, see :func:`rank_crash_event`) and, when the run was
+    ended, where the rank was. Returns the dump file of a crash it added, else None."""
     from .events import read_events
 
     trace = read_events(path)
@@ -664,7 +670,17 @@ def _append_rank_events(path: str, rank: int, stopped: bool, wall: float, env: d
     # to no rank in particular).
     owners = (rank,) if start.get("shared") else (rank, None)
     lines = _late_compiles(trace, start.get("debug_file"), lambda b: hook.block_rank(b) in owners)
-    if stopped and trace.end is None and isinstance(start.get("pid"), int):
+    dump = None
+    if trace.end is None and trace.crash is None and isinstance(start.get("pid"), int):
+        hook._set_library_dirs(*_library_modules(trace))
+        fatal = env.get(hook.FATAL_ENV)
+        dump = hook.worker_file(fatal, start["pid"]) if fatal else None
+        crash = rank_crash_event(dump, rank, start["pid"])
+        if crash is not None:
+            lines.append(crash)
+        else:
+            dump = None
+    if stopped and trace.end is None and dump is None and isinstance(start.get("pid"), int):
         hook._set_library_dirs(*_library_modules(trace))
         stack = _read_stack(
             hook.worker_file(env[hook.STACKS_ENV], start["pid"]),
@@ -680,6 +696,7 @@ def _append_rank_events(path: str, rank: int, stopped: bool, wall: float, env: d
         )
     if lines:
         _append_events(path, lines, wall)
+    return dump
 
 
 def _late_compiles(
@@ -749,22 +766,27 @@ def _read_stack(path: str | None, marker: str | None = None) -> list[dict]:
     return _dump_frames(_read_dump(path), marker)
 
 
-def _dump_frames(text: str, marker: str | None = None, current_first: bool = False) -> list[dict]:
-    """The frames (innermost first) of one thread of a faulthandler dump: the thread holding
-    ``marker``, else (with ``current_first``: the thread that got the signal, else) the
-    script's thread, the one running a ``<module>`` frame (runpy -> the script's top level)."""
+def _dump_thread(text: str, marker: str | None = None, current_first: bool = False) -> str:
+    """One thread's part of a faulthandler dump: the thread holding ``marker``, else (with
+    ``current_first``: the thread that got the signal, else) the script's thread, the one
+    running a ``<module>`` frame (runpy -> the script's top level); "" without frames."""
     chunks = [c for c in text.split("\n\n") if "File " in c]
     current = next((c for c in chunks if "Current thread" in c), None)
     main = next((c for c in chunks if marker and marker in c), None)
-    main = (
+    return (
         main
         or (current if current_first else None)
         or next((c for c in chunks if "<module>" in c), None)
         or current
         or (chunks[0] if chunks else "")
     )
+
+
+def _dump_frames(text: str, marker: str | None = None, current_first: bool = False) -> list[dict]:
+    """The frames (innermost first) of one thread of a faulthandler dump, chosen as
+    :func:`_dump_thread` does."""
     frames = []
-    for line in main.splitlines():
+    for line in _dump_thread(text, marker, current_first).splitlines():
         line = line.strip()
         if not line.startswith('File "'):
             continue
@@ -796,11 +818,13 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def crash_event(number: int | None, path: str | None) -> dict | None:
+def crash_event(number: int | None, path: str | None, marker: str | None = None) -> dict | None:
     """The ``crash`` event of a process that died of signal ``number`` (None: read it from the
     dump), with the Python stack faulthandler wrote to ``path`` at the crash (the thread that
-    got the signal, innermost first, down to the script's top level) and its first user
-    frame. None when the number is unknown and there is no dump."""
+    got the signal, or with ``marker`` the thread whose frames hold that file name; innermost
+    first, down to the script's top level or the marker's frame) and its first user frame.
+    ``current_thread`` says whether that thread is the one that got the signal. None when the
+    number is unknown and there is no dump."""
     text = _read_dump(path)
     fatal = None
     if text.startswith("Fatal Python error: "):
@@ -810,9 +834,17 @@ def crash_event(number: int | None, path: str | None) -> dict | None:
         if name is None:
             return None
         number = int(getattr(signal, name))
-    frames = _dump_frames(text, current_first=True) if fatal else []
-    runpy_at = next((i for i, f in enumerate(frames) if "runpy" in f["path"]), len(frames))
-    stack = frames[:runpy_at]  # runpy and the bootstrap below the script are ours
+    thread = _dump_thread(text, marker, current_first=True) if fatal else ""
+    frames = _dump_frames(text, marker, current_first=True) if fatal else []
+    # runpy and the bootstrap below the script, or the rank's marker frame and the launcher's
+    # below it, are ours
+    ours = next(
+        (i for i, f in enumerate(frames) if "runpy" in f["path"] or f["path"] == marker),
+        len(frames),
+    )
+    stack = frames[:ours]
+    while len(stack) > 1 and stack[-1]["path"] == os.path.abspath(hook.__file__):
+        stack.pop()  # the hook's frames that called the rank's function
     return {
         "event": "crash",
         "signal": number,
@@ -820,7 +852,21 @@ def crash_event(number: int | None, path: str | None) -> dict | None:
         "fatal": fatal,
         "stack": stack[: hook.MAX_FRAMES],
         "location": next((f for f in stack if hook.is_user_file(f["path"])), None),
+        "current_thread": "Current thread" in thread,
     }
+
+
+def rank_crash_event(path: str | None, rank: int, pid: int) -> dict | None:
+    """The ``crash`` event of a rank whose process (``pid``) died of a fatal signal, from the
+    faulthandler dump that process wrote to ``path`` (``fatal.PID.txt``,
+    :func:`~xla_lint.trace.hook.worker_file`): the signal, the stack of the rank's own thread
+    (the one running its ``<xla-lint rank N>`` frame; a torchrun worker's, the thread that got
+    the signal) and ``rank`` and ``pid``. None when the process left no dump of a fatal
+    signal (it ended otherwise, or was killed by one faulthandler cannot catch)."""
+    event = crash_event(None, path, f"<xla-lint rank {rank}>")
+    if event is None:
+        return None
+    return {**event, "rank": rank, "pid": pid}
 
 
 def sys_path_folders(path: str, cwd: str) -> list[str]:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ...analysis.context import FileContext, find_arg
 from ...analysis.names import Scope
+from ...analysis.names import last_name as _last_name
 from ...diagnostics import Severity
+from ...program.flow import BATCHED, STEPPED
 from ...rule import Invalid, Valid
 from .common import LoopRule, is_literal_loop
+
+TRANGE = frozenset({"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange"})
 
 
 class MissingStepBoundary(LoopRule):
@@ -39,7 +44,15 @@ function of the module (`self._collect(loader_iter, n)`) ends the step too, and
 that makes a device loader may iterate it and is not flagged. A loop over a parameter of a
 function that no linted file calls (or calls with `*args`) is not flagged in a program
 that makes a device loader somewhere: what is passed in is unknown. A loop over a literal
-list or tuple is not flagged. Modules that turn on eager mode
+list or tuple is not flagged. Nor is a loop whose function runs inside one iteration of a
+loop elsewhere in the program that ends a step on each iteration (its graph is bounded by that
+step), followed through the calls between them in any file, calls of a value included (a
+closure that a factory returns, `train = train_fns.GAN_training_function(...)` ... `train(x,
+y)`): a counted loop (`for _ in range(n)`, n optimizer steps of one batch, as a GAN's
+discriminator steps) when that loop syncs or iterates a device loader; any loop when it
+iterates a device loader (one call per batch). A loop over a data set in a function that an
+epoch loop calls and syncs after is still flagged: one sync per epoch does not end its
+steps. Modules that turn on eager mode
 (`torch_xla.experimental.eager_mode(True)`) are not checked. See docs/programs.md, "Steps
 and device loaders".
 
@@ -155,8 +168,43 @@ of the step.
                 ),
             ),
         ),
+        # A closure a factory of another module returns, called once per batch from a loop over a
+        # per-device loader (BigGAN-Pytorch-TPU train_fns.py): its counted loop runs
+        # `num_D_steps` discriminator steps in the graph of one batch, which the loader ends.
+        Valid(
+            "import torch_xla.core.xla_model as xm\ndef GAN_training_function(D, config):\n"
+            "    def train(x, y):\n        for step_index in range(config['num_D_steps']):\n"
+            "            D_loss = D(x, y).sum()\n            D_loss.backward()\n"
+            "            xm.optimizer_step(D.optim)\n        return {}\n    return train\n",
+            files=(
+                (
+                    "train.py",
+                    "import torch_xla.distributed.parallel_loader as pl\nimport example\n"
+                    "def run(loader, device, D, config):\n"
+                    "    train = example.GAN_training_function(D, config)\n"
+                    "    pl_loader = pl.ParallelLoader(loader, [device]).per_device_loader(device)\n"
+                    "    for i, (x, y) in enumerate(pl_loader):\n        metrics = train(x, y)\n"
+                    "if __name__ == '__main__':\n    run(loader, device, D, config)\n",
+                ),
+            ),
+        ),
+        # A helper's counted loop, called from a loop that syncs on every iteration.
+        Valid(
+            "import torch_xla.core.xla_model as xm\ndef d_steps(x, n):\n    for _ in range(n):\n"
+            "        loss = D(x).sum()\n        loss.backward()\n        optimizer.step()\n"
+            "for x in loader:\n    d_steps(x, 5)\n    xm.mark_step()\n"
+        ),
     )
     invalid = (
+        # One sync per epoch does not end the steps of the epoch's loop over a plain DataLoader.
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nfrom torch.utils.data import DataLoader\n"
+            "def train_epoch(loader):\n    for x in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n"
+            "for epoch in range(3):\n    train_epoch(DataLoader(data, batch_size=8))\n"
+            "    xm.mark_step()\n",
+            (4,),
+        ),
         Invalid(
             "import torch_xla\nfor x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
             "    optimizer.step()\n    optimizer.zero_grad()\n",
@@ -206,7 +254,27 @@ of the step.
             if keys is None:
                 return
             unless = keys
-        self.report(node, unless=unless)
+        self.report(node, unless=unless | self._caller_steps(node))
+
+    def _caller_steps(self, node: cst.For | cst.While) -> frozenset[str]:
+        """The keys that drop the finding when the loop's function runs inside one step of a loop
+        elsewhere in the program (:meth:`xla_lint.program.flow.LoaderFlows.in_step`): a counted
+        loop (``for _ in range(n)``: n discriminator steps of one batch) when a step loop calls the
+        function (``stepped:F``); any other loop when a loop over a device loader calls it, once
+        per batch (``batched:F``). Empty at module level."""
+        stack = self.ctx.stack
+        for ancestor in reversed(stack[:-1]):
+            if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+                return frozenset()
+            if isinstance(ancestor, cst.FunctionDef):
+                key = self.facts.flow.key_of(ancestor)
+                if key is None:
+                    return frozenset()
+                keys = {BATCHED + key}
+                if _counted(self.ctx, node):
+                    keys.add(STEPPED + key)
+                return frozenset(keys)
+        return frozenset()
 
     def _inner_training_loop(self, node: cst.For | cst.While, scope: Scope) -> bool:
         facts = self.facts
@@ -215,3 +283,20 @@ of the step.
             if f.backward and f.optimizer:
                 return True
         return False
+
+
+def _counted(ctx: FileContext, node: cst.For | cst.While) -> bool:
+    """``for i in range(n)`` (also through ``enumerate``/``tqdm``/``trange``): a loop that runs a
+    number of steps the code counts, not one step per batch of a data set."""
+    if not isinstance(node, cst.For):
+        return False
+    iterable = node.iter
+    while isinstance(iterable, cst.Call) and _last_name(iterable.func) in ("enumerate", "tqdm"):
+        first = find_arg(iterable, None, 0)
+        if first is None:
+            return False
+        iterable = first.value
+    if not isinstance(iterable, cst.Call):
+        return False
+    names = ctx.qnames(iterable.func)
+    return "builtins.range" in names or bool(names & TRANGE)
