@@ -175,6 +175,8 @@ def test_attributes_assigned_from_each_other_are_judged_once_each(monkeypatch):
     (found,) = ask(source)
     assert found is None  # a0 is 8 assignments away from the ordinal: past the depth bound
     assert len(looked_up) < 2_000, len(looked_up)
-    short = HEAD + "class T:\n" + chain.replace("self.a3 = self.a4", "self.a3 = xr.global_ordinal()")
+    short = (
+        HEAD + "class T:\n" + chain.replace("self.a3 = self.a4", "self.a3 = xr.global_ordinal()")
+    )
     (found,) = ask(short + "    def run(self):\n        guard(self.a0 == 0)\n")
     assert found is not None and found.kind == ranks.GLOBAL_ORDINAL
