@@ -15,15 +15,16 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers import without_file_powers, write_tree
+from helpers import LOST, LOST_NOTE, without_file_powers, write_tree
 
 from xla_lint.reporters import reporters
 from xla_lint.rules import all_rules
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 
-# One warning with a safe fix (XLA004) and one error with a safe fix (XLA001).
-PRINTS = "import torch_xla\nprint('a')\nprint('b', flush=True)\nprint('c')\n"
+# One warning with a safe fix (XLA004) and one error with a safe fix (XLA001). The scripts whose
+# prints XLA004 reports end with os._exit, which loses what they printed (helpers.LOST).
+PRINTS = "import torch_xla\nprint('a')\nprint('b', flush=True)\nprint('c')\n" + LOST
 HYBRID = (
     "from torch_xla.distributed.spmd import HybridMesh as HM\n"
     "mesh = HM((4, 1), axis_names=('fsdp', 'model'))\n"
@@ -31,6 +32,7 @@ HYBRID = (
 CLEAN = "import torch_xla\nprint('ok', flush=True)\n"
 MSG4 = (
     "`print` without `flush=True` in torch_xla code: the line may sit in a buffer and never appear"
+    + LOST_NOTE
 )
 
 
@@ -116,7 +118,7 @@ def test_missing_path_is_a_usage_error(tmp_path):
 
 
 def test_text_output_sorted_by_path_then_position_with_summary(tmp_path):
-    write_tree(tmp_path, {"b.py": PRINTS, "a.py": HYBRID + "print('x')\n", "ok.py": CLEAN})
+    write_tree(tmp_path, {"b.py": PRINTS, "a.py": HYBRID + "print('x')\n" + LOST, "ok.py": CLEAN})
     proc = xla(tmp_path, "--isolated", "--select", "XLA001,XLA004")
     assert proc.returncode == 1
     assert lines(proc) == [
@@ -181,7 +183,7 @@ def test_json_output_keys(tmp_path):
 
 
 def test_select_and_ignore_codes_and_prefixes(tmp_path):
-    write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n"})
+    write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n" + LOST})
     assert {
         r.split()[1]
         for r in lines(xla(tmp_path, "--isolated", "--select", "XLA00", "--ignore", "XLA002"))[:-1]
@@ -225,7 +227,7 @@ def test_pyproject_keys(tmp_path):
                 '[tool.xla-lint]\nselect = ["XLA001", "XLA004"]\nignore = ["XLA001"]\n'
                 'exclude = ["gen_*.py"]\nper-file-ignores = { "tests/*" = ["XLA004"] }\n'
             ),
-            "src/a.py": HYBRID + "print('x')\n",
+            "src/a.py": HYBRID + "print('x')\n" + LOST,
             "src/gen_x.py": PRINTS,
             "tests/t.py": PRINTS,
         },
@@ -327,7 +329,7 @@ def test_noqa_and_disable_file(tmp_path):
         {
             "a.py": (
                 "import torch_xla\nprint(1)  # noqa: XLA004\nprint(2)  # noqa\nprint(3)  # noqa: XLA001\n"
-                "print(4)  # noqa: E501\ns = '# noqa'; print(5)\n"
+                "print(4)  # noqa: E501\ns = '# noqa'; print(5)\n" + LOST
             ),
             "b.py": "# xla-lint: disable-file=XLA004\n" + PRINTS,
             "c.py": "# xla-lint: disable-file=XLA001\n" + PRINTS,
@@ -354,6 +356,7 @@ def test_fix_applies_safe_fixes_keeps_mode_and_is_idempotent(tmp_path):
     assert lines(proc) == ["All checks passed (2 files). Fixed 3 diagnostics."]
     assert (tmp_path / "a.py").read_text() == (
         "import torch_xla\nprint('a', flush=True)\nprint('b', flush=True)\nprint('c', flush=True)\n"
+        + LOST
     )
     assert (
         "HM(ici_mesh_shape=(4, 1), axis_names=('fsdp', 'model'))" in (tmp_path / "m.py").read_text()
@@ -372,13 +375,15 @@ def test_diff_prints_and_writes_nothing(tmp_path):
     assert lines(proc) == [
         "--- a/a.py",
         "+++ b/a.py",
-        "@@ -1,4 +1,4 @@",
+        "@@ -1,6 +1,6 @@",
         " import torch_xla",
         "-print('a')",
         "+print('a', flush=True)",
         " print('b', flush=True)",
         "-print('c')",
         "+print('c', flush=True)",
+        " import os",
+        " os._exit(0)",
     ]
     assert (tmp_path / "a.py").read_text() == PRINTS
 
@@ -462,7 +467,7 @@ def test_rule_command_emphasises_headings_in_color(tmp_path):
 
 
 def test_every_format_from_the_cli(tmp_path):
-    write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n"})
+    write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n" + LOST})
     args = ("--isolated", "--select", "XLA001,XLA004", "--output-format")
     sarif = json.loads(xla(tmp_path, *args, "sarif").stdout)
     jsonschema.Draft4Validator(json.loads(SCHEMA.read_text())).validate(sarif)
@@ -490,7 +495,7 @@ def test_every_format_from_the_cli(tmp_path):
 
 
 def test_statistics(tmp_path):
-    write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n", "b.py": PRINTS})
+    write_tree(tmp_path, {"a.py": HYBRID + "print('x')\n" + LOST, "b.py": PRINTS})
     proc = xla(tmp_path, "--isolated", "--select", "XLA001,XLA004", "--statistics")
     assert proc.returncode == 1
     assert lines(proc) == [
@@ -750,7 +755,7 @@ def test_syntax_error_is_reported_where_python_reports_it(tmp_path):
 def test_force_exclude_applies_exclude_to_named_files(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.xla-lint]\nexclude = ["third_party/"]\n')
     (tmp_path / "third_party").mkdir()
-    (tmp_path / "third_party" / "v.py").write_text("import torch_xla\nprint('x')\n")
+    (tmp_path / "third_party" / "v.py").write_text("import torch_xla\nprint('x')\n" + LOST)
     named = [sys.executable, "-m", "xla_lint", "--no-cache", "third_party/v.py"]
     plain = subprocess.run(named, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "XLA004" in plain.stdout  # a named file is linted...
@@ -865,6 +870,7 @@ def test_add_noqa_merges_keeps_other_comments_and_is_idempotent(tmp_path):
         "print('d')  # noqa\r\n"
         'print("""x\r\n'
         '""")\r\n'
+        "import os\r\nos._exit(0)\r\n"
     )
     (tmp_path / "a.py").write_bytes(src.encode())
     proc = xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py")
@@ -879,6 +885,7 @@ def test_add_noqa_merges_keeps_other_comments_and_is_idempotent(tmp_path):
         "print('d')  # noqa\r\n"
         'print("""x\r\n'
         '""")  # noqa: XLA004\r\n'  # after the string: it covers the string's lines (Ruff's rule)
+        "import os\r\nos._exit(0)\r\n"
     )
     again = xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py")
     assert again.stderr.strip().endswith("Added 0 noqa directives to 0 files.")
@@ -896,7 +903,7 @@ def test_a_noqa_after_a_multi_line_string_covers_its_lines(tmp_path):
         'x = f"""{print(1)}\n'
         '"""  # noqa: XLA004\n'
         'print("""c\n'
-        'd""")\n'
+        'd""")\n' + LOST
     )
     (tmp_path / "a.py").write_text(src)
     proc = xla(tmp_path, "--isolated", "--no-cache", "--extend-select", "XLA900", "a.py")
@@ -913,12 +920,12 @@ def test_add_noqa_cannot_be_combined_with_fix(tmp_path):
 
 
 def test_add_noqa_counts_lines_as_python_does_not_at_form_feeds(tmp_path):
-    src = "import torch_xla\nx = 1  # a\x0cb\nprint('a')\n"
+    src = "import torch_xla\nx = 1  # a\x0cb\nprint('a')\n" + LOST
     (tmp_path / "a.py").write_bytes(src.encode())
     assert xla(tmp_path, "--isolated", "--no-cache", "--add-noqa", "a.py").returncode == 0
-    assert (
-        tmp_path / "a.py"
-    ).read_bytes().decode() == "import torch_xla\nx = 1  # a\x0cb\nprint('a')  # noqa: XLA004\n"
+    assert (tmp_path / "a.py").read_bytes().decode() == (
+        "import torch_xla\nx = 1  # a\x0cb\nprint('a')  # noqa: XLA004\n" + LOST
+    )
 
 
 # XLA005 has an unsafe fix (the value changes); XLA302 a safe one.

@@ -12,13 +12,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import without_file_powers
+from helpers import LOST, LOST_NOTE, without_file_powers
 
 from xla_lint.diagnostics import Edit, Fix
 from xla_lint.pipeline.fixes import WriteError, apply_fixes, write_atomic
 
-PRINT = "import torch_xla\nprint('a')\n"
-PRINT_FIXED = "import torch_xla\nprint('a', flush=True)\n"
+PRINT = "import torch_xla\nprint('a')\n" + LOST  # a print XLA004 reports (helpers.LOST)
+PRINT_FIXED = "import torch_xla\nprint('a', flush=True)\n" + LOST
 
 
 def xla(
@@ -90,7 +90,9 @@ def test_latin1_in_the_first_two_lines_names_the_byte_not_an_encoding_declaratio
 
 
 def test_latin1_with_cookie_is_linted_and_fixed_as_latin1(tmp_path):
-    data = b"# -*- coding: latin-1 -*-\nimport torch_xla\n# caf\xe9\nprint('\xe9')\n"
+    data = (
+        b"# -*- coding: latin-1 -*-\nimport torch_xla\n# caf\xe9\nprint('\xe9')\n" + LOST.encode()
+    )
     (tmp_path / "l1.py").write_bytes(data)
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "l1.py")
     assert proc.returncode == 1 and rows(proc)[0].startswith("l1.py:4:1: XLA004")
@@ -102,7 +104,9 @@ def test_latin1_with_cookie_is_linted_and_fixed_as_latin1(tmp_path):
 
 
 def test_bom_and_crlf_are_kept_by_fix(tmp_path):
-    data = b"\xef\xbb\xbfimport torch_xla\r\nprint('a')\r\nprint('b')\r\n"
+    data = (
+        b"\xef\xbb\xbfimport torch_xla\r\nprint('a')\r\nprint('b')\r\nimport os\r\nos._exit(0)\r\n"
+    )
     (tmp_path / "bom.py").write_bytes(data)
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "bom.py")
     assert [r.split(": ")[0] for r in rows(proc)[:2]] == ["bom.py:2:1", "bom.py:3:1"]
@@ -110,12 +114,13 @@ def test_bom_and_crlf_are_kept_by_fix(tmp_path):
     assert proc.returncode == 0
     assert (tmp_path / "bom.py").read_bytes() == (
         b"\xef\xbb\xbfimport torch_xla\r\nprint('a', flush=True)\r\nprint('b', flush=True)\r\n"
+        b"import os\r\nos._exit(0)\r\n"
     )
 
 
 def test_form_feed_does_not_shift_fixes(tmp_path):
     # str.splitlines() cuts at \x0c; Python and LibCST do not: a fix must land on the same text.
-    data = "import torch_xla\n\x0c\nx = '\x1c'  # \u2028 odd\nprint('a')\n"
+    data = "import torch_xla\n\x0c\nx = '\x1c'  # \u2028 odd\nprint('a')\n" + LOST
     (tmp_path / "ff.py").write_text(data, newline="")
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "--fix", "ff.py")
     assert proc.returncode == 0, proc.stdout
@@ -139,7 +144,7 @@ def test_lone_cr_file_keeps_its_final_line_end_when_a_fix_adds_an_import(tmp_pat
 def test_noqa_counts_in_a_lone_cr_file(tmp_path):
     # tokenize cut the file only at \n: a CR file was one line, its noqa comments ignored,
     # and XLA900's fix removed the user's comment while the finding was fixed.
-    data = b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b")  # noqa: XLA302\r'
+    data = b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b")  # noqa: XLA302\rimport os\ros._exit(0)\r'
     (tmp_path / "cr.py").write_bytes(data)
     proc = xla(tmp_path, "--isolated", "--no-cache", "--extend-select", "XLA900", "cr.py")
     assert [r.split(" ")[0:2] for r in rows(proc)[:2]] == [
@@ -148,8 +153,9 @@ def test_noqa_counts_in_a_lone_cr_file(tmp_path):
     ]
     proc = xla(tmp_path, "--isolated", "--no-cache", "--extend-select", "XLA900", "--fix", "cr.py")
     assert (
-        tmp_path / "cr.py"
-    ).read_bytes() == b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b", flush=True)\r'
+        (tmp_path / "cr.py").read_bytes()
+        == b'import torch_xla\rprint("a")  # noqa: XLA004\rprint("b", flush=True)\rimport os\ros._exit(0)\r'
+    )
 
 
 def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp_path):
@@ -174,14 +180,17 @@ def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp
 @pytest.mark.parametrize(
     "data",
     [
-        b'import torch_xla\nprint("hi")',  # no line end at the end
-        b'import torch_xla\n\x0cprint("hi")\n',  # a form feed (str.splitlines cuts there)
-        b'import torch_xla\nprint("a\xe2\x80\xa8b")\n',  # U+2028 inside a string
-        b'# -*- coding: latin-1 -*-\nimport torch_xla\nprint("caf\xe9")\n',  # the diff is in the file's encoding
-        b"\xef\xbb\xbfimport torch_xla\r\nprint(1)\r\n",  # BOM and CRLF
-        b"import torch_xla\r\nprint(1)\nprint(2)\r\n",  # mixed line ends
-        b"import torch_xla\rprint(1)\rprint(2)\r",  # lone CR: one line for git
-        b"import torch_xla\nimport torch_xla.core.xla_model as xm\nprint(1)\r",  # ... and mixed with \n
+        # each ends with os._exit, so that XLA004 reports its prints (helpers.LOST)
+        b'import torch_xla\nprint("hi")\nimport os\nos._exit(0)',  # no line end at the end
+        b'import torch_xla\n\x0cprint("hi")\n'
+        + LOST.encode(),  # a form feed (str.splitlines cuts there)
+        b'import torch_xla\nprint("a\xe2\x80\xa8b")\n' + LOST.encode(),  # U+2028 inside a string
+        b'# -*- coding: latin-1 -*-\nimport torch_xla\nprint("caf\xe9")\n'
+        + LOST.encode(),  # the diff is in the file's encoding
+        b"\xef\xbb\xbfimport torch_xla\r\nprint(1)\r\nimport os\r\nos._exit(0)\r\n",  # BOM and CRLF
+        b"import torch_xla\r\nprint(1)\nprint(2)\r\nimport os\nos._exit(0)\r\n",  # mixed line ends
+        b"import torch_xla\rprint(1)\rprint(2)\rimport os\ros._exit(0)\r",  # lone CR: one line for git
+        b"import torch_xla\nimport torch_xla.core.xla_model as xm\nprint(1)\rimport os\nos._exit(0)\r",  # ... and mixed with \n
     ],
     ids=[
         "no-eol",
@@ -243,7 +252,7 @@ def test_empty_file(tmp_path):
 @pytest.mark.slow
 def test_fifty_thousand_lines(tmp_path):
     lines = ["import torch_xla"] + [f"x{i} = {i}" for i in range(49_998)] + ["print(x1)"]
-    (tmp_path / "big.py").write_text("\n".join(lines) + "\n")
+    (tmp_path / "big.py").write_text("\n".join(lines) + "\n" + LOST)
     proc = xla(tmp_path, "--isolated", "--no-cache", "--select", "XLA004", "big.py", timeout=600)
     assert proc.returncode == 1 and rows(proc)[0].startswith("big.py:50000:1: XLA004")
 
@@ -288,12 +297,14 @@ def test_nesting_python_refuses_is_reported_at_once(tmp_path, expr):
     assert rows(proc)[:2] == [
         "deep.py:1:1: XLA000 cannot parse: nesting too deep (Python refuses it too)",
         "good.py:2:1: XLA004 `print` without `flush=True` in torch_xla code: "
-        "the line may sit in a buffer and never appear",
+        f"the line may sit in a buffer and never appear{LOST_NOTE}",
     ]
 
 
 def test_nesting_python_accepts_is_linted(tmp_path):
-    (tmp_path / "deep.py").write_text("import torch_xla\nx = a" + ".b" * 2_500 + "\nprint(x)\n")
+    (tmp_path / "deep.py").write_text(
+        "import torch_xla\nx = a" + ".b" * 2_500 + "\nprint(x)\n" + LOST
+    )
     python = subprocess.run(
         [sys.executable, "-c", "import ast; ast.parse(open('deep.py').read())"],
         cwd=tmp_path,
@@ -743,14 +754,14 @@ def test_a_file_python_compiles_but_libcst_cannot_parse_is_linted_around_its_str
     # "nothing in it was linted". The run of strings is blanked for LibCST, the rest is linted
     # at its own lines, and no fix is offered (one computed from the blanked text would lose it).
     lines = "".join(f'    "line {i} of a long prompt"\n' for i in range(5000))
-    text = f"import torch_xla\nPROMPT = (\n{lines})\nprint(PROMPT)\n"
+    text = f"import torch_xla\nPROMPT = (\n{lines})\nprint(PROMPT)\n{LOST}"
     (tmp_path / "p.py").write_text(text)
     compile(text, "p.py", "exec")  # Python accepts it
     proc = xla(tmp_path, "--isolated", "--no-cache", "p.py")
     assert proc.returncode == 1
     assert rows(proc) == [
         "p.py:5004:1: XLA004 `print` without `flush=True` in torch_xla code: the line may sit "
-        "in a buffer and never appear",
+        f"in a buffer and never appear{LOST_NOTE}",
         "Found 1 diagnostic in 1 file.",
     ]
     assert xla(tmp_path, "--isolated", "--no-cache", "--fix", "p.py").returncode == 1

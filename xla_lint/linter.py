@@ -16,6 +16,7 @@ import re
 from dataclasses import replace
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState  # what Module.code_for_node renders with
 
 from . import timings
 from .analysis.context import Dispatcher, FactsCollector, FileContext
@@ -260,7 +261,11 @@ def lint_text(
                     # The replaced node's parentheses lie outside its position and stay in the
                     # file; the new node (made with with_changes) still carries them.
                     new = _without_parens(new)
-                content = new if isinstance(new, str) else tree.code_for_node(new)
+                if isinstance(new, str):
+                    content = new
+                else:
+                    inside = (a, b) >= (line, col) and (c, d) <= (end_line, end_col)
+                    content = _code_in_place(tree, new, repl.node, rep.ancestors, inside)
                 edits.append(Edit(a, b, c, d, content))
             fix = Fix(rep.fix.description, tuple(edits), rep.fix.safe, tuple(rep.fix.add_imports))
         out.append(
@@ -435,6 +440,34 @@ def _skipped_block(d: Diagnostic) -> str:
     placed in the document): ``README.md:5:7: Python block skipped, it does not parse: invalid syntax``."""
     reason = d.message.removeprefix("cannot parse: ")
     return f"{d.path}:{d.line}:{d.column}: Python block skipped, it does not parse: {reason}"
+
+
+def _code_in_place(
+    tree: cst.Module,
+    new: cst.CSTNode,
+    old: cst.CSTNode,
+    ancestors: tuple[cst.CSTNode, ...],
+    inside: bool,
+) -> str:
+    """The source of ``new``, which replaces ``old``, indented as the blocks around ``old`` are:
+    a line that LibCST indents (a call's arguments on lines of their own) takes the indentation
+    of every enclosing block, as it had in the file (``Module.code_for_node`` renders a node as
+    if it were at the module's top level, so a multi-line call in a function lost its indent).
+    ``ancestors`` is the reported node's stack (module first); ``inside``: ``old`` lies within
+    the reported node (or is it). A replaced node that is neither inside it nor one of its
+    ancestors is rendered at top level, as before."""
+    if old in ancestors:
+        blocks = ancestors[: ancestors.index(old)]
+    elif inside:
+        blocks = ancestors
+    else:
+        blocks = ()
+    state = CodegenState(default_indent=tree.default_indent, default_newline=tree.default_newline)
+    for node in blocks:
+        if type(node) is cst.IndentedBlock:
+            state.increase_indent(tree.default_indent if node.indent is None else node.indent)
+    new._codegen(state)
+    return "".join(state.tokens)
 
 
 def _without_parens(node: cst.CSTNode) -> cst.CSTNode:

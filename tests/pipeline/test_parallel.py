@@ -11,7 +11,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from helpers import write_tree
+from helpers import LOST, write_tree
 
 from xla_lint.analysis.walk import TRIVIA, silent_types, walk
 from xla_lint.config import build_settings
@@ -369,7 +369,7 @@ def test_jobs_is_capped_at_the_cores(tmp_path, monkeypatch):
         return real(targets, settings, jobs, **kw)
 
     monkeypatch.setattr(workspace, "run", recording)
-    (tmp_path / "a.py").write_text("import torch_xla\nprint(1)\n")
+    (tmp_path / "a.py").write_text("import torch_xla\nprint(1)\n" + LOST)  # a finding: exit 1
     monkeypatch.chdir(tmp_path)
     for option in (["--jobs", "1000"], [], ["--jobs", "1"]):
         result = CliRunner().invoke(

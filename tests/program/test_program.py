@@ -584,7 +584,12 @@ def test_show_programs_text_json_and_refusals(tmp_path):
         {
             "entry": "train.py",
             "kind": "script",
-            "facts": {"spmd": "run.sh:1 (XLA_USE_SPMD=1)"},
+            "facts": {
+                "spmd": "run.sh:1 (XLA_USE_SPMD=1)",
+                # an SPMD program runs one process per host, started remotely on a pod (XLA004)
+                "unattended": "it is SPMD (one process per host, started on every host of a pod "
+                "remotely) in run.sh:1 (XLA_USE_SPMD=1)",
+            },
             "reaches": ["lib.py"],
         }
     ]

@@ -45,6 +45,15 @@ class Fact(StrEnum):
     # GROUP_RANK, MASTER_ADDR, MASTER_PORT to each worker (torch/distributed/elastic/agent/server/
     # local_elastic_agent.py `_start_workers`).
     TORCHRUN = "torchrun"
+    # What the program prints may be lost: nobody's terminal takes its standard output as it is
+    # written, so Python buffers it in blocks (sys.stdout is line-buffered only on a terminal) and a
+    # process that is killed, hangs or aborts in the runtime never writes the buffer. Holds when a
+    # launcher of the tree pipes or redirects the output, runs it under `nohup`, over ssh or as a
+    # job scheduler's job (Launch.output), or when the program runs replicas: it starts them itself
+    # (SPAWN, XLA_LAUNCH), torchrun or `accelerate launch --tpu` starts it (MULTIPROCESS), or it is
+    # SPMD (one process per host, run on every host of a pod by a remote command). Derived in
+    # ProgramModel._build; read by XLA004 (xla_lint/rules/output.py).
+    UNATTENDED = "unattended"
 
 
 # The equality tests that guard one site: ``(("config.tpu_cores", "'spmd'"),)`` for a call under

@@ -250,7 +250,8 @@ def _tokens(s: str) -> list[tuple]:
     """``s`` as bash splits it: ``("w", word, substitutions)`` with quotes removed (a ``$(...)``,
     ``${...}`` or backquoted part is kept as written; ``substitutions`` holds the command
     lines inside ``$(...)``/backquotes), ``("op", operator)`` (a newline is ``;``) and
-    ``("redir", operator)`` (the next word is its target). Raises ValueError for a quote or
+    ``("redir", operator, fd)`` (the next word is its target; ``fd`` is the file descriptor
+    written before it, ``"2"`` for ``2>``, or ``""``). Raises ValueError for a quote or
     substitution left open."""
     out: list[tuple] = []
     buf: list[str] = []
@@ -318,14 +319,16 @@ def _tokens(s: str) -> list[tuple]:
             buf.append(s[i : j + 1])
             word, i = True, j + 1
         elif c in "<>" or s.startswith("&>", i):
+            fd = ""
             if word and not subs and "".join(buf).isdigit():  # 2>&1: a file descriptor
+                fd = "".join(buf)
                 buf.clear()
                 word = False
             flush()
             redirect = _REDIRECT.match(s, i)
             assert redirect is not None  # _REDIRECT matches every `<`, `>` and `&>`
             op = redirect.group()
-            out.append(("redir", op))
+            out.append(("redir", op, fd))
             i += len(op)
         elif c == "(":
             if word and _ARRAY_START.match("".join(buf)):  # a=(1 2 3)
@@ -692,9 +695,15 @@ class _Scanner:
     def __init__(self, path: str, folder: str) -> None:
         self.path, self.folder = path, folder
         self.out: list[Launch] = []
+        # Where the output of the command being read goes when an enclosing command line, or the
+        # script itself (a job scheduler's script), sends it elsewhere than the caller's terminal.
+        self.output = ""
 
     def script(self, text: str, first_line: int) -> None:
-        """A script or shell block: its logical lines run in one shell, in order."""
+        """A script or shell block: its logical lines run in one shell, in order. A script with
+        job scheduler directives (``#SBATCH``, ``#PBS``, ``#BSUB``) runs as a job, whose output
+        the scheduler writes to a file (Slurm's ``slurm-%j.out``)."""
+        self.output = "run as a job of a scheduler" if _SCHEDULER.search(text) else ""
         session = _Session(_Shell())
         lines = list(_logical_lines(text, first_line))
         k = 0
@@ -728,19 +737,29 @@ class _Scanner:
         self.run(tokens, where, _Session(shell), depth)
 
     def run(self, tokens: list[tuple], where: str, session: _Session, depth: int) -> None:
+        """The simple commands of one command line, each with where its output goes: a
+        redirection of its standard output to a file or a pipe after it (``> log``, ``| tee``)
+        makes it :attr:`Launch.output` of what it runs, unless an enclosing command line's
+        already is (:attr:`output`)."""
         words: list[tuple] = []
         redirected = function_parens = False
+        redirect: tuple[str, str] | None = None  # the open redirection: (operator, fd)
+        output = ""  # where the current simple command's standard output goes
         for token in [*tokens, ("op", ";")]:
             kind = token[0]
             if kind == "redir":
-                redirected = True
+                redirected, redirect = True, (token[1], token[2])
                 continue
             if kind == "w":
                 if not redirected:
                     words.append(token)
-                redirected = False
+                elif redirect is not None and not output:
+                    output = _stdout_redirect(redirect[0], redirect[1], token[1])
+                redirected, redirect = False, None
                 continue
             op, redirected = token[1], False
+            if op in ("|", "|&") and not output:
+                output = "output piped to another command"
             if op == "(":
                 if any(
                     word[1] not in _LEADING_WORDS for word in words
@@ -752,8 +771,13 @@ class _Scanner:
             if op == ")" and function_parens:
                 function_parens = False
                 continue
-            self.command(words, where, session, depth)
-            words = []
+            outer = self.output
+            self.output = outer or output
+            try:
+                self.command(words, where, session, depth)
+            finally:
+                self.output = outer
+            words, output = [], ""
             # `)` ends a subshell, unless it ends the pattern of a case arm opened inside it
             if op == ")" and len(session.shells) > 1 and session.shells[-1].cases == session.cases:
                 session.shells.pop()
@@ -815,6 +839,9 @@ class _Scanner:
             elif program == "sudo":
                 unwrapped = _sudo(rest, env)
             elif program in _WRAPPERS:
+                if program == "nohup" and not self.output:
+                    # nohup(1): output that would go to a terminal goes to nohup.out instead
+                    self.output = "run under `nohup`"
                 short, long_values, operands = _WRAPPERS[program]
                 options, rest = _split_options(rest, short, long_values)
                 names = {name for name, _ in options}
@@ -857,9 +884,9 @@ class _Scanner:
         elif program == "ssh":
             command = _ssh_command(rest)
             if command:
-                self.nested(
-                    command, _Shell(here=where), where, depth + 1
-                )  # the remote shell: no local environment
+                self._remote(
+                    command, where, depth, _ssh_terminal(_split_options(rest, _SSH_SHORT_VALUES)[0])
+                )
         elif program == "gcloud" and "ssh" in rest:
             for k, word in enumerate(rest):
                 command = None
@@ -868,7 +895,26 @@ class _Scanner:
                 elif word == "--command" and k + 1 < len(rest):
                     command = rest[k + 1]
                 if command:
-                    self.nested(command, _Shell(here=where), where, depth + 1)
+                    flags = [w.partition("=")[2] for w in rest if w.startswith("--ssh-flag=")]
+                    flags += [rest[j + 1] for j, w in enumerate(rest[:-1]) if w == "--ssh-flag"]
+                    terminal = any(
+                        _ssh_terminal(_split_options(shlex.split(f), _SSH_SHORT_VALUES)[0])
+                        for f in flags
+                        if _balanced(f)
+                    )
+                    self._remote(command, where, depth, terminal)
+
+    def _remote(self, command: str, where: str, depth: int, terminal: bool) -> None:
+        """The remote command of ``ssh`` or ``gcloud ... ssh --command``, in a remote shell that
+        has none of the local environment. Its output reaches no terminal unless ssh allocates
+        one (``-t``; ssh(1): a command is run without a terminal by default): Python buffers it."""
+        outer = self.output
+        if not terminal and not outer:
+            self.output = "run over ssh without a terminal"
+        try:
+            self.nested(command, _Shell(here=where), where, depth + 1)
+        finally:
+            self.output = outer
 
     def python(self, words: list[str], env: dict[str, str], where: str) -> None:
         why: list[str] = []
@@ -1155,6 +1201,7 @@ class _Scanner:
                 document=path.lower().endswith(DOC_SUFFIXES),
                 launcher=launcher or ("pytest" if tests else "python"),
                 processes=processes,
+                output="" if tests else self.output,
             )
         )
 
@@ -1258,6 +1305,35 @@ def _sudo(words: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, s
         elif name == "--preserve-env" and value:
             kept.update({k: env[k] for k in value.split(",") if k in env})
     return (rest, kept) if rest else None
+
+
+_SCHEDULER = re.compile(r"^#(?:SBATCH|PBS|BSUB)\b", re.M)
+
+
+def _stdout_redirect(op: str, fd: str, target: str) -> str:
+    """What a redirection does to a command's standard output (``""``: nothing that makes its
+    output lost): ``> log``, ``>> log``, ``&> log``, ``1> log`` write it to a file; ``2> err``,
+    ``2>&1``, ``>&2`` (to stderr, whose terminal line-buffers it), input redirections and
+    ``> /dev/null`` (thrown away on purpose) do not count."""
+    if fd not in ("", "1") or target == "/dev/null":
+        return ""
+    if op in (">", ">>", ">|", "&>", "&>>") or (op == ">&" and not target.isdigit()):
+        return "output redirected to a file"
+    return ""
+
+
+def _ssh_terminal(options: list[tuple[str, str | None]]) -> bool:
+    """Whether ssh options force a terminal for the remote command (``-t``)."""
+    return any(name == "-t" for name, _ in options)
+
+
+def _balanced(text: str) -> bool:
+    """Whether ``shlex`` can split ``text`` (its quotes close)."""
+    try:
+        shlex.split(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _ssh_command(words: list[str]) -> str:

@@ -30,7 +30,11 @@ on in its code or by its launcher, or declared), ``multiprocess`` (``torch_xla.l
 exports ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``), ``shards``,
 ``global_mesh`` (``xs.set_global_mesh``), ``unbuffered`` (``python -u``,
 ``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``torchax`` (torchax, and so
-JAX, imported at module level: :func:`own_facts`), ``test`` (a test program).
+JAX, imported at module level: :func:`own_facts`), ``test`` (a test program), ``unattended``
+(what it prints may be lost: a launcher pipes or redirects its output, runs it under ``nohup``,
+over ssh or as a scheduler's job (:attr:`Launch.output`), or it runs replicas: ``spawn``,
+``xla_launch``, ``multiprocess``, ``torchrun``, or ``spmd``, one process per host of a pod that a
+remote command starts on every host; :func:`_unattended`).
 The entry's own facts count wherever they are set; a fact that a reached module sets only
 inside a function counts when some module of the program calls or passes that function by
 name; a fact set behind an ``if`` inside a function of a reached module (``if config.fsdp_v2:``) may
@@ -68,6 +72,18 @@ TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "unittests"}
 # Facts a library module (no program reaches it) is taken to lack, so that a finding needing
 # their absence is reported there as it would be in any program: print buffering and tests.
 LIBRARY_LACKS = frozenset({Fact.UNBUFFERED, Fact.TEST})
+# Facts a library module is taken to have: the programs that import it, and how they are launched,
+# are not in the tree, so its prints are taken as possibly lost (XLA004; the case c06-print-flush).
+LIBRARY_ASSUMES = frozenset({Fact.UNATTENDED})
+# The facts that make a program's output possibly lost (Fact.UNATTENDED), in the order their
+# source is named, with what each says of the program.
+_UNATTENDED_BY = (
+    (Fact.TORCHRUN, "torchrun starts its processes"),
+    (Fact.SPAWN, "`xmp.spawn`/`torch_xla.launch` starts its replicas"),
+    (Fact.XLA_LAUNCH, "it calls `torch_xla.launch`"),
+    (Fact.MULTIPROCESS, "it runs one process per device"),
+    (Fact.SPMD, "it is SPMD (one process per host, started on every host of a pod remotely)"),
+)
 # Facts that are a program's mode (what the message names when other programs differ).
 MODE_FACTS = (Fact.SPMD, Fact.MULTIPROCESS)
 DECLARABLE = frozenset({"spmd", "multiprocess", "unbuffered", "single"})
@@ -94,7 +110,26 @@ _PHRASES: dict[str, tuple[str, str]] = {
     Fact.GLOBAL_MESH: ("a global mesh is set in {}", "sets no global mesh"),
     Fact.UNBUFFERED: ("output is unbuffered in {}", "leaves output buffered"),
     Fact.TORCHAX: ("torchax is imported in {}", "does not import torchax"),
+    Fact.UNATTENDED: ("its output may be lost: {}", "prints to a terminal"),
 }
+
+
+def _unattended(sources: dict[str, str]) -> None:
+    """Add ``unattended`` to a program's ``sources`` (fact -> where it is set) when a fact of
+    :data:`_UNATTENDED_BY` holds and no launch made it so already (a launch's output comes first:
+    it names the line). Each of them runs the program where no terminal takes its output as it is
+    written: the replicas ``xmp.spawn`` starts (torch_xla/_internal/pjrt.py ``run_multiprocess``, a
+    ``ProcessPoolExecutor``) share the parent's output, and when one dies abruptly the pool
+    terminates the others (``concurrent.futures.process`` ``terminate_broken``), which never write
+    their buffers; torchrun's agent stops the other workers the same way; an SPMD program runs one
+    process per host, started on every host of a pod by a remote command without a terminal."""
+    if Fact.UNATTENDED in sources:
+        return
+    for fact, why in _UNATTENDED_BY:
+        where = sources.get(fact)
+        if where is not None:
+            sources[Fact.UNATTENDED] = f"{why} in {where}"
+            return
 
 
 def _is_torch_xla(module: str) -> bool:
@@ -199,6 +234,12 @@ class Launch:
     document: bool = False
     launcher: str = ""
     processes: str = ""
+    # Where the command's standard output goes when it is not the caller's terminal ("" when it
+    # is), as a phrase: ``output piped to `tee` `` (``| tee log``, ``2>&1 |``), ``output redirected
+    # to a file`` (``> log``), ``run under `nohup` ``, ``run over ssh`` (a remote command has no
+    # terminal unless ``ssh -t``), ``run as a job of a scheduler`` (a script with ``#SBATCH``
+    # lines). It makes the program ``unattended``.
+    output: str = ""
 
     @property
     def path(self) -> str:
@@ -230,7 +271,7 @@ class Program:
         to lack only the facts in :data:`LIBRARY_LACKS`; its other missing facts are unknown;
         a fact in :attr:`maybe` is neither true nor false)."""
         if value:
-            return fact in self.sources
+            return fact in self.sources or (self.kind == "library" and fact in LIBRARY_ASSUMES)
         if self.kind == "library":
             return fact in LIBRARY_LACKS and fact not in self.sources
         return fact not in self.sources and fact not in self.maybe
@@ -302,6 +343,8 @@ class ProgramModel:
                 facts.setdefault(
                     fact, f"{launch.where} ({launch.why})" if launch.why else launch.where
                 )
+            if launch.output:
+                facts.setdefault(Fact.UNATTENDED, f"{launch.output} in {launch.where}")
         for path, declared_facts in (declared or {}).items():
             if path in self.files:
                 entry_paths.add(path)
@@ -407,6 +450,7 @@ class ProgramModel:
             for fact in MODE_FACTS:
                 del sources[fact]
                 maybe.add(fact)
+        _unattended(sources)
         xla = any(self.files[m].requires_torch_xla for m in members)
         return Program(
             entry, kind, members, sources, frozenset(maybe - set(sources)), xla, alternative
@@ -566,6 +610,7 @@ class ProgramModel:
         sources = {k: path for k, v in own_facts(f).items() if v} if f is not None else {}
         if self._is_test_code(path, f):  # a helper of the tests (tests/helpers.py): no program
             sources["test"] = path
+        _unattended(sources)
         return [Program(path, "library", frozenset({path}), sources)]
 
     def holds(self, path: str, requires: tuple[tuple[str, bool], ...]) -> bool:
@@ -618,9 +663,9 @@ class ProgramModel:
             if phrases is None:
                 continue
             if value:
-                src = program.sources[fact]
-                if src == path:
-                    continue
+                src = program.sources.get(fact)
+                if src is None or src == path:
+                    continue  # None: a fact a library is taken to have (LIBRARY_ASSUMES)
                 text = phrases[0].format(src)
                 if program.entry not in (path, src):
                     text += f" for the program {program.entry}"

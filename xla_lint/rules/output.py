@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from ..analysis import apis
@@ -14,54 +16,93 @@ from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
 class PrintWithoutFlush(Rule):
     code = "XLA004"
     name = "print-without-flush"
-    summary = "print() without flush= in torch_xla code: the output may never show up."
+    summary = "print() without flush= where the program's output can be lost."
     message = "`print` without `flush=True` in torch_xla code: the line may sit in a buffer and never appear"
     severity = Severity.WARNING
     fixable = True
     repl_quiet = True  # not run on `>>>` examples (xla_lint/linter.py, `repl_rules`)
     explanation = """\
 ## What it does
-Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla.
-Calls that pass `**kwargs` are left alone (they may carry `flush`), and so are
-prints to `sys.stderr`, which Python 3.9+ line-buffers even when redirected. A local function or
-parameter named `print` is not the builtin and is not flagged. In a Jupyter notebook only
-prints inside functions are flagged: at a cell's top level they run in the kernel, whose
-output the notebook shows, while a function may run in processes that `torch_xla.launch`
-or `xmp.spawn` start, whose output is lost the same way. Examples written as an
-interactive session are not checked: `>>>` examples in docstrings, and Markdown or
-reStructuredText code blocks whose lines start with `>>> ` (a `pycon` block): typed at a
-prompt, each line's output shows at once.
+Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla, where
+what the program prints can really be lost:
 
-A print followed, later in the same function (or module body), by `sys.stdout.flush()` is
-written out there and is not flagged either.
+- the print runs in a process that torch_xla or a launcher starts: the program calls
+  `xmp.spawn` or `torch_xla.launch`, initialises the `xla` process group, or `torchrun` or
+  `accelerate launch --tpu` starts it;
+- a launcher of the tree (a shell script, or a shell block of the docs) runs the program with
+  its standard output piped or redirected (`| tee log`, `2>&1 |`, `> log`), under `nohup`,
+  remotely (`ssh HOST CMD`, `gcloud compute tpus tpu-vm ssh --worker=all --command=...`, with no
+  `-t`), or as a job of a scheduler (a script with `#SBATCH`, `#PBS` or `#BSUB` lines);
+- the program is SPMD (`xr.use_spmd()`): torch_xla runs one SPMD process per host, and on a pod
+  the same command is started on every host remotely (`gcloud ... ssh --worker=all`), so it
+  counts as remote even when the tree holds no launcher;
+- a crash path: the print is followed, in the same function, by `os._exit()` or `os.abort()`,
+  which end the process without writing Python's buffers, whatever launched it.
+
+A single-process script run from a terminal is not flagged: its standard output is a terminal,
+which Python line-buffers, so each printed line is written at once. A module no program of the
+linted tree reaches (a library) is flagged: the programs that import it, and how they are
+launched, are not in the tree. A module that only plain single-process programs reach is not.
+A program shows where its output may be lost with `xla-lint --show-programs --output-format json`
+(the fact `unattended`), and the message names it.
+
+Left alone: calls that pass `**kwargs` (they may carry `flush`), prints to `sys.stderr`, which
+Python 3.9+ line-buffers even when redirected, a local function or parameter named `print`,
+prints followed later in the same function (or module body) by `sys.stdout.flush()`, prints
+followed in their block only by more prints and `sys.exit()` (`exit()`, `quit()`, `raise
+SystemExit`), since the interpreter writes the buffer as it exits (except in a replica that
+`xmp.spawn` starts: its pool worker catches the `SystemExit`, `concurrent.futures.process`
+`_process_worker`, and lives on until the pool shuts down), programs
+whose output is unbuffered (`python -u`, `PYTHONUNBUFFERED`, stdout reconfigured) and tests
+(pytest captures their output). In a Jupyter notebook, prints at a cell's top level run in the
+kernel, whose output the notebook shows; a function of a notebook that spawns may run in the
+replicas. Examples written as an interactive session (`>>>` examples in docstrings, `pycon`
+blocks of Markdown or reStructuredText) are not checked: typed at a prompt, each line's output
+shows at once.
 
 ## Why is this bad
-On TPU VMs a training job's standard output is usually a pipe or a file (`nohup`,
-`gcloud ... ssh --command`, `tee`, a job scheduler), so Python buffers it in blocks of
-several kilobytes. A job that hangs at a collective, is killed by the watchdog or dies
-inside the runtime's C++ code never flushes that buffer: the last lines you printed,
-often the ones that say where it stopped, are lost. Multi-host SPMD makes this worse,
-since one host's silence looks exactly like one host hanging.
+Python's `sys.stdout` is line-buffered only when it is an interactive terminal; otherwise (a
+pipe, a file) it is block-buffered, in blocks of several kilobytes
+(https://docs.python.org/3/library/sys.html#sys.stdout). A process that is killed, hangs until
+a watchdog kills it, or aborts inside the runtime's C++ code never writes that buffer: the last
+lines it printed, often the ones that say where it stopped, are lost. `os._exit()` exits
+"without ... flushing stdio buffers" (https://docs.python.org/3/library/os.html#os._exit).
+
+A replica's output is where this bites: `xmp.spawn` and `torch_xla.launch` run the replicas in
+a `concurrent.futures.ProcessPoolExecutor` (torch_xla 2.9.0 `torch_xla/_internal/pjrt.py`
+`run_multiprocess`), and when one replica dies abruptly the pool terminates the others
+(`concurrent.futures.process` `terminate_broken` calls `terminate()` on each), which then never
+write their buffers; a replica that raises leaves the others waiting at the next collective
+until someone kills the job. torchrun's agent stops the other workers the same way when one
+fails. Over ssh, a command runs without a terminal unless `-t` is given, so the remote Python
+buffers its output; on a multi-host SPMD pod one host's silence looks exactly like that host
+hanging.
 
 ## Example
 ```python
-print(f"step {step} loss {loss.item():.4f}")
+import torch_xla
+
+def _mp_fn(index):
+    print(f"replica {index} starting")  # lost if another replica crashes
+
+torch_xla.launch(_mp_fn)
 ```
 
 ## Use instead
 ```python
-print(f"step {step} loss {loss.item():.4f}", flush=True)
+print(f"replica {index} starting", flush=True)
 ```
 or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and use
-`logging` with a handler that flushes. Wrap the training function in `try/except` that
-prints the traceback with `flush=True` before re-raising. The fix adds `flush=True`.
+`logging` with a handler that flushes. The fix adds `flush=True`.
 
 ## References
+- https://docs.python.org/3/library/sys.html#sys.stdout
 - https://docs.python.org/3/library/functions.html#print
 - https://docs.python.org/3/using/cmdline.html#cmdoption-u
+- https://docs.python.org/3/library/os.html#os._exit
 """
     valid = (
-        Valid("import torch_xla\nprint('x', flush=True)\n"),
+        Valid("import torch_xla\ndef f():\n    print('x', flush=True)\ntorch_xla.launch(f)\n"),
         Valid("print('no torch_xla here')\n"),
         Valid("import torch_xla\nprint(*args, **kwargs)\n"),
         Valid("import sys\nimport torch_xla\nprint('warning', file=sys.stderr)\n"),
@@ -71,6 +112,37 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             "import sys\nimport torch_xla\ndef progress(n):\n    for i in range(n):\n"
             "        print('\\r%d' % i, end=' ')\n        sys.stdout.flush()\n"
         ),
+        # a plain single-process script: run from a terminal, each line is written at once
+        Valid(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\n\n"
+            "def main():\n    print('loss', xm.xla_device())\n\n"
+            "if __name__ == '__main__':\n    main()\n"
+        ),
+        # an error print before sys.exit, in a plain script: the exit writes the buffer
+        Valid(
+            "import sys\nimport torch_xla\ntry:\n    import model\nexcept ImportError as e:\n"
+            "    print(f'cannot import: {e}')\n    sys.exit(1)\n"
+        ),
+        # in an SPMD program too: `sys.exit` writes the buffer as the interpreter exits
+        Valid(
+            "import sys\nimport torch_xla.runtime as xr\nxr.use_spmd()\nif not ok:\n"
+            "    print('bad config')\n    print('see --help')\n    sys.exit(1)\n"
+        ),
+        # a library that only a plain single-process script reaches
+        Valid(
+            "import torch_xla\ndef report(step):\n    print('step', step)\n",
+            files=(
+                (
+                    "main.py",
+                    "import example\nif __name__ == '__main__':\n    example.report(1)\n",
+                ),
+            ),
+        ),
+        # a launcher that runs the program unbuffered, even piped
+        Valid(
+            "import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\nprint('step')\n",
+            files=(("run.sh", "#!/bin/bash\npython -u example.py | tee log\n"),),
+        ),
     )
     invalid = (
         Invalid(  # a flush before the print, or in another function, writes nothing of it
@@ -79,36 +151,68 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
             (4, 6),
             fixed="import sys\nimport torch_xla\nsys.stdout.flush()\nprint('a', flush=True)\n"
             "def f():\n    print('b', flush=True)\ndef g():\n    sys.stdout.flush()\n",
+            files=(("run.sh", "#!/bin/bash\npython example.py > train.log\n"),),
         ),
-        Invalid(
-            "import torch_xla\nprint('step', 1)\n",
-            (2,),
-            fixed="import torch_xla\nprint('step', 1, flush=True)\n",
+        Invalid(  # a library module no program of the tree reaches: its launch is not known
+            "import torch_xla\ndef report(step):\n    print('step', step)\n",
+            (3,),
+            fixed="import torch_xla\ndef report(step):\n    print('step', step, flush=True)\n",
+            files=(("tools/other.py", "print('not an import of example')\n"),),
         ),
-        Invalid(
-            "import torch_xla\nprint(\n    'step',\n    step\n)\n",
-            (2,),
-            fixed="import torch_xla\nprint(\n    'step',\n    step, flush=True\n)\n",
+        Invalid(  # the replicas that torch_xla.launch starts
+            "import torch_xla\ndef _mp_fn(index):\n    print(\n        'replica',\n        index\n    )\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
+            (3,),
+            fixed="import torch_xla\ndef _mp_fn(index):\n    print(\n        'replica',\n"
+            "        index, flush=True\n    )\nif __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
         ),
-        Invalid(
-            "import torch_xla\nprint('a',\n      'b')\n",
-            (2,),
-            fixed="import torch_xla\nprint('a',\n      'b', flush=True)\n",
+        Invalid(  # a library reached by a program that xmp.spawn starts
+            "import torch_xla\ndef report(step):\n    print('a',\n          'b')\n",
+            (3,),
+            fixed="import torch_xla\ndef report(step):\n    print('a',\n          'b', flush=True)\n",
+            files=(
+                (
+                    "train.py",
+                    "import torch_xla.distributed.xla_multiprocessing as xmp\nimport example\n"
+                    "def _mp_fn(i):\n    example.report(i)\n"
+                    "if __name__ == '__main__':\n    xmp.spawn(_mp_fn)\n",
+                ),
+            ),
         ),
-        Invalid(
-            "import torch_xla\nx = (print('a'))\n",
-            (2,),
-            fixed="import torch_xla\nx = (print('a', flush=True))\n",
+        Invalid(  # a launcher of the tree pipes the program's output
+            "import torch_xla\nif __name__ == '__main__':\n    x = (print('a'))\n",
+            (3,),
+            fixed="import torch_xla\nif __name__ == '__main__':\n    x = (print('a', flush=True))\n",
+            files=(("run.sh", "#!/bin/bash\npython example.py 2>&1 | tee train.log\n"),),
         ),
-        Invalid(
-            "import torch_xla.core.xla_model as xm\nprint()\n",
-            (2,),
-            fixed="import torch_xla.core.xla_model as xm\nprint(flush=True)\n",
+        Invalid(  # run remotely on every host of a pod
+            "import torch_xla.core.xla_model as xm\nif __name__ == '__main__':\n    print()\n",
+            (3,),
+            fixed="import torch_xla.core.xla_model as xm\nif __name__ == '__main__':\n"
+            "    print(flush=True)\n",
+            files=(
+                (
+                    "run.sh",
+                    "gcloud compute tpus tpu-vm ssh my-tpu --worker=all "
+                    "--command='python3 example.py'\n",
+                ),
+            ),
         ),
-        Invalid(
-            "import torch_xla\nprint('a', file=log,)\n",
-            (2,),
-            fixed="import torch_xla\nprint('a', file=log, flush=True,)\n",
+        Invalid(  # an SPMD program: one process per host, started on each host remotely
+            "import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "print('a', file=log,)\n",
+            (4,),
+            fixed="import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "print('a', file=log, flush=True,)\n",
+        ),
+        Invalid(  # a crash path: os._exit ends the process without writing the buffer
+            "import os\nimport torch_xla\ndef main():\n    try:\n        run()\n"
+            "    except RuntimeError as e:\n        print('failed:', e)\n        os._exit(1)\n"
+            "if __name__ == '__main__':\n    main()\n",
+            (7,),
+            fixed="import os\nimport torch_xla\ndef main():\n    try:\n        run()\n"
+            "    except RuntimeError as e:\n        print('failed:', e, flush=True)\n        os._exit(1)\n"
+            "if __name__ == '__main__':\n    main()\n",
         ),
     )
 
@@ -125,41 +229,92 @@ prints the traceback with `flush=True` before re-raising. The fix adds `flush=Tr
         function = next(iter(self.ctx.enclosing(cst.FunctionDef)), None)
         if self.ctx.notebook and function is None:
             return  # a cell's top level runs in the kernel, whose output the notebook shows
-        if _flushed_after(self.ctx, node, function):
+        flushed, exits = _after(self.ctx, node, function)
+        if flushed:
             return  # `sys.stdout.flush()` follows in the same function: the line is written
         # Silent in test files (pytest captures output) and in programs whose output is
-        # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured): xla_lint/program/model.py.
+        # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured); elsewhere only where the
+        # output may be lost (Fact.UNATTENDED: xla_lint/program/model.py), or before os._exit.
+        requires = [(Fact.UNBUFFERED, False), (Fact.TEST, False)]
+        if not exits:
+            requires.append((Fact.UNATTENDED, True))
+            if self._exits_next():
+                # `print(...); sys.exit(1)`: the exit writes the buffer, except in a replica of
+                # `xmp.spawn`, whose pool worker catches SystemExit and lives on (see explanation)
+                requires.append((Fact.SPAWN, True))
         self.report(
             node,
+            self.message + ", and `os._exit` below ends the process without writing it"
+            if exits
+            else None,
             fix=PendingFix(
                 "add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]
             ),
-            requires=[(Fact.UNBUFFERED, False), (Fact.TEST, False)],
+            requires=requires,
         )
 
+    def _exits_next(self) -> bool:
+        """Whether the statements after the print's, in its block, are only more prints and then
+        ``sys.exit(...)``/``exit()``/``quit()``/``raise SystemExit``: the interpreter's exit
+        writes what was printed, as it flushes ``sys.stdout``."""
+        ctx = self.ctx
+        line = next(iter(ctx.enclosing(cst.SimpleStatementLine)), None)
+        if line is None:
+            return False
+        block = next(iter(ctx.enclosing(cst.IndentedBlock, cst.Module)), None)
+        body: Sequence[cst.CSTNode] = (
+            block.body if isinstance(block, (cst.IndentedBlock, cst.Module)) else ()
+        )
+        if line not in body:
+            return False
+        for statement in body[body.index(line) + 1 :]:
+            if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+                return False
+            small = statement.body[0]
+            if isinstance(small, cst.Raise):
+                exc = small.exc.func if isinstance(small.exc, cst.Call) else small.exc
+                return exc is not None and "builtins.SystemExit" in ctx.qnames(exc)
+            if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+                return False
+            names = ctx.qnames(small.value.func)
+            if not names.isdisjoint(_NORMAL_EXITS):
+                return True
+            if apis.PRINT not in names:
+                return False
+        return False
 
+
+_NORMAL_EXITS = frozenset({"sys.exit", "builtins.exit", "builtins.quit"})
 _FLUSH_TYPES = frozenset({cst.Call, cst.FunctionDef})
+_EXITS = frozenset({"os._exit", "os.abort"})  # end the process without writing stdio buffers
 
 
-def _flushed_after(ctx, call: cst.Call, function: cst.FunctionDef | None) -> bool:
-    """True when a ``sys.stdout.flush()`` call comes after ``call`` in the body of ``function``
-    (the module, for None), outside nested functions of its own: what the print wrote is then
-    written out there, as ``flush=True`` would have."""
-    where = ctx.memo("xla_lint.rules.output.flushes", lambda: _flushes(ctx))
-    index, flushes = where
+def _after(ctx, call: cst.Call, function: cst.FunctionDef | None) -> tuple[bool, bool]:
+    """Whether a ``sys.stdout.flush()`` call, and whether an ``os._exit()``/``os.abort()`` call,
+    comes after ``call`` in the body of ``function`` (the module, for None), outside nested
+    functions of its own: the first writes out what the print wrote, as ``flush=True`` would
+    have; the second ends the process without writing it."""
+    index, flushes, exits = ctx.memo("xla_lint.rules.output.flushes", lambda: _flushes(ctx))
     i = index.get(id(call))
     if i is None:
-        return False
+        return False, False
     owner = id(function) if function is not None else None
-    return any(j > i and o == owner for j, o in flushes)
+    return (
+        any(j > i and o == owner for j, o in flushes),
+        any(j > i and o == owner for j, o in exits),
+    )
 
 
-def _flushes(ctx) -> tuple[dict[int, int], list[tuple[int, int | None]]]:
-    """The flat index of every call, and each ``sys.stdout.flush()`` call's index with the id of
-    the function whose body it is directly in (None: the module)."""
+def _flushes(
+    ctx,
+) -> tuple[dict[int, int], list[tuple[int, int | None]], list[tuple[int, int | None]]]:
+    """The flat index of every call, and each ``sys.stdout.flush()`` call's and each
+    ``os._exit()``/``os.abort()`` call's index with the id of the function whose body it is
+    directly in (None: the module)."""
     flat = ctx.flat
     index: dict[int, int] = {}
     flushes: list[tuple[int, int | None]] = []
+    exits: list[tuple[int, int | None]] = []
     functions: list[tuple[int, int]] = []  # (end of subtree, id) of the open functions
     for i in flat.of_types(_FLUSH_TYPES):
         while functions and functions[-1][0] <= i:
@@ -170,9 +325,12 @@ def _flushes(ctx) -> tuple[dict[int, int], list[tuple[int, int | None]]]:
             continue
         index[id(node)] = i
         assert isinstance(node, cst.Call)
-        if "sys.stdout.flush" in ctx.qnames(node.func):
+        names = ctx.qnames(node.func)
+        if "sys.stdout.flush" in names:
             flushes.append((i, functions[-1][1] if functions else None))
-    return index, flushes
+        elif not names.isdisjoint(_EXITS):
+            exits.append((i, functions[-1][1] if functions else None))
+    return index, flushes, exits
 
 
 def add_keyword(call: cst.Call, keyword: str, value: str) -> cst.Call:
