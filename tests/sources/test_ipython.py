@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from xla_lint.sources.notebooks import transform_cell
+from xla_lint.sources.notebooks import run_cell, transform_cell
 
 inputtransformer2 = pytest.importorskip("IPython.core.inputtransformer2")
 
@@ -198,3 +198,43 @@ def _agree(cell: str) -> None:
     assert _compiles(ours.code) == _compiles(theirs)
     if _compiles(theirs):
         assert _lines(ours.code) == _lines(theirs)
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "pip install -Uqq fastai\n",
+        "ls -la\n",
+        "cd /tmp\n",
+        "conda install x\n",
+        "pwd\n",
+        "cd = 3\n",
+        "ls(1)\n",
+        "pip.main(['install', 'x'])\n",
+        "wget http://x\n",
+        "pip install a\nimport os\n",
+    ],
+)
+def test_a_one_line_cell_gets_the_shell_s_automagic(cell):
+    """A kernel prefilters a one-line cell (``InteractiveShell.run_cell``): ``pip install x``
+    runs as ``%pip``. Held against the shell's own ``transform_cell``; a cell of several lines
+    and a name that is not a magic are left as they are."""
+    interactiveshell = pytest.importorskip("IPython.core.interactiveshell")
+    shell = interactiveshell.InteractiveShell.instance()
+    ours = run_cell(cell).code
+    assert _lines(ours) == _lines(shell.transform_cell(cell))
+    assert _compiles(ours) == _compiles(shell.transform_cell(cell))
+
+
+def test_comments_above_a_cell_magic_are_read_as_older_ipython_read_them():
+    """``#colab`` above ``%%bash`` (nbdev's flag): IPython 7 and later make the ``%%bash`` line a
+    line magic and fail on the shell lines below it; IPython 5 and 6, which Colab ran, took the
+    first ``%%`` line as the cell magic. A cell that compiles as IPython 9 reads it keeps that
+    reading."""
+    cell = "#colab\n%%bash\npip install -q foo\n"
+    assert not _compiles(_ipython(cell))
+    assert run_cell(cell).kind == "other" and run_cell(cell).magic == "bash"
+    timed = run_cell("# timing\n%%time\nx = (1 +\n     2)\n")
+    assert timed.kind == "kernel" and _compiles(timed.code)
+    kept = "# note\n%%time\nx = 1\n"
+    assert _lines(run_cell(kept).code) == _lines(transform_cell(kept).code)

@@ -31,6 +31,7 @@ naming the version and the command that upgrades it.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import json
 import re
@@ -142,7 +143,7 @@ def notebook_blocks(text: str) -> list[NotebookCell]:
                 "(nbformat 4: a string or a list of strings)"
             )
         written = "".join(pieces)
-        transformed = transform_cell(written)
+        transformed = run_cell(written)
         code = transformed.code
         if transformed.kind == "other" or not code.strip():
             continue
@@ -402,6 +403,71 @@ def transform_cell(cell: str) -> Transformed:
             return Transformed("".join(head + lines[first + 1 :]), tuple(shifts), "script", name)
         return Transformed("", tuple(shifts), "other", name)
     return Transformed("".join(_token_transforms(lines)), tuple(shifts))
+
+
+#: IPython 9.18's line magics and aliases (``InteractiveShell`` defaults; ``%lsmagic``) that
+#: its automagic runs without the ``%`` in a one-line cell (``pip install x``, ``ls -la``).
+AUTOMAGICS = frozenset(
+    """alias alias_magic autoawait autocall automagic bookmark cat cd code_wrap colors conda
+    config cp debug dhist dirs doctest_mode ed edit env gui hist history killbgscripts ldir lf lk
+    ll load load_ext loadpy logoff logon logstart logstate logstop ls lsmagic lx macro magic
+    mamba matplotlib micromamba mkdir mv notebook page pastebin pdb pdef pdoc pfile pinfo pinfo2
+    pip popd pprint precision prun psearch psource pushd pwd pycat pylab quickref recall rehashx
+    reload_ext rep rerun reset reset_selective rm rmdir run save sc set_env sx system tb time
+    timeit unalias unload_ext uv who who_ls whos xdel xmode""".split()
+)
+_LINE_SPLIT = re.compile(
+    r"^(\s*)([,;/%]|!!?|\?\??)?\s*(%{0,2}[\w\.\*]*)(.*?$|$)"
+)  # IPython 9.18 splitinput.line_split: indent, escape, function part, the rest
+
+
+def run_cell(cell: str) -> Transformed:
+    """``cell`` as a Jupyter kernel runs it: :func:`transform_cell`, then, for a cell of one
+    line, the shell's automagic (``InteractiveShell.run_cell`` prefilters one-line cells:
+    ``pip install x`` is ``%pip install x``, ``ls -la`` is ``%ls -la``).
+
+    A cell that does not compile as IPython 9 reads it, but whose comment lines precede a
+    ``%%magic`` line, is read as IPython 5 and 6 read it (their ``cellmagic`` transformer took
+    the first line starting with ``%%``; Colab ran such cells, e.g. nbdev's ``#colab`` flag
+    above ``%%bash``)."""
+    transformed = transform_cell(cell)
+    if transformed.kind != "kernel":
+        return transformed
+    lines = transformed.code.splitlines()
+    if len(lines) == 1:
+        # IPython 9.18 prefilter: AssignmentChecker (`ls = 1`, `ls, x = ...` stay Python), then
+        # AutoMagicChecker (a magic's name, its head not a builtin or keyword).
+        match = _LINE_SPLIT.match(lines[0])
+        if match is not None and not match.group(2):
+            function, rest = match.group(3), match.group(4).lstrip()
+            if function in AUTOMAGICS and not (rest and rest[0] in "=,"):
+                code = _escaped_call("%", f"{function} {rest.strip()}".rstrip()) or ""
+                return Transformed(code + "\n", transformed.shifts, "kernel", function)
+    if not _compiles(transformed.code):
+        written = split_lines(cell)
+        for i, line in enumerate(written):
+            if line.startswith("%%"):
+                if all(not w.strip() or w.lstrip().startswith("#") for w in written[:i]):
+                    old = transform_cell("".join(written[i:]))
+                    return Transformed(
+                        "\n" * i + old.code, (0,) * i + old.shifts, old.kind, old.magic
+                    )
+                break
+    return transformed
+
+
+def _compiles(code: str) -> bool:
+    try:
+        compile(
+            code,
+            "<cell>",
+            "exec",
+            dont_inherit=True,
+            flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+        )
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _dedent(lines: list[str]) -> tuple[list[str], list[int]]:
