@@ -588,10 +588,12 @@ def test_columns_are_utf16_code_units(tmp_path: Path) -> None:
 
 def test_a_module_without_torch_xla_that_an_xla_program_imports(tmp_path: Path) -> None:
     """``data.py`` names no torch_xla, but ``train.py`` (an XLA program) imports it: the
-    engine lints it with the rules about such modules (XLA202 here), from the buffer."""
+    engine lints it with the rules about such modules (XLA202 here, a preview rule), from the
+    buffer."""
     data = "import torch\n\n\ndef loader(ds):\n    return torch.utils.data.DataLoader(ds)\n"
     train = "import torch_xla\n\nimport data\n\nfor batch in data.loader([]):\n    pass\n"
-    root = workspace(tmp_path, {"train.py": train, "data.py": data})
+    preview = "[tool.xla-lint]\npreview = true\n"
+    root = workspace(tmp_path, {"train.py": train, "data.py": data, "pyproject.toml": preview})
 
     async def scenario() -> None:
         async with Session(root) as s:

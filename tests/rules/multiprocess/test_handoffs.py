@@ -10,7 +10,9 @@ HEAD = "import torch_xla\nfrom torch.utils.data import DataLoader\n"
 
 def _lines(tmp_path, code: str) -> list[int]:
     write_tree(tmp_path, {"train.py": code})
-    result, _, _ = lint_tree(tmp_path, select=["XLA017"], entry_points={"train.py": "single"})
+    result, _, _ = lint_tree(
+        tmp_path, select=["XLA017"], preview=True, entry_points={"train.py": "single"}
+    )
     return [d.line for d in result.diagnostics if d.code == "XLA017"]
 
 
