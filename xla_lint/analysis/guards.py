@@ -690,10 +690,10 @@ class _Evaluator:
 
     def _compare(self, left, op: str, right) -> bool | None:
         if (type(left) is _Parts and left.tuple) or (type(right) is _Parts and right.tuple):
-            a, b = _as_tuple(left), _as_tuple(right)
-            if a is None or b is None:
+            ta, tb = _as_tuple(left), _as_tuple(right)
+            if ta is None or tb is None:
                 return None
-            c = _tuple_cmp(a, b)
+            c = _tuple_cmp(ta, tb)
             return None if c is None else _compare_ints(c, op, 0)
         if left is TARGET or right is TARGET:
             if left is TARGET and right is TARGET:
