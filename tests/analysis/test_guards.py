@@ -661,3 +661,50 @@ def test_where_code_runs_costs_one_pass_per_block_not_one_per_finding(monkeypatc
     diags, _ = lint_text(code, "a.py", [rule_by_code("XLA301")])
     assert len(diags) == n
     assert len(calls) < 4 * n  # one look at each statement's `if`, plus each node's own branches
+
+
+# -- the version split into numbers -----------------------------------------------------
+
+
+def test_tuple_of_split_version_numbers():
+    check("""\
+        import torch
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        if tuple(map(int, torch.__version__.split(".")[:2])) >= tuple(map(int, "2.1".split("."))):
+            n = xm.xrt_world_size()  # reported
+        else:
+            n = xm.xrt_world_size()
+        if tuple(map(int, torch_xla.__version__.split(".")[:2])) < (2, 1):
+            n = xm.xrt_world_size()
+        if tuple(map(int, torch.__version__.split(".")[:2])) >= (2, 9):
+            n = xm.xrt_world_size()  # reported
+        if tuple(map(int, torch.__version__.split(".")[:2])) > (2, 9):
+            n = xm.xrt_world_size()
+        if int(torch.__version__.split(".")[0]) < 2:
+            n = xm.xrt_world_size()
+        if int(torch.__version__.split(".")[1]) >= 5:
+            n = xm.xrt_world_size()  # reported
+        # a longer slice leaves the patch release unknown; strings do not compare with ints
+        if tuple(map(int, torch.__version__.split(".")[:3])) >= (2, 9, 1):
+            n = xm.xrt_world_size()  # reported
+        if tuple(torch.__version__.split(".")[:2]) < (2, 1):
+            n = xm.xrt_world_size()  # reported
+        if torch.__version__ >= "2.1":
+            n = xm.xrt_world_size()  # reported
+        else:
+            n = xm.xrt_world_size()
+    """)
+
+
+def test_tuple_of_split_version_numbers_honours_the_target():
+    src = textwrap.dedent("""\
+        import torch
+        import torch_xla.core.xla_model as xm
+        if tuple(map(int, torch.__version__.split(".")[:2])) >= (2, 8):
+            n = 1
+        else:
+            n = xm.xrt_world_size()
+    """)
+    assert reported(src, target=(2, 7)) == [6]
+    assert reported(src, target=(2, 9)) == []

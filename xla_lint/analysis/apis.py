@@ -51,6 +51,11 @@ XM_SAVE = f"{XM}.save"
 PRINT = "builtins.print"
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
 
+# Calls whose result is a host value, not a device tensor: torch_xla 2.9.0
+# `torch_xla/core/xla_model.py` `mesh_reduce` copies `data` to the CPU (`_maybe_convert_to_cpu`),
+# exchanges it through `rendezvous` and returns `reduce_fn` applied to the host copies.
+HOST_RESULT_FUNCTIONS = frozenset({f"{XM}.mesh_reduce"})
+
 # Calls that only make sense with SPMD on (rule XLA002 reports them when it is off).
 SPMD_APIS = frozenset(
     {

@@ -22,6 +22,10 @@ What is recognised (every name resolved through imports, never by its text alone
      the target's major.minor, only ``>=`` (True) and ``<`` (False) of an ``X.Y``/``X.Y.0``
      literal are decided (the patch release is unknown);
    - ``V.startswith("1.")`` on the version string;
+   - the version split into numbers: ``tuple(map(int, V.split(".")[:2]))`` against a tuple
+     (``(2, 1)``, or ``tuple(map(int, "2.1".split(".")))``), compared as Python compares tuples
+     (the target's ``[:2]`` is exactly ``(major, minor)``; a longer slice leaves the patch
+     unknown), and ``int(V.split(".")[0])``/``[1]`` against an integer;
    - requirement objects and helpers: lightning_utilities ``RequirementCache("torch_xla>=2.1")``
      (specifiers ``>= > <= < == != ==X.Y.*``, joined by commas) and
      ``compare_version("torch_xla", operator.ge, "2.1")``; accelerate/diffusers
@@ -324,6 +328,51 @@ class _TargetInt:
         self.value = value
 
 
+class _TargetStr(str):
+    """One part of the target version's ``split(".")`` (``int()`` of it is a :class:`_TargetInt`)."""
+
+    __slots__ = ()
+
+
+class _Parts:
+    """``S.split(".")`` (optionally sliced ``[:n]``, optionally ``map(int, ...)``-ed): the known
+    leading items (a str, an int, a :class:`_TargetInt`, or None when unknown) and whether the
+    sequence ends there (``complete``); the target version's parts are ``("2", "9")`` followed by
+    an unknown tail."""
+
+    __slots__ = ("items", "complete", "target", "tuple")
+
+    def __init__(self, items: tuple, complete: bool, target: bool, is_tuple: bool = False) -> None:
+        self.items = items
+        self.complete = complete
+        self.target = target  # items come from the installed version (int() gives _TargetInt)
+        self.tuple = is_tuple  # a tuple of ints (``tuple(map(int, ...))``), comparable
+
+
+def _to_int(item, target: bool):
+    """``int(item)`` for one split part: an int (a :class:`_TargetInt` for the target's parts)."""
+    if isinstance(item, str) and item.strip().isdigit():
+        return _TargetInt(int(item)) if target or type(item) is _TargetStr else int(item)
+    return None
+
+
+def _tuple_cmp(a: _Parts, b: _Parts) -> int | None:
+    """Python's tuple ordering of two partly known tuples: -1, 0, 1, or None when unknown."""
+    for x, y in zip(a.items, b.items, strict=False):
+        x = x.value if type(x) is _TargetInt else x
+        y = y.value if type(y) is _TargetInt else y
+        if type(x) is not int or type(y) is not int:
+            return None
+        if x != y:
+            return -1 if x < y else 1
+    la, lb = len(a.items), len(b.items)
+    if la == lb:
+        return 0 if a.complete and b.complete else None
+    if la < lb:
+        return -1 if a.complete else None
+    return 1 if b.complete else None
+
+
 _VERSION_RE = re.compile(r"^\s*v?(\d+(?:\.\d+)*)(.*)$")
 
 
@@ -568,6 +617,9 @@ class _Evaluator:
                 numbers.append(int(element.value.value))
             return _Literal(tuple(numbers), True) if numbers else _UNKNOWN
         if type(expr) is cst.Subscript:
+            parts = self._value(expr.value, scope, depth)
+            if type(parts) is _Parts and len(expr.slice) == 1:
+                return self._subscript_parts(parts, expr.slice[0].slice)
             # V.split("+")[0]: the version without its local part
             if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
                 index = expr.slice[0].slice.value
@@ -582,6 +634,23 @@ class _Evaluator:
                 ):
                     return TARGET
             return _UNKNOWN
+        return _UNKNOWN
+
+    @staticmethod
+    def _subscript_parts(parts: _Parts, sl: cst.BaseSlice):
+        """``parts[i]`` (an item) or ``parts[:n]`` (a shorter :class:`_Parts`)."""
+        if type(sl) is cst.Index:
+            if type(sl.value) is not cst.Integer:
+                return _UNKNOWN
+            i = int(sl.value.value)
+            return parts.items[i] if i < len(parts.items) else _UNKNOWN
+        if type(sl) is cst.Slice and sl.lower is None and sl.step is None:
+            if type(sl.upper) is not cst.Integer:
+                return _UNKNOWN
+            n = int(sl.upper.value)
+            if n <= len(parts.items):
+                return _Parts(parts.items[:n], True, parts.target, parts.tuple)
+            return parts
         return _UNKNOWN
 
     def _bool(self, expr: cst.CSTNode, scope: Scope, depth: int) -> bool | None:
@@ -620,6 +689,12 @@ class _Evaluator:
         return None
 
     def _compare(self, left, op: str, right) -> bool | None:
+        if (type(left) is _Parts and left.tuple) or (type(right) is _Parts and right.tuple):
+            ta, tb = _as_tuple(left), _as_tuple(right)
+            if ta is None or tb is None:
+                return None
+            c = _tuple_cmp(ta, tb)
+            return None if c is None else _compare_ints(c, op, 0)
         if left is TARGET or right is TARGET:
             if left is TARGET and right is TARGET:
                 return None
@@ -693,9 +768,21 @@ class _Evaluator:
                 prefix = self._value(call.args[0].value, scope, depth)
                 return self._startswith(prefix) if isinstance(prefix, str) else _UNKNOWN
             return _UNKNOWN
+        if type(func) is cst.Attribute and func.attr.value == "split":
+            if len(call.args) == 1 and self._value(call.args[0].value, scope, depth) == ".":
+                base = self._value(func.value, scope, depth)
+                if base is TARGET:
+                    return _Parts(
+                        (_TargetStr(self.target[0]), _TargetStr(self.target[1])), False, True
+                    )
+                if isinstance(base, str):
+                    return _Parts(tuple(base.split(".")), True, False)
+            return _UNKNOWN
         names = self.ctx.qnames(func, scope)
         if not names:
             return _UNKNOWN
+        if names & {"builtins.map", "builtins.tuple", "builtins.int"}:
+            return self._builtin(call, names, scope, depth)
         if "builtins.hasattr" in names or "builtins.getattr" in names:
             return self._attribute_test(call, scope)
         lasts = {n.rsplit(".", 1)[-1] for n in names}
@@ -739,6 +826,31 @@ class _Evaluator:
             return _UNKNOWN
         if "is_torch_greater_or_equal" in lasts and args:
             return self._op_version(">=", args[0], scope, depth)
+        return _UNKNOWN
+
+    def _builtin(self, call: cst.Call, names: frozenset[str], scope: Scope, depth: int):
+        """``map(int, parts)``, ``tuple(<mapped parts>)`` and ``int(<one part>)``."""
+        args = call.args
+        if any(a.keyword is not None or a.star for a in args):
+            return _UNKNOWN
+        if "builtins.map" in names and len(args) == 2:
+            if "builtins.int" not in self.ctx.qnames(args[0].value, scope):
+                return _UNKNOWN
+            parts = self._value(args[1].value, scope, depth)
+            if type(parts) is not _Parts or not all(isinstance(i, str) for i in parts.items):
+                return _UNKNOWN
+            items = tuple(_to_int(item, parts.target) for item in parts.items)
+            return _Parts(items, parts.complete, parts.target)
+        if "builtins.tuple" in names and len(args) == 1:
+            parts = self._value(args[0].value, scope, depth)
+            if type(parts) is not _Parts or any(isinstance(i, str) for i in parts.items):
+                return _UNKNOWN  # a tuple of strings does not compare with a tuple of ints
+            return _Parts(parts.items, parts.complete, parts.target, is_tuple=True)
+        if "builtins.int" in names and len(args) == 1:
+            value = self._value(args[0].value, scope, depth)
+            if type(value) is _TargetInt:
+                return value
+            return _to_int(value, False) if isinstance(value, str) else _UNKNOWN
         return _UNKNOWN
 
     def _op_version(self, op: str | None, arg: cst.Arg, scope: Scope, depth: int):
@@ -827,6 +939,15 @@ class _Evaluator:
             "unsafe-names",
             lambda: names_bound_in_expressions_or_rebound(self.ctx.module, self.ctx.flat),
         )
+
+
+def _as_tuple(value) -> _Parts | None:
+    """A comparable tuple: mapped parts, or a tuple literal (``(2, 1)``, read as a :class:`_Literal`)."""
+    if type(value) is _Parts:
+        return value if value.tuple else None
+    if type(value) is _Literal:
+        return _Parts(value.release, True, False, is_tuple=True)
+    return None
 
 
 def _same(a, b) -> bool:

@@ -557,6 +557,12 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
             "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
             "if hasattr(xr, 'global_ordinal'):\n    r = xr.global_ordinal()\nelse:\n    r = xm.get_ordinal()\n"
         ),
+        # neuronx-nemo-megatron megatron_init.py: the version split into a tuple of numbers.
+        Valid(
+            "import torch\nimport torch_xla.core.xla_model as xm\n"
+            "if tuple(map(int, torch.__version__.split('.')[:2])) >= tuple(map(int, '2.1'.split('.'))):\n"
+            "    n = 1\nelse:\n    n = xm.xrt_world_size()\n"
+        ),
     )
     invalid = (
         Invalid(

@@ -10,6 +10,7 @@ from ...analysis.devices import (
     PER_HOST_APIS,
     PER_HOST_VARIABLES,
 )
+from ...analysis.guards import runs_on_xla
 from ...analysis.names import dotted_name
 from ...analysis.seeds import (
     RNG_APIS,
@@ -178,7 +179,7 @@ through a local variable assigned from one. It is reported when a model is built
 same function (as XLA027 recognises one: a `torch.nn` layer, a module class of the file, a
 `from_pretrained`/`from_config` call, `build_model()`...) and the file never makes the replicas'
 parameters equal: no `xm.broadcast_master_param(...)` or other broadcast, no
-`DistributedDataParallel(...)` or FSDP wrap, no Lightning `Trainer`/`Fabric`, no call of a
+`DistributedDataParallel(...)` (torch's, `apex.parallel`'s or another library's class of that name) or FSDP wrap, no Lightning `Trainer`/`Fabric`, no call of a
 function whose name says it does one of these (`broadcast_params(model)`, `wrap_ddp(model)`: the
 rule reads one file), and no `load_state_dict`/checkpoint load after the seed. Not flagged: per-replica seeds after the model
 exists (data order, augmentation, dropout), seeds in a `worker_init_fn`, `random.seed` and
@@ -186,7 +187,8 @@ exists (data order, augmentation, dropout), seeds in a `worker_init_fn`, `random
 generator, not the CPU generator that initialises a module built on the CPU), modules built
 directly on the device (`nn.Linear(4, 4, device=torch_xla.device())`: their initial values
 come from the device's generator, which `torch.manual_seed` does not seed; measured), SPMD
-programs (XLA027) and single-process programs.
+programs (XLA027), single-process programs, and files that never run on XLA (no torch_xla
+import in the file or its program: a CUDA/NCCL script under `torch.distributed.launch`).
 
 ## Why is this bad
 With one process per device every replica builds its own copy of the model, and nothing in
@@ -247,6 +249,19 @@ torch_xla.launch(_mp_fn)
   `torch/distributed/utils.py` (`_sync_module_states`)
 """
     valid = (
+        # neuronx-nemo-megatron apex/tests/distributed/amp_master_params: a CUDA/NCCL test, no torch_xla.
+        Valid(
+            "import torch\n"
+            "torch.distributed.init_process_group(backend='nccl', init_method='env://')\n"
+            "torch.manual_seed(torch.distributed.get_rank())\nmodel = torch.nn.Linear(4, 4)\n"
+        ),
+        # apex.parallel.DistributedDataParallel broadcasts rank 0's parameters like torch's DDP.
+        Valid(
+            "import torch\nimport torch_xla\nfrom apex.parallel import DistributedDataParallel\n"
+            "def _mp_fn(index):\n    torch.manual_seed(index)\n    model = torch.nn.Linear(4, 4)\n"
+            "    model = DistributedDataParallel(model)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
         Valid(
             "import torch\nimport torch_xla\n"
             "def _mp_fn(index):\n    torch.manual_seed(42)\n    model = torch.nn.Linear(4, 4)\n"
@@ -351,6 +366,12 @@ torch_xla.launch(_mp_fn)
         ),
     )
 
+    def skip(self) -> bool:
+        """Code that never runs on XLA: the file neither imports torch_xla nor belongs to a
+        program that does (``ctx.in_xla_program``: a CUDA/NCCL test under
+        ``torch.distributed.launch``), or a branch for another platform (:func:`runs_on_xla`)."""
+        return not self.ctx.in_xla_program or not runs_on_xla(self.ctx)
+
     def other_source(self, node: cst.CSTNode, site: Site | None) -> str | None:
         """The index parameter of a function this file launches (``def _mp_fn(index):``), or
         Accelerate's ``process_index`` (``accelerator.process_index``)."""
@@ -421,8 +442,12 @@ def _syncs_parameters(ctx: FileContext) -> bool:
         for call in calls_that_run(body):
             names = ctx.qnames(call.func, scope)
             if names & PARAMETER_SYNCS or any(
-                q.startswith(LIGHTNING_ROOTS) and q.endswith(_LIGHTNING_RUNNERS) for q in names
+                q.rsplit(".", 1)[-1] == "DistributedDataParallel" for q in names
             ):
+                return (
+                    True  # also apex.parallel's and other libraries' DDP: they broadcast rank 0's
+                )
+            if any(q.startswith(LIGHTNING_ROOTS) and q.endswith(_LIGHTNING_RUNNERS) for q in names):
                 return True
             last = (dotted_name(call.func) or "").rsplit(".", 1)[-1].lower()
             if any(w in last for w in _SYNC_WORDS) or (

@@ -113,7 +113,7 @@ _FUNCTIONS_AND_CALLS = frozenset({cst.FunctionDef, cst.Call})
 CPU_FACTORIES = TENSOR_FACTORIES | {"torch.tensor", "torch.as_tensor", "torch.Tensor"}
 
 
-HOST_FUNCTIONS = frozenset({f"{apis.XM}.mesh_reduce"})  # reduces `.cpu()` copies on the host
+HOST_FUNCTIONS = apis.HOST_RESULT_FUNCTIONS  # reduces `.cpu()` copies on the host
 
 
 # Reads that replace a tensor's pending graph with its data (measured, torch_xla 2.9.0 on CPU):

@@ -64,7 +64,9 @@ inside a function or lambda given to `xm.add_step_closure`, after the loop, in a
 that only evaluates (no step), a loop over a literal list or tuple (a few
 configurations, not steps), inside `assert` statements and `assert*` calls (a test
 checking a value needs the value), and methods on the loop's own batch variables (the
-loader's CPU tensors). One diagnostic per statement: `allclose(a.cpu(), b.cpu())` and
+loader's CPU tensors), nor the result of `xm.mesh_reduce(tag, loss, fn)`: torch_xla 2.9.0
+`torch_xla/core/xla_model.py` `mesh_reduce` copies `data` to the CPU, exchanges it through
+`rendezvous` and returns `reduce_fn` of the host copies, so its `.item()` reads no device. One diagnostic per statement: `allclose(a.cpu(), b.cpu())` and
 `t.cpu().numpy()` are reported once.
 
 ## Why is this bad
@@ -111,6 +113,13 @@ print(total_loss.item())                       # once, after the loop
 - torch_xla 2.9.0 `torch_xla/torch_xla.py` (`sync`, `step`, `compile`), `torch_xla/core/xla_model.py` (`add_step_closure`)
 """
     valid = (
+        # wtfml engine.py: mesh_reduce returns a host value (reduce_fn of the CPU copies).
+        Valid(
+            "import torch_xla.core.xla_model as xm\nfor x in loader:\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    xm.optimizer_step(opt)\n"
+            "    reduced = xm.mesh_reduce('loss_reduce', loss, reduce_fn)\n"
+            "    losses.update(reduced.item(), 8)\n"
+        ),
         Valid(
             "import torch_xla\nfor step, (x, y) in enumerate(loader):\n    with torch_xla.step():\n"
             "        loss = model(x).sum()\n        loss.backward()\n        opt.step()\n"
@@ -224,6 +233,7 @@ print(total_loss.item())                       # once, after the loop
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._tensors: dict[int, set[str]] = {}
+        self._hosts: dict[int, set[str]] = {}  # id(loop) -> _host_names
         self._reported_statements: set[int] = set()
         self._modulo: dict[int, bool] = {}  # id(a test guarding a host read) -> _has_modulo
 
@@ -285,6 +295,8 @@ print(total_loss.item())                       # once, after the loop
                 and root in self._batch_names(loop)
                 and root not in self._tensor_names(loop)
             ):
+                return False
+            if root is not None and root in self._host_names(loop):
                 return False
         if value is not None:
             root = root_name(value)
@@ -362,6 +374,12 @@ print(total_loss.item())                       # once, after the loop
     def _batch_names(self, loop: cst.For | cst.While) -> set[str]:
         return bound_names(loop.target) if isinstance(loop, cst.For) else set()
 
+    def _host_names(self, loop: cst.For | cst.While) -> set[str]:
+        """Names ``loop`` binds only to host values: ``r = xm.mesh_reduce(tag, loss, fn)``
+        (:data:`apis.HOST_RESULT_FUNCTIONS`) and no other assignment of ``r`` in the loop."""
+        self._tensor_names(loop)
+        return self._hosts[id(loop)]
+
     def _tensor_names(self, loop: cst.For | cst.While) -> set[str]:
         """Names holding device tensors in ``loop``: what ``backward()`` is called on, and
         names assigned from those or from a ``torch.*`` call in the loop."""
@@ -391,8 +409,22 @@ print(total_loss.item())                       # once, after the loop
                 ) or self.facts.runs_xla_compiled(call, ctx.scope):
                     torchy.add(i)  # a torch op's result, or what a torch_xla.compile'd step returns
                     break
+        host = {
+            i
+            for i, (_, value) in enumerate(assigns)
+            if type(value) is cst.Call and ctx.qnames(value.func) & apis.HOST_RESULT_FUNCTIONS
+        }  # `xm.mesh_reduce(tag, loss, fn)` returns a host value: its `.item()` reads no device
+        hosts: set[str] = set()
+        for i in host:
+            hosts |= assigns[i][0]
+        for i, (targets, _) in enumerate(assigns):
+            if i not in host:
+                hosts -= targets
+        self._hosts[key] = hosts
         for _ in range(3):
             for i, (targets, value) in enumerate(assigns):
+                if i in host:
+                    continue
                 if i in torchy or _names_in(value) & names:
                     names |= targets
         self._tensors[key] = names
