@@ -404,7 +404,7 @@ def test_module_without_torch_xla_imported_by_an_xla_program_is_linted_for_loade
             "gpudata.py": data,
         },
     )
-    result, _, _ = lint_tree(tmp_path, select=["XLA202"])
+    result, _, _ = lint_tree(tmp_path, select=["XLA202"], preview=True)
     assert [(d.path, d.line) for d in result.diagnostics] == [("data.py", 5)]
 
 
