@@ -66,7 +66,13 @@ def test_hooks_report_and_fix(tmp_path, pre_commit_home, hooks_repo):
                     "execution_count": None,
                     "metadata": {},
                     "outputs": [],
-                    "source": ["import torch_xla\n", "def f():\n", "    print('x')\n"],
+                    "source": [
+                        "import os\n",
+                        "import torch_xla\n",
+                        "def f():\n",
+                        "    print('x')\n",
+                        "    os._exit(0)\n",  # the print's output is lost: XLA004
+                    ],
                 }
             ],
             "metadata": {},

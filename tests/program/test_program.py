@@ -922,3 +922,18 @@ def test_spawn_and_torchrun_facts_say_who_sets_the_rank_variables(tmp_path):
     result, _, _ = lint_tree(tmp_path, select=["XLA031"])
     program = next(p for p in result.program.programs if p.entry == "job.py")
     assert "spawn" not in program.sources
+
+
+def test_a_module_no_script_reaches_has_no_lost_output_in_a_tree_with_scripts(tmp_path):
+    """XLA004 in a module that no program reaches: alone in its tree (a library checked by
+    itself, the case c06-print-flush) its launch is unknown and its print is reported; beside
+    scripts that never import it (a dead debugging module of a trainer's repository, judged
+    wrong 15 times), it runs in no launch of the tree and is not."""
+    module = "import torch_xla\n\n\ndef report(loss):\n    print(loss)\n"
+    write_tree(tmp_path, {"debug_callbacks.py": module})
+    alone, _, _ = lint_tree(tmp_path, select=["XLA004"])
+    assert [(d.path, d.line) for d in alone.diagnostics] == [("debug_callbacks.py", 5)]
+    train = "import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\nprint('go')\n"
+    write_tree(tmp_path, {"train.py": train + "if __name__ == '__main__':\n    pass\n"})
+    beside, _, _ = lint_tree(tmp_path, select=["XLA004"])
+    assert [(d.path, d.line) for d in beside.diagnostics] == [("train.py", 4)]

@@ -265,13 +265,17 @@ class Program:
     # SPMD and one process per device are alternative modes chosen by an option of the entry
     # (``if config.mode == "spmd":``); both facts are in :attr:`maybe`.
     alternative: bool = False
+    # For a library pseudo-program, the facts it is taken to have (:data:`LIBRARY_ASSUMES`):
+    # only in a tree with no script of its own, whose launches cannot be known. In a tree with
+    # scripts, a module none of them reaches runs in none of them (a dead debugging module).
+    assumes: frozenset[str] = LIBRARY_ASSUMES
 
     def satisfies(self, fact: str, value: bool) -> bool:
         """Whether ``fact`` is ``value`` in this program (a library pseudo-program is taken
         to lack only the facts in :data:`LIBRARY_LACKS`; its other missing facts are unknown;
         a fact in :attr:`maybe` is neither true nor false)."""
         if value:
-            return fact in self.sources or (self.kind == "library" and fact in LIBRARY_ASSUMES)
+            return fact in self.sources or (self.kind == "library" and fact in self.assumes)
         if self.kind == "library":
             return fact in LIBRARY_LACKS and fact not in self.sources
         return fact not in self.sources and fact not in self.maybe
@@ -611,7 +615,13 @@ class ProgramModel:
         if self._is_test_code(path, f):  # a helper of the tests (tests/helpers.py): no program
             sources["test"] = path
         _unattended(sources)
-        return [Program(path, "library", frozenset({path}), sources)]
+        assumes = frozenset() if self._has_scripts else LIBRARY_ASSUMES
+        return [Program(path, "library", frozenset({path}), sources, assumes=assumes)]
+
+    @functools.cached_property
+    def _has_scripts(self) -> bool:
+        """Whether the tree has a script program (not only tests and documents)."""
+        return any(p.kind == "script" for p in self.programs)
 
     def holds(self, path: str, requires: tuple[tuple[str, bool], ...]) -> bool:
         """True when one program ``path`` belongs to satisfies every ``(fact, value)``."""

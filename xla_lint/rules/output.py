@@ -41,8 +41,10 @@ what the program prints can really be lost:
 
 A single-process script run from a terminal is not flagged: its standard output is a terminal,
 which Python line-buffers, so each printed line is written at once. A module no program of the
-linted tree reaches (a library) is flagged: the programs that import it, and how they are
-launched, are not in the tree. A module that only plain single-process programs reach is not.
+linted tree reaches is flagged only in a tree without scripts (a library checked by itself):
+the programs that import it, and how they are launched, are not in the tree. Beside scripts
+that never import it, such a module runs in none of the tree's launches (a debugging module
+nobody uses) and is not flagged; nor is a module that only plain single-process programs reach.
 A program shows where its output may be lost with `xla-lint --show-programs --output-format json`
 (the fact `unattended`), and the message names it.
 

@@ -794,7 +794,6 @@ class Tracer:
             "executions": 0,
             "transfers": self.rank_counts["transfers"],
             "transfer_s": round(self.rank_counts["transfer_s"], 6),
-            "counted": "rank",
         }
 
     def _compile_times(self, compiles: int) -> list[float]:
