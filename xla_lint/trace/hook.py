@@ -181,6 +181,14 @@ def closure_kind(frame) -> str | None:
     return None
 
 
+def _is_user_code(code) -> bool:
+    """Whether ``code`` is in the user's files (:func:`is_user_file`), memoised per code object."""
+    user = _user_code.get(code)
+    if user is None:
+        user = _user_code[code] = is_user_file(code.co_filename)
+    return user
+
+
 def user_frames(frame, limit: int = MAX_FRAMES) -> list[list]:
     """``[path, line]`` of each user frame from ``frame`` outwards (innermost first, at most
     ``limit``): the report places an event in the innermost classified loop of this stack
@@ -188,10 +196,7 @@ def user_frames(frame, limit: int = MAX_FRAMES) -> list[list]:
     out: list[list] = []
     while frame is not None and len(out) < limit:
         code = frame.f_code
-        user = _user_code.get(code)
-        if user is None:
-            user = _user_code[code] = is_user_file(code.co_filename)
-        if user:
+        if _is_user_code(code):
             out.append([code.co_filename, frame.f_lineno])
         frame = frame.f_back
     return out
@@ -201,10 +206,7 @@ def user_location(frame) -> dict | None:
     """``{"path", "line", "function"}`` of the first user frame from ``frame`` outwards."""
     while frame is not None:
         code = frame.f_code
-        user = _user_code.get(code)
-        if user is None:
-            user = _user_code[code] = is_user_file(code.co_filename)
-        if user:
+        if _is_user_code(code):
             return {"path": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
         frame = frame.f_back
     return None
@@ -1529,10 +1531,7 @@ def _api_kind(frame) -> str:
     name = None
     while frame is not None:
         code = frame.f_code
-        user = _user_code.get(code)
-        if user is None:
-            user = _user_code[code] = is_user_file(code.co_filename)
-        if user:
+        if _is_user_code(code):
             break
         module = frame.f_globals.get("__name__", "")
         name = ("xm." if module == "torch_xla.core.xla_model" else "") + code.co_name
