@@ -288,8 +288,28 @@ def test_gcloud_tpu_vm_ssh_command_is_a_nested_command_line():
     assert runs("x.sh", text) == [
         ("train.py", False, ["spmd"], "x.sh:2"),
         ("eval.py", False, [], "x.sh:3"),
-        ("multi.py", False, ["spmd"], "x.sh:4"),
+        ("multi.py", False, ["spmd"], "x.sh:6"),  # the line that names it, in the quoted command
         ("local.py", False, ["unbuffered"], "x.sh:8"),
+    ]
+
+
+def test_a_command_inside_a_continued_line_is_reported_on_the_physical_line_that_holds_it():
+    # ml-testing-accelerators' pod entrypoint: a `\`-continued `&&` chain whose last element is
+    # a gcloud ssh --command string continued over several lines; the module it runs is on
+    # the chain's eighth line, not its first.
+    text = (
+        "timeout 180 /setup.sh && \\\n"
+        "export master=$(gcloud compute instance-groups list-instances G --limit=1) && \\\n"
+        "gcloud -q compute ssh --internal-ip $master \\\n"
+        '  --command "source /etc/profile && \\\n'
+        "  conda activate env && \\\n"
+        '  python -m torch_xla.distributed.xla_dist --tpu=$POD -- $*"\n'
+        "python after.py\n"
+    )
+    launches = scan("entry.sh", text)
+    assert [(la.runs, la.line, la.where) for la in launches] == [
+        ("torch_xla.distributed.xla_dist", 6, "entry.sh:6"),
+        ("after.py", 7, "entry.sh:7"),
     ]
 
 
@@ -556,7 +576,8 @@ def test_gcloud_worker_all_command_is_read_as_a_script():
         "gcloud compute tpus tpu-vm ssh my-pod --zone z --worker=all \\\n"
         "  --command \"export XLA_USE_BF16=1; cd repo && PJRT_DEVICE=TPU python3 train.py --a 'b c'\"\n",
     )
-    assert (launch.runs, launch.line, launch.argv) == ("train.py", 2, ("--a", "b c"))
+    # reported where the python command starts, inside the continued --command string
+    assert (launch.runs, launch.line, launch.argv) == ("train.py", 3, ("--a", "b c"))
     # The remote shell starts empty: the local export does not reach it; its own do.
     assert [name for name, _, _ in launch.env] == ["PJRT_DEVICE", "XLA_USE_BF16"]
     assert all(where == "pod.sh:2" for _, _, where in launch.env)

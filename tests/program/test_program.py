@@ -367,7 +367,8 @@ def test_shell_launcher_sets_spmd_and_unbuffered(tmp_path):
     )
     result, _, _ = lint_tree(tmp_path, select=["XLA005", "XLA004"])
     [d] = result.diagnostics
-    assert d.code == "XLA005" and "scripts/run.sh:3 (python -u, XLA_USE_SPMD=1)" in d.message
+    # the python command starts on the continued line 4 (`cd $ROOT && \\` is line 3)
+    assert d.code == "XLA005" and "scripts/run.sh:4 (python -u, XLA_USE_SPMD=1)" in d.message
 
 
 def test_docs_shell_block_and_project_scripts_are_launchers(tmp_path):

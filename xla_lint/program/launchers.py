@@ -695,6 +695,10 @@ class _Scanner:
     def __init__(self, path: str, folder: str) -> None:
         self.path, self.folder = path, folder
         self.out: list[Launch] = []
+        # The first line and the physical lines of the logical line being read (``\\``-joined or
+        # a quote left open): a command on its third line is reported there (:meth:`_line_of`).
+        self._span: tuple[int, list[str]] = (0, [])
+        self._program = ""  # the first word of the simple command being read
         # Where the output of the command being read goes when an enclosing command line, or the
         # script itself (a job scheduler's script), sends it elsewhere than the caller's terminal.
         self.output = ""
@@ -705,6 +709,7 @@ class _Scanner:
         the scheduler writes to a file (Slurm's ``slurm-%j.out``)."""
         self.output = "run as a job of a scheduler" if _SCHEDULER.search(text) else ""
         session = _Session(_Shell())
+        physical = text.splitlines()
         lines = list(_logical_lines(text, first_line))
         k = 0
         while k < len(lines):
@@ -724,7 +729,10 @@ class _Scanner:
                     k = extra + 1
                     break
             if tokens is not None:  # else an unbalanced quote: not a line we can read
+                end = lines[k][0] if k < len(lines) else first_line + len(physical)
+                self._span = (number, physical[number - first_line : end - first_line])
                 self.run(tokens, f"{self.path}:{number}", session, 0)
+                self._span = (0, [])
 
     def nested(self, text: str, shell: _Shell, where: str, depth: int) -> None:
         """A command line inside another (``$(...)``, ``bash -c``, ``ssh``), run by ``shell``."""
@@ -867,6 +875,7 @@ class _Scanner:
         if not words:
             return
         program, rest = os.path.basename(words[0]), words[1:]
+        self._program = words[0]
         if _PYTHON.match(program):
             self.python(rest, env, where)
         elif program == "accelerate" and rest[:1] == ["launch"]:
@@ -1161,6 +1170,25 @@ class _Scanner:
             if runs:
                 self.emit(where, runs, pyargs, env, facts, [command, *why], ignore_env, tests=True)
 
+    def _line_of(self, number: int, runs: str) -> int:
+        """The physical line where the command that runs ``runs`` (a script or module) starts,
+        in the logical line starting at ``number`` being read: the last line at or before the
+        one naming ``runs`` that holds the command's first word (``torchrun``, ``python3``).
+        A `gcloud ... --command` string continued over ten lines reports its `python -m ...`
+        on the line that holds it; ``torchrun \\`` then ``train.py`` on the next line is
+        reported on torchrun's line. Else ``number``."""
+        first, physical = self._span
+        if number != first or len(physical) < 2 or not runs:
+            return number
+        named = next((k for k, text in enumerate(physical) if runs in text), None)
+        if named is None:
+            return number
+        word = self._program
+        for k in range(named, -1, -1):
+            if word and word in physical[k]:
+                return first + k
+        return first + named
+
     def emit(
         self,
         where: str,
@@ -1184,6 +1212,8 @@ class _Scanner:
             found.add("unbuffered")
             why.append("PYTHONUNBUFFERED")
         path, _, line = where.rpartition(":")
+        number = self._line_of(int(line) if line.isdigit() else 0, runs)
+        where = f"{path}:{number}" if number else where
         self.out.append(
             Launch(
                 where,
@@ -1193,7 +1223,7 @@ class _Scanner:
                 frozenset(found),
                 ", ".join(why),
                 tests,
-                line=int(line) if line.isdigit() else 0,
+                line=number,
                 argv=tuple(argv),
                 env=tuple(
                     (name, str(value), _origin(value, where)) for name, value in sorted(env.items())
