@@ -493,12 +493,12 @@ for epoch in range(2):
 """
 
 
-def _mp_mnist_events(path: str, epoch2: dict | None = None) -> Trace:
+def _mp_mnist_events(path: str, epoch2: dict | None = None, eval2: str | None = None) -> Trace:
     """The hook's rows of MP_MNIST's two epochs (4 training steps, 4 eval batches each): the
     eval loader's first sync (no batch, nothing compiled), batches 1 and 2 compiling (the
     count starts from a Python 0), a last sync when the loader runs out; then the
     mesh_reduce's two compiles in the epoch loop. ``epoch2``: graph per line compiled in the
-    second epoch's setup rows."""
+    second epoch's setup rows; ``eval2``: a graph its second evaluation batch compiles."""
     lines = MP_MNIST.splitlines()
 
     def at(text: str) -> int:
@@ -570,6 +570,7 @@ def _mp_mnist_events(path: str, epoch2: dict | None = None) -> Trace:
         boundary([test, call_test], batch=False)  # the eval loader's first sync
         for i in range(4):
             graphs = {0: ["eval-int"], 1: ["eval-tensor"]}.get(i, []) if epoch == 1 else []
+            graphs = [eval2] if eval2 and epoch == 2 and i == 1 else graphs
             boundary([test, call_test], graphs=graphs)
         boundary([test, call_test], batch=False)  # the loader ran out
         for i in range(2):
@@ -604,3 +605,10 @@ def test_an_evaluation_loops_first_pass_is_its_warm_up_whatever_its_loader(tmp_p
     assert finding.title == "a setup line compiled again"
     reduce = 1 + MP_MNIST.splitlines().index('    return xm.mesh_reduce("test_accuracy", accuracy, max)')
     assert f"setup after step 8 compiled a new graph at mp_mnist.py:{reduce}," in finding.message
+    # past its first pass, the evaluation's recompile is one; --explain (training steps' IR
+    # only) is not offered for it
+    [finding] = analyse(_mp_mnist_events(str(path), eval2="eval-new"), phases).findings
+    assert finding.title == "a new graph with the same input shapes"
+    assert finding.message.startswith("the evaluation after step 8 compiled again after warm-up")
+    assert "an earlier batch of the same loop" in finding.message
+    assert "--explain" not in finding.message

@@ -711,11 +711,13 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
                 )
             else:
                 title = "a new graph with the same input shapes"
+                # --explain diffs the IR of the optimizers' parameters at training steps only
+                training = step.phase in (None, TRAINING)
                 message = (
                     f"{name} compiled again after warm-up with the same input shapes as an earlier "
-                    "step of the same loop: the graph itself changed (a Python number that became "
-                    "0 or 1, a branch on a value, a changed op)"
-                    + ("" if "explain" in c else "; --explain names the line")
+                    f"{'step' if training else 'batch'} of the same loop: the graph itself changed "
+                    "(a Python number that became 0 or 1, a branch on a value, a changed op)"
+                    + ("" if "explain" in c or not training else "; --explain names the line")
                 )
             message += _explained(c.get("explain"))
         elif step is not None and step.phase == SETUP:
