@@ -603,7 +603,9 @@ def test_an_evaluation_loops_first_pass_is_its_warm_up_whatever_its_loader(tmp_p
     again = analyse(_mp_mnist_events(str(path), epoch2={0: ["reduce-new"]}), phases)
     [finding] = again.findings
     assert finding.title == "a setup line compiled again"
-    reduce = 1 + MP_MNIST.splitlines().index('    return xm.mesh_reduce("test_accuracy", accuracy, max)')
+    reduce = 1 + MP_MNIST.splitlines().index(
+        '    return xm.mesh_reduce("test_accuracy", accuracy, max)'
+    )
     assert f"setup after step 8 compiled a new graph at mp_mnist.py:{reduce}," in finding.message
     # past its first pass, the evaluation's recompile is one; --explain (training steps' IR
     # only) is not offered for it

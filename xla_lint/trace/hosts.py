@@ -246,7 +246,9 @@ def host_rows(
                 ),
                 "steps_traced": steps,
                 "compiles": len(trace.compiles),
-                "graphs": {key: [g.get("graph_hash") for g in events] for key, events in graphs.items()},
+                "graphs": {
+                    key: [g.get("graph_hash") for g in events] for key, events in graphs.items()
+                },
                 "events_file": result.events_file if result else None,
             }
         )

@@ -16,8 +16,9 @@ A *finding* is a runtime event mapped to the rule that prevents it:
 Every row and event is placed in its phase (setup, training, evaluation) by the script's own
 loops (:mod:`xla_lint.trace.phases`). Warm-up is counted in training steps: the first compile
 of each graph in the training steps before the first one that compiled nothing (the first two
-when every one compiled); an evaluation loop's first pass over its loader is its own warm-up,
-the same way; setup compiles are never after warm-up. A compile for a loader's smaller last
+when every one compiled); an evaluation loop's whole first pass over its loader is its own
+warm-up, whatever the loader (a new input shape after its first is not); a setup compile is
+a recompile only when its line compiled in an earlier pass. A compile for a loader's smaller last
 batch is never warm-up (unless nothing came before it). Other compiles after warm-up are
 reported without a code, with their reason (a new input shape, or identical shapes and a
 changed graph), against the loop and loader that ran them.
