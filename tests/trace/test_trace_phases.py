@@ -493,12 +493,15 @@ for epoch in range(2):
 """
 
 
-def _mp_mnist_events(path: str, epoch2: dict | None = None, eval2: str | None = None) -> Trace:
+def _mp_mnist_events(
+    path: str, epoch2: dict | None = None, eval2: str | None = None, sizes=(64, 64, 64, 64)
+) -> Trace:
     """The hook's rows of MP_MNIST's two epochs (4 training steps, 4 eval batches each): the
     eval loader's first sync (no batch, nothing compiled), batches 1 and 2 compiling (the
     count starts from a Python 0), a last sync when the loader runs out; then the
     mesh_reduce's two compiles in the epoch loop. ``epoch2``: graph per line compiled in the
-    second epoch's setup rows; ``eval2``: a graph its second evaluation batch compiles."""
+    second epoch's setup rows; ``eval2``: a graph its second evaluation batch compiles;
+    ``sizes``: the evaluation batches' leading dimensions."""
     lines = MP_MNIST.splitlines()
 
     def at(text: str) -> int:
@@ -522,7 +525,7 @@ def _mp_mnist_events(path: str, epoch2: dict | None = None, eval2: str | None = 
         }
     )
 
-    def boundary(frames, trains=False, batch=True, graphs=()):
+    def boundary(frames, trains=False, batch=True, graphs=(), size=64):
         nonlocal row
         row += 1
         for graph in graphs:
@@ -538,7 +541,7 @@ def _mp_mnist_events(path: str, epoch2: dict | None = None, eval2: str | None = 
                     "frames": stack,
                 }
             )
-        inputs = [{"shape": [64, 1, 28, 28], "dtype": "float32"}] if batch else None
+        inputs = [{"shape": [size, 1, 28, 28], "dtype": "float32"}] if batch else None
         trace.add(
             {
                 "event": "step",
@@ -571,7 +574,9 @@ def _mp_mnist_events(path: str, epoch2: dict | None = None, eval2: str | None = 
         for i in range(4):
             graphs = {0: ["eval-int"], 1: ["eval-tensor"]}.get(i, []) if epoch == 1 else []
             graphs = [eval2] if eval2 and epoch == 2 and i == 1 else graphs
-            boundary([test, call_test], graphs=graphs)
+            if epoch == 1 and i == 2 and sizes[2] != sizes[1]:
+                graphs = ["eval-shape"]
+            boundary([test, call_test], graphs=graphs, size=sizes[i])
         boundary([test, call_test], batch=False)  # the loader ran out
         for i in range(2):
             graphs = [f"reduce{i}"] if epoch == 1 else (epoch2 or {}).get(i, [])
@@ -614,3 +619,12 @@ def test_an_evaluation_loops_first_pass_is_its_warm_up_whatever_its_loader(tmp_p
     assert finding.message.startswith("the evaluation after step 8 compiled again after warm-up")
     assert "an earlier batch of the same loop" in finding.message
     assert "--explain" not in finding.message
+    # a new input shape inside the first pass (not a loader's remainder) is not warm-up
+    shaped = analyse(_mp_mnist_events(str(path), sizes=(64, 64, 48, 64)), phases)
+    [finding] = shaped.findings
+    assert finding.title == "a new graph for a new input shape"
+    assert [c["reason"] for c in shaped.compiles if c["phase"] == EVALUATION] == [
+        "warm-up",
+        "warm-up",
+        "new-input-shape",
+    ]
