@@ -233,3 +233,67 @@ def test_a_host_ended_by_the_timeout_is_named_at_the_line_of_its_stack():
 def test_host_events_path():
     assert host_events_path("/t/events.jsonl", 1) == "/t/events.host1.jsonl"
     assert host_events_path("/t/ev", 0) == "/t/ev.host0.jsonl"
+
+
+PHASED = """\
+import torch_xla
+
+torch_xla.sync()
+for x in loader:
+    loss = model(x).sum()
+    loss.backward()
+    optimizer.step()
+    torch_xla.sync()
+"""
+
+
+def _phased_host(path: str, graph_at_row3: str) -> Trace:
+    """Rows of PHASED as the hook writes them: a setup sync (row 1), then 3 training steps; the
+    host runs ``graph_at_row3`` at its second training step."""
+    trace = Trace()
+    for row, line in enumerate((3, 8, 8, 8), 1):
+        trains = line == 8
+        trace.add(
+            {
+                "event": "graph",
+                "step": row,
+                "kind": "execution",
+                "graph_hash": graph_at_row3 if row == 3 else f"g{row}",
+                "location": {"path": path, "line": line},
+            }
+        )
+        trace.add(
+            {
+                "event": "step",
+                "step": row,
+                "duration_s": 0.1,
+                "compiles": 0,
+                "compile_s": 0.0,
+                "executions": 1,
+                "transfers": 0,
+                "boundary": {"path": path, "line": line, "function": "<module>"},
+                "boundary_frames": [[path, line]],
+                "optimizer_frames": [[path, 7]] if trains else [],
+                "counted": True,
+                "trains": trains,
+            }
+        )
+    return trace
+
+
+def test_divergence_and_the_hosts_table_name_rows_by_phase(tmp_path):
+    """The hook's third row is the second training step (the first row is a setup sync): the
+    finding and the table count training steps, as the rest of the report does."""
+    from xla_lint.trace.hosts import host_rows
+    from xla_lint.trace.phases import PhaseMap
+
+    path = tmp_path / "phased.py"
+    path.write_text(PHASED)
+    phases = PhaseMap.of_files([str(path)])
+    hosts = {0: _phased_host(str(path), "aa"), 1: _phased_host(str(path), "bb")}
+    finding = divergence(hosts, phases)
+    assert finding is not None and finding["title"] == "hosts diverge at step 2"
+    assert finding["steps"] == [2]
+    [row, _] = host_rows(hosts, {}, phases)
+    assert row["graphs"] == {"setup": ["g1"], "1": ["g2"], "2": ["aa"], "3": ["g4"]}
+    assert row["steps_traced"] == 3

@@ -459,3 +459,172 @@ def test_a_loop_an_optimizer_step_ran_in_is_training(tmp_path):
         ("warm-up", TRAINING, 1)
     ]
     assert analysis.findings == []
+
+
+# pytorch/xla's test/test_train_mp_mnist.py, cut down: both loops read MpDeviceLoaders (over
+# xu.SampleGenerator with --fake_data: no DataLoader event), the evaluation counts from a
+# Python 0, and the epoch loop around them (setup work) reads the accuracy after evaluation.
+MP_MNIST = """\
+import torch_xla.core.xla_model as xm
+import torch_xla.distributed.parallel_loader as pl
+
+
+def train_loop_fn(loader):
+    for data, target in loader:
+        optimizer.zero_grad()
+        loss_fn(model(data), target).backward()
+        xm.optimizer_step(optimizer)
+
+
+def test_loop_fn(loader):
+    correct = 0
+    for data, target in loader:
+        pred = model(data).max(1, keepdim=True)[1]
+        correct += pred.eq(target.view_as(pred)).sum()
+    accuracy = correct.item()
+    return xm.mesh_reduce("test_accuracy", accuracy, max)
+
+
+train_device_loader = pl.MpDeviceLoader(train_loader, device)
+test_device_loader = pl.MpDeviceLoader(test_loader, device)
+for epoch in range(2):
+    train_loop_fn(train_device_loader)
+    accuracy = test_loop_fn(test_device_loader)
+"""
+
+
+def _mp_mnist_events(
+    path: str, epoch2: dict | None = None, eval2: str | None = None, sizes=(64, 64, 64, 64)
+) -> Trace:
+    """The hook's rows of MP_MNIST's two epochs (4 training steps, 4 eval batches each): the
+    eval loader's first sync (no batch, nothing compiled), batches 1 and 2 compiling (the
+    count starts from a Python 0), a last sync when the loader runs out; then the
+    mesh_reduce's two compiles in the epoch loop. ``epoch2``: graph per line compiled in the
+    second epoch's setup rows; ``eval2``: a graph its second evaluation batch compiles;
+    ``sizes``: the evaluation batches' leading dimensions."""
+    lines = MP_MNIST.splitlines()
+
+    def at(text: str) -> int:
+        return 1 + next(i for i, s in enumerate(lines) if s.strip().startswith(text))
+
+    train, opt, test = at("for data, target in loader:"), at("xm.optimizer_step"), 0
+    test = 1 + next(
+        i for i, s in enumerate(lines) if i + 1 > train and s.strip().startswith("for data,")
+    )
+    reduce, call_train, call_test = at("return xm.mesh_reduce"), at("train_loop_fn(t"), at("acc")
+    trace = Trace()
+    row = 0
+    trace.add(
+        {
+            "event": "loader",
+            "t": 0.0,
+            "kind": "MpDeviceLoader",
+            "id": 7,
+            "wraps": 8,
+            "location": {"path": path, "line": at("test_device_loader ="), "function": "<module>"},
+        }
+    )
+
+    def boundary(frames, trains=False, batch=True, graphs=(), size=64):
+        nonlocal row
+        row += 1
+        for graph in graphs:
+            stack = [{"path": path, "line": line, "function": "f"} for line in frames]
+            trace.add(
+                {
+                    "event": "compile",
+                    "t": row,
+                    "step": row,
+                    "cause": "torch_xla.sync in parallel loader at step end",
+                    "graph_hash": graph,
+                    "location": stack[0],
+                    "frames": stack,
+                }
+            )
+        inputs = [{"shape": [size, 1, 28, 28], "dtype": "float32"}] if batch else None
+        trace.add(
+            {
+                "event": "step",
+                "t": row,
+                "step": row,
+                "start": row - 1.0,
+                "duration_s": 1.0,
+                "compiles": len(graphs),
+                "compile_s": 0.5 * len(graphs),
+                "compile_times_s": [0.5] * len(graphs),
+                "executions": 1,
+                "transfers": 0,
+                "optimizer_steps": 0,
+                "inputs": inputs,
+                "optimizers": [],
+                "boundary": {"path": path, "line": frames[0], "function": "f"},
+                "boundary_frames": [[path, line] for line in frames],
+                "optimizer_frames": [[path, opt], [path, call_train]] if trains else [],
+                "counted": trains,
+                "trains": trains,
+                "batches": [{"loader": None, "index": 1, "inputs": inputs}] if batch else [],
+            }
+        )
+
+    for epoch in (1, 2):
+        for i in range(4):
+            graphs = ["train"] if epoch == 1 and i == 0 else []
+            boundary([train, call_train], trains=True, graphs=graphs)
+        boundary([test, call_test], batch=False)  # the eval loader's first sync
+        for i in range(4):
+            graphs = {0: ["eval-int"], 1: ["eval-tensor"]}.get(i, []) if epoch == 1 else []
+            graphs = [eval2] if eval2 and epoch == 2 and i == 1 else graphs
+            if epoch == 1 and i == 2 and sizes[2] != sizes[1]:
+                graphs = ["eval-shape"]
+            boundary([test, call_test], graphs=graphs, size=sizes[i])
+        boundary([test, call_test], batch=False)  # the loader ran out
+        for i in range(2):
+            graphs = [f"reduce{i}"] if epoch == 1 else (epoch2 or {}).get(i, [])
+            boundary([reduce, call_test], batch=False, graphs=graphs)
+    return trace
+
+
+def test_an_evaluation_loops_first_pass_is_its_warm_up_whatever_its_loader(tmp_path, monkeypatch):
+    """test_train_mp_mnist.py's evaluation over an MpDeviceLoader (no DataLoader event): its
+    first row compiles nothing (the loader's sync before the first batch), its first two
+    batches compile (``correct += ...`` from a Python 0): both are the loop's warm-up, not
+    "compiled again after warm-up"; the mesh_reduce's compiles in the epoch loop after it are
+    setup, not after warm-up; the same line compiling a new graph in the next epoch is a
+    recompile."""
+    monkeypatch.chdir(tmp_path)  # messages name files relative to it
+    path = tmp_path / "mp_mnist.py"
+    path.write_text(MP_MNIST)
+    phases = PhaseMap.of_files([str(path)])
+    analysis = analyse(_mp_mnist_events(str(path)), phases)
+    reasons = {c["graph_hash"]: (c["reason"], c["phase"], c["step"]) for c in analysis.compiles}
+    assert reasons == {
+        "train": ("warm-up", TRAINING, 1),
+        "eval-int": ("warm-up", EVALUATION, 4),
+        "eval-tensor": ("warm-up", EVALUATION, 4),
+        "reduce0": ("setup", SETUP, 4),
+        "reduce1": ("setup", SETUP, 4),
+    }
+    assert analysis.findings == []
+    again = analyse(_mp_mnist_events(str(path), epoch2={0: ["reduce-new"]}), phases)
+    [finding] = again.findings
+    assert finding.title == "a setup line compiled again"
+    reduce = 1 + MP_MNIST.splitlines().index(
+        '    return xm.mesh_reduce("test_accuracy", accuracy, max)'
+    )
+    assert f"setup after step 8 compiled a new graph at mp_mnist.py:{reduce}," in finding.message
+    # past its first pass, the evaluation's recompile is one; --explain (training steps' IR
+    # only) is not offered for it
+    [finding] = analyse(_mp_mnist_events(str(path), eval2="eval-new"), phases).findings
+    assert finding.title == "a new graph with the same input shapes"
+    assert finding.message.startswith("the evaluation after step 8 compiled again after warm-up")
+    assert "an earlier batch of the same loop" in finding.message
+    assert "--explain" not in finding.message
+    # a new input shape inside the first pass (not a loader's remainder) is not warm-up
+    shaped = analyse(_mp_mnist_events(str(path), sizes=(64, 64, 48, 64)), phases)
+    [finding] = shaped.findings
+    assert finding.title == "a new graph for a new input shape"
+    assert [c["reason"] for c in shaped.compiles if c["phase"] == EVALUATION] == [
+        "warm-up",
+        "warm-up",
+        "new-input-shape",
+    ]

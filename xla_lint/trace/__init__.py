@@ -169,6 +169,7 @@ def _run_hosts(
         raise TraceUsageError(first.missing.get("what", "the script does not exist"))
     script = (first.script or {}).get("path")
     diagnostics, static_error = static.result(target.target if target.kind == "path" else script)
+    phases = phase_map(script, opts.cwd, list(hosts.values())) if opts.static else None
     report = _report(
         opts,
         first,
@@ -176,13 +177,13 @@ def _run_hosts(
         script or target.target,
         wall,
         (diagnostics, static_error),
-        phases=phase_map(script, opts.cwd, [first]) if opts.static else None,
+        phases=phases,
     )
     found = failures(hosts, results)
-    diverged = divergence(hosts)
+    diverged = divergence(hosts, phases)
     found += [diverged] if diverged else []
     report["findings"] = found + report["findings"]
-    report["hosts"] = host_rows(hosts, results)
+    report["hosts"] = host_rows(hosts, results, phases)
     report["device"]["hosts"] = len(hosts)
     crash = host_crash(hosts)
     if crash is not None and report["status"] != "timeout":  # a host's crash is the headline

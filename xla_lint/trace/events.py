@@ -783,6 +783,9 @@ class Trace:
     #: counted one (the row after the last step adds them up), and how many rows are steps.
     before_end: list[Step] = field(default_factory=list)
     numbered: int | None = None
+    #: Set by :func:`~xla_lint.trace.phases.place`: the hook's row (``step`` of its events) ->
+    #: the placed row it joined (the row after the last step: one past the last row).
+    placed_rows: dict[int, int] = field(default_factory=dict)
     other: list[dict] = field(default_factory=list)
     bad_lines: int = 0
 

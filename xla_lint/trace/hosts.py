@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from . import hook
 from .events import Location, Trace
+from .phases import EVALUATION, TRAINING, PhaseMap, label, place
 from .report import _crash_json, _short, rule_name, status_of
 from .runner import RunResult, Target, TraceOptions, run_child
 
@@ -98,19 +99,47 @@ def _finding(title: str, message: str, location: dict | None, steps: list[int], 
     }
 
 
+def row_names(trace: Trace, phases: PhaseMap | None) -> dict[int, tuple[str, int, str]]:
+    """Each row the hook wrote (its events' ``step``) as ``(name, step, key)`` of the row it is
+    placed in by the script's phases (:func:`~xla_lint.trace.phases.place`): ``step 3`` /
+    ``the evaluation after step 3`` / ``setup``, the training step it counts as, and a short
+    key for the hosts table (``3``, ``eval@3``, ``setup@3``, ``setup``). Without a map
+    (``--no-static``): the hook's own rows, ``step N``."""
+    if phases is None:
+        return {s.step: (f"step {s.step}", s.step, str(s.step)) for s in trace.steps}
+    placed = place(trace, phases)
+    rows = {r.step: r for r in placed.steps}
+    out: dict[int, tuple[str, int, str]] = {}
+    for raw, index in placed.placed_rows.items():
+        row = rows.get(index)
+        if row is None:  # after the last step
+            out[raw] = ("after the last step", placed.numbered or 0, "end")
+            continue
+        if row.phase in (None, TRAINING):
+            key = str(row.number)
+        else:
+            key = ("eval" if row.phase == EVALUATION else "setup") + (
+                f"@{row.number}" if row.number else ""
+            )
+        out[raw] = (label(row), row.number, key)
+    return out
+
+
 def seeds(trace: Trace) -> list[dict]:
     """The ``seed`` events of one host (torch's and torch_xla's generators), in order."""
     return [e for e in trace.other if e.get("event") == "seed"]
 
 
-def divergence(hosts: dict[int, Trace]) -> dict | None:
-    """The first step where a host's graphs differ from the first host's (over the steps every
-    host completed), as a finding; None when they agree. When that host also seeded torch
-    differently from the first host, the finding is XLA027's (per-host-seed) with the seed's
-    line beside it."""
+def divergence(hosts: dict[int, Trace], phases: PhaseMap | None = None) -> dict | None:
+    """The first row where a host's graphs differ from the first host's (over the rows every
+    host completed), as a finding named by its phase (:func:`row_names`: ``step 3``, ``the
+    evaluation after step 3``, ``setup``); None when they agree. When that host also seeded
+    torch differently from the first host, the finding is XLA027's (per-host-seed) with the
+    seed's line beside it."""
     first = min(hosts)
     ran = {h: graphs_by_step(t) for h, t in hosts.items()}
     common = min(len(t.steps) for t in hosts.values())
+    names = row_names(hosts[first], phases)
     for step in range(1, common + 1):
         ours = [g.get("graph_hash") for g in ran[first].get(step, [])]
         for host in sorted(hosts):
@@ -123,15 +152,15 @@ def divergence(hosts: dict[int, Trace]) -> dict | None:
             )
             mine = ran[host][step][i] if i < len(theirs) else None
             base = ran[first][step][i] if i < len(ours) else None
+            name, number, _ = names.get(step, (f"step {step}", step, str(step)))
+            where = f"{'at' if name.startswith('step') else 'in'} {name}"
             message = (
-                f"hosts diverge at step {step}: host {host} ran {_graph_text(mine)}, "
+                f"hosts diverge {where}: host {host} ran {_graph_text(mine)}, "
                 f"host {first} ran {_graph_text(base)}; the collectives of SPMD hosts of one "
                 "pod never match and the pod hangs"
             )
             location = (mine or base or {}).get("location")
-            finding = _finding(
-                f"hosts diverge at step {step}", message, location, [step], DIVERGE_FIX
-            )
+            finding = _finding(f"hosts diverge {where}", message, location, [number], DIVERGE_FIX)
             values = {h: [e.get("value") for e in seeds(hosts[h])] for h in (first, host)}
             if values[first] != values[host]:
                 seeded = next((e for e in seeds(hosts[host]) if e.get("location")), None)
@@ -192,23 +221,33 @@ def host_crash(hosts: dict[int, Trace]) -> dict | None:
     return None
 
 
-def host_rows(hosts: dict[int, Trace], results: dict[int, RunResult]) -> list[dict]:
-    """The ``hosts`` list of the report: each host's status, steps, graphs and events file."""
+def host_rows(
+    hosts: dict[int, Trace], results: dict[int, RunResult], phases: PhaseMap | None = None
+) -> list[dict]:
+    """The ``hosts`` list of the report: each host's status, steps (training steps when
+    ``phases`` places the rows), graphs by row (keyed as :func:`row_names` says: ``3``,
+    ``eval@3``, ``setup``; rows with one key joined in order) and events file."""
     rows = []
     for host, trace in sorted(hosts.items()):
         result = results.get(host)
-        graphs = graphs_by_step(trace)
+        names = row_names(trace, phases)
+        graphs: dict[str, list[dict]] = {}
+        for raw, events in sorted(graphs_by_step(trace).items()):
+            key = names.get(raw, ("", raw, str(raw)))[2]
+            graphs.setdefault(key, []).extend(events)
+        steps = (
+            len({n[2] for n in names.values() if n[2].isdigit()}) if phases else len(trace.steps)
+        )
         rows.append(
             {
                 "host": host,
                 "status": status_of(
                     trace, bool(result and result.timed_out), bool(result and result.interrupted)
                 ),
-                "steps_traced": len(trace.steps),
+                "steps_traced": steps,
                 "compiles": len(trace.compiles),
                 "graphs": {
-                    str(step): [g.get("graph_hash") for g in events]
-                    for step, events in sorted(graphs.items())
+                    key: [g.get("graph_hash") for g in events] for key, events in graphs.items()
                 },
                 "events_file": result.events_file if result else None,
             }

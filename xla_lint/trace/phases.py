@@ -256,6 +256,7 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
     )
     out.before_end = trailing
     out.numbered = count
+    out.placed_rows = {r.step: where(r.step) for r in trace.steps}
     return out
 
 

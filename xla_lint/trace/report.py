@@ -16,8 +16,9 @@ A *finding* is a runtime event mapped to the rule that prevents it:
 Every row and event is placed in its phase (setup, training, evaluation) by the script's own
 loops (:mod:`xla_lint.trace.phases`). Warm-up is counted in training steps: the first compile
 of each graph in the training steps before the first one that compiled nothing (the first two
-when every one compiled); an evaluation loop's first pass over its loader is its own warm-up,
-the same way; setup compiles are never after warm-up. A compile for a loader's smaller last
+when every one compiled); an evaluation loop's whole first pass over its loader is its own
+warm-up, whatever the loader (a new input shape after its first is not); a setup compile is
+a recompile only when its line compiled in an earlier pass. A compile for a loader's smaller last
 batch is never warm-up (unless nothing came before it). Other compiles after warm-up are
 reported without a code, with their reason (a new input shape, or identical shapes and a
 changed graph), against the loop and loader that ran them.
@@ -163,11 +164,13 @@ def _warmup(steps: list[Step]) -> set[int]:
 
 
 def group_of(phase: str | None, loop: tuple | None) -> object:
-    """The warm-up group of a row or compile: ``training`` (also a phase not known), a loop
-    other than a training loop (its first pass is its warm-up), or ``setup`` outside loops."""
+    """The warm-up group of a row or compile: ``training`` (also a phase not known), an
+    evaluation loop (its first pass is its warm-up), or ``setup`` (outside loops, or in a loop
+    of setup work such as the epoch loop around training and evaluation: a compile there is
+    setup the first time its line compiles, :func:`_compiles`)."""
     if phase in (None, TRAINING):
         return TRAINING
-    if loop is not None:
+    if loop is not None and phase != SETUP:
         return ("loop", loop)
     return SETUP
 
@@ -321,7 +324,10 @@ def warmup_rows(trace: Trace) -> dict[object, set[int]]:
     """Per warm-up group (:func:`group_of`), the rows that are its warm-up: for training, the
     training rows before the first that compiled nothing (the first two when every one did):
     warm-up is counted in training steps, not in syncs; for another loop, the same over its
-    first pass (its rows up to the first gap)."""
+    first pass: all its rows up to the first gap, whatever its loader (an ``MpDeviceLoader``
+    syncs before its first batch, a row that compiles nothing; ``correct += ...`` from a
+    Python 0 compiles a second graph on the second batch). A new input shape inside the first
+    pass is not warm-up (:func:`_compiles`)."""
     groups: dict[object, list[Step]] = {}
     for s in trace.steps:
         groups.setdefault(group_of(s.phase, s.loop), []).append(s)
@@ -329,7 +335,22 @@ def warmup_rows(trace: Trace) -> dict[object, set[int]]:
     for key, rows in groups.items():
         if key == SETUP:
             continue
-        out[key] = _warmup(rows if key == TRAINING else _first_pass(rows))
+        out[key] = _warmup(rows) if key == TRAINING else {r.step for r in _first_pass(rows)}
+    return out
+
+
+def _passes(steps: list[Step]) -> dict[int, int]:
+    """Each row's pass: rows of the same warm-up group (:func:`group_of`) in a run share one;
+    the number grows whenever the group changes (setup after each evaluation is a new pass)."""
+    out: dict[int, int] = {}
+    previous: object = None
+    number = 0
+    for s in steps:
+        key = group_of(s.phase, s.loop)
+        if key != previous:
+            number += 1
+            previous = key
+        out[s.step] = number
     return out
 
 
@@ -337,10 +358,13 @@ def _compiles(
     trace: Trace, warmup: dict[object, set[int]], final: Step | None = None
 ) -> list[dict]:
     """Every compile with its reason: ``warm-up`` (the first compile of each graph in its
-    group's warm-up rows, :func:`warmup_rows`), ``setup`` (outside the training and evaluation
-    loops), ``after-last-step``, ``host-read`` (a compile only ``CompileTime`` saw), or after
-    warm-up: ``new-input-shape`` / ``same-input-shapes`` (compared with the earlier rows of the
-    same group: an evaluation loop against its own batches) / ``unknown-inputs``."""
+    group's warm-up rows, :func:`warmup_rows`; in an evaluation loop's first pass, not a new
+    input shape after its first one), ``setup`` (outside the training and evaluation loops, the
+    first time its line compiles or again in the same pass), ``after-last-step``,
+    ``host-read`` (a compile only ``CompileTime`` saw), or after warm-up: ``new-input-shape`` /
+    ``same-input-shapes`` (compared with the earlier rows of the same group: an evaluation
+    loop against its own batches) / ``unknown-inputs`` (also a setup line that compiled a new
+    graph in a later pass than its first)."""
     by_step = {s.step: s for s in trace.steps}
     if final is not None:
         by_step[final.step] = final
@@ -361,6 +385,8 @@ def _compiles(
     for r in trace.host_reads:
         reads.setdefault(r.step, []).append(r)
     seen: set[str] = set()
+    passes = _passes(trace.steps)
+    setup_lines: dict[Location, int] = {}  # a setup line that compiled: the pass it first did
     for number in sorted(set(blocks) | {n for n, s in by_step.items() if s.compile_samples}):
         step = by_step.get(number)
         times, extra = pair_compile_times(step, blocks.get(number, []), reads.get(number, []))
@@ -378,17 +404,33 @@ def _compiles(
                 if step is not None and not step.final and first_row.get(key) != c.step
                 else None
             )
+            before = signatures_before.get(c.step, set())
+            new_shape = (
+                key not in (TRAINING, SETUP)
+                and step is not None
+                and step.signature() is not None
+                and bool(before)
+                and step.signature() not in before
+            )  # an evaluation loop's first pass: a shape after its first is not warm-up
+            again = False  # a setup line that compiled in an earlier pass: a recompile
+            if key == SETUP and c.location is not None:
+                first = setup_lines.setdefault(c.location, passes.get(c.step, 0))
+                again = new_graph and first != passes.get(c.step, 0)
             if step is not None and step.final:
                 reason = "after-last-step"
             elif (step is None and not trace.steps) or (
-                rows is not None and c.step in rows and new_graph and partial is None
+                rows is not None
+                and c.step in rows
+                and new_graph
+                and partial is None
+                and not new_shape
             ):
                 reason = "warm-up"
-            elif key == SETUP:
+            elif key == SETUP and not again:
                 reason = "setup"
             elif step is None or step.signature() is None:
                 reason = "new-input-shape" if partial is not None else "unknown-inputs"
-            elif step.signature() in signatures_before.get(c.step, set()):
+            elif step.signature() in before:
                 reason = "same-input-shapes"
             else:
                 reason = "new-input-shape"
@@ -670,13 +712,22 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
                 )
             else:
                 title = "a new graph with the same input shapes"
+                # --explain diffs the IR of the optimizers' parameters at training steps only
+                training = step.phase in (None, TRAINING)
                 message = (
                     f"{name} compiled again after warm-up with the same input shapes as an earlier "
-                    "step of the same loop: the graph itself changed (a Python number that became "
-                    "0 or 1, a branch on a value, a changed op)"
-                    + ("" if "explain" in c else "; --explain names the line")
+                    f"{'step' if training else 'batch'} of the same loop: the graph itself changed "
+                    "(a Python number that became 0 or 1, a branch on a value, a changed op)"
+                    + ("" if "explain" in c or not training else "; --explain names the line")
                 )
             message += _explained(c.get("explain"))
+        elif step is not None and step.phase == SETUP:
+            title = "a setup line compiled again"
+            message = (
+                f"{name} compiled a new graph at {_where(trigger)}, which compiled a different "
+                "graph in an earlier pass (a value that changes from pass to pass: a shape, a "
+                "Python number)"
+            )
         else:
             title = "a compile after warm-up"
             message = f"{name} compiled again after warm-up (the inputs of that step were not seen)"
