@@ -143,7 +143,9 @@ class Steps:
     )
     xla_step: bool = False  # torch_xla.step() / sync() / mark_step() / a torch_xla.compile'd call (marks a step loop)
     backward_roots: set[str] = field(default_factory=set)
-    compiled: bool = False  # calls a function compiled with torch_xla.compile (one whole step per call)
+    compiled: bool = (
+        False  # calls a function compiled with torch_xla.compile (one whole step per call)
+    )
 
     def merge(self, other: Steps) -> None:
         self.backward |= other.backward
@@ -358,7 +360,9 @@ class LoopFacts:
             if any(names & COMPILERS for names in decorators):
                 steps.boundary = True
             if any(XLA_COMPILE in names for names in decorators):
-                steps.xla_step = steps.compiled = True  # `@torch_xla.compile`: each call is one step
+                steps.xla_step = steps.compiled = (
+                    True  # `@torch_xla.compile`: each call is one step
+                )
                 self.xla_compiled_names.add(func.name.value)
             for call, call_scope in function_calls[id(func)]:
                 found = self._classify(call, call_scope, False)

@@ -104,7 +104,12 @@ _HOST_METHODS = frozenset(
 
 _SYNC, _OP = "sync", "op"
 
-_STATEMENT_OWNERS = (cst.IndentedBlock, cst.Module, cst.SimpleStatementLine, cst.SimpleStatementSuite)
+_STATEMENT_OWNERS = (
+    cst.IndentedBlock,
+    cst.Module,
+    cst.SimpleStatementLine,
+    cst.SimpleStatementSuite,
+)
 
 
 def nothing_pending(ctx: FileContext, reads: cst.CSTNode | None = None) -> bool:
@@ -172,11 +177,11 @@ class _Pending:
                         break
                 if kind is cst.Module:
                     return False
-            elif kind is cst.If and child is not parent.test:
+            elif isinstance(parent, cst.If) and child is not parent.test:
                 if replica_guard(ctx, parent.test) is None and self.records(parent.test, scope):
                     return False
-            elif kind is cst.With:
-                if any(ctx.qnames(item.item, scope) & {_STEP} for item in parent.items):
+            elif isinstance(parent, cst.With):
+                if any(_STEP in ctx.qnames(item.item, scope) for item in parent.items):
                     return False  # inside the step: its graph is being recorded
                 if any(self.records(item.item, scope) for item in parent.items):
                     return False
@@ -218,11 +223,11 @@ class _Pending:
             if any(self.records(t, scope) for t in targets):
                 return _OP
             return _SYNC
-        if isinstance(node, cst.BaseCompoundStatement):
-            return _OP if self.records(node, scope) else None
         return _OP if self.records(node, scope) else None
 
-    def _syncs(self, call: cst.Call, scope: Scope | None, caller: Function | None, depth: int) -> bool:
+    def _syncs(
+        self, call: cst.Call, scope: Scope | None, caller: Function | None, depth: int
+    ) -> bool:
         """``call`` is a sync, or runs a function of this module whose body ends with one."""
         names = self.ctx.qnames(call.func, scope)
         if names & SYNCS:

@@ -11,8 +11,8 @@ from ...analysis.context import find_arg, literal_string
 from ...analysis.devices import (
     function_key,
 )
-from ...analysis.holds import may_hold_tensors
 from ...analysis.functions import LocalFunctions
+from ...analysis.holds import may_hold_tensors
 from ...analysis.loops import in_step_closure
 from ...analysis.pending import nothing_pending
 from ...analysis.ranks import Identity, replica_guard
@@ -552,7 +552,11 @@ class _LazyCollectives:
         for function in local.functions:
             for call, scope in function.calls:
                 found = next(
-                    (LAZY_COLLECTIVES[n] for n in ctx.qnames(call.func, scope) if n in LAZY_COLLECTIVES),
+                    (
+                        LAZY_COLLECTIVES[n]
+                        for n in ctx.qnames(call.func, scope)
+                        if n in LAZY_COLLECTIVES
+                    ),
                     None,
                 )
                 if found is not None:
