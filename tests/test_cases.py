@@ -235,6 +235,7 @@ def test_item_every_step_is_reported_but_not_every_n_steps(tmp_path):
         },
         ["XLA201"],
         {("loop.py", 8, "XLA201")},
+        preview=True,  # XLA201 is preview (issue 22's gate)
     )
 
 

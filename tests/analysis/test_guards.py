@@ -388,6 +388,34 @@ def test_early_exit_after_a_true_test():
     """)
 
 
+def test_statements_after_an_unconditional_exit_never_run():
+    """projectt rqvae/utils/dist.py: `raise ValueError(...)` then a removed API in the same block."""
+    check("""\
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        def f(flag):
+            if flag:
+                xm.mark_step()  # reported
+            else:
+                raise ValueError('Single processed is currently not supported')
+                n = xm.mark_step()
+            xm.mark_step()  # reported
+        def g(flag):
+            return 1
+            xm.mark_step()
+        def h(flag):
+            if flag:
+                return 1
+            else:
+                raise ValueError
+            xm.mark_step()
+        for batch in data:
+            continue
+            xm.mark_step()
+        xm.mark_step()  # reported
+    """)
+
+
 def test_early_exit_through_nested_branches_and_elif_chains():
     check("""\
         import torch_xla

@@ -10,7 +10,7 @@ from xla_lint.diagnostics import Severity
 
 def _lint(tmp_path, files, select):
     write_tree(tmp_path, files)
-    result, _, _ = lint_tree(tmp_path, select=select)
+    result, _, _ = lint_tree(tmp_path, select=select, preview=True)  # XLA015 is preview
     return sorted((d.path, d.line, d.code, d.severity, d.message) for d in result.diagnostics)
 
 

@@ -53,8 +53,11 @@ What is recognised (every name resolved through imports, never by its text alone
    A branch whose test is False on the target does not run; the ``elif``/``else`` branches
    after a test that is True do not run.
 
-2. Early exits: when, on the target, an ``if``/``elif``/``else`` chain with at least one
-   decided test always leaves its block (its live branch ends in, or contains at its top
+2. Early exits: the statements after a ``return``, ``raise``, ``continue`` or ``break`` in
+   the same block never run (projectt's ``raise ValueError(...)`` followed by a removed
+   ``xm.xrt_world_size()``); nor those after an ``if``/``elif``/``else`` chain ending with an
+   ``else`` whose every branch leaves. When, on the target, an ``if``/``elif``/``else`` chain
+   with at least one decided test always leaves its block (its live branch ends in, or contains at its top
    level, ``return``/``raise``/``continue``/``break``, or a nested ``if`` all of whose live
    branches do), the statements after it in the same block do not run: pytorch-lightning's
    ``if _XLA_GREATER_EQUAL_2_1: return xr.world_size()`` followed by
@@ -177,10 +180,13 @@ class _Guards:
         for index, stmt in enumerate(statements):
             kind = type(stmt)
             if kind is cst.SimpleStatementLine:
+                if any(isinstance(small, _LEAVES) for small in stmt.body):
+                    self.dead.update(statements[index + 1 :])  # after `raise`/`return`: never runs
+                    return
                 continue
             if kind is cst.If:
                 self._if(stmt, scope)
-                if self._chain_decided(stmt, scope) and self._chain_leaves(stmt, scope):
+                if self._chain_leaves(stmt, scope):  # decided, or every branch (else too) leaves
                     self.dead.update(statements[index + 1 :])
                     return
             elif kind is cst.FunctionDef or kind is cst.ClassDef:
@@ -236,16 +242,6 @@ class _Guards:
         if type(orelse) is cst.If:
             return self._chain_leaves(orelse, scope)
         return self._block_leaves(orelse.body, scope)
-
-    def _chain_decided(self, node: cst.If, scope: Scope) -> bool:
-        """True when some test of the chain ``node`` is decided on the target."""
-        while True:
-            if self.eval.truth(node.test, scope) is not None:
-                return True
-            orelse = node.orelse
-            if type(orelse) is not cst.If:
-                return False
-            node = orelse
 
     def _block_leaves(self, block: cst.BaseSuite, scope: Scope) -> bool:
         if type(block) is cst.SimpleStatementSuite:

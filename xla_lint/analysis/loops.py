@@ -143,16 +143,24 @@ class Steps:
     )
     xla_step: bool = False  # torch_xla.step() / sync() / mark_step() / a torch_xla.compile'd call (marks a step loop)
     backward_roots: set[str] = field(default_factory=set)
+    compiled: bool = (
+        False  # calls a function compiled with torch_xla.compile (one whole step per call)
+    )
 
     def merge(self, other: Steps) -> None:
         self.backward |= other.backward
         self.optimizer |= other.optimizer
         self.boundary |= other.boundary
         self.xla_step |= other.xla_step
+        self.compiled |= other.compiled
 
     @property
     def trains(self) -> bool:
-        return self.backward or self.optimizer or self.xla_step
+        """The code trains a model: it runs ``backward()``, an optimizer step, or a step function
+        compiled with ``torch_xla.compile`` (directly or through a same-module function). A step
+        boundary alone (``xm.mark_step()`` in a latency benchmark or a feature-extraction loop)
+        is not training: the host copy there is often the point (a completion barrier, the output)."""
+        return self.backward or self.optimizer or self.compiled
 
 
 class LoopFacts:
@@ -352,7 +360,9 @@ class LoopFacts:
             if any(names & COMPILERS for names in decorators):
                 steps.boundary = True
             if any(XLA_COMPILE in names for names in decorators):
-                steps.xla_step = True  # `@torch_xla.compile`: each call is one step
+                steps.xla_step = steps.compiled = (
+                    True  # `@torch_xla.compile`: each call is one step
+                )
                 self.xla_compiled_names.add(func.name.value)
             for call, call_scope in function_calls[id(func)]:
                 found = self._classify(call, call_scope, False)
@@ -480,7 +490,8 @@ class LoopFacts:
         ):
             if not names & COMPILERS:
                 # calling a compiled function runs its graph; a torch_xla.compile'd one is a whole step
-                return Steps(boundary=True, xla_step=self.runs_xla_compiled(call, scope))
+                xla = self.runs_xla_compiled(call, scope)
+                return Steps(boundary=True, xla_step=xla, compiled=xla)
         if isinstance(func, cst.Name) and func.value == "next" and call.args:
             if self.is_device_loader(call.args[0].value, scope):
                 return Steps(boundary=True)
@@ -498,7 +509,7 @@ class LoopFacts:
             if local and name in self.functions:
                 s = self.functions[name]
                 boundary = s.boundary or self._passes_loader(call, scope, name)
-                return Steps(s.backward, s.optimizer, boundary, s.xla_step)
+                return Steps(s.backward, s.optimizer, boundary, s.xla_step, compiled=s.compiled)
         return None
 
     def _passes_loader(self, call: cst.Call, scope: Scope, name: str | None) -> bool:

@@ -28,7 +28,7 @@ TRAIN = HEAD + (
 
 def _found(tmp_path, files: dict[str, str], select: list[str]) -> set[tuple]:
     write_tree(tmp_path, files)
-    result, _, _ = lint_tree(tmp_path, select=select)
+    result, _, _ = lint_tree(tmp_path, select=select, preview=True)  # XLA015 is preview
     return {(d.path, d.line, d.code, d.severity) for d in result.diagnostics}
 
 
@@ -105,6 +105,27 @@ def test_save_after_optimizer_step_is_an_error_and_alone_a_warning(tmp_path):
         ("train.py", 12, "XLA015", Severity.ERROR),
         ("train.py", 15, "XLA015", Severity.WARNING),
     }
+
+
+def test_save_after_a_helper_s_optimizer_step_is_an_error_and_after_its_sync_silent(tmp_path):
+    """projectt train_wtf.py: the optimizer step runs in a same-module function called just
+    before the master-only save, with no sync between: the master alone runs the step's
+    gradient all-reduce (an error). projectt run.py: the step function ends with
+    xm.mark_step(): nothing is pending and the save only copies device data (not reported)."""
+    code = (
+        HEAD
+        + (
+            "def train_step(x):\n    model(x).sum().backward()\n    xm.optimizer_step(opt)\n"  # 11
+            "def synced_step(x):\n    train_step(x)\n    xm.mark_step()\n"  # 14
+            "def _mp_fn(index):\n    for x in loader:\n        train_step(x)\n"  # 17
+            "        if xm.is_master_ordinal():\n            xm.save(model.state_dict(), 'm.pt')\n"  # 19
+            "        synced_step(x)\n"
+            "        if xm.is_master_ordinal():\n            xm.save(model.state_dict(), 'm.pt')\n"  # 22
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn, args=())\n"
+        )
+    )
+    found = _found(tmp_path, {"train.py": code}, ["XLA015"])
+    assert found == {("train.py", 19, "XLA015", Severity.ERROR)}
 
 
 def test_an_environment_rank_guard_splits_replicas_only_under_torchrun(tmp_path):

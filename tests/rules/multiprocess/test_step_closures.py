@@ -14,7 +14,7 @@ HEAD = (
 
 def _xla015(tmp_path, code: str) -> list[int]:
     write_tree(tmp_path, {"train.py": code})
-    result, _, _ = lint_tree(tmp_path, select=["XLA015"])
+    result, _, _ = lint_tree(tmp_path, select=["XLA015"], preview=True)  # XLA015 is preview
     return [d.line for d in result.diagnostics]
 
 

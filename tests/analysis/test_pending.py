@@ -1,0 +1,85 @@
+"""xla_lint.analysis.pending: whether a graph is pending at a point, asked from inside the
+traversal as rules ask (``probe()`` -> :func:`nothing_pending` there; ``probe(x)`` -> with ``x``
+as what the node reads). ``probe`` is ``xm.master_print('probe', ...)``, which records nothing
+itself, so that one probe does not hide the next."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from xla_lint.analysis.context import Dispatcher, FileContext
+from xla_lint.analysis.pending import nothing_pending
+from xla_lint.analysis.walk import walk
+
+HEAD = "import os\nimport torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n"
+
+
+def ask(source: str) -> list[bool]:
+    source = source.replace("probe()", "xm.master_print('probe')").replace(
+        "probe(", "xm.master_print('probe', "
+    )
+    ctx = FileContext(cst.parse_module(HEAD + source))
+    out: list[bool] = []
+
+    class Probe:
+        def visit_Call(self, node: cst.Call) -> None:
+            args = node.args
+            if ctx.is_call_to(node, "torch_xla.core.xla_model.master_print") and (
+                args and isinstance(args[0].value, cst.SimpleString)
+            ):
+                out.append(nothing_pending(ctx, args[1].value if len(args) > 1 else None))
+
+    walk(ctx.module, Dispatcher(ctx, [Probe()]))
+    return out
+
+
+def test_a_sync_earlier_in_the_block_or_around_it_with_nothing_recorded_since():
+    assert ask(
+        "def f(model, opt, path):\n"
+        "    xm.mark_step()\n    probe()\n"
+        "    os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+        "    ckpt = {'model': model.state_dict(), 'opt': opt.state_dict()}\n"
+        "    if model is not None:\n        ckpt['x'] = 1\n"
+        "    if xm.get_ordinal() == 0:\n        probe()\n        xm.save(ckpt, path)\n        probe()\n"
+    ) == [True, True, True]
+
+
+def test_each_kind_of_sync():
+    assert ask(
+        "def f(x):\n    torch_xla.sync()\n    probe()\n"
+        "    xm.rendezvous('pre_save')\n    probe()\n"
+        "    xm.optimizer_step(opt, barrier=True)\n    probe()\n"
+        "    xm.optimizer_step(opt)\n    probe()\n"
+        "    with torch_xla.step():\n        probe()\n        y = model(x)\n    probe()\n"
+    ) == [True, True, True, False, False, True]
+
+
+def test_a_tensor_operation_since_the_sync_leaves_a_graph_pending():
+    assert ask(
+        "def f(a, b, imgs):\n    xm.mark_step()\n    c = a + b\n    probe()\n"
+        "    xm.mark_step()\n    s = torch.cat([imgs[:4], imgs[:4]])\n    probe()\n"
+        "    xm.mark_step()\n    out = model(a)\n    probe()\n"
+        "    xm.mark_step()\n    total += a\n    probe()\n"
+        "    xm.mark_step()\n    probe(a)\n    probe(a.detach())\n    probe(a * 2)\n"
+    ) == [False, False, False, False, True, True, False]
+
+
+def test_a_same_module_function_that_ends_with_a_sync():
+    assert ask(
+        "def train_step(x):\n    loss = model(x).sum()\n    loss.backward()\n"
+        "    xm.optimizer_step(opt)\n    xm.mark_step()\n    metrics = {'loss': loss.item()}\n"
+        "    return metrics\n"
+        "def no_sync(x):\n    xm.mark_step()\n    return model(x)\n"
+        "class T:\n    def step(self, x):\n        torch_xla.sync()\n"
+        "    def fit(self, x):\n        self.step(x)\n        probe()\n"
+        "def main(x):\n    m = train_step(x)\n    probe()\n    y = no_sync(x)\n    probe()\n"
+    ) == [True, True, False]
+
+
+def test_function_entry_loop_start_and_loader_fetch_are_unknown():
+    assert ask(
+        "def f(x):\n    probe()\n"
+        "for x in loader:\n    probe()\n    loss = model(x)\n    if xm.is_master_ordinal():\n"
+        "        probe()\n"
+        "probe()\n"
+    ) == [False, False, False, False]

@@ -1,0 +1,325 @@
+"""Where nothing is pending: a point of a function at which the lazy graph has just been run.
+
+torch_xla records tensor operations lazily and runs them at a sync. Right after one, until the
+next tensor operation, no graph is pending: a host read (``.item()``, ``.cpu()``) or an
+``xm.save`` there only copies device data to the host (torch_xla 2.9.0
+``torch_xla/core/xla_model.py`` ``save`` -> ``_maybe_convert_to_cpu``: ``_xla_sync_multi`` of
+tensors that are already device data compiles and executes nothing). A rule that asks "does
+this host read run a graph?" (XLA015: a master-only save after the step's sync) asks
+:func:`nothing_pending` for the node being visited; it never scans the statements itself.
+
+A sync is, in torch_xla 2.9.0: ``xm.mark_step()`` and ``torch_xla.sync()``
+(``torch_xla/torch_xla.py`` ``sync``); ``xm.optimizer_step(opt, barrier=True)``, which ends with
+``mark_step``; the end of a ``with torch_xla.step():`` block (``step`` syncs on exit);
+``xm.rendezvous``/``xm.xla_rendezvous`` (``xla_rendezvous`` calls ``torch_xla.sync()`` first and
+after its own all-gathers, on every path); a call of a function of this module whose body ends
+with one of those (``train_step(...)`` whose last statement is ``xm.mark_step()``, a trailing
+``return`` of values it computed before). A device loader's fetch at the top of a loop
+iteration (``for batch in mp_loader:``) syncs before the body, not after it: it is no sync for
+code after the step in the same body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from . import apis
+from .context import FileContext, find_arg
+from .functions import Function, LocalFunctions
+from .names import Scope
+from .ranks import replica_guard
+from .walk import TRIVIA, walk
+
+# Calls after which no graph is pending (see the module docstring).
+SYNCS = frozenset(
+    {
+        "torch_xla.sync",
+        f"{apis.XM}.mark_step",
+        f"{apis.XM}.rendezvous",
+        f"{apis.XM}.xla_rendezvous",
+    }
+)
+_OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
+_STEP = "torch_xla.step"
+
+# torch_xla functions that record no tensor operation: runtime queries, and `xm.save`, which
+# syncs its data and copies it to the host (`_maybe_convert_to_cpu`).
+_RECORD_NOTHING = frozenset(
+    {
+        f"{apis.XM}.get_ordinal",
+        f"{apis.XM}.get_local_ordinal",
+        f"{apis.XM}.is_master_ordinal",
+        f"{apis.XM}.xrt_world_size",
+        f"{apis.XM}.master_print",
+        f"{apis.XM}.save",
+        f"{apis.XM}.xla_device",
+        "torch_xla.device",
+    }
+)
+
+# Methods that record no tensor operation: the host's (dicts, strings, lists, loggers, files,
+# progress bars), a module's or optimizer's `state_dict()` (references to device data), and
+# host reads of a tensor (`.item()`, `.cpu()`: they execute what is pending, add nothing).
+_HOST_METHODS = frozenset(
+    {
+        "state_dict",
+        "item",
+        "tolist",
+        "cpu",
+        "numpy",
+        "detach",
+        "format",
+        "replace",
+        "join",
+        "get",
+        "items",
+        "keys",
+        "values",
+        "append",
+        "extend",
+        "update",
+        "startswith",
+        "endswith",
+        "strip",
+        "lower",
+        "upper",
+        "copy",
+        "log",
+        "info",
+        "warning",
+        "debug",
+        "error",
+        "write",
+        "flush",
+        "close",
+        "exists",
+        "makedirs",
+        "mkdir",
+        "set_description",
+        "set_postfix",
+    }
+)
+
+_SYNC, _OP = "sync", "op"
+
+_STATEMENT_OWNERS = (
+    cst.IndentedBlock,
+    cst.Module,
+    cst.SimpleStatementLine,
+    cst.SimpleStatementSuite,
+)
+
+
+def nothing_pending(ctx: FileContext, reads: cst.CSTNode | None = None) -> bool:
+    """True when no graph is pending at the node being visited (``ctx.stack[-1]``): a sync
+    (module docstring) runs earlier in the same block, or in a block around it, with no tensor
+    operation between it and the node's statement. Code before the node in its own statement
+    is not read (``xm.save(model.state_dict(), p)``: the arguments are the node's). Reaching a
+    loop's body start or a function's entry without a sync answers False: what the previous
+    iteration or the caller left pending is not known here. ``reads``: what the node reads
+    in its own statement (a host read's tensor, ``xm.save``'s data), which must record no
+    tensor operation either (``(a + b).item()`` runs the graph of ``a + b``)."""
+    pending = _Pending.of(ctx)
+    if reads is not None and pending.records(reads, None):
+        return False
+    return pending.at(ctx.stack)
+
+
+class _Pending:
+    """The statement scan behind :func:`nothing_pending`, with the file's functions
+    (:class:`LocalFunctions`) and a memo of which of them end with a sync."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.functions = LocalFunctions.of(ctx)
+        self._ends_synced: dict[int, bool] = {}
+
+    @classmethod
+    def of(cls, ctx: FileContext) -> _Pending:
+        return ctx.memo(_Pending, lambda: cls(ctx))
+
+    def at(self, stack: Sequence[cst.CSTNode]) -> bool:
+        ctx = self.ctx
+        caller = None
+        scope: Scope | None = None
+        for anc in reversed(stack):
+            if type(anc) is cst.FunctionDef:
+                caller = self.functions.function(anc)
+                scope = caller.scope if caller is not None else None
+                break
+        start = None
+        for i in range(len(stack) - 1, -1, -1):
+            if isinstance(stack[i], cst.BaseSmallStatement | cst.BaseCompoundStatement):
+                start = i
+                break
+        if start is None:
+            return False
+        child = stack[start]
+        for j in range(start - 1, -1, -1):
+            parent = stack[j]
+            kind = type(parent)
+            if kind is cst.FunctionDef or kind is cst.Lambda or kind is cst.ClassDef:
+                return False
+            if kind is cst.For or kind is cst.While:
+                return False  # what the previous iteration left is not known here
+            if isinstance(parent, _STATEMENT_OWNERS):
+                body = parent.body
+                for k in range(len(body) - 1, -1, -1):
+                    if body[k] is child:
+                        for sibling in reversed(body[:k]):
+                            effect = self._effect(sibling, scope, caller, 1)
+                            if effect == _SYNC:
+                                return True
+                            if effect == _OP:
+                                return False
+                        break
+                if kind is cst.Module:
+                    return False
+            elif isinstance(parent, cst.If) and child is not parent.test:
+                if replica_guard(ctx, parent.test) is None and self.records(parent.test, scope):
+                    return False
+            elif isinstance(parent, cst.With):
+                if any(_STEP in ctx.qnames(item.item, scope) for item in parent.items):
+                    return False  # inside the step: its graph is being recorded
+                if any(self.records(item.item, scope) for item in parent.items):
+                    return False
+            child = parent
+        return False
+
+    # -- what one statement does --------------------------------------------------------
+    def _effect(
+        self, node: cst.CSTNode, scope: Scope | None, caller: Function | None, depth: int
+    ) -> str | None:
+        """``_SYNC`` when the statement ends with a sync, ``_OP`` when it may record a tensor
+        operation after its last sync, None when it does neither."""
+        ctx = self.ctx
+        if isinstance(node, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+            for small in reversed(node.body):
+                effect = self._effect(small, scope, caller, depth)
+                if effect is not None:
+                    return effect
+            return None
+        if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
+            return None  # defines, runs nothing
+        if type(node) is cst.With:
+            if any(_STEP in ctx.qnames(item.item, scope) for item in node.items):
+                return _SYNC  # `torch_xla.step()` syncs on exit
+            return _OP if self.records(node, scope) else None
+        value: cst.CSTNode | None = None
+        if type(node) is cst.Expr:
+            value = node.value
+        elif type(node) is cst.Assign or type(node) is cst.AnnAssign:
+            value = node.value
+        if type(value) is cst.Call and self._syncs(value, scope, caller, depth):
+            targets = (
+                [t.target for t in node.targets]
+                if type(node) is cst.Assign
+                else [node.target]
+                if type(node) is cst.AnnAssign
+                else []
+            )
+            if any(self.records(t, scope) for t in targets):
+                return _OP
+            return _SYNC
+        return _OP if self.records(node, scope) else None
+
+    def _syncs(
+        self, call: cst.Call, scope: Scope | None, caller: Function | None, depth: int
+    ) -> bool:
+        """``call`` is a sync, or runs a function of this module whose body ends with one."""
+        names = self.ctx.qnames(call.func, scope)
+        if names & SYNCS:
+            return True
+        if _OPTIMIZER_STEP in names:
+            barrier = find_arg(call, "barrier", 1)
+            return barrier is not None and not (
+                type(barrier.value) is cst.Name and barrier.value.value == "False"
+            )
+        if depth <= 0:
+            return False
+        callee = self.functions.callee(call, scope or self.ctx.root_scope, caller)
+        return callee is not None and self._ends_with_sync(callee, depth - 1)
+
+    def _ends_with_sync(self, function: Function, depth: int) -> bool:
+        """The function's body ends with a sync: its last statements, read backwards past a
+        trailing ``return`` that records nothing, reach one before any tensor operation."""
+        key = id(function.node)
+        if key not in self._ends_synced:
+            self._ends_synced[key] = False  # a recursive call reads False
+            body = function.node.body
+            statements = body.body if isinstance(body, cst.IndentedBlock) else (body,)
+            found = False
+            for statement in reversed(statements):
+                effect = self._effect(statement, function.scope, function, depth)
+                if effect == _SYNC:
+                    found = True
+                    break
+                if effect == _OP:
+                    break
+            self._ends_synced[key] = found
+        return self._ends_synced[key]
+
+    def records(self, node: cst.CSTNode, scope: Scope | None) -> bool:
+        """``node`` may record a tensor operation: a call that is not a host one (a function of
+        a module other than torch's, a torch_xla runtime query, a host method: ``state_dict``,
+        ``format``, ``append``...), arithmetic other than on literals or a string's formatting
+        (``a * 2`` may be a tensor's), a tensor index or slice (``x[:4]``; ``d['key']`` with a
+        string key is a dict's), an in-place ``x += t`` (a counter's ``step += 1`` is not)."""
+        ctx = self.ctx
+        found = False
+
+        class _V(cst.CSTVisitor):
+            def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+                return False
+
+            def visit_Lambda(self, n: cst.Lambda) -> bool:
+                return False
+
+            def visit_Call(self, n: cst.Call) -> bool:
+                nonlocal found
+                if not _host_call(ctx, n, scope):
+                    found = True
+                return not found
+
+            def visit_BinaryOperation(self, n: cst.BinaryOperation) -> bool:
+                nonlocal found
+                strings = isinstance(n.left, cst.BaseString) or isinstance(n.right, cst.BaseString)
+                if not (strings or _literal(n.left) and _literal(n.right)):
+                    found = True
+                return not found
+
+            def visit_AugAssign(self, n: cst.AugAssign) -> bool:
+                nonlocal found
+                if not _literal(n.value):
+                    found = True
+                return not found
+
+            def visit_Subscript(self, n: cst.Subscript) -> bool:
+                nonlocal found
+                for element in n.slice:
+                    index = element.slice
+                    if not (type(index) is cst.Index and type(index.value) is cst.SimpleString):
+                        found = True
+                return not found
+
+        walk(node, _V(), TRIVIA)
+        return found
+
+
+def _literal(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.BaseNumber | cst.BaseString) or (
+        type(node) is cst.Name and node.value in ("None", "True", "False")
+    )
+
+
+def _host_call(ctx: FileContext, call: cst.Call, scope: Scope | None) -> bool:
+    """A call that records no tensor operation (see :meth:`_Pending.records`)."""
+    func = call.func
+    names = ctx.qnames(func, scope)
+    if names:
+        if names & _RECORD_NOTHING or any(n.startswith("torch_xla.runtime.") for n in names):
+            return True
+        return not any(n == "torch" or n.startswith(("torch.", "torch_xla")) for n in names)
+    return type(func) is cst.Attribute and func.attr.value in _HOST_METHODS
