@@ -63,3 +63,34 @@ def test_timed_counts_nothing_when_timings_are_off(monkeypatch):
     with timings.timed("parse"):
         pass
     assert timings.take()["parse"][1] == 1
+
+
+def test_cpu_timings_count_cpu_seconds_not_waits(tmp_path):
+    """``XLA_LINT_TIMINGS=cpu``: a stage that sleeps costs (almost) nothing, one that computes
+    costs its work, and the last line says ``cpu``."""
+    script = (
+        "import io, time\n"
+        "from xla_lint import timings\n"
+        "assert timings.CPU\n"
+        "with timings.timed('parse'):\n"
+        "    time.sleep(0.3)\n"
+        "with timings.timed('rules'):\n"
+        "    end = time.process_time() + 0.2\n"
+        "    while time.process_time() < end:\n"
+        "        pass\n"
+        "out = io.StringIO()\n"
+        "timings.report(out)\n"
+        "print(out.getvalue())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**__import__("os").environ, timings.ENV: "cpu"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {r.split()[0]: float(r.split()[1]) for r in proc.stdout.splitlines()[1:] if r.strip()}
+    assert rows["parse"] < 0.1
+    assert rows["rules"] >= 0.19
+    assert "cpu" in rows and "wall" not in rows

@@ -16,6 +16,7 @@ import re
 from dataclasses import replace
 
 import libcst as cst
+from libcst._nodes.base import CSTNode
 from libcst._nodes.internal import CodegenState  # what Module.code_for_node renders with
 
 from . import timings
@@ -82,6 +83,28 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[str, 
     return message, exc.raw_line, exc.raw_column + 1
 
 
+def _skip_validation(self: CSTNode) -> None:
+    """A :class:`CSTNode`'s ``__post_init__`` while :func:`parse_module` runs: nothing."""
+
+
+def parse_module(text: str) -> cst.Module:
+    """``cst.parse_module(text)`` without LibCST's per-node validation.
+
+    Every node LibCST's native parser builds runs ``CSTNode.__post_init__``, which validates
+    the node (``libcst/_nodes/base.py``; whitespace nodes match a regular expression each): a
+    sixth of the parse's time on torch_xla's own tree, spent re-checking what the parser has
+    just produced from source it accepted (LibCST's own comment there says validation could
+    be skipped when parsing a file). Nodes built after the parse (a fix's ``with_changes``)
+    are validated as before. Raises what ``cst.parse_module`` raises.
+    """
+    post_init = CSTNode.__post_init__
+    CSTNode.__post_init__ = _skip_validation  # type: ignore[method-assign]
+    try:
+        return cst.parse_module(text)
+    finally:
+        CSTNode.__post_init__ = post_init  # type: ignore[method-assign]
+
+
 LIBCST_LIMIT = "LibCST's parser cannot read this file, although Python compiles it"
 
 
@@ -93,7 +116,7 @@ def _parse_masked(text: str) -> tuple[cst.Module, ast.Module | None] | None:
     if masked is None:
         return None
     try:
-        return cst.parse_module(masked), python_syntax(masked)[0]
+        return parse_module(masked), python_syntax(masked)[0]
     except Exception:  # still not readable: the file stays unlinted, as reported
         return None
 
@@ -111,7 +134,7 @@ def parse_source(
             path, deep.message, deep.line + line_offset, deep.column + column_offset
         )
     try:
-        return cst.parse_module(text), syntax
+        return parse_module(text), syntax
     except cst.ParserSyntaxError as exc:
         message, line, column = _syntax_error_position(text, exc)
         if syntax is not None:  # Python compiles it: a limit of LibCST's parser, not an error
