@@ -16,7 +16,6 @@ import re
 from dataclasses import replace
 
 import libcst as cst
-from libcst._nodes.base import CSTNode
 from libcst._nodes.internal import CodegenState  # what Module.code_for_node renders with
 
 from . import timings
@@ -83,7 +82,7 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[str, 
     return message, exc.raw_line, exc.raw_column + 1
 
 
-def _skip_validation(self: CSTNode) -> None:
+def _skip_validation(self: cst.CSTNode) -> None:
     """A :class:`CSTNode`'s ``__post_init__`` while :func:`parse_module` runs: nothing."""
 
 
@@ -97,12 +96,12 @@ def parse_module(text: str) -> cst.Module:
     be skipped when parsing a file). Nodes built after the parse (a fix's ``with_changes``)
     are validated as before. Raises what ``cst.parse_module`` raises.
     """
-    post_init = CSTNode.__post_init__
-    CSTNode.__post_init__ = _skip_validation  # type: ignore[method-assign]
+    post_init = cst.CSTNode.__post_init__
+    cst.CSTNode.__post_init__ = _skip_validation  # type: ignore[method-assign]
     try:
         return cst.parse_module(text)
     finally:
-        CSTNode.__post_init__ = post_init  # type: ignore[method-assign]
+        cst.CSTNode.__post_init__ = post_init  # type: ignore[method-assign]
 
 
 LIBCST_LIMIT = "LibCST's parser cannot read this file, although Python compiles it"
