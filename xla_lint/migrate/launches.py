@@ -81,12 +81,12 @@ def launch_sites(
         if _tool(launch):
             continue
         for name, _value, where in launch.env:
-            entry = table.env_entry(name)
+            variable = table.env_entry(name)
             at = _where(where)
-            if entry is None or at is None or (at[0], at[1], name) in seen:
+            if variable is None or at is None or (at[0], at[1], name) in seen:
                 continue
             seen.add((at[0], at[1], name))
-            site = _site(at, f"env:{name}", entry, lines.column(*at, name + "="), source_of)
+            site = _site(at, f"env:{name}", variable, lines.column(*at, name + "="), source_of)
             out.append((site, launch))
     return out
 

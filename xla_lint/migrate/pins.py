@@ -40,9 +40,7 @@ from .sites import Site
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?")
 _INDEX_OPTIONS = ("-f", "--find-links", "-i", "--index-url", "--extra-index-url")
 # A URL of torch_xla's or libtpu's own releases (pip's -f/-i pages, or a wheel file).
-_XLA_URL = re.compile(
-    r"libtpu|pytorch-xla|tpu-pytorch|torch_xla-|torch-xla", re.IGNORECASE
-)
+_XLA_URL = re.compile(r"libtpu|pytorch-xla|tpu-pytorch|torch_xla-|torch-xla", re.IGNORECASE)
 
 
 def canonical(name: str) -> str:
@@ -106,7 +104,11 @@ def _sites(path: str, found: list[Requirement]) -> list[Site]:
             entry = table.PIN_TORCH_XLA
             requires = ", ".join(
                 [_requires("torch"), _requires("libtpu")]
-                + ([f"Python{_metadata()['requires_python']}"] if _metadata().get("requires_python") else [])
+                + (
+                    [f"Python{_metadata()['requires_python']}"]
+                    if _metadata().get("requires_python")
+                    else []
+                )
             )
             out.append(_site(path, r, "pin:torch-xla", entry, requires=requires))
         elif name in ("libtpu", "libtpu-nightly"):

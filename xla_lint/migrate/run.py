@@ -18,12 +18,12 @@ not lost), or returns the unified diff. Nothing of the linted code is imported o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..config import Settings
 from ..diagnostics import Diagnostic, Severity
-from ..pipeline.fixes import FixOutcome, WriteError, applies, fix_loop, unified_diff, write_atomic
 from ..pipeline.discover import is_manifest
+from ..pipeline.fixes import FixOutcome, WriteError, applies, fix_loop, unified_diff, write_atomic
 from ..pipeline.workspace import lint_paths
 from ..program.model import Program, ProgramModel
 from ..program.modules import module_of
@@ -91,12 +91,21 @@ class PlacedSite:
 @dataclass
 class Migration:
     """A finished ``migrate`` run: the sites in path and position order, the program model,
-    the targets read and the settings used."""
+    the targets read, the settings used and the manifests read for pins."""
 
     sites: list[PlacedSite]
     program: ProgramModel
     targets: list[Target]
     settings: Settings
+    manifests: list[str] = field(default_factory=list)  # the dependency files read for pins
+
+    @property
+    def files_read(self) -> int:
+        """How many files were read: the linted targets, then the manifests that are not one
+        (``setup.py`` is both), then the launchers whose commands the program model holds."""
+        paths = {t.path for t in self.targets} | set(self.manifests)
+        paths |= {launch.path for launch in self.program.launches}
+        return len(paths)
 
 
 def mode_of(p: Program) -> str:
@@ -220,16 +229,12 @@ def migrate_paths(paths: Sequence[str], settings: Settings, *, jobs: int = 1) ->
             placed.extend(PlacedSite(s, info) for s in sites)
     for site, launch in launch_sites(model, source_kind):
         runs = [path for one, path in model.launched.get(launch.where, ()) if one is launch]
-        info = (
-            program_info(model, runs[0])
-            if runs
-            else ProgramInfo(None, "launcher", "none")
-        )
+        info = program_info(model, runs[0]) if runs else ProgramInfo(None, "launcher", "none")
         placed.append(PlacedSite(site, info))
     for path in manifests:
         placed.extend(PlacedSite(s, MANIFEST) for s in pin_sites(path))
     placed.sort(key=lambda p: (p.site.path, p.site.line, p.site.column, p.site.api))
-    return Migration(placed, model, targets, result.settings or settings)
+    return Migration(placed, model, targets, result.settings or settings, manifests)
 
 
 MANIFEST = ProgramInfo(None, "requirements", "none")

@@ -297,10 +297,10 @@ class MigrationVisitor(Rule):
         self._reference(node)
 
     def _reference(self, node: cst.Attribute | cst.Name) -> None:
-        if self._cover(node) or self._in_import():
+        if self._cover(node):
             return
         api = self._torch_xla(node)
-        if api is None:
+        if api is None or self._in_import():  # the cheaper test first: most names are not torch_xla
             return
         found = table.entry_for(api)
         if found is None:
@@ -491,16 +491,15 @@ def sites_of_diagnostics(found: list[Diagnostic], text: str | None) -> list[Site
     for d in found:
         if d.code != MigrationVisitor.code:
             continue
-        if d.fix is not None:
-            if text is None:
-                d = replace(d, fix=None)
-            else:
-                if not starts:
-                    starts = line_starts(split_lines(text))
-                fix = _whole_lines(d.fix, text, starts)
-                if fix.description == rewrites.UNWRAP:
-                    fix = _indent_unwrapped(fix, text, starts)
-                d = replace(d, fix=fix if fix.edits else None)
+        if d.fix is not None and text is None:
+            d = replace(d, fix=None)
+        elif d.fix is not None and text is not None:
+            if not starts:
+                starts = line_starts(split_lines(text))
+            fix = _whole_lines(d.fix, text, starts)
+            if fix.description == rewrites.UNWRAP:
+                fix = _indent_unwrapped(fix, text, starts)
+            d = replace(d, fix=fix if fix.edits else None)
         out.append(_decode(d))
     out.sort(key=lambda s: (s.line, s.column, s.api))
     return out
