@@ -281,3 +281,31 @@ def test_each_file_is_parsed_once(tmp_path, monkeypatch):
     assert ("plain.py", 'device "xla"') in apis
     assert parsed.count(textwrap.dedent(TRAIN)) == 1
     assert len(parsed) == 2  # train.py by the lint, plain.py by migrate; other.py by neither
+
+
+def test_python_m_pip_install_of_torch_xla_in_a_launcher_is_a_pin(tmp_path):
+    write(
+        tmp_path,
+        {
+            "setup_env.sh": 'python3 -m pip install numpy "torch_xla[tpu]==2.9.0" '
+            "-f https://storage.googleapis.com/libtpu-releases/index.html\n"
+            "pip install torch_xla\n",  # a bare pip: not a command the launcher model reads
+        },
+    )
+    sites = keyed(run(tmp_path), "setup_env.sh")
+    assert sites == {
+        (1, "pin:torch-xla"): (31, "decision", "shell"),
+        (1, "pin:index"): (57, "no-equivalent", "shell"),
+    }
+
+
+def test_platform_variables_a_program_reads_are_not_sites(tmp_path):
+    # GKE sets TPU_WORKER_ID; torchprime's launcher names its worker with it
+    write(tmp_path, {"thunk.py": "import os\nworker = os.getenv('TPU_WORKER_ID', '0')\n"})
+    (tmp_path / "layout.py").write_text(
+        "import os\nimport torch_xla\nos.environ['TPU_VISIBLE_CHIPS'] = '0'\n"
+    )
+    data = run(tmp_path)
+    assert not [s for s in data["sites"] if s["path"] == "thunk.py"]
+    chips = [s for s in data["sites"] if s["api"] == "env:TPU_VISIBLE_CHIPS"]
+    assert [(s["line"], s["class"]) for s in chips] == [(3, "decision")]

@@ -8,7 +8,9 @@ set each variable (``export PJRT_DEVICE=TPU`` above, or the command's own ``XLA_
 python train.py``). One site per variable torch_xla reads (:func:`xla_lint.migrate.table.env_entry`:
 ``PJRT_DEVICE``, ``XLA_*``, ``PT_XLA_*``, ``PJRT_*``, the ``TPU_*`` torch_xla 2.9.0 reads or
 sets) at the line that sets it, once however many commands it reaches, and one per command that
-runs a torch_xla module (``python -m torch_xla.distributed.xla_dist``). A variable set for a
+runs a torch_xla module (``python -m torch_xla.distributed.xla_dist``), and the torch_xla and
+libtpu requirements of ``python -m pip install ...`` (:func:`~xla_lint.migrate.pins.install_sites`;
+a bare ``pip install`` is not a command the launcher model reads). A variable set for a
 tool (``python -m pip``) is not a site, nor one set where no Python command follows (the
 launcher model keeps a variable only in the environment of a command it reads).
 """
@@ -17,10 +19,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..program.model import Launch, ProgramModel
 from ..sources.text import read_source
 from . import table
+from .pins import install_sites
 from .sites import Site
 
 # python -m MODULE of a tool, never a program (as xla_lint/pipeline/shell.py's TOOL_MODULES).
@@ -78,6 +82,13 @@ def launch_sites(
                 seen.add((place[0], place[1], api))
                 site = _site(place, api, entry, lines.column(*place, launch.runs), source_of)
                 out.append((site, launch))
+        if launch.module and launch.runs == "pip" and place is not None:
+            for site in install_sites(place[0], place[1], 1, launch.argv):
+                key = (place[0], place[1], site.target)
+                if key not in seen:
+                    seen.add(key)
+                    column = lines.column(*place, site.target.split("`")[1].split()[-1])
+                    out.append((replace(site, column=column, source=source_of(place[0])), launch))
         if _tool(launch):
             continue
         for name, _value, where in launch.env:

@@ -86,7 +86,30 @@ def pin_sites(path: str) -> list[Site]:
     return _sites(path, found)
 
 
-def _sites(path: str, found: list[Requirement]) -> list[Site]:
+def install_sites(path: str, line: int, column: int, argv: Iterable[str]) -> list[Site]:
+    """The sites of a ``python -m pip install ARGV`` command at ``path:line`` (the launcher
+    model's words, quotes removed): its requirements and its ``-f``/``-i`` options."""
+    words = list(argv)
+    if words[:1] != ["install"]:
+        return []
+    found: list[Requirement] = []
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word in _INDEX_OPTIONS and i + 1 < len(words):
+            found.append(Requirement(f"{word} {words[i + 1]}", line, column))
+            i += 2
+            continue
+        if word in ("-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t"):
+            i += 2
+            continue
+        if not word.startswith("-"):
+            found.append(Requirement(word, line, column))
+        i += 1
+    return _sites(path, found, source="shell")
+
+
+def _sites(path: str, found: list[Requirement], source: str = "requirements") -> list[Site]:
     names = {}
     for r in found:
         m = _NAME.match(r.text)
@@ -98,7 +121,7 @@ def _sites(path: str, found: list[Requirement]) -> list[Site]:
         name = names.get(id(r))
         if name is None:
             if _XLA_URL.search(r.text):
-                out.append(_site(path, r, "pin:index", table.PIN_INDEX))
+                out.append(_site(path, r, "pin:index", table.PIN_INDEX, source))
             continue
         if name == "torch-xla":
             entry = table.PIN_TORCH_XLA
@@ -110,15 +133,19 @@ def _sites(path: str, found: list[Requirement]) -> list[Site]:
                     else []
                 )
             )
-            out.append(_site(path, r, "pin:torch-xla", entry, requires=requires))
+            out.append(_site(path, r, "pin:torch-xla", entry, source, requires=requires))
         elif name in ("libtpu", "libtpu-nightly"):
-            out.append(_site(path, r, f"pin:{name}", table.PIN_LIBTPU, libtpu=_requires("libtpu")))
+            libtpu = _requires("libtpu")
+            out.append(_site(path, r, f"pin:{name}", table.PIN_LIBTPU, source, libtpu=libtpu))
         elif name == "torch" and has_xla:
-            out.append(_site(path, r, "pin:torch", table.PIN_TORCH, torch=_requires("torch")))
+            torch = _requires("torch")
+            out.append(_site(path, r, "pin:torch", table.PIN_TORCH, source, torch=torch))
     return out
 
 
-def _site(path: str, r: Requirement, api: str, entry: table.Entry, **values: str) -> Site:
+def _site(
+    path: str, r: Requirement, api: str, entry: table.Entry, source: str, **values: str
+) -> Site:
     return Site(
         path,
         r.line,
@@ -128,7 +155,7 @@ def _site(path: str, r: Requirement, api: str, entry: table.Entry, **values: str
         f"`{r.text.strip()}`: " + entry.target.format(**values),
         entry.phase,
         entry.row,
-        source="requirements",
+        source=source,
     )
 
 

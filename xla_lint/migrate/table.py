@@ -922,7 +922,9 @@ ENV: dict[str, Entry] = {
 # TPU_* variables torch_xla 2.9.0 reads or sets (torch_xla/__init__.py, _internal/tpu.py,
 # core/xla_env_vars.py): the wheel of torch-tpu 0.2.0 spells only TPU_WORKER_HOSTNAMES (multi-host
 # detection, torch_tpu/_internal/distributed/distributed.py); libtpu, a separate package, may read
-# the others, which is not verified here.
+# the others, which is not verified here. TPU_WORKER_ID and TPU_ACCELERATOR_TYPE are not listed:
+# the platform (GKE, the TPU VM's metadata) sets them and programs read them for their own ends
+# (torchprime's launcher names its worker by TPU_WORKER_ID), not a torch_xla setting.
 _TPU_LAYOUT = Entry(
     DECISION,
     "a torch_xla process-layout variable (one process per chip): TorchTPU sets the layout with "
@@ -946,8 +948,6 @@ ENV.update(
             "TPU_PROCESS_ADDRESSES",
             "TPU_MESH_CONTROLLER_ADDRESS",
             "TPU_MESH_CONTROLLER_PORT",
-            "TPU_WORKER_ID",
-            "TPU_ACCELERATOR_TYPE",
         )
     }
 )
