@@ -31,7 +31,9 @@ Also recorded, for the TorchTPU rules (:mod:`xla_lint.rules.torchtpu`):
   not one), and ``package_attrs``: the names ``torch_tpu/__init__.py`` binds at its top level
   (``tpu_device`` is not one);
 - ``environment``: every ``TORCH_TPU_*`` name the wheel spells, in its Python sources and in
-  the strings of its compiled libraries (``.so``), where most variables are read.
+  the strings of its compiled libraries (``.so``), where most variables are read;
+- ``metadata``: the wheel's ``Requires-Dist`` (``torch>=2.11.0,<=2.15.0``, ``libtpu>=0.0.50``)
+  and ``Requires-Python``, which ``xla-lint migrate`` names at a ``torch_xla`` requirement pin.
 
 The migration tool (:mod:`xla_lint.migrate`) and the rules never read the wheel: they read the
 committed JSON, and a test fails when a suggested target is not a public, non-internal name in it.
@@ -472,6 +474,27 @@ def environment(wheel_file: str) -> list[str]:
     return sorted(found)
 
 
+def requirements(wheel_file: str) -> dict:
+    """The wheel's ``METADATA``: ``Requires-Dist`` (unconditional ones, by canonical name) and
+    ``Requires-Python``, what a requirement pin of a migrated project must satisfy."""
+    with zipfile.ZipFile(wheel_file) as archive:
+        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(meta).decode("utf-8")
+    dist: dict[str, str] = {}
+    python = ""
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        key, _, value = line.partition(": ")
+        if key == "Requires-Dist" and ";" not in value:
+            name = re.match(r"[A-Za-z0-9._-]+", value)
+            if name:
+                dist[re.sub(r"[-_.]+", "-", name.group(0)).lower()] = value.strip()
+        elif key == "Requires-Python":
+            python = value.strip()
+    return {"requires_dist": dict(sorted(dist.items())), "requires_python": python}
+
+
 def build(wheel_file: str) -> dict:
     """The data file's content: every public name with its kind, stage and definition."""
     wheel = Wheel(wheel_file)
@@ -512,6 +535,7 @@ def build(wheel_file: str) -> dict:
         ),
         "package_attrs": package_attrs(wheel),
         "environment": environment(wheel_file),
+        "metadata": requirements(wheel_file),
     }
 
 

@@ -103,6 +103,10 @@ class Settings:
     # a file under one of them is linted with it (:meth:`for_path`), as Ruff uses each file's
     # nearest configuration.
     nested: tuple[tuple[str, Settings], ...] = ()
+    # Rule classes run on every parsed file besides the selected ones, whatever the selection
+    # (``xla-lint migrate`` runs its visitor, :class:`xla_lint.migrate.sites.MigrationVisitor`,
+    # in the lint's own traversal: each file is parsed once). Not a configuration key.
+    extra_rules: tuple[type, ...] = ()
 
     def for_path(self, path: str) -> Settings:
         """The settings ``path`` is linted with: those of the nearest folder above it with its
@@ -133,7 +137,12 @@ class Settings:
             nested = build_settings(
                 cwd=Path(path).parent, config_file=Path(path), **dict(self.overrides)
             )
-            found.append((os.path.dirname(path), replace(nested, cache_dir=self.cache_dir)))
+            found.append(
+                (
+                    os.path.dirname(path),
+                    replace(nested, cache_dir=self.cache_dir, extra_rules=self.extra_rules),
+                )
+            )
         if not found:
             return self
         found.sort(key=lambda item: -len(item[0]))
@@ -183,6 +192,7 @@ class Settings:
                 self.target_version,
                 self.docs,
                 [(folder, nested.fingerprint()) for folder, nested in self.nested],
+                [f"{r.__module__}.{r.__qualname__}" for r in self.extra_rules],
             )
         )
 

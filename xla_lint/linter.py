@@ -51,12 +51,13 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def _rules_for(settings: Settings, path: str) -> list[type[Rule]]:
+    """The selected rules for ``path``, then ``settings.extra_rules`` (run whatever is selected)."""
     codes = settings.codes_for(path)
     return [
         r
         for r in all_rules()
         if r.code in codes and r is not SyntaxErrorRule and r.applies_to(settings.target_version)
-    ]
+    ] + list(settings.for_path(path).extra_rules)
 
 
 def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[str, int, int]:

@@ -35,7 +35,7 @@ def summary(migration: Migration) -> dict:
         "to": "torchtpu 0.2.0",
         "sites": len(sites),
         "files": len({p.site.path for p in sites}),
-        "files_read": len(migration.targets),
+        "files_read": migration.files_read,
         "by_class": {c: by_class.get(c, 0) for c in table.CLASSES},
         "by_phase": {k: by_phase[k] for k, _ in table.PHASES if by_phase.get(k)},
         "fixable": sum(1 for p in sites if p.site.fix is not None and p.site.fix.safe),

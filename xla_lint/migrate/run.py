@@ -1,9 +1,10 @@
 """``xla-lint migrate``: the sites of a tree under its program model, and their rewrites applied.
 
 :func:`migrate_paths` runs the linter's one composition (:func:`~xla_lint.pipeline.workspace.lint_paths`:
-discovery, configuration, the program model; no rule runs, so a migration costs one extra parse of
-the files that name XLA), then :func:`~xla_lint.migrate.sites.file_sites` on every Python file, and
-places each site in the programs that run it. A site whose class depends on the mode
+discovery, configuration, the program model) with the migration visitor as its only rule, so each
+file is parsed once, in the lint's worker processes; adds the sites of the launchers (from the
+program model's launches) and of the requirement pins, and places each site in the programs that
+run it. A site whose class depends on the mode
 (:attr:`~xla_lint.migrate.table.Entry.by_mode`: ``xr.global_ordinal()`` is the
 ``torch.distributed`` rank only where one process drives one device) is mechanical only when every
 program running its file launches one process per device, else a decision.
@@ -17,18 +18,22 @@ not lost), or returns the unified diff. Nothing of the linted code is imported o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..config import Settings
 from ..diagnostics import Diagnostic, Severity
+from ..pipeline.discover import is_manifest
 from ..pipeline.fixes import FixOutcome, WriteError, applies, fix_loop, unified_diff, write_atomic
 from ..pipeline.workspace import lint_paths
 from ..program.model import Program, ProgramModel
 from ..program.modules import module_of
-from ..sources.target import NOTEBOOK_SUFFIX, Target
+from ..results import FileResult
+from ..sources.target import DOC_SUFFIXES, NOTEBOOK_SUFFIX, Target
 from ..sources.text import SourceError, decode_with_encoding, read_source
 from . import table
-from .sites import Site, file_sites
+from .launches import launch_sites
+from .pins import pin_sites
+from .sites import MigrationVisitor, Site, file_sites, may_name_xla, sites_of_diagnostics
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,10 @@ class ProgramInfo:
 
     def describe(self) -> str:
         if self.entry is None:
+            if self.kind == "launcher":
+                return "a launcher command whose program is not in the tree"
+            if self.kind == "requirements":
+                return "the project's requirements"
             return "library code (no program reaches it)"
         more = f" and {self.others} more" if self.others else ""
         return f"{self.entry} ({self.kind}, {self.mode}){more}"
@@ -74,18 +83,29 @@ class PlacedSite:
             "safe": s.fix.safe if s.fix is not None else None,
             "phase": s.phase,
             "map_row": s.row,
+            "source": s.source,
+            **({"cell": s.cell} if s.cell is not None else {}),
         }
 
 
 @dataclass
 class Migration:
     """A finished ``migrate`` run: the sites in path and position order, the program model,
-    the targets read and the settings used."""
+    the targets read, the settings used and the manifests read for pins."""
 
     sites: list[PlacedSite]
     program: ProgramModel
     targets: list[Target]
     settings: Settings
+    manifests: list[str] = field(default_factory=list)  # the dependency files read for pins
+
+    @property
+    def files_read(self) -> int:
+        """How many files were read: the linted targets, then the manifests that are not one
+        (``setup.py`` is both), then the launchers whose commands the program model holds."""
+        paths = {t.path for t in self.targets} | set(self.manifests)
+        paths |= {launch.path for launch in self.program.launches}
+        return len(paths)
 
 
 def mode_of(p: Program) -> str:
@@ -142,22 +162,82 @@ def sites_of_text(text: str, path: str, model: ProgramModel) -> list[Site]:
     return [settle(s, model) for s in file_sites(text, path, module, is_package)]
 
 
+def source_kind(path: str) -> str:
+    """What kind of file a site is in: ``python``, ``notebook``, ``document`` (a Markdown or
+    reST page), ``shell`` or ``requirements``."""
+    lower = path.lower()
+    if lower.endswith(NOTEBOOK_SUFFIX):
+        return "notebook"
+    if lower.endswith(DOC_SUFFIXES):
+        return "document"
+    if is_manifest(path) and not lower.endswith(".py"):
+        return "requirements"
+    return "python" if lower.endswith(".py") else "shell"
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        return decode_with_encoding(read_source(path))[0]
+    except (OSError, SourceError):
+        return None  # the lint run reports it (XLA000)
+
+
+def _target_sites(target: Target, result: FileResult | None, model: ProgramModel) -> list[Site]:
+    """The sites of one linted file: from the lint's own traversal when it parsed the file
+    (the visitor ran among its rules), else, for a Python file the prefilter skipped that may
+    still hold a site (``device="xla"``, ``PJRT_DEVICE``), from a parse of its own."""
+    kind = source_kind(target.path)
+    python = kind == "python"
+    if result is not None and result.parsed:
+        found = [d for d in result.diagnostics if d.code == MigrationVisitor.code]
+        text = _read_text(target.path) if python and any(d.fix for d in found) else None
+        sites = sites_of_diagnostics(found, text if python else None)
+    elif python and result is not None and result.skipped_reason == "no torch_xla":
+        text = _read_text(target.path)
+        if text is None or not may_name_xla(text):
+            return []
+        module, is_package = module_of(target.path)
+        sites = file_sites(text, target.path, module, is_package)
+    else:
+        return []
+    return [replace(settle(s, model), source=kind) for s in sites]
+
+
 def migrate_paths(paths: Sequence[str], settings: Settings, *, jobs: int = 1) -> Migration:
     """The migration sites of the files and folders ``paths`` (empty: the current folder).
-    Raises :class:`~xla_lint.pipeline.discover.DiscoveryError` for a path that does not exist
-    and :class:`~xla_lint.config.ConfigError` for an invalid nested configuration."""
-    targets, result = lint_paths(paths, settings, jobs=jobs)
+
+    One lint run (:func:`~xla_lint.pipeline.workspace.lint_paths`) with
+    :class:`~xla_lint.migrate.sites.MigrationVisitor` among its rules finds the sites of every
+    file it parses (Python files, notebooks' code cells, documents' Python blocks with
+    ``docs`` on), each parsed once; then the launches of its program model give the shell
+    sites (:func:`~xla_lint.migrate.launches.launch_sites`) and the manifests discovery found
+    the requirement pins (:func:`~xla_lint.migrate.pins.pin_sites`). Raises
+    :class:`~xla_lint.pipeline.discover.DiscoveryError` for a path that does not exist and
+    :class:`~xla_lint.config.ConfigError` for an invalid nested configuration."""
+    manifests: list[str] = []
+    with_visitor = replace(settings, extra_rules=(*settings.extra_rules, MigrationVisitor))
+    targets, result = lint_paths(paths, with_visitor, jobs=jobs, manifests=manifests)
     model = result.program
+    results = {r.path: r for r in result.files}
     placed: list[PlacedSite] = []
-    for target in python_targets(targets):
-        try:
-            text = decode_with_encoding(read_source(target.path))[0]
-        except (OSError, SourceError):
-            continue  # the lint run reports it (XLA000)
-        info = program_info(model, target.path)
-        placed.extend(PlacedSite(s, info) for s in sites_of_text(text, target.path, model))
-    placed.sort(key=lambda p: (p.site.path, p.site.line, p.site.column))
-    return Migration(placed, model, targets, result.settings or settings)
+    for target in targets:
+        if target.error is not None:
+            continue
+        sites = _target_sites(target, results.get(target.path), model)
+        if sites:
+            info = program_info(model, target.path)
+            placed.extend(PlacedSite(s, info) for s in sites)
+    for site, launch in launch_sites(model, source_kind):
+        runs = [path for one, path in model.launched.get(launch.where, ()) if one is launch]
+        info = program_info(model, runs[0]) if runs else ProgramInfo(None, "launcher", "none")
+        placed.append(PlacedSite(site, info))
+    for path in manifests:
+        placed.extend(PlacedSite(s, MANIFEST) for s in pin_sites(path))
+    placed.sort(key=lambda p: (p.site.path, p.site.line, p.site.column, p.site.api))
+    return Migration(placed, model, targets, result.settings or settings, manifests)
+
+
+MANIFEST = ProgramInfo(None, "requirements", "none")
 
 
 def _as_diagnostics(sites: list[Site]) -> list[Diagnostic]:

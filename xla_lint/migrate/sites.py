@@ -52,6 +52,8 @@ class Site:
     row: int | None
     by_mode: bool = False
     fix: Fix | None = None
+    cell: int | None = None  # a notebook's code cell (1-based), for a site found in one
+    source: str = "python"  # what was read: python, notebook, document, shell, requirements
 
     @property
     def fixable(self) -> bool:
@@ -295,10 +297,10 @@ class MigrationVisitor(Rule):
         self._reference(node)
 
     def _reference(self, node: cst.Attribute | cst.Name) -> None:
-        if self._cover(node) or self._in_import():
+        if self._cover(node):
             return
         api = self._torch_xla(node)
-        if api is None:
+        if api is None or self._in_import():  # the cheaper test first: most names are not torch_xla
             return
         found = table.entry_for(api)
         if found is None:
@@ -417,6 +419,7 @@ def _decode(d: Diagnostic) -> Site:
         int(row) if row else None,
         bool(by_mode),
         d.fix,
+        d.cell,
     )
 
 
@@ -450,8 +453,11 @@ def _indent_unwrapped(fix: Fix, text: str, starts: list[int]) -> Fix:
 
 def file_sites(text: str, path: str, module: str = "", is_package: bool = False) -> list[Site]:
     """Every torch_xla use in the Python source ``text`` (of ``path``, module ``module``), in
-    order. A file that does not parse has none (the lint run reports it as XLA000)."""
-    if "xla" not in text and "XLA" not in text:
+    order. A file that does not parse has none (the lint run reports it as XLA000). ``xla-lint
+    migrate`` finds most files' sites in the lint's own traversal instead (the visitor is one of
+    its :attr:`~xla_lint.config.Settings.extra_rules`, :func:`sites_of_diagnostics`); this parses
+    the file again, for the files the lint's prefilter skips and for each round of ``--fix``."""
+    if not may_name_xla(text):
         return []
     parsed = parse_source(text, path)
     if isinstance(parsed, Diagnostic):
@@ -466,12 +472,28 @@ def file_sites(text: str, path: str, module: str = "", is_package: bool = False)
         tree=tree,
         syntax=syntax,
     )
+    return sites_of_diagnostics(found, text)
+
+
+def may_name_xla(text: str) -> bool:
+    """True when ``text`` can hold a site: it spells ``xla`` or ``XLA`` (``"xla"`` device
+    strings, ``XLA_*`` variables) or ``PJRT_`` (``PJRT_DEVICE``)."""
+    return "xla" in text or "XLA" in text or "PJRT_" in text
+
+
+def sites_of_diagnostics(found: list[Diagnostic], text: str | None) -> list[Site]:
+    """The sites of the :class:`MigrationVisitor` findings among ``found`` (a file's findings,
+    ``text`` its source: a deletion's edit is widened to whole lines with it, a ``with``'s
+    unwrapped body re-indented; None: no finding has a fix), in order. A finding made in a
+    notebook cell keeps its cell (:attr:`Site.cell`)."""
     starts: list[int] = []
     out = []
     for d in found:
         if d.code != MigrationVisitor.code:
             continue
-        if d.fix is not None:
+        if d.fix is not None and text is None:
+            d = replace(d, fix=None)
+        elif d.fix is not None and text is not None:
             if not starts:
                 starts = line_starts(split_lines(text))
             fix = _whole_lines(d.fix, text, starts)

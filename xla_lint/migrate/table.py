@@ -919,6 +919,68 @@ ENV: dict[str, Entry] = {
         30,
     ),
 }
+# TPU_* variables torch_xla 2.9.0 reads or sets (torch_xla/__init__.py, _internal/tpu.py,
+# core/xla_env_vars.py): the wheel of torch-tpu 0.2.0 spells only TPU_WORKER_HOSTNAMES (multi-host
+# detection, torch_tpu/_internal/distributed/distributed.py); libtpu, a separate package, may read
+# the others, which is not verified here. TPU_WORKER_ID and TPU_ACCELERATOR_TYPE are not listed:
+# the platform (GKE, the TPU VM's metadata) sets them and programs read them for their own ends
+# (torchprime's launcher names its worker by TPU_WORKER_ID), not a torch_xla setting.
+_TPU_LAYOUT = Entry(
+    DECISION,
+    "a torch_xla process-layout variable (one process per chip): TorchTPU sets the layout with "
+    "torch.tpu.distributed.set_tpu_launch_env (TORCH_TPU_TOPOLOGY, ...) or python -m "
+    "torch.tpu.distributed; delete it unless libtpu needs it (not verified)",
+    "launch",
+    26,
+    names=("torch.tpu.distributed.set_tpu_launch_env",),
+)
+ENV.update(
+    {
+        name: _TPU_LAYOUT
+        for name in (
+            "TPU_VISIBLE_CHIPS",
+            "TPU_PROCESS_BOUNDS",
+            "TPU_CHIPS_PER_PROCESS_BOUNDS",
+            "TPU_HOST_BOUNDS",
+            "TPU_CHIPS_PER_HOST_BOUNDS",
+            "TPU_NUM_DEVICES",
+            "TPU_PROCESS_PORT",
+            "TPU_PROCESS_ADDRESSES",
+            "TPU_MESH_CONTROLLER_ADDRESS",
+            "TPU_MESH_CONTROLLER_PORT",
+        )
+    }
+)
+ENV.update(
+    {
+        "TPU_WORKER_HOSTNAMES": Entry(
+            MECHANICAL,
+            "keep it: TorchTPU reads it to detect a multi-host job",
+            "launch",
+            None,
+        ),
+        "TPU_SKIP_MDS_QUERY": Entry(
+            MECHANICAL,
+            "keep it: libtpu reads it (without it libtpu queries the GCE metadata server first)",
+            "launch",
+            None,
+        ),
+        "TPU_LIBRARY_PATH": Entry(
+            NO_EQUIVALENT,
+            "torch_xla's way to find libtpu; torch-tpu 0.2.0 never reads it (it requires the "
+            "libtpu package, libtpu>=0.0.50): delete it",
+            "launch",
+            None,
+        ),
+        "TPU_MEGACORE": Entry(
+            NO_EQUIVALENT,
+            "torch_xla sets it for v4 megacore; TorchTPU does not read it: delete it",
+            "launch",
+            None,
+        ),
+    }
+)
+
 # Other variables torch_xla reads (XLA_*, PT_XLA_*, PJRT_*): TorchTPU reads none of them.
 ENV_PREFIXES = ("XLA_", "PT_XLA_", "PJRT_")
 ENV_UNMAPPED = Entry(
@@ -942,6 +1004,48 @@ def entry_for(qname: str) -> tuple[str, Entry] | None:
         if module in MODULES:
             return qname, MODULES[module]
     return qname, UNMAPPED
+
+
+# ``python -m MODULE`` of a torch_xla module in a launcher (an unlisted one: LAUNCH_MODULE).
+LAUNCH_MODULE = Entry(
+    DECISION,
+    "a torch_xla module run as a program: launch with torchrun (after python -m "
+    "torch.tpu.distributed's environment) or torch.multiprocessing.spawn after "
+    "set_tpu_launch_env",
+    "launch",
+    26,
+    names=("torch.tpu.distributed.set_tpu_launch_env",),
+)
+
+# Requirement pins (xla_lint/migrate/pins.py): the torch-tpu 0.2.0 wheel's METADATA
+# (Requires-Dist, Requires-Python), recorded in the data file by tools/torchtpu_api.py.
+PIN_TORCH_XLA = Entry(
+    DECISION,
+    "torch-tpu==0.2.0, which requires {requires}: torch moves from 2.9 to 2.11-2.15 with it, so "
+    "the torch pin and what is built against torch (torchvision, torchaudio) change too; "
+    "torch_xla and torch_tpu cannot share an environment",
+    "launch",
+    None,
+)
+PIN_LIBTPU = Entry(
+    DECISION,
+    "torch-tpu 0.2.0 requires {libtpu} itself: drop this pin or make it satisfy that",
+    "launch",
+    None,
+)
+PIN_TORCH = Entry(
+    DECISION,
+    "torch-tpu 0.2.0 requires {torch}: this pin, written for torch_xla, must move",
+    "launch",
+    None,
+)
+PIN_INDEX = Entry(
+    NO_EQUIVALENT,
+    "a package index or wheel of torch_xla/libtpu releases: torch-tpu and libtpu are on PyPI; "
+    "delete the line unless another pin needs it",
+    "launch",
+    None,
+)
 
 
 def env_entry(name: str) -> Entry | None:

@@ -85,14 +85,35 @@ def is_shebang_script(path: str) -> bool:
     return is_shell_script(path, head.decode("utf-8", "replace"))
 
 
+MANIFEST_NAMES = ("pyproject.toml", "setup.cfg", "setup.py")
+
+
+def is_manifest(path: str) -> bool:
+    """True for a file that can declare a project's dependencies: ``pyproject.toml``,
+    ``setup.cfg``, ``setup.py``, and requirement files (``requirements*.txt``,
+    ``dev-requirements.in``, any ``.txt``/``.in`` in a ``requirements`` folder)."""
+    name = os.path.basename(path).lower()
+    if name in MANIFEST_NAMES:
+        return True
+    if not name.endswith((".txt", ".in")):
+        return False
+    folder = os.path.basename(os.path.dirname(path)).lower()
+    return "requirements" in name or folder in ("requirements", "reqs")
+
+
 def discover(
-    paths: list[str], settings: Settings, launchers: list[str] | None = None
+    paths: list[str],
+    settings: Settings,
+    launchers: list[str] | None = None,
+    manifests: list[str] | None = None,
 ) -> list[Target]:
     """Files to lint under ``paths`` (files or folders), sorted, without duplicates.
 
     With ``launchers`` given, the shell scripts, docs and ``pyproject.toml`` files found in
     the folders searched or named explicitly are appended to it, once each (read for the
-    commands that run the tree's files, see :mod:`xla_lint.program.launchers`). A shell script or
+    commands that run the tree's files, see :mod:`xla_lint.program.launchers`). With ``manifests``
+    given, the files that declare dependencies (:func:`is_manifest`) found or named are appended
+    to it (``xla-lint migrate`` reads their pins). A shell script or
     ``pyproject.toml`` named explicitly is not a Target (it is not Python); a doc named
     explicitly is both a doc Target and a launcher.
     Raises DiscoveryError naming the first path that does not exist.
@@ -129,6 +150,8 @@ def discover(
                 or shebang
             ):
                 add_launcher(norm)
+            if manifests is not None and is_manifest(norm) and norm not in manifests:
+                manifests.append(norm)
             if _launcher_only(norm) or shebang:
                 continue
             found.setdefault(norm, Target(norm, _kind(given)))
@@ -172,6 +195,8 @@ def discover(
                     and not excluded(full, settings)
                 ):
                     add_launcher(full)
+                if manifests is not None and is_manifest(full) and not excluded(full, settings):
+                    manifests.append(full)
     return sorted(found.values(), key=lambda t: t.path)
 
 

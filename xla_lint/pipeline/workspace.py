@@ -29,17 +29,23 @@ from .run import RunResult, finalize, lint_file, lint_targets, program_facts, ru
 
 
 def lint_paths(
-    paths: Sequence[str], settings: Settings, *, jobs: int = 1, cache: bool = False
+    paths: Sequence[str],
+    settings: Settings,
+    *,
+    jobs: int = 1,
+    cache: bool = False,
+    manifests: list[str] | None = None,
 ) -> tuple[list[Target], RunResult]:
     """Lint the files and folders ``paths`` (empty: the current folder) as ``xla-lint PATH...``
     does: the targets linted and the finished run. The folders named contribute their
     ``pyproject.toml``'s ``[project.scripts]``; shell scripts and docs found on the way are read
-    for the commands that run the tree's files. Raises
+    for the commands that run the tree's files; ``manifests`` (when given) gets the files found
+    that declare dependencies (:func:`~xla_lint.pipeline.discover.is_manifest`). Raises
     :class:`~xla_lint.pipeline.discover.DiscoveryError` for a path that does not exist."""
     named = list(paths) or ["."]
     launchers: list[str] = []
     with timings.timed("discover"):
-        targets = discover(named, settings, launchers)
+        targets = discover(named, settings, launchers, manifests)
         settings, targets = nearest_configurations(settings, targets, launchers, named)
     result = run(
         targets,

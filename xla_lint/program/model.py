@@ -318,11 +318,13 @@ class ProgramModel:
         documented: dict[str, dict[str, str]] = {}  # the same, from documentation blocks
         entry_paths: set[str] = {p for p in entries if p in self.files}
         self.unresolved: list[Launch] = []
+        self.launches: list[Launch] = []  # every launcher command read, in the order read
         # Each launch's place -> (the launch, the file it runs): what a finding at a launcher's
         # line rests on (witness_of_launch), and the arguments a program is given (launches_of).
         self.launched: dict[str, list[tuple[Launch, str]]] = {}
         self._launches_by_target: dict[str, list[Launch]] = {}
         launches = list(launches)
+        self.launches = launches
         for launch in launches:
             if launch.tests:
                 tested = _tests_run_by(launch, self.files, index)
