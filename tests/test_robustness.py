@@ -413,8 +413,8 @@ def test_file_deleted_between_discovery_and_reading(tmp_path):
         import xla_lint.cli as cli
         import xla_lint.pipeline.workspace as workspace
         real = workspace.discover
-        def discover(paths, settings, launchers=None):
-            found = real(paths, settings, launchers)
+        def discover(*args, **kwargs):
+            found = real(*args, **kwargs)
             os.unlink("a.py")  # gone after discovery, before reading
             return found
         workspace.discover = discover
