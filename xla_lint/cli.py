@@ -834,7 +834,10 @@ def rule_command(code: str | None, show_all: bool, output_format: str, color: st
     "--static/--no-static",
     default=True,
     show_default=True,
-    help="Also lint the script's program (preview rules on) and mark what the run confirmed.",
+    help="Also lint the script's program (preview rules on) and mark what the run confirmed. "
+    "--no-static also turns off phase detection (setup/training/evaluation come from the "
+    "script's loops): every row is then a step of the hook's own, and compiles outside the "
+    "training steps are not reported as after-warm-up findings.",
 )
 @click.option(
     "--explain",
@@ -879,8 +882,12 @@ def trace_command(
     if timeout != timeout or timeout == float("inf"):  # click's FloatRange lets nan and inf through
         _fail(f"--timeout must be a finite number of seconds, got {timeout}")
     words = list(command)
-    if words and words[0].startswith("-") and words[0] != "--" and "--" in words:
-        # `trace --stepz 3 -- python x.py`: an option of ours, mistyped, before the `--`
+    if words and words[0].startswith("-") and words[0] != "--" and (
+        "--" in words or words[0].startswith("--")
+    ):
+        # `trace --stepz 3 -- python x.py`: an option of ours, mistyped, before the `--` (click
+        # drops the `--` right after an unknown option: a long option first is always ours; a
+        # Python interpreter option comes after `python`)
         ctx = click.get_current_context()
         known = [
             o for p in ctx.command.params for o in getattr(p, "opts", ()) if o.startswith("--")

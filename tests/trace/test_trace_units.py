@@ -335,6 +335,12 @@ def test_cli_usage_errors_are_one_line_exit_2(tmp_path, monkeypatch):
             ["trace", "--stepz", "3", "--", "python", "x.py"],
             "No such option '--stepz'. Did you mean '--steps'?",
         ),
+        # click drops the `--` after an unknown option: still ours, not the interpreter's
+        (
+            ["trace", "--fastcompile", "--", "python", "x.py"],
+            "No such option '--fastcompile'. Did you mean '--fast-compile'?",
+        ),
+        (["trace", "--bogus", "--", "python", "x.py"], "No such option '--bogus'"),
     ):
         result = runner.invoke(main, args)
         assert result.exit_code == 2, (args, result.output)
