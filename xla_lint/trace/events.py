@@ -407,6 +407,7 @@ REPORT_SCHEMA: dict = {
                             "after-last-step",
                             "host-read",
                             "setup",
+                            "unplaced",
                         ]
                     },
                     "cause": {"type": "string"},
@@ -701,6 +702,8 @@ class Compile:
     kind: str = "compile"
     phase: str | None = None  # set by the report (:func:`xla_lint.trace.phases.place`)
     loop: tuple | None = None
+    #: The hook's row it ran in, before :func:`~xla_lint.trace.phases.place` regrouped rows.
+    raw_step: int | None = None
 
     @classmethod
     def from_json(cls, data: dict) -> Compile:
@@ -786,6 +789,10 @@ class Trace:
     #: Set by :func:`~xla_lint.trace.phases.place`: the hook's row (``step`` of its events) ->
     #: the placed row it joined (the row after the last step: one past the last row).
     placed_rows: dict[int, int] = field(default_factory=dict)
+    #: The hook's rows before :func:`~xla_lint.trace.phases.place` regrouped them, by number.
+    raw_rows: dict[int, Step] = field(default_factory=dict)
+    #: Whether the rows were placed by the script's loops (False: ``--no-static``, no map).
+    mapped: bool = False
     other: list[dict] = field(default_factory=list)
     bad_lines: int = 0
 

@@ -231,6 +231,8 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
     by_number = {r.step: r for r in rows}
 
     def placed(event: Compile | HostRead, frames: list) -> None:
+        if isinstance(event, Compile):
+            event.raw_step = event.step
         event.step = where(event.step)
         phase, loop = phases.of_frames(frames) if phases is not None else (None, None)
         row = by_number.get(event.step)
@@ -257,6 +259,8 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
     out.before_end = trailing
     out.numbered = count
     out.placed_rows = {r.step: where(r.step) for r in trace.steps}
+    out.raw_rows = {r.step: r for r in trace.steps}
+    out.mapped = phases is not None
     return out
 
 

@@ -32,6 +32,7 @@ import math
 import os
 import re
 import statistics
+from typing import Any
 from dataclasses import dataclass, field
 
 from ..catalogue import BY_CODE
@@ -386,12 +387,30 @@ def _compiles(
         reads.setdefault(r.step, []).append(r)
     seen: set[str] = set()
     passes = _passes(trace.steps)
+    trains = sorted(n for n, r in trace.raw_rows.items() if r.trains)
+    rebuilt = _rebuilt_passes(trace, passes)
+    loop_first: dict[object, int] = {}  # a loop without rows of its own: its first row
+    loop_seen: dict[object, set] = {}  # ... and the batch shapes it had before this row
     setup_lines: dict[Location, int] = {}  # a setup line that compiled: the pass it first did
     for number in sorted(set(blocks) | {n for n, s in by_step.items() if s.compile_samples}):
         step = by_step.get(number)
         times, extra = pair_compile_times(step, blocks.get(number, []), reads.get(number, []))
+        row_seen: dict[object, set] = {}
         for c, time_s in zip(blocks.get(number, []), times, strict=True):
             key = group_of(c.phase, c.loop)
+            if (
+                key not in (TRAINING, SETUP)
+                and step is not None
+                and not step.final
+                and group_of(step.phase, step.loop) != key
+            ):
+                # an evaluation loop with no sync of its own ran inside this row: its own pass
+                out.append(
+                    _unrowed(trace, c, time_s, step, blocks[number], loop_first, loop_seen, seen)
+                )
+                fed = [b for b in _fed_batches(step) if b.get("inputs")]
+                row_seen.setdefault(key, set()).update(_batch_signature(b) for b in fed)
+                continue
             rows = warmup.get(key)
             if rows is None and key != SETUP:
                 # a loop with no boundary of its own: its first row with a compile is its warm-up
@@ -416,8 +435,19 @@ def _compiles(
             if key == SETUP and c.location is not None:
                 first = setup_lines.setdefault(c.location, passes.get(c.step, 0))
                 again = new_graph and first != passes.get(c.step, 0)
+            raw = trace.raw_rows.get(c.raw_step) if c.raw_step is not None else None
             if step is not None and step.final:
                 reason = "after-last-step"
+            elif (
+                not trace.mapped
+                and raw is not None
+                and not raw.trains
+                and trains
+                and raw.step > trains[0]
+            ):
+                # phases not known (--no-static): a sync outside the training steps (an
+                # evaluation, a mesh_reduce) is not a recompile of the step it joined
+                reason = "unplaced"
             elif (step is None and not trace.steps) or (
                 rows is not None
                 and c.step in rows
@@ -426,6 +456,8 @@ def _compiles(
                 and not new_shape
             ):
                 reason = "warm-up"
+            elif (key, passes.get(c.step)) in rebuilt and partial is None:
+                reason = "warm-up"  # the first pass of a new model (or new parameters)
             elif key == SETUP and not again:
                 reason = "setup"
             elif step is None or step.signature() is None:
@@ -438,7 +470,7 @@ def _compiles(
                 "step": step.number if step is not None else c.step,
                 "row": c.step,
                 "phase": c.phase,
-                "after_warmup": reason not in ("warm-up", "after-last-step", "setup"),
+                "after_warmup": reason not in ("warm-up", "after-last-step", "setup", "unplaced"),
                 "reason": reason,
                 "cause": c.cause,
                 "graph_hash": c.graph_hash,
@@ -447,9 +479,11 @@ def _compiles(
                 "partial": c.partial,
             }
             diff = trace.ir_diffs.get(c.step)
-            if diff is not None and entry["after_warmup"]:
+            if diff is not None and entry["after_warmup"] and _diff_is_of(trace, diff, c, raw):
                 entry["explain"] = diff.get("changes") or []
             out.append(entry)
+        for key, sigs in row_seen.items():
+            loop_seen.setdefault(key, set()).update(sigs)
         for read, time_s in extra:
             out.append(
                 {
@@ -467,6 +501,130 @@ def _compiles(
                 }
             )
     return out
+
+
+def _rebuilt_passes(trace: Trace, passes: dict[int, int]) -> set[tuple]:
+    """``(loop group, pass)`` of each later pass of an evaluation loop that compiled like a
+    first pass: every graph it compiled is new, at the same rows of the pass (counted from its
+    first) as the loop's first pass compiled. That is another model's first pass (one rebuilt
+    or reloaded from a checkpoint: its graphs are other programs from the first batch on), not
+    a graph that changed from batch to batch."""
+    start: dict[int, int] = {}
+    for s in trace.steps:
+        start.setdefault(passes[s.step], s.step)
+    seen: set[str] = set()
+    by_pass: dict[tuple, list[tuple[int, bool]]] = {}
+    for c in sorted(trace.compiles, key=lambda c: c.step):
+        key = group_of(c.phase, c.loop)
+        new = c.graph_hash is None or c.graph_hash not in seen
+        if c.graph_hash is not None:
+            seen.add(c.graph_hash)
+        number = passes.get(c.step)
+        if key in (TRAINING, SETUP) or number is None:
+            continue
+        by_pass.setdefault((key, number), []).append((c.step - start[number], new))
+    first: dict[object, list[tuple[int, bool]]] = {}
+    out: set[tuple] = set()
+    for (key, number), marks in sorted(by_pass.items(), key=lambda kv: kv[0][1]):
+        if key not in first:
+            first[key] = marks
+        elif all(new for _, new in marks) and sorted(marks) == sorted(first[key]):
+            out.add((key, number))
+    return out
+
+
+def _diff_is_of(trace: Trace, diff: dict, c: Compile, raw: Step | None) -> bool:
+    """Whether ``--explain``'s IR diff (the optimizers' parameters' graph at a row's boundary
+    against the last one taken) is about compile ``c``: ``c`` is that row's step graph, in the
+    same row, at its boundary, in training (or a phase not known). Another compile of the row
+    (an evaluation, a ``mesh_reduce``) made another graph than the one diffed."""
+    if raw is None or diff.get("step") != c.raw_step or c.phase not in (None, TRAINING):
+        return False
+    # the text diffed against is the last one taken: the row before's, when it ran the same
+    # boundary (after an evaluation or a setup sync it is another loop's graph: no diff)
+    before = trace.raw_rows.get(raw.step - 1)
+    return (
+        c.location is not None
+        and c.location == raw.boundary
+        and before is not None
+        and before.boundary == raw.boundary
+        and before.trains == raw.trains
+    )
+
+
+def _batch_signature(batch: dict) -> tuple:
+    return tuple(
+        (tuple(i.get("shape") or ()), i.get("dtype")) for i in batch.get("inputs") or []
+    )
+
+
+def _fed_batches(step: Step) -> list[dict]:
+    """The batches of a row that its own loop did not take: a training row's batches of other
+    loaders than its last batch's (an evaluation loop with no sync of its own ran there)."""
+    if not step.batches:
+        return []
+    own = step.batches[-1].get("loader")
+    return [b for b in step.batches if b.get("loader") != own]
+
+
+def _unrowed(
+    trace: Trace,
+    c: Compile,
+    time_s: float | None,
+    step: Step,
+    blocks: list[Compile],
+    loop_first: dict[object, int],
+    loop_seen: dict[object, set],
+    seen: set[str],
+) -> dict:
+    """The entry of a compile of an evaluation loop with no sync of its own, which ran inside
+    a row of another loop (a training row: it ran after the step before it). Its first pass
+    (the first row it compiled in) is its warm-up, except the last compile of the pass when
+    the loop's loader handed its smaller last batch there (a DataLoader without drop_last:
+    XLA202); a later new graph is compared with the batches the loop had before."""
+    key = group_of(c.phase, c.loop)
+    mine = [b for b in blocks if group_of(b.phase, b.loop) == key]
+    index = next(i for i, b in enumerate(mine) if b is c)
+    first = loop_first.setdefault(key, c.step) == c.step
+    new_graph = c.graph_hash is None or c.graph_hash not in seen
+    if c.graph_hash is not None:
+        seen.add(c.graph_hash)
+    fed = [b for b in _fed_batches(step) if b.get("inputs")]
+    before = loop_seen.get(key, set())
+    loaders = loaders_by_id(trace)
+    last = fed[-1] if fed else None
+    loader = loaders.get(last.get("loader", -1)) if last is not None else None
+    shape = (last["inputs"][0].get("shape") or [None])[0] if last is not None else None
+    remainder = (
+        loader is not None
+        and isinstance(shape, int)
+        and _remainder(loader, shape)
+        and _batch_signature(last) not in before  # type: ignore[arg-type]
+    )
+    if new_graph and remainder and index == len(mine) - 1 and (index > 0 or not first):
+        reason = "new-input-shape"
+    elif first and new_graph:
+        reason = "warm-up"
+    elif fed and all(_batch_signature(b) in before for b in fed):
+        reason = "same-input-shapes"
+    elif fed:
+        reason = "new-input-shape"
+    else:
+        reason = "unknown-inputs"
+    return {
+        # the training step before the row it ran in (or, in a row of setup or evaluation,
+        # the step that row follows)
+        "step": step.number - 1 if step.phase == TRAINING else step.number,
+        "row": c.step,
+        "phase": c.phase,
+        "after_warmup": reason != "warm-up",
+        "reason": reason,
+        "cause": c.cause,
+        "graph_hash": c.graph_hash,
+        "location": c.location.to_json() if c.location else None,
+        "time_s": time_s,
+        "partial": c.partial,
+    }
 
 
 def _host_reads(trace: Trace) -> list[dict]:
@@ -671,6 +829,9 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
         time_s = c["time_s"] or 0.0
         code, location, related = None, trigger, []
         name = label(step, c["step"])
+        if step is not None and c["phase"] == EVALUATION and step.phase != EVALUATION:
+            # an evaluation loop with no sync of its own, inside a training row
+            name = f"the evaluation after step {c['step']}" if c["step"] else "the evaluation"
         if c["reason"] == "new-input-shape" and step is not None:
             found = partial_batch(trace, step)
             batch = found[1] if found is not None else None
@@ -713,7 +874,7 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
             else:
                 title = "a new graph with the same input shapes"
                 # --explain diffs the IR of the optimizers' parameters at training steps only
-                training = step.phase in (None, TRAINING)
+                training = step.phase in (None, TRAINING) and c["phase"] in (None, TRAINING)
                 message = (
                     f"{name} compiled again after warm-up with the same input shapes as an earlier "
                     f"{'step' if training else 'batch'} of the same loop: the graph itself changed "
@@ -1104,7 +1265,10 @@ def _steps_json(analysis: Analysis) -> list[dict]:
             "executions": s.executions,
             "host_reads": reads_per_step.get(s.step, 0),
             "transfer_s": s.transfer_s,
-            "warmup": s.step in analysis.warmup,
+            # a row that compiled is warm-up when none of its compiles is after warm-up (an
+            # evaluation without a sync of its own, in a training row, can compile a new shape)
+            "warmup": s.step in analysis.warmup
+            and not any(c["after_warmup"] for c in analysis.compiles if c["row"] == s.step),
             "final": s.final,
             "inputs": s.inputs,
             "batches": [_batch_json(b, loaders) for b in s.batches],
@@ -1365,7 +1529,25 @@ def build_report(
         or None,
         "notes": notes,
     }
+    for key in ("steps", "compiles", "host_reads", "loaders", "findings", "static", "error"):
+        report[key] = relative_locations(report[key])
+    report["crash"] = relative_locations(report["crash"])
+    report["ranks"] = relative_locations(report["ranks"])
     return report
+
+
+def relative_locations(value: Any) -> Any:
+    """``value`` (a report's JSON part) with the path of every location in it (a dict with
+    ``path`` and ``line``) relative to the current folder when the file is below it, as the
+    text report writes them; other paths stay absolute. Returns new dicts and lists."""
+    if isinstance(value, list):
+        return [relative_locations(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: relative_locations(v) for k, v in value.items()}
+    if isinstance(out.get("path"), str) and "line" in out:
+        out["path"] = _short(out["path"])
+    return out
 
 
 def _reads_json(analysis: Analysis) -> list[dict]:
@@ -1625,6 +1807,7 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
                 "after-last-step": "after the last step",
                 "host-read": "during a host read",
                 "setup": "setup",
+                "unplaced": "outside the training steps (phases not known: --no-static)",
             }[c["reason"]]
             when = f"step {c['step']:>3}"
             if c.get("phase") in _PHASE_LABEL:
