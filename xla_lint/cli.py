@@ -882,8 +882,11 @@ def trace_command(
     if timeout != timeout or timeout == float("inf"):  # click's FloatRange lets nan and inf through
         _fail(f"--timeout must be a finite number of seconds, got {timeout}")
     words = list(command)
-    if words and words[0].startswith("-") and words[0] != "--" and (
-        "--" in words or words[0].startswith("--")
+    if (
+        words
+        and words[0].startswith("-")
+        and words[0] != "--"
+        and ("--" in words or words[0].startswith("--"))
     ):
         # `trace --stepz 3 -- python x.py`: an option of ours, mistyped, before the `--` (click
         # drops the `--` right after an unknown option: a long option first is always ours; a

@@ -32,8 +32,8 @@ import math
 import os
 import re
 import statistics
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..catalogue import BY_CODE
 from ..diagnostics import Diagnostic
@@ -456,8 +456,9 @@ def _compiles(
                 and not new_shape
             ):
                 reason = "warm-up"
-            elif (key, passes.get(c.step)) in rebuilt and partial is None:
-                reason = "warm-up"  # the first pass of a new model (or new parameters)
+            elif (key, passes.get(c.step)) in rebuilt:
+                # the first pass of a new model (or new parameters): its last batch is XLA202
+                reason = "new-input-shape" if partial is not None else "warm-up"
             elif key == SETUP and not again:
                 reason = "setup"
             elif step is None or step.signature() is None:
@@ -553,9 +554,7 @@ def _diff_is_of(trace: Trace, diff: dict, c: Compile, raw: Step | None) -> bool:
 
 
 def _batch_signature(batch: dict) -> tuple:
-    return tuple(
-        (tuple(i.get("shape") or ()), i.get("dtype")) for i in batch.get("inputs") or []
-    )
+    return tuple((tuple(i.get("shape") or ()), i.get("dtype")) for i in batch.get("inputs") or [])
 
 
 def _fed_batches(step: Step) -> list[dict]:
