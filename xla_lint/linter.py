@@ -603,7 +603,9 @@ def _lint_notebook(
             syntax=parsed[1],
             notebook=False,  # a script of its own, run outside the kernel
         )
-        diags, suppressions = _cell_suppressions(cell, [d for d in diags if not d.requires and not d.stable_requires and not d.runs_in])
+        diags, suppressions = _cell_suppressions(
+            cell, [d for d in diags if not d.requires and not d.stable_requires and not d.runs_in]
+        )
         result.diagnostics.extend(_in_cell(cell, d) for d in diags)
         result.suppressions.merge(suppressions)
         result.parsed = True

@@ -157,7 +157,17 @@ def test_cli_jobs_give_identical_output(tmp_path):
     outs = []
     for jobs in ("1", "2", "3"):
         proc = subprocess.run(
-            [sys.executable, "-m", "xla_lint", "--preview", "--isolated", "--no-cache", "-j", jobs, "."],
+            [
+                sys.executable,
+                "-m",
+                "xla_lint",
+                "--preview",
+                "--isolated",
+                "--no-cache",
+                "-j",
+                jobs,
+                ".",
+            ],
             cwd=tmp_path,
             capture_output=True,
             text=True,

@@ -127,7 +127,8 @@ def _unattended(sources: dict[str, str], notebook: bool = False) -> None:
 
     ``unattended`` rests on evidence that the output is no terminal: a launch's output (set by
     the caller: it names the launcher's line), or, for a ``notebook``'s program, replicas it
-    starts (the kernel's standard output is a pipe, and the replicas inherit it).
+    starts (``xmp.spawn``, ``torch_xla.launch``, which spawns: no torchrun starts a kernel; the
+    kernel's standard output is a pipe, and the replicas inherit it).
     ``possibly_unattended`` is ``unattended`` where that holds, else the first fact of
     :data:`_UNATTENDED_BY` that does: an inference only. Verified with torch_xla 2.9.0 under a
     pseudo-terminal: the replicas ``xmp.spawn`` starts (torch_xla/_internal/pjrt.py
@@ -135,10 +136,11 @@ def _unattended(sources: dict[str, str], notebook: bool = False) -> None:
     descriptors 0-2 (``multiprocessing.popen_spawn_posix`` passes them to the child), so from a
     terminal their ``sys.stdout.line_buffering`` is True and each printed line is written at once;
     torchrun's workers inherit its standard output too (unless ``--redirects``/``--tee``)."""
-    if Fact.UNATTENDED not in sources and notebook and Fact.SPAWN in sources:
+    spawn = sources.get(Fact.SPAWN) or sources.get(Fact.XLA_LAUNCH)  # no torchrun in a kernel
+    if Fact.UNATTENDED not in sources and notebook and spawn is not None:
         sources[Fact.UNATTENDED] = (
-            f"a notebook's replicas write to the kernel's output, no terminal: "
-            f"`xmp.spawn`/`torch_xla.launch` starts them in {sources[Fact.SPAWN]}"
+            "a notebook's replicas write to the kernel's output, no terminal: "
+            f"`xmp.spawn`/`torch_xla.launch` starts them in {spawn}"
         )
     if Fact.POSSIBLY_UNATTENDED in sources:
         return

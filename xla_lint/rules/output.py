@@ -25,7 +25,7 @@ class PrintWithoutFlush(Rule):
 ## What it does
 Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla, in a
 program whose standard output the tree shows is not a terminal, so that Python buffers it and a
-process that dies loses it: a launcher of the tree (a shell script, a Makefile, a shell block of
+process that dies loses it: a launcher of the tree (a shell script, a shell block of
 the docs) runs the program
 
 - with its output piped or redirected (`| tee log`, `2>&1 |`, `> log`), or under `nohup`;
