@@ -1295,9 +1295,9 @@ def _without_torch_xla(node: cst.Try | cst.TryStar, child: cst.CSTNode) -> bool:
             else [handler.type]
         )
         names = {
-            v.value if type(v) is cst.Name else v.attr.value
+            v.value if isinstance(v, cst.Name) else v.attr.value
             for v in values
-            if type(v) is cst.Name or type(v) is cst.Attribute
+            if isinstance(v, (cst.Name, cst.Attribute))
         }
         if names.isdisjoint(_IMPORT_FAILURES):
             return False

@@ -121,14 +121,15 @@ _PHRASES: dict[str, tuple[str, str]] = {
 }
 
 
-def _unattended(sources: dict[str, str], notebook: bool = False) -> None:
+def _unattended(sources: dict[str, str], notebook: str = "") -> None:
     """Add ``unattended`` and ``possibly_unattended`` to a program's ``sources`` (fact -> where it
     is set).
 
     ``unattended`` rests on evidence that the output is no terminal: a launch's output (set by
-    the caller: it names the launcher's line), or, for a ``notebook``'s program, replicas it
-    starts (``xmp.spawn``, ``torch_xla.launch``, which spawns: no torchrun starts a kernel; the
-    kernel's standard output is a pipe, and the replicas inherit it).
+    the caller: it names the launcher's line), or, for the program of ``notebook`` (its path),
+    replicas its own code starts (``xmp.spawn``, ``torch_xla.launch``, which spawns: no torchrun
+    starts a kernel; the kernel's standard output is a pipe, and the replicas inherit it). A
+    library the notebook reaches that spawns in some function proves nothing of the notebook.
     ``possibly_unattended`` is ``unattended`` where that holds, else the first fact of
     :data:`_UNATTENDED_BY` that does: an inference only. Verified with torch_xla 2.9.0 under a
     pseudo-terminal: the replicas ``xmp.spawn`` starts (torch_xla/_internal/pjrt.py
@@ -137,7 +138,7 @@ def _unattended(sources: dict[str, str], notebook: bool = False) -> None:
     terminal their ``sys.stdout.line_buffering`` is True and each printed line is written at once;
     torchrun's workers inherit its standard output too (unless ``--redirects``/``--tee``)."""
     spawn = sources.get(Fact.SPAWN) or sources.get(Fact.XLA_LAUNCH)  # no torchrun in a kernel
-    if Fact.UNATTENDED not in sources and notebook and spawn is not None:
+    if Fact.UNATTENDED not in sources and notebook and spawn == notebook:
         sources[Fact.UNATTENDED] = (
             "a notebook's replicas write to the kernel's output, no terminal: "
             f"`xmp.spawn`/`torch_xla.launch` starts them in {spawn}"
@@ -476,7 +477,9 @@ class ProgramModel:
             for fact in MODE_FACTS:
                 del sources[fact]
                 maybe.add(fact)
-        _unattended(sources, notebook=kind == "document" and entry.endswith(".ipynb"))
+        _unattended(
+            sources, notebook=entry if kind == "document" and entry.endswith(".ipynb") else ""
+        )
         xla = any(self.files[m].requires_torch_xla for m in members)
         return Program(
             entry, kind, members, sources, frozenset(maybe - set(sources)), xla, alternative
