@@ -255,20 +255,22 @@ class _Guards:
         return False
 
 
-def _caught(handler: cst.ExceptHandler) -> frozenset[str]:
-    """Which of ImportError/ModuleNotFoundError/AttributeError ``handler`` names."""
+def handler_names(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> frozenset[str] | None:
+    """The exception names ``handler`` catches (each one's last dotted part:
+    ``except (ImportError, mod.Error)`` gives ImportError, Error), None for a bare ``except:``."""
+    if handler.type is None:
+        return None
     values = (
         [e.value for e in handler.type.elements]
         if isinstance(handler.type, cst.Tuple)
         else [handler.type]
     )
-    names = set()
-    for v in values:
-        if type(v) is cst.Name:
-            names.add(v.value)
-        elif type(v) is cst.Attribute:
-            names.add(v.attr.value)
-    return frozenset(names & _IMPORT_ERRORS)
+    return frozenset(name.split(".")[-1] for name in map(dotted_name, values) if name is not None)
+
+
+def _caught(handler: cst.ExceptHandler) -> frozenset[str]:
+    """Which of ImportError/ModuleNotFoundError/AttributeError ``handler`` names."""
+    return (handler_names(handler) or frozenset()) & _IMPORT_ERRORS
 
 
 def _catches_import_error(handler: cst.ExceptHandler, scope: Scope) -> bool:
@@ -1284,19 +1286,9 @@ def _without_torch_xla(node: cst.Try | cst.TryStar, child: cst.CSTNode) -> bool:
     handler = next((h for h in node.handlers if h is child), None)
     if handler is None:
         return False
-    if handler.type is not None:
-        values = (
-            [e.value for e in handler.type.elements]
-            if isinstance(handler.type, cst.Tuple)
-            else [handler.type]
-        )
-        names = {
-            v.value if isinstance(v, cst.Name) else v.attr.value
-            for v in values
-            if isinstance(v, (cst.Name, cst.Attribute))
-        }
-        if names.isdisjoint(_IMPORT_FAILURES):
-            return False
+    names = handler_names(handler)
+    if names is not None and names.isdisjoint(_IMPORT_FAILURES):
+        return False
     for stmt in node.body.body:
         if type(stmt) is not cst.SimpleStatementLine:
             continue
