@@ -13,10 +13,26 @@ from xla_lint.pipeline.run import finalize, lint_file, run
 # XLA004 reports a print only where its output can be lost (xla_lint/rules/output.py). A test of
 # something else (the command line, a reporter, an encoding, a fix) whose fixture is a plain script
 # with module-level prints ends it with LOST: `os._exit` skips the interpreter's flush of
-# sys.stdout, so the prints above it are lost whatever runs the script (XLA004's crash path). The
-# lines before it keep their numbers, and the message gains LOST_NOTE.
+# sys.stdout, so the prints above it are lost when stdout is no terminal (XLA004's crash path, its
+# preview behaviour: such a test lints in preview mode, see preview_args). The lines before it
+# keep their numbers, and the message gains LOST_NOTE.
 LOST = "import os\nos._exit(0)\n"
 LOST_NOTE = ", and `os._exit` below ends the process without writing it"
+
+
+# The command-line words that are not a lint run (a subcommand other than `check`).
+_SUBCOMMANDS = frozenset({"rule", "server", "migrate", "runtime", "trace", "run"})
+
+
+def preview_args(args: tuple[str, ...]) -> tuple[str, ...]:
+    """``args`` of ``python -m xla_lint`` with ``--preview`` added to a lint run that does not
+    choose (``--preview``/``--no-preview``): the fixtures' XLA004 findings rest on LOST, which is
+    XLA004's preview behaviour. Other subcommands' arguments are left alone."""
+    if not args or args[0] in _SUBCOMMANDS or {"--preview", "--no-preview"} & set(args):
+        return args
+    if args[0] == "check":
+        return ("check", "--preview", *args[1:])
+    return ("--preview", *args)
 
 
 def write_tree(root: Path, files: dict[str, str]) -> None:

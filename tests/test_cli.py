@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers import LOST, LOST_NOTE, without_file_powers, write_tree
+from helpers import LOST, LOST_NOTE, preview_args, without_file_powers, write_tree
 
 from xla_lint.reporters import reporters
 from xla_lint.rules import all_rules
@@ -47,7 +47,7 @@ def xla(
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     full_env.update(env or {})
     proc = subprocess.run(
-        [*prefix, sys.executable, "-m", "xla_lint", *args],
+        [*prefix, sys.executable, "-m", "xla_lint", *preview_args(args)],
         cwd=cwd,
         input=input,
         capture_output=True,
@@ -566,7 +566,7 @@ def test_color_auto_on_a_terminal_honours_no_color(tmp_path):
         env.update(env_extra)
         master, slave = pty.openpty()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "xla_lint", "--select", "XLA004", "a.py"],
+            [sys.executable, "-m", "xla_lint", "--preview", "--select", "XLA004", "a.py"],
             cwd=tmp_path,
             stdout=slave,
             stderr=subprocess.DEVNULL,
@@ -740,7 +740,7 @@ def test_syntax_error_is_reported_where_python_reports_it(tmp_path):
     (tmp_path / "bad.py").write_text("import torch_xla\n\ndef f(:\n    pass\n")
     (tmp_path / "unclosed.py").write_text("import torch_xla\nx = (1,\ny = 2\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "xla_lint", "--no-cache", "."],
+        [sys.executable, "-m", "xla_lint", "--preview", "--no-cache", "."],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -756,7 +756,7 @@ def test_force_exclude_applies_exclude_to_named_files(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.xla-lint]\nexclude = ["third_party/"]\n')
     (tmp_path / "third_party").mkdir()
     (tmp_path / "third_party" / "v.py").write_text("import torch_xla\nprint('x')\n" + LOST)
-    named = [sys.executable, "-m", "xla_lint", "--no-cache", "third_party/v.py"]
+    named = [sys.executable, "-m", "xla_lint", "--preview", "--no-cache", "third_party/v.py"]
     plain = subprocess.run(named, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 1 and "XLA004" in plain.stdout  # a named file is linted...
     forced = subprocess.run(
@@ -780,7 +780,7 @@ def test_force_exclude_applies_exclude_to_named_files(tmp_path):
 def test_options_that_cannot_be_shown_together_are_a_usage_error(tmp_path, args):
     (tmp_path / "t.py").write_text("import torch_xla\nprint('x')\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "xla_lint", "--no-cache", *args, "t.py"],
+        [sys.executable, "-m", "xla_lint", "--preview", "--no-cache", *args, "t.py"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -800,7 +800,7 @@ def test_a_file_name_that_is_not_utf8_is_written_by_every_format(tmp_path, fmt):
     with open(os.path.join(os.fsencode(tmp_path), b"bad\xffname.py"), "wb") as f:
         f.write(PRINTS.encode())
     proc = subprocess.run(
-        [sys.executable, "-m", "xla_lint", "--no-cache", "--output-format", fmt, "."],
+        [sys.executable, "-m", "xla_lint", "--preview", "--no-cache", "--output-format", fmt, "."],
         cwd=tmp_path,
         capture_output=True,
         timeout=120,

@@ -57,6 +57,9 @@ def test_hooks_report_and_fix(tmp_path, pre_commit_home, hooks_repo):
     project.mkdir()
     _git(project, "init", "-q")
     (project / "train.py").write_text(BAD)
+    # a library checked alone, and os._exit below: XLA004's preview behaviour (no launcher
+    # of the tree shows stdout is not a terminal)
+    (project / "pyproject.toml").write_text("[tool.xla-lint]\npreview = true\n")
     (project / "notes.txt").write_text("print('not python')\n")
     notebook = json.dumps(
         {

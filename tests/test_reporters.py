@@ -599,6 +599,7 @@ def test_cli_md_shows_the_real_output_of_the_ci_formats(tmp_path):
                 sys.executable,
                 "-m",
                 "xla_lint",
+                "--preview",  # the docs' command: XLA004 before os._exit is preview behaviour
                 "--isolated",
                 "--no-cache",
                 "--extend-select",

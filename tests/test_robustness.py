@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import LOST, LOST_NOTE, without_file_powers
+from helpers import LOST, LOST_NOTE, preview_args, without_file_powers
 
 from xla_lint.diagnostics import Edit, Fix
 from xla_lint.pipeline.fixes import WriteError, apply_fixes, write_atomic
@@ -27,7 +27,7 @@ def xla(
     """Run ``python -m xla_lint ARGS`` in ``cwd`` (isolated from config unless a test says
     otherwise), after the command ``prefix`` (see :func:`helpers.without_file_powers`)."""
     proc = subprocess.run(
-        [*prefix, sys.executable, "-m", "xla_lint", *args],
+        [*prefix, sys.executable, "-m", "xla_lint", *preview_args(args)],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -207,7 +207,7 @@ def test_form_feed_before_a_statement_is_kept_and_placed_as_python_places_it(tmp
 def test_diff_applies_and_gives_what_fix_writes(tmp_path, data, name):
     (tmp_path / name).write_bytes(data)
     diff = subprocess.run(
-        [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "--diff", name],
+        [sys.executable, "-m", "xla_lint", "--preview", "--isolated", "--no-cache", "--diff", name],
         cwd=tmp_path,
         capture_output=True,
         timeout=120,
@@ -220,6 +220,7 @@ def test_diff_applies_and_gives_what_fix_writes(tmp_path, data, name):
             sys.executable,
             "-m",
             "xla_lint",
+            "--preview",
             "--isolated",
             "--no-cache",
             "--diff",
@@ -418,7 +419,9 @@ def test_file_deleted_between_discovery_and_reading(tmp_path):
             os.unlink("a.py")  # gone after discovery, before reading
             return found
         workspace.discover = discover
-        cli.main(["--isolated", "--no-cache", "--select", "XLA004", "."], prog_name="xla-lint")
+        cli.main(
+            ["--preview", "--isolated", "--no-cache", "--select", "XLA004", "."], prog_name="xla-lint"
+        )
     """)
     proc = subprocess.run(
         [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
@@ -633,7 +636,7 @@ def test_fix_never_overwrites_an_edit_made_while_it_ran(tmp_path, monkeypatch, m
 
     monkeypatch.setattr(fixes, "read_source", editor_appends)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli.main, ["--isolated", "--no-cache", mode, "a.py"])
+    result = CliRunner().invoke(cli.main, ["--preview", "--isolated", "--no-cache", mode, "a.py"])
     assert result.exit_code == 1, result.output
     assert "a.py: changed while it was being fixed, left unchanged (run again)" in result.output
     assert path.read_text() == PRINT + "y = 2\n"

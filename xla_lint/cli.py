@@ -198,8 +198,8 @@ def main() -> None:
 @click.option(
     "--preview/--no-preview",
     default=None,
-    help="Also run preview rules: new rules whose precision on real code is not yet known "
-    "(default from config `preview`, else off).",
+    help="Also run preview rules: new rules whose precision on real code is not yet known, "
+    "and stable rules' preview behaviour (default from config `preview`, else off).",
 )
 @click.option(
     "--output-format",

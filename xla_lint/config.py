@@ -10,7 +10,7 @@ Keys (all optional)::
     per-file-ignores = { "tests/*" = ["XLA004"] }
     target-version = "2.9"           # torch_xla version linted for
     max-file-size = "2MB"            # files larger than this are skipped, with a warning ("0": no limit)
-    preview = false                  # also run preview rules (new, precision on real code not yet known)
+    preview = false                  # also run preview rules (new, precision on real code not yet known) and stable rules' preview behaviour
     unsafe-fixes = false             # --fix also applies fixes marked unsafe (they change what the code does)
     unfixable = ["XLA005"]           # codes (or prefixes) whose fixes are never offered or applied
     extend-safe-fixes = ["XLA005"]   # treat these codes' unsafe fixes as safe

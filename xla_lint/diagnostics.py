@@ -151,6 +151,11 @@ class Diagnostic:
     see :mod:`xla_lint.analysis.loaders`) of values the finding assumes are not torch_xla device
     loaders; the engine drops it when the program's joined flow says one may be
     (:meth:`xla_lint.program.model.ProgramModel.may_be_loader`).
+    ``stable_requires``: more facts the finding needs outside preview mode; where only
+    ``requires`` hold, it is its rule's preview behaviour, reported only with ``--preview``.
+    ``runs_in``: the plain functions (not methods, not decorated) the finding's code is in; the
+    engine drops it when the tree names one of them nowhere but in its ``def``
+    (:meth:`xla_lint.program.model.ProgramModel.never_named`): no program of the tree runs it.
     """
 
     code: str
@@ -170,6 +175,8 @@ class Diagnostic:
     launch: str = ""
     option: OptionCheck | None = None
     unless: tuple[str, ...] = ()
+    stable_requires: tuple[tuple[str, bool], ...] = ()
+    runs_in: tuple[str, ...] = ()
 
     @property
     def sort_key(self) -> tuple:
@@ -199,8 +206,9 @@ class Diagnostic:
     @classmethod
     def from_json(cls, data: dict) -> Diagnostic:
         """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs, a
-        ``"launch"`` place, an ``"option"`` check and an ``"unless"`` list of flow keys, when
-        present (the result cache stores them), are read back too. Raises
+        ``"launch"`` place, an ``"option"`` check, an ``"unless"`` list of flow keys, a
+        ``"stable_requires"`` list and a ``"runs_in"`` list of names, when present (the result
+        cache stores them), are read back too. Raises
         KeyError/TypeError/ValueError on a malformed object."""
         return cls(
             _text(data["code"]),
@@ -220,6 +228,8 @@ class Diagnostic:
             _text(data.get("launch", "")),
             None if data.get("option") is None else OptionCheck.from_json(data["option"]),
             tuple(_text(k) for k in data.get("unless", ())),
+            tuple((_text(k), bool(v)) for k, v in data.get("stable_requires", ())),
+            tuple(_text(k) for k in data.get("runs_in", ())),
         )
 
 

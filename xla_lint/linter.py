@@ -306,6 +306,8 @@ def lint_text(
                 rep.requires,
                 option=rep.option,
                 unless=rep.unless,
+                stable_requires=rep.stable_requires,
+                runs_in=rep.runs_in,
             )
         )
     if timings.ENABLED:
@@ -624,7 +626,9 @@ def _lint_notebook(
             syntax=parsed[1],
             notebook=False,  # a script of its own, run outside the kernel
         )
-        diags, suppressions = _cell_suppressions(cell, [d for d in diags if not d.requires])
+        diags, suppressions = _cell_suppressions(
+            cell, [d for d in diags if not d.requires and not d.stable_requires and not d.runs_in]
+        )
         result.diagnostics.extend(_in_cell(cell, d) for d in diags)
         result.suppressions.merge(suppressions)
         result.parsed = True
@@ -879,6 +883,8 @@ def lint_docstrings(
                 for d in diags
                 if d.code != SyntaxErrorRule.code
                 and not d.requires
+                and not d.stable_requires
+                and not d.runs_in
                 and d.option is None
                 and not d.unless
             )

@@ -61,6 +61,8 @@ def result_to_json(result: FileResult) -> dict:
                 "launch": d.launch,
                 "option": d.option.to_json() if d.option else None,
                 "unless": list(d.unless),
+                "stable_requires": [list(r) for r in d.stable_requires],
+                "runs_in": list(d.runs_in),
             }
             for d in result.diagnostics
         ],

@@ -42,6 +42,10 @@ class Report:
     # Kept or dropped by what the launches pass (Diagnostic.option).
     option: OptionCheck | None = None
     unless: tuple[str, ...] = ()  # flow keys of values assumed not to be device loaders
+    # More facts the finding needs outside preview mode (Diagnostic.stable_requires).
+    stable_requires: tuple[tuple[Fact, bool], ...] = ()
+    # The plain functions the node is in (Diagnostic.runs_in).
+    runs_in: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,12 +140,20 @@ class Rule:
         severity: Severity | None = None,
         option: OptionCheck | None = None,
         unless: Iterable[str] = (),
+        stable_requires: Iterable[tuple[str, bool]] = (),
+        runs_in: Iterable[str] = (),
     ) -> bool:
         """Report ``node``; ``requires`` names program facts (``(Fact.SPMD, True)``) the finding depends on.
 
         ``unless``: value-flow keys (:mod:`xla_lint.analysis.loaders`) of values the finding
         assumes are not device loaders; the engine drops it when the program says one may be
         (:attr:`xla_lint.diagnostics.Diagnostic.unless`).
+
+        ``stable_requires``: more facts the finding needs outside preview mode; where only
+        ``requires`` hold, the finding is the rule's *preview behaviour*, reported only with
+        ``--preview`` (as Ruff has preview behaviour of stable rules). ``runs_in``: the plain
+        functions the node is in; the engine drops the finding when the tree never names one
+        of them (:attr:`xla_lint.diagnostics.Diagnostic.runs_in`).
 
         ``severity`` overrides the rule's for this finding (XLA019: an error when the value is
         known to be wrong, a warning when it cannot be known). ``option``: the finding rests on
@@ -162,6 +174,7 @@ class Rule:
         """
         ctx = self.ctx
         facts = tuple((Fact(name), value) for name, value in requires)
+        stable = tuple((Fact(name), value) for name, value in stable_requires)
         if self.version_guarded and not ctx.runs_on_target(
             caught=self.version_guarded == "removed"
         ):
@@ -184,6 +197,8 @@ class Rule:
                 severity,
                 option,
                 tuple(sorted(set(unless))),
+                stable,
+                tuple(runs_in),
             )
         )
         return True

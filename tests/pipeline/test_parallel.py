@@ -31,9 +31,10 @@ TRAIN = (
 def make_tree(root: Path, n: int = 40) -> None:
     files = {f"t{i:02d}.py": TRAIN.format(i=i) + "# padding\n" * 40 for i in range(n)}
     files.update({f"plain{i}.py": f"import os\nx = {i}\n" for i in range(n)})
-    # The SPMD program reaches every module: their prints' output may be lost (XLA004).
-    reach = "".join(f"import t{i:02d}\n" for i in range(n))
-    files["main.py"] = "import torch_xla.runtime as xr\n" + reach + "xr.use_spmd()\n"
+    # The SPMD program reaches every module and names its step: their prints' output may be lost
+    # (XLA004's preview behaviour, SPMD; a function the tree never names would run in no program).
+    reach = "".join(f"import t{i:02d}\nsteps.append(t{i:02d}.step_{i})\n" for i in range(n))
+    files["main.py"] = "import torch_xla.runtime as xr\nsteps = []\n" + reach + "xr.use_spmd()\n"
     write_tree(root, files)
 
 
@@ -156,7 +157,17 @@ def test_cli_jobs_give_identical_output(tmp_path):
     outs = []
     for jobs in ("1", "2", "3"):
         proc = subprocess.run(
-            [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "-j", jobs, "."],
+            [
+                sys.executable,
+                "-m",
+                "xla_lint",
+                "--preview",
+                "--isolated",
+                "--no-cache",
+                "-j",
+                jobs,
+                ".",
+            ],
             cwd=tmp_path,
             capture_output=True,
             text=True,
@@ -375,7 +386,7 @@ def test_jobs_is_capped_at_the_cores(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for option in (["--jobs", "1000"], [], ["--jobs", "1"]):
         result = CliRunner().invoke(
-            cli.main, ["check", "--isolated", "--no-cache", *option, "a.py"]
+            cli.main, ["check", "--preview", "--isolated", "--no-cache", *option, "a.py"]
         )
         assert result.exit_code == 1, result.output
     assert seen == [engine.default_jobs(), engine.default_jobs(), 1]

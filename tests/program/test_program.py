@@ -587,9 +587,10 @@ def test_show_programs_text_json_and_refusals(tmp_path):
             "kind": "script",
             "facts": {
                 "spmd": "run.sh:1 (XLA_USE_SPMD=1)",
-                # an SPMD program runs one process per host, started remotely on a pod (XLA004)
-                "unattended": "it is SPMD (one process per host, started on every host of a pod "
-                "remotely) in run.sh:1 (XLA_USE_SPMD=1)",
+                # an SPMD program runs one process per host, on a pod maybe started remotely: an
+                # inference, with no launcher that pipes its output (XLA004's preview behaviour)
+                "possibly_unattended": "it is SPMD (one process per host, started on every host of "
+                "a pod remotely) in run.sh:1 (XLA_USE_SPMD=1)",
             },
             "reaches": ["lib.py"],
         }
@@ -927,14 +928,15 @@ def test_spawn_and_torchrun_facts_say_who_sets_the_rank_variables(tmp_path):
 
 def test_a_module_no_script_reaches_has_no_lost_output_in_a_tree_with_scripts(tmp_path):
     """XLA004 in a module that no program reaches: alone in its tree (a library checked by
-    itself, the case c06-print-flush) its launch is unknown and its print is reported; beside
-    scripts that never import it (a dead debugging module of a trainer's repository, judged
-    wrong 15 times), it runs in no launch of the tree and is not."""
+    itself, the case c06-print-flush) its launch is unknown and its print is reported in preview
+    mode (an inference); beside scripts that never import it (a dead debugging module of a
+    trainer's repository, judged wrong 15 times), it runs in no launch of the tree and is not."""
     module = "import torch_xla\n\n\ndef report(loss):\n    print(loss)\n"
     write_tree(tmp_path, {"debug_callbacks.py": module})
-    alone, _, _ = lint_tree(tmp_path, select=["XLA004"])
+    assert lint_tree(tmp_path, select=["XLA004"])[0].diagnostics == []
+    alone, _, _ = lint_tree(tmp_path, select=["XLA004"], preview=True)
     assert [(d.path, d.line) for d in alone.diagnostics] == [("debug_callbacks.py", 5)]
     train = "import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\nprint('go')\n"
     write_tree(tmp_path, {"train.py": train + "if __name__ == '__main__':\n    pass\n"})
-    beside, _, _ = lint_tree(tmp_path, select=["XLA004"])
+    beside, _, _ = lint_tree(tmp_path, select=["XLA004"], preview=True)
     assert [(d.path, d.line) for d in beside.diagnostics] == [("train.py", 4)]

@@ -1,7 +1,7 @@
 """XLA004 is silent in examples written as an interactive session (`>>>`): docstring examples
 and Markdown/reST blocks in REPL form; ordinary code blocks and the module's code are checked.
-Every example ends with `os._exit`, which loses what it printed (XLA004's crash path), so that
-only the REPL form keeps a print silent."""
+Every example ends with `os._exit`, which loses what it printed (XLA004's crash path, its preview
+behaviour: linted with preview on), so that only the REPL form keeps a print silent."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ Title
 
 def test_print_in_repl_examples_is_not_reported(tmp_path):
     write_tree(tmp_path, {"lib.py": MODULE, "docs/shapes.md": MARKDOWN, "docs/index.rst": RST})
-    result, _, _ = lint_tree(tmp_path, select=["XLA004"], docs=True)
+    result, _, _ = lint_tree(tmp_path, select=["XLA004"], docs=True, preview=True)
     assert sorted((d.path, d.line) for d in result.diagnostics) == [
         ("docs/index.rst", 14),
         ("docs/shapes.md", 24),

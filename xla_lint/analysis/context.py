@@ -17,7 +17,7 @@ from typing import TypeGuard, TypeVar, cast
 
 import libcst as cst
 
-from ..program.facts import Condition, Fact, FileFacts, is_library_call
+from ..program.facts import Condition, Fact, FileFacts, import_prefixes, is_library_call
 from ..rule import Report
 from . import apis
 from .guards import in_dead_code, runs_on_target, runs_on_xla
@@ -59,6 +59,7 @@ class FileContext:
             self.root_scope.parent = globals_scope
         self.scopes = collector.scopes
         self.imported_modules = collector.imported_modules
+        self.relative_anchors = collector.relative_anchors
         self.imports_torch_xla = any(
             m == "torch_xla" or m.startswith("torch_xla.") for m in self.imported_modules
         ) or (
@@ -257,7 +258,7 @@ class FactsCollector:
         self.ctx = ctx
         self.facts = FileFacts(
             module=module_name,
-            imports=frozenset(_with_prefixes(ctx.imported_modules)),
+            imports=frozenset(import_prefixes(ctx.imported_modules, ctx.relative_anchors)),
             imports_torch_xla=ctx.imports_torch_xla,
             entry=not ctx.is_package and not module_name.endswith("_pb2") and is_entry_module(ctx),
             requires_torch_xla=_imports_torch_xla_unconditionally(ctx.module),
@@ -657,15 +658,6 @@ def is_environ_item(ctx: FileContext, node: cst.CSTNode, key: str) -> bool:
         return False
     index = node.slice[0].slice
     return isinstance(index, cst.Index) and literal_string(index.value) == key
-
-
-def _with_prefixes(modules: Iterable[str]) -> set[str]:
-    out: set[str] = set()
-    for m in modules:
-        parts = m.split(".")
-        for i in range(1, len(parts) + 1):
-            out.add(".".join(parts[:i]))
-    return out
 
 
 _NO_NAMES: frozenset[str] = frozenset()

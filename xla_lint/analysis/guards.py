@@ -255,20 +255,22 @@ class _Guards:
         return False
 
 
-def _caught(handler: cst.ExceptHandler) -> frozenset[str]:
-    """Which of ImportError/ModuleNotFoundError/AttributeError ``handler`` names."""
+def handler_names(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> frozenset[str] | None:
+    """The exception names ``handler`` catches (each one's last dotted part:
+    ``except (ImportError, mod.Error)`` gives ImportError, Error), None for a bare ``except:``."""
+    if handler.type is None:
+        return None
     values = (
         [e.value for e in handler.type.elements]
         if isinstance(handler.type, cst.Tuple)
         else [handler.type]
     )
-    names = set()
-    for v in values:
-        if type(v) is cst.Name:
-            names.add(v.value)
-        elif type(v) is cst.Attribute:
-            names.add(v.attr.value)
-    return frozenset(names & _IMPORT_ERRORS)
+    return frozenset(name.split(".")[-1] for name in map(dotted_name, values) if name is not None)
+
+
+def _caught(handler: cst.ExceptHandler) -> frozenset[str]:
+    """Which of ImportError/ModuleNotFoundError/AttributeError ``handler`` names."""
+    return (handler_names(handler) or frozenset()) & _IMPORT_ERRORS
 
 
 def _catches_import_error(handler: cst.ExceptHandler, scope: Scope) -> bool:
@@ -1184,7 +1186,8 @@ def runs_on_xla(ctx: FileContext) -> bool:
     """False when the node being visited is in a branch that runs only on another platform:
     the body of ``if is_sagemaker_dp_enabled():`` / ``if torch.cuda.is_available():`` (also as
     one operand of ``and``), the ``else`` of ``if is_torch_xla_available():``, what follows
-    ``if is_xla(): ...; return``, and a private function or method the file refers to only
+    ``if is_xla(): ...; return``, the handler of a ``try`` that imports torch_xla when it catches
+    the failed import (``except ImportError:``, ``except Exception:``, bare ``except:``), and a private function or method the file refers to only
     from such code (:func:`_non_xla_callees`). Findings and program facts there are not about
     an XLA program."""
     if not _stack_runs_on_xla(ctx.stack, _exits(ctx)):
@@ -1257,6 +1260,10 @@ def _stack_runs_on_xla(stack: Sequence[cst.CSTNode], exits: dict) -> bool:
             if _after_xla_exit(exits, node, node.body, child):
                 return False
             continue
+        if isinstance(node, _TRY_TYPES):
+            if type(child) is not cst.IndentedBlock and _without_torch_xla(node, child):
+                return False
+            continue
         if not isinstance(node, (cst.If, cst.IfExp)):
             continue
         body_other, else_no_xla = _branch_platforms(node.test)
@@ -1265,6 +1272,43 @@ def _stack_runs_on_xla(stack: Sequence[cst.CSTNode], exits: dict) -> bool:
         if child is node.orelse and else_no_xla:
             return False
     return True
+
+
+# What a handler catches when the import of torch_xla in its `try` fails.
+_IMPORT_FAILURES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _without_torch_xla(node: cst.Try | cst.TryStar, child: cst.CSTNode) -> bool:
+    """True when ``child`` is a handler of ``node`` that runs where torch_xla is not installed:
+    the ``try`` body imports torch_xla (a statement of its own block), and the handler is bare or
+    catches ``ImportError``/``ModuleNotFoundError``/``Exception``/``BaseException`` (``try: import
+    torch_xla.core.xla_model as xm ... except ImportError: print(...)``)."""
+    handler = next((h for h in node.handlers if h is child), None)
+    if handler is None:
+        return False
+    names = handler_names(handler)
+    if names is not None and names.isdisjoint(_IMPORT_FAILURES):
+        return False
+    for stmt in node.body.body:
+        if type(stmt) is not cst.SimpleStatementLine:
+            continue
+        for small in stmt.body:
+            if type(small) is cst.Import and any(
+                _names_torch_xla(dotted_name(a.name)) for a in small.names
+            ):
+                return True
+            if (
+                type(small) is cst.ImportFrom
+                and not small.relative
+                and small.module is not None
+                and _names_torch_xla(dotted_name(small.module))
+            ):
+                return True
+    return False
+
+
+def _names_torch_xla(name: str | None) -> bool:
+    return name is not None and (name == "torch_xla" or name.startswith("torch_xla."))
 
 
 def _after_xla_exit(

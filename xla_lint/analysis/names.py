@@ -82,6 +82,11 @@ class BindingCollector:
         self.is_package = is_package
         self.scopes: dict[cst.CSTNode, Scope] = {}
         self.imported_modules: set[str] = set()
+        # Names only relative imports gave, with the number of dotted parts of the package each
+        # import's dots name (its anchor): the packages above the anchor are not imported by the
+        # file (:func:`xla_lint.program.facts.import_prefixes`).
+        self.relative_anchors: dict[str, int] = {}
+        self._absolute: set[str] = set()
         self.root = Scope("module", None)
         self._type_checking = 0  # depth of `if TYPE_CHECKING:` bodies being walked
 
@@ -159,6 +164,17 @@ class BindingCollector:
                 self._pattern(case.pattern, scope)
                 self._block(case.body, scope)
 
+    def _imported(self, name: str, anchor: str | None) -> None:
+        """Record ``name`` as imported, by a relative import anchored at package ``anchor``
+        (None: an absolute import)."""
+        self.imported_modules.add(name)
+        if anchor is None:
+            self._absolute.add(name)
+            self.relative_anchors.pop(name, None)
+        elif name not in self._absolute:
+            depth = anchor.count(".") + 1 if anchor else 1
+            self.relative_anchors[name] = min(depth, self.relative_anchors.get(name, depth))
+
     def _small(self, small, scope: Scope) -> None:
         if type(small) is cst.Import:
             for alias in small.names:
@@ -166,7 +182,7 @@ class BindingCollector:
                 if full is None:
                     continue
                 if not self._type_checking:
-                    self.imported_modules.add(full)
+                    self._imported(full, None)
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     scope.bind(alias.asname.name.value, full)
                 else:
@@ -177,23 +193,26 @@ class BindingCollector:
             level = len(small.relative)
             if level:
                 base = resolve_relative(self.module_name, self.is_package, level, target)
+                anchor: str | None = resolve_relative(
+                    self.module_name, self.is_package, level, None
+                )
             else:
-                base = target or ""
+                base, anchor = target or "", None
             runs = not self._type_checking
             if isinstance(small.names, cst.ImportStar):
                 if runs:
-                    self.imported_modules.add(base)
+                    self._imported(base, anchor)
                 scope.star_imports.append(base)
                 return
             if runs:
-                self.imported_modules.add(base)
+                self._imported(base, anchor)
             for alias in small.names:
                 name = dotted_name(alias.name)
                 if name is None:
                     continue
                 full = f"{base}.{name}" if base else name
                 if runs:
-                    self.imported_modules.add(full)
+                    self._imported(full, anchor)
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     scope.bind(alias.asname.name.value, full)
                 else:

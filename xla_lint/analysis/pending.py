@@ -28,19 +28,13 @@ import libcst as cst
 from . import apis
 from .context import FileContext, find_arg
 from .functions import Function, LocalFunctions
+from .loops import SYNC
 from .names import Scope
 from .ranks import replica_guard
 from .walk import TRIVIA, walk
 
 # Calls after which no graph is pending (see the module docstring).
-SYNCS = frozenset(
-    {
-        "torch_xla.sync",
-        f"{apis.XM}.mark_step",
-        f"{apis.XM}.rendezvous",
-        f"{apis.XM}.xla_rendezvous",
-    }
-)
+SYNCS = SYNC | {f"{apis.XM}.rendezvous", f"{apis.XM}.xla_rendezvous"}
 _OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
 _STEP = "torch_xla.step"
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Literal
 import libcst as cst
 
 from .context import find_arg, literal_string
-from .guards import in_dead_code, platform_of
+from .guards import handler_names, in_dead_code, platform_of
 from .names import Scope, dotted_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -324,23 +324,6 @@ def runs_on_torchtpu(ctx: FileContext) -> bool:
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
 
 
-def _handler_names(handler: cst.ExceptHandler) -> frozenset[str] | None:
-    """The exception names ``handler`` catches (last dotted part), None for a bare ``except:``."""
-    if handler.type is None:
-        return None
-    values = (
-        [e.value for e in handler.type.elements]
-        if isinstance(handler.type, cst.Tuple)
-        else [handler.type]
-    )
-    out = set()
-    for value in values:
-        name = dotted_name(value)
-        if name is not None:
-            out.add(name.split(".")[-1])
-    return frozenset(out)
-
-
 def caught(ctx: FileContext, exceptions: frozenset[str]) -> bool:
     """True when the node being visited is in the body of a ``try`` (in the same function) one
     of whose handlers catches one of ``exceptions`` (by name, ``except (A, B):`` too), or
@@ -352,7 +335,7 @@ def caught(ctx: FileContext, exceptions: frozenset[str]) -> bool:
             return False
         if type(node) is cst.Try and stack[i + 1] is node.body:
             for handler in node.handlers:
-                names = _handler_names(handler)
+                names = handler_names(handler)
                 if names is None or not names.isdisjoint(
                     exceptions | {"Exception", "BaseException"}
                 ):
@@ -371,7 +354,7 @@ def in_import_fallback(ctx: FileContext) -> bool:
     for i in range(len(stack) - 2, -1, -1):
         node = stack[i]
         if type(node) is cst.ExceptHandler:
-            names = _handler_names(node)
+            names = handler_names(node)
             if names is None or not names.isdisjoint(_IMPORT_ERRORS | {"Exception"}):
                 return True
         elif type(node) is cst.If and stack[i + 1] is node.body:

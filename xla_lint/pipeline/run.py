@@ -604,24 +604,35 @@ def finalize(
 
     With ``settings`` given, files for which XLA900 is enabled also get a diagnostic for
     each ``# noqa`` naming XLA codes that silence nothing (see :func:`unused_noqa`).
+
+    Outside preview mode (``settings`` None, or its ``preview`` off) a finding needs its
+    ``stable_requires`` too: without them it is its rule's preview behaviour. A finding in a
+    function the tree never names (``runs_in``: :meth:`ProgramModel.never_named`) is dropped.
     """
     kept: list[Diagnostic] = []
     suppressed = 0
+    preview = settings is not None and settings.preview
+    program.count_names({name for r in results for d in r.diagnostics for name in d.runs_in})
     for r in results:
         for d in r.diagnostics:
+            # Outside preview mode a finding needs its stable facts too (without them it is its
+            # rule's preview behaviour).
+            requires = d.requires if preview else d.requires + d.stable_requires
             # The program each finding rests on is found once, and its note made from it.
             if d.launch:  # at a launcher's line: it rests on the program that command runs
-                witness = program.witness_of_launch(d.launch, d.requires)
+                witness = program.witness_of_launch(d.launch, requires)
                 if witness is None:
                     continue
-                note = program.launch_note(d.launch, d.requires, witness)
-            elif d.requires:
-                witness = program.witness(r.path, d.requires)
+                note = program.launch_note(d.launch, requires, witness)
+            elif requires:
+                witness = program.witness(r.path, requires)
                 if witness is None:  # no program of the file has the facts it needs
                     continue
-                note = program.note(r.path, d.requires, witness)
+                note = program.note(r.path, requires, witness)
             else:
                 note = ""  # it needs no fact: nothing to say of a program
+            if d.runs_in and program.never_named(r.path, d.runs_in):
+                continue  # in a function the tree never calls nor names: no program runs it
             if d.option is not None:
                 checked = option_verdict(d, program.launches_of(r.path))
                 if checked is None:
@@ -632,7 +643,16 @@ def finalize(
             if r.suppressions.suppresses(d.code, d.line):
                 suppressed += 1
                 continue
-            d = replace(d, message=d.message + note, requires=(), launch="", option=None, unless=())
+            d = replace(
+                d,
+                message=d.message + note,
+                requires=(),
+                launch="",
+                option=None,
+                unless=(),
+                stable_requires=(),
+                runs_in=(),
+            )
             kept.append(d if settings is None else with_fix_policy(d, settings.for_path(r.path)))
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):
             for d in unused_noqa(r, settings):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -45,15 +46,19 @@ class Fact(StrEnum):
     # GROUP_RANK, MASTER_ADDR, MASTER_PORT to each worker (torch/distributed/elastic/agent/server/
     # local_elastic_agent.py `_start_workers`).
     TORCHRUN = "torchrun"
-    # What the program prints may be lost: nobody's terminal takes its standard output as it is
-    # written, so Python buffers it in blocks (sys.stdout is line-buffered only on a terminal) and a
-    # process that is killed, hangs or aborts in the runtime never writes the buffer. Holds when a
+    # What the program prints may be lost, on the tree's evidence that its standard output is not a
+    # terminal: Python then buffers it in blocks (sys.stdout is line-buffered only on a terminal), and
+    # a process that is killed, hangs or aborts in the runtime never writes the buffer. Holds when a
     # launcher of the tree pipes or redirects the output, runs it under `nohup`, over ssh or as a
-    # job scheduler's job (Launch.output), or when the program runs replicas: it starts them itself
-    # (SPAWN, XLA_LAUNCH), torchrun or `accelerate launch --tpu` starts it (MULTIPROCESS), or it is
-    # SPMD (one process per host, run on every host of a pod by a remote command). Derived in
-    # ProgramModel._build; read by XLA004 (xla_lint/rules/output.py).
+    # job scheduler's job (Launch.output), or when a notebook starts replicas (the kernel's output
+    # is no terminal). Derived in ProgramModel._build; read by XLA004 (xla_lint/rules/output.py).
     UNATTENDED = "unattended"
+    # UNATTENDED, or inferred without evidence of where the output goes: the program starts replicas
+    # (SPAWN, XLA_LAUNCH), torchrun or `accelerate launch --tpu` starts it (MULTIPROCESS,
+    # TORCHRUN), or it is SPMD (on a pod, one process per host started remotely). Replicas and
+    # torchrun's workers inherit the parent's standard output, so from a terminal they line-buffer
+    # and lose nothing: XLA004 rests on this fact only in preview mode.
+    POSSIBLY_UNATTENDED = "possibly_unattended"
 
 
 # The equality tests that guard one site: ``(("config.tpu_cores", "'spmd'"),)`` for a call under
@@ -312,6 +317,23 @@ def module_name(path: str | os.PathLike) -> tuple[str, bool]:
             break
         folder = folder.parent
     return ".".join(reversed(parts)), is_package
+
+
+def import_prefixes(names: Iterable[str], anchors: Mapping[str, int] | None = None) -> set[str]:
+    """Every module ``names`` import, with the packages Python imports first: ``a.b.c`` gives
+    ``a``, ``a.b`` and ``a.b.c``. ``anchors``: for a name only relative imports gave, the number
+    of dotted parts of the package the import's dots name; the packages above that one are left
+    out. They are the file's own enclosing packages, loaded already when the file is imported as
+    their member, and not at all when it is imported under a shorter name: a script that puts
+    ``sparsity/`` on ``sys.path`` and imports ``permutation_search_kernels`` runs that package's
+    ``from .utils import x`` as ``permutation_search_kernels.utils``, never ``apex/__init__.py``."""
+    anchors = anchors or {}
+    out: set[str] = set()
+    for name in names:
+        parts = name.split(".")
+        for i in range(max(1, anchors.get(name, 1)), len(parts) + 1):
+            out.add(".".join(parts[:i]))
+    return out
 
 
 def resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:

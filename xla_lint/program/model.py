@@ -31,10 +31,13 @@ exports ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``), ``shards``,
 ``global_mesh`` (``xs.set_global_mesh``), ``unbuffered`` (``python -u``,
 ``PYTHONUNBUFFERED``, stdout reconfigured to line buffering), ``torchax`` (torchax, and so
 JAX, imported at module level: :func:`own_facts`), ``test`` (a test program), ``unattended``
-(what it prints may be lost: a launcher pipes or redirects its output, runs it under ``nohup``,
-over ssh or as a scheduler's job (:attr:`Launch.output`), or it runs replicas: ``spawn``,
-``xla_launch``, ``multiprocess``, ``torchrun``, or ``spmd``, one process per host of a pod that a
-remote command starts on every host; :func:`_unattended`).
+(what it prints may be lost, on the tree's evidence that its output is no terminal: a launcher
+pipes or redirects it, runs it under ``nohup``, over ssh or as a scheduler's job
+(:attr:`Launch.output`), or a notebook starts replicas, whose output goes to the kernel's),
+``possibly_unattended`` (``unattended``, or inferred: it runs replicas, ``spawn``,
+``xla_launch``, ``multiprocess``, ``torchrun``, or ``spmd``, one process per host that a remote
+command may start on every host of a pod; XLA004 rests on it only in preview mode:
+:func:`_unattended`).
 The entry's own facts count wherever they are set; a fact that a reached module sets only
 inside a function counts when some module of the program calls or passes that function by
 name; a fact set behind an ``if`` inside a function of a reached module (``if config.fsdp_v2:``) may
@@ -60,10 +63,12 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..sources.text import SourceError, read_source
 from .facts import Condition, Fact, FileFacts
 from .flow import LoaderFlows
 
@@ -73,10 +78,11 @@ TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "unittests"}
 # their absence is reported there as it would be in any program: print buffering and tests.
 LIBRARY_LACKS = frozenset({Fact.UNBUFFERED, Fact.TEST})
 # Facts a library module is taken to have: the programs that import it, and how they are launched,
-# are not in the tree, so its prints are taken as possibly lost (XLA004; the case c06-print-flush).
-LIBRARY_ASSUMES = frozenset({Fact.UNATTENDED})
-# The facts that make a program's output possibly lost (Fact.UNATTENDED), in the order their
-# source is named, with what each says of the program.
+# are not in the tree, so its prints are taken as possibly lost (XLA004 in preview mode; the case
+# c06-print-flush). Inferred, never evidence: LIBRARY_ASSUMES holds no Fact.UNATTENDED.
+LIBRARY_ASSUMES = frozenset({Fact.POSSIBLY_UNATTENDED})
+# The facts from which a program's output is inferred to be possibly lost
+# (Fact.POSSIBLY_UNATTENDED), in the order their source is named, with what each says of it.
 _UNATTENDED_BY = (
     (Fact.TORCHRUN, "torchrun starts its processes"),
     (Fact.SPAWN, "`xmp.spawn`/`torch_xla.launch` starts its replicas"),
@@ -111,24 +117,41 @@ _PHRASES: dict[str, tuple[str, str]] = {
     Fact.UNBUFFERED: ("output is unbuffered in {}", "leaves output buffered"),
     Fact.TORCHAX: ("torchax is imported in {}", "does not import torchax"),
     Fact.UNATTENDED: ("its output may be lost: {}", "prints to a terminal"),
+    Fact.POSSIBLY_UNATTENDED: ("its output may be lost: {}", "prints to a terminal"),
 }
 
 
-def _unattended(sources: dict[str, str]) -> None:
-    """Add ``unattended`` to a program's ``sources`` (fact -> where it is set) when a fact of
-    :data:`_UNATTENDED_BY` holds and no launch made it so already (a launch's output comes first:
-    it names the line). Each of them runs the program where no terminal takes its output as it is
-    written: the replicas ``xmp.spawn`` starts (torch_xla/_internal/pjrt.py ``run_multiprocess``, a
-    ``ProcessPoolExecutor``) share the parent's output, and when one dies abruptly the pool
-    terminates the others (``concurrent.futures.process`` ``terminate_broken``), which never write
-    their buffers; torchrun's agent stops the other workers the same way; an SPMD program runs one
-    process per host, started on every host of a pod by a remote command without a terminal."""
+def _unattended(sources: dict[str, str], notebook: str = "") -> None:
+    """Add ``unattended`` and ``possibly_unattended`` to a program's ``sources`` (fact -> where it
+    is set).
+
+    ``unattended`` rests on evidence that the output is no terminal: a launch's output (set by
+    the caller: it names the launcher's line), or, for the program of ``notebook`` (its path),
+    replicas its own code starts (``xmp.spawn``, ``torch_xla.launch``, which spawns: no torchrun
+    starts a kernel; the kernel's standard output is a pipe, and the replicas inherit it). A
+    library the notebook reaches that spawns in some function proves nothing of the notebook.
+    ``possibly_unattended`` is ``unattended`` where that holds, else the first fact of
+    :data:`_UNATTENDED_BY` that does: an inference only. Verified with torch_xla 2.9.0 under a
+    pseudo-terminal: the replicas ``xmp.spawn`` starts (torch_xla/_internal/pjrt.py
+    ``run_multiprocess``, a ``ProcessPoolExecutor`` with the ``spawn`` context) inherit the parent's
+    descriptors 0-2 (``multiprocessing.popen_spawn_posix`` passes them to the child), so from a
+    terminal their ``sys.stdout.line_buffering`` is True and each printed line is written at once;
+    torchrun's workers inherit its standard output too (unless ``--redirects``/``--tee``)."""
+    spawn = sources.get(Fact.SPAWN) or sources.get(Fact.XLA_LAUNCH)  # no torchrun in a kernel
+    if Fact.UNATTENDED not in sources and notebook and spawn == notebook:
+        sources[Fact.UNATTENDED] = (
+            "a notebook's replicas write to the kernel's output, no terminal: "
+            f"`xmp.spawn`/`torch_xla.launch` starts them in {spawn}"
+        )
+    if Fact.POSSIBLY_UNATTENDED in sources:
+        return
     if Fact.UNATTENDED in sources:
+        sources[Fact.POSSIBLY_UNATTENDED] = sources[Fact.UNATTENDED]
         return
     for fact, why in _UNATTENDED_BY:
         where = sources.get(fact)
         if where is not None:
-            sources[Fact.UNATTENDED] = f"{why} in {where}"
+            sources[Fact.POSSIBLY_UNATTENDED] = f"{why} in {where}"
             return
 
 
@@ -456,7 +479,9 @@ class ProgramModel:
             for fact in MODE_FACTS:
                 del sources[fact]
                 maybe.add(fact)
-        _unattended(sources)
+        _unattended(
+            sources, notebook=entry if kind == "document" and entry.endswith(".ipynb") else ""
+        )
         xla = any(self.files[m].requires_torch_xla for m in members)
         return Program(
             entry, kind, members, sources, frozenset(maybe - set(sources)), xla, alternative
@@ -608,6 +633,43 @@ class ProgramModel:
         text = "; ".join(notes)
         return f" (the program {program.entry}{': ' + text if text else ''})"
 
+    @functools.cached_property
+    def _name_counts(self) -> dict[str, int]:
+        """Word -> its occurrences in the tree's files (:meth:`count_names`), made on first use."""
+        return {}
+
+    def count_names(self, names: Iterable[str]) -> None:
+        """Count, for :meth:`never_named`, how often each of ``names`` occurs as a word in the
+        tree's files (every file of the model, read again from disk, and the ``pyproject.toml``
+        and ``setup.cfg`` of the current folder, which name entry points): one scan for all the
+        names not counted yet, only when some finding asks."""
+        todo = sorted({n for n in names if n.isidentifier()} - self._name_counts.keys())
+        if not todo:
+            return
+        pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in todo) + rb")\b")
+        counts = dict.fromkeys(todo, 0)
+        for path in [*sorted(self.files), "pyproject.toml", "setup.cfg"]:
+            try:
+                data = read_source(path)
+            except (OSError, SourceError):
+                continue
+            for found in pattern.findall(data):
+                counts[found.decode()] += 1
+        self._name_counts.update(counts)
+
+    def never_named(self, path: str, functions: Iterable[str]) -> bool:
+        """True when ``path`` is a module some script program of the tree reaches and one of
+        ``functions`` (plain functions its finding is in) occurs as a word nowhere in the tree but
+        once, in its own ``def`` (:meth:`count_names`): nothing calls it, passes it, exports it
+        in ``__all__`` or names it in a string, so no program of the tree runs it (a debugging
+        helper nobody uses). A module no script reaches keeps its functions: its users are not
+        in the tree."""
+        if not self._containing.get(path):
+            return False
+        functions = list(functions)
+        self.count_names(functions)
+        return any(self._name_counts.get(name, 2) <= 1 for name in functions)
+
     def _candidates(self, path: str) -> list[Program]:
         programs = self.programs_of(path)
         if programs:
@@ -681,7 +743,8 @@ class ProgramModel:
                 text = phrases[0].format(src)
                 if program.entry not in (path, src):
                     text += f" for the program {program.entry}"
-                notes.append(text)
+                if text not in notes:  # unattended and possibly_unattended from one launch
+                    notes.append(text)
             elif program.entry != path and program.kind != "library" and fact in MODE_FACTS:
                 notes.append(f"in the program {program.entry}, which {phrases[1]}")
         if any(value and fact in MODE_FACTS for fact, value in requires):

@@ -9,7 +9,7 @@ import os
 import re
 
 from ..sources.text import read_source
-from .facts import FileFacts, is_library_call, resolve_relative
+from .facts import FileFacts, import_prefixes, is_library_call, resolve_relative
 
 
 @functools.lru_cache(maxsize=4096)
@@ -101,11 +101,15 @@ def _top_level(data: bytes, is_package: bool, path: str) -> tuple[bool, bool]:
     return entry, tests
 
 
-def _imported(data: bytes, module: str, is_package: bool) -> set[str]:
+def _imported(data: bytes, module: str, is_package: bool) -> tuple[set[str], dict[str, int]]:
     """The modules (and ``module.name`` of each ``from module import name``) the import
-    statements of ``data`` name, those in ``if TYPE_CHECKING:`` bodies left out; ``data`` starts
-    with a line break. One scan: each ``import`` word, then the statement it is in."""
+    statements of ``data`` name, those in ``if TYPE_CHECKING:`` bodies left out, and for the
+    names only relative imports gave, the depth of their anchor package
+    (:func:`~xla_lint.program.facts.import_prefixes`); ``data`` starts with a line break. One
+    scan: each ``import`` word, then the statement it is in."""
     found: set[str] = set()
+    absolute: set[str] = set()
+    anchors: dict[str, int] = {}
     skipped = _type_checking_blocks(data) if b"TYPE_CHECKING" in data else ()
     done: set[int] = set()
     find = data.find
@@ -128,18 +132,27 @@ def _imported(data: bytes, module: str, is_package: bool) -> set[str]:
                 name = item.strip().split(" ")[0].rstrip("\\")
                 if name:
                     found.add(name)
+                    absolute.add(name)
             continue
         level = len(m.group("dots"))
         base = m.group("base").decode("utf-8", "replace")
+        anchor = ""
         if level:
+            anchor = resolve_relative(module, is_package, level, None)
             base = resolve_relative(module, is_package, level, base or None)
-        if base:
-            found.add(base)
+        names = [base] if base else []
         for item in m.group("names").decode("utf-8", "replace").strip("()\\ \t").split(","):
             name = item.strip().split()[0] if item.strip() else ""
             if name and name != "*" and name.isidentifier():
-                found.add(f"{base}.{name}" if base else name)
-    return found
+                names.append(f"{base}.{name}" if base else name)
+        for name in names:
+            found.add(name)
+            if not level:
+                absolute.add(name)
+            else:
+                depth = anchor.count(".") + 1 if anchor else 1
+                anchors[name] = min(depth, anchors.get(name, depth))
+    return found, {n: d for n, d in anchors.items() if n not in absolute}
 
 
 def import_facts(path: str, data: bytes) -> FileFacts | None:
@@ -159,10 +172,10 @@ def import_facts(path: str, data: bytes) -> FileFacts | None:
     # `from x \` + newline + `import y`: one statement (offsets kept); a leading line break
     # makes every line start one (the patterns above begin with it).
     data = b"\n" + data.replace(b"\\\n", b"  ")
-    found = _imported(data, module, is_package)
+    found, anchors = _imported(data, module, is_package)
     if not found:
         return None
-    prefixes = {".".join(n.split(".")[: i + 1]) for n in found for i in range(n.count(".") + 1)}
+    prefixes = import_prefixes(found, anchors)
     entry, tests = _top_level(data, is_package, path)
     return FileFacts(
         module=module,

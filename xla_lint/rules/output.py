@@ -23,44 +23,45 @@ class PrintWithoutFlush(Rule):
     repl_quiet = True  # not run on `>>>` examples (xla_lint/linter.py, `repl_rules`)
     explanation = """\
 ## What it does
-Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla, where
-what the program prints can really be lost:
+Flags `print(...)` calls without a `flush=` argument in modules that import torch_xla, in a
+program whose standard output the tree shows is not a terminal, so that Python buffers it and a
+process that dies loses it: a launcher of the tree (a shell script, a shell block of
+the docs) runs the program
 
-- the print runs in a process that torch_xla or a launcher starts: the program calls
-  `xmp.spawn` or `torch_xla.launch`, initialises the `xla` process group, or `torchrun` or
-  `accelerate launch --tpu` starts it;
-- a launcher of the tree (a shell script, or a shell block of the docs) runs the program with
-  its standard output piped or redirected (`| tee log`, `2>&1 |`, `> log`), under `nohup`,
-  remotely (`ssh HOST CMD`, `gcloud compute tpus tpu-vm ssh --worker=all --command=...`, with no
-  `-t`), or as a job of a scheduler (a script with `#SBATCH`, `#PBS` or `#BSUB` lines);
-- the program is SPMD (`xr.use_spmd()`): torch_xla runs one SPMD process per host, and on a pod
-  the same command is started on every host remotely (`gcloud ... ssh --worker=all`), so it
-  counts as remote even when the tree holds no launcher;
-- a crash path: the print is followed, in the same function, by `os._exit()` or `os.abort()`,
-  which end the process without writing Python's buffers, whatever launched it.
+- with its output piped or redirected (`| tee log`, `2>&1 |`, `> log`), or under `nohup`;
+- remotely: `ssh HOST CMD` without `-t`, `gcloud compute tpus tpu-vm ssh --worker=all
+  --command=...` (a remote command has no terminal);
+- as a job of a scheduler (a script with `#SBATCH`, `#PBS` or `#BSUB` lines);
 
-A single-process script run from a terminal is not flagged: its standard output is a terminal,
-which Python line-buffers, so each printed line is written at once. A module no program of the
-linted tree reaches is flagged only in a tree without scripts (a library checked by itself):
-the programs that import it, and how they are launched, are not in the tree. Beside scripts
-that never import it, such a module runs in none of the tree's launches (a debugging module
-nobody uses) and is not flagged; nor is a module that only plain single-process programs reach.
-A program shows where its output may be lost with `xla-lint --show-programs --output-format json`
-(the fact `unattended`), and the message names it.
+or a Jupyter notebook starts replicas (`xmp.spawn`, `torch_xla.launch`) that run its functions:
+the kernel's standard output, which the replicas inherit, is a pipe. The message names the
+launcher's line. A program shows it with `xla-lint --show-programs --output-format json` (the fact
+`unattended`).
 
-Left alone: calls that pass `**kwargs` (they may carry `flush`), prints to `sys.stderr`, which
-Python 3.9+ line-buffers even when redirected, a local function or parameter named `print`,
-prints followed later in the same function (or module body) by `sys.stdout.flush()`, prints
-followed in their block only by more prints and `sys.exit()` (`exit()`, `quit()`, `raise
-SystemExit`), since the interpreter writes the buffer as it exits (except in a replica that
-`xmp.spawn` starts: its pool worker catches the `SystemExit`, `concurrent.futures.process`
-`_process_worker`, and lives on until the pool shuts down), programs
-whose output is unbuffered (`python -u`, `PYTHONUNBUFFERED`, stdout reconfigured) and tests
-(pytest captures their output). In a Jupyter notebook, prints at a cell's top level run in the
-kernel, whose output the notebook shows; a function of a notebook that spawns may run in the
-replicas. Examples written as an interactive session (`>>>` examples in docstrings, `pycon`
-blocks of Markdown or reStructuredText) are not checked: typed at a prompt, each line's output
-shows at once.
+Preview behaviour (reported only with `--preview`, or `preview = true`): where the loss is only
+inferred, with no launcher in the tree to say where the output goes: the program starts replicas
+(`xmp.spawn`, `torch_xla.launch`), initialises the `xla` process group, `torchrun` or
+`accelerate launch --tpu` starts it, it is SPMD (on a pod it is usually started on every host
+remotely), a library module no program of the tree reaches in a tree without scripts (its
+programs are not in the tree), and a print followed in its function by `os._exit()` or
+`os.abort()` (the fact `possibly_unattended`; the message names the reason).
+
+Left alone: a single-process script run from a terminal; a module that only programs the tree
+launches from a terminal reach; a module no program reaches beside scripts that never import it,
+and a function that nothing in the tree calls or names (its name occurs only in its `def`; not a
+method, not decorated): no launch of the tree runs them. Calls that pass `**kwargs` (they may
+carry `flush`), prints to `sys.stderr`, which Python 3.9+ line-buffers even when redirected, a
+local function or parameter named `print`, prints followed later in the same function (or module
+body) by `sys.stdout.flush()`, prints followed in their block only by more prints and `sys.exit()`
+(`exit()`, `quit()`, `raise SystemExit`), since the interpreter writes the buffer as it exits
+(except in a replica that `xmp.spawn` starts: its pool worker catches the `SystemExit`,
+`concurrent.futures.process` `_process_worker`, and lives on until the pool shuts down), the
+handler of a `try` that imports torch_xla (`except ImportError:` runs where torch_xla is absent:
+not XLA code), programs whose output is unbuffered (`python -u`, `PYTHONUNBUFFERED`, stdout
+reconfigured) and tests (pytest captures their output). In a notebook, prints at a cell's top
+level run in the kernel, whose output the notebook shows. Examples written as an interactive
+session (`>>>` examples in docstrings, `pycon` blocks of Markdown or reStructuredText) are not
+checked: typed at a prompt, each line's output shows at once.
 
 ## Why is this bad
 Python's `sys.stdout` is line-buffered only when it is an interactive terminal; otherwise (a
@@ -70,15 +71,21 @@ a watchdog kills it, or aborts inside the runtime's C++ code never writes that b
 lines it printed, often the ones that say where it stopped, are lost. `os._exit()` exits
 "without ... flushing stdio buffers" (https://docs.python.org/3/library/os.html#os._exit).
 
-A replica's output is where this bites: `xmp.spawn` and `torch_xla.launch` run the replicas in
-a `concurrent.futures.ProcessPoolExecutor` (torch_xla 2.9.0 `torch_xla/_internal/pjrt.py`
-`run_multiprocess`), and when one replica dies abruptly the pool terminates the others
-(`concurrent.futures.process` `terminate_broken` calls `terminate()` on each), which then never
-write their buffers; a replica that raises leaves the others waiting at the next collective
-until someone kills the job. torchrun's agent stops the other workers the same way when one
-fails. Over ssh, a command runs without a terminal unless `-t` is given, so the remote Python
-buffers its output; on a multi-host SPMD pod one host's silence looks exactly like that host
-hanging.
+Where stdout is a terminal, nothing is lost, replicas included (verified with torch_xla 2.9.0
+under a pseudo-terminal, `PYTHONUNBUFFERED` unset): `xmp.spawn` and `torch_xla.launch` run the
+replicas in a `concurrent.futures.ProcessPoolExecutor` with the `spawn` context
+(`torch_xla/_internal/pjrt.py` `run_multiprocess`), whose children inherit the parent's
+descriptors 0-2 (`multiprocessing.popen_spawn_posix` passes them to the child), so each replica's
+`sys.stdout.line_buffering` is True and every printed line is written at once; torchrun's
+workers inherit its standard output too (unless `--redirects`/`--tee`), and before `os._exit`
+the complete lines were written already. That is why the inferred reasons are preview only.
+
+Where stdout is a pipe or a file, the replicas are where this bites: when one replica dies
+abruptly the pool terminates the others (`concurrent.futures.process` `terminate_broken` calls
+`terminate()` on each), which then never write their buffers; a replica that raises leaves the
+others waiting at the next collective until someone kills the job. Over ssh, a command runs
+without a terminal unless `-t` is given, so the remote Python buffers its output; on a
+multi-host SPMD pod one host's silence looks exactly like that host hanging.
 
 ## Example
 ```python
@@ -87,7 +94,7 @@ import torch_xla
 def _mp_fn(index):
     print(f"replica {index} starting")  # lost if another replica crashes
 
-torch_xla.launch(_mp_fn)
+torch_xla.launch(_mp_fn)  # run.sh: python train.py 2>&1 | tee train.log
 ```
 
 ## Use instead
@@ -145,33 +152,51 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
             "import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\nprint('step')\n",
             files=(("run.sh", "#!/bin/bash\npython -u example.py | tee log\n"),),
         ),
+        # replicas started from a terminal inherit it and line-buffer (preview behaviour only)
+        Valid(
+            "import torch_xla\ndef _mp_fn(index):\n    print('replica', index)\n"
+            "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n"
+        ),
+        # SPMD with no launcher in the tree, and a print before os._exit (preview behaviour only)
+        Valid(
+            "import os\nimport torch_xla.runtime as xr\nxr.use_spmd()\nprint('a')\n"
+            "def stop():\n    print('bye')\n    os._exit(1)\n"
+        ),
+        # a library checked alone: its programs are not in the tree (preview behaviour only)
+        Valid(
+            "import torch_xla\ndef report(step):\n    print('step', step)\n",
+            files=(("tools/other.py", "print('not an import of example')\n"),),
+        ),
+        # the handler of a failed torch_xla import runs where torch_xla is absent: not XLA code
+        Valid(
+            "try:\n    import torch_xla.core.xla_model as xm\n    DEVICE = xm.xla_device()\n"
+            "except Exception:\n    print('Unable to use the XLA device')\n",
+            files=(("run.sh", "#!/bin/bash\npython example.py | tee log\n"),),
+        ),
     )
     invalid = (
         Invalid(  # a flush before the print, or in another function, writes nothing of it
             "import sys\nimport torch_xla\nsys.stdout.flush()\nprint('a')\n"
-            "def f():\n    print('b')\ndef g():\n    sys.stdout.flush()\n",
+            "def f():\n    print('b')\ndef g():\n    sys.stdout.flush()\nf()\ng()\n",
             (4, 6),
             fixed="import sys\nimport torch_xla\nsys.stdout.flush()\nprint('a', flush=True)\n"
-            "def f():\n    print('b', flush=True)\ndef g():\n    sys.stdout.flush()\n",
+            "def f():\n    print('b', flush=True)\ndef g():\n    sys.stdout.flush()\nf()\ng()\n",
             files=(("run.sh", "#!/bin/bash\npython example.py > train.log\n"),),
         ),
-        Invalid(  # a library module no program of the tree reaches: its launch is not known
-            "import torch_xla\ndef report(step):\n    print('step', step)\n",
-            (3,),
-            fixed="import torch_xla\ndef report(step):\n    print('step', step, flush=True)\n",
-            files=(("tools/other.py", "print('not an import of example')\n"),),
-        ),
-        Invalid(  # the replicas that torch_xla.launch starts
+        Invalid(  # the replicas that torch_xla.launch starts, their output piped by the launcher
             "import torch_xla\ndef _mp_fn(index):\n    print(\n        'replica',\n        index\n    )\n"
             "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
             (3,),
             fixed="import torch_xla\ndef _mp_fn(index):\n    print(\n        'replica',\n"
             "        index, flush=True\n    )\nif __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
+            files=(("run.sh", "#!/bin/bash\npython example.py 2>&1 | tee train.log\n"),),
         ),
-        Invalid(  # a library reached by a program that xmp.spawn starts
-            "import torch_xla\ndef report(step):\n    print('a',\n          'b')\n",
+        Invalid(  # a library reached by a program a scheduler's job runs; a function nobody names
+            "import torch_xla\ndef report(step):\n    print('a',\n          'b')\n"
+            "def unused_debug_dump(x):\n    print(x)\n",
             (3,),
-            fixed="import torch_xla\ndef report(step):\n    print('a',\n          'b', flush=True)\n",
+            fixed="import torch_xla\ndef report(step):\n    print('a',\n          'b', flush=True)\n"
+            "def unused_debug_dump(x):\n    print(x)\n",
             files=(
                 (
                     "train.py",
@@ -179,6 +204,7 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
                     "def _mp_fn(i):\n    example.report(i)\n"
                     "if __name__ == '__main__':\n    xmp.spawn(_mp_fn)\n",
                 ),
+                ("job.sh", "#!/bin/bash\n#SBATCH --nodes=1\npython train.py\n"),
             ),
         ),
         Invalid(  # a launcher of the tree pipes the program's output
@@ -200,14 +226,15 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
                 ),
             ),
         ),
-        Invalid(  # an SPMD program: one process per host, started on each host remotely
+        Invalid(  # an SPMD program run under nohup
             "import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
             "print('a', file=log,)\n",
             (4,),
             fixed="import torch_xla\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
             "print('a', file=log, flush=True,)\n",
+            files=(("run.sh", "#!/bin/bash\nnohup python example.py &\n"),),
         ),
-        Invalid(  # a crash path: os._exit ends the process without writing the buffer
+        Invalid(  # os._exit ends the process without writing the buffer of redirected output
             "import os\nimport torch_xla\ndef main():\n    try:\n        run()\n"
             "    except RuntimeError as e:\n        print('failed:', e)\n        os._exit(1)\n"
             "if __name__ == '__main__':\n    main()\n",
@@ -215,6 +242,7 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
             fixed="import os\nimport torch_xla\ndef main():\n    try:\n        run()\n"
             "    except RuntimeError as e:\n        print('failed:', e, flush=True)\n        os._exit(1)\n"
             "if __name__ == '__main__':\n    main()\n",
+            files=(("run.sh", "#!/bin/bash\npython example.py > train.log\n"),),
         ),
     )
 
@@ -235,11 +263,13 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
         if flushed:
             return  # `sys.stdout.flush()` follows in the same function: the line is written
         # Silent in test files (pytest captures output) and in programs whose output is
-        # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured); elsewhere only where the
-        # output may be lost (Fact.UNATTENDED: xla_lint/program/model.py), or before os._exit.
+        # unbuffered (`python -u`, PYTHONUNBUFFERED, stdout reconfigured). By default only where
+        # the tree shows the output is no terminal (Fact.UNATTENDED: xla_lint/program/model.py);
+        # where that is only inferred (Fact.POSSIBLY_UNATTENDED: replicas, torchrun, SPMD, a
+        # library checked alone) or the print comes before os._exit, as preview behaviour.
         requires = [(Fact.UNBUFFERED, False), (Fact.TEST, False)]
         if not exits:
-            requires.append((Fact.UNATTENDED, True))
+            requires.append((Fact.POSSIBLY_UNATTENDED, True))
             if self._exits_next():
                 # `print(...); sys.exit(1)`: the exit writes the buffer, except in a replica of
                 # `xmp.spawn`, whose pool worker catches SystemExit and lives on (see explanation)
@@ -253,7 +283,27 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
                 "add `flush=True`", [Replacement(node, add_keyword(node, "flush", "True"))]
             ),
             requires=requires,
+            stable_requires=[(Fact.UNATTENDED, True)],
+            runs_in=self._plain_functions(),
         )
+
+    def _plain_functions(self) -> list[str]:
+        """The names of the functions the print is in that only a call by name runs: not a
+        method (a framework may call it by its name), not decorated (a decorator may register
+        it), not a dunder. The engine drops the finding when the tree never names one of them
+        (:meth:`xla_lint.program.model.ProgramModel.never_named`)."""
+        stack = self.ctx.stack
+        out = []
+        for i, node in enumerate(stack):
+            if type(node) is not cst.FunctionDef or node.decorators:
+                continue
+            name = node.name.value
+            if name.startswith("__") and name.endswith("__"):
+                continue
+            if i >= 2 and type(stack[i - 2]) is cst.ClassDef:
+                continue  # stack: ClassDef, IndentedBlock, FunctionDef
+            out.append(name)
+        return out
 
     def _exits_next(self) -> bool:
         """Whether the statements after the print's, in its block, are only more prints and then
