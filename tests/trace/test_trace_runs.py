@@ -126,7 +126,11 @@ def test_host_read_every_step_is_xla201_at_the_item_line(runs):
     assert run.code == 1 and run.report["status"] == "stopped" and run.report["steps_traced"] == 4
     f = run.finding("XLA201")
     # below the folder the trace ran from (ROOT), a JSON path is relative, as in the text report
-    assert f["location"] == {"path": str(path.relative_to(ROOT)), "line": line, "function": "<module>"}
+    assert f["location"] == {
+        "path": str(path.relative_to(ROOT)),
+        "line": line,
+        "function": "<module>",
+    }
     assert f["steps"] == [1, 2, 3, 4]
     read = next(r for r in run.report["host_reads"] if r["location"]["line"] == line)
     assert (read["kind"], read["count"], read["forced_execution"]) == (".item()", 4, 4)
