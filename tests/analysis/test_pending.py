@@ -83,3 +83,60 @@ def test_function_entry_loop_start_and_loader_fetch_are_unknown():
         "        probe()\n"
         "probe()\n"
     ) == [False, False, False, False]
+
+
+def test_after_a_device_loader_loop_ends_nothing_is_pending():
+    # torch_xla 2.9.0 PerDeviceLoader.next: torch_xla.sync() before StopIteration
+    assert ask(
+        "import torch_xla.distributed.parallel_loader as pl\n"
+        "def f(model, opt, loader, dev):\n"
+        "    for x in pl.MpDeviceLoader(loader, dev):\n        model(x).sum().backward()\n"
+        "        xm.optimizer_step(opt)\n"
+        "    probe()\n"
+        "    for i, x in enumerate(pl.ParallelLoader(loader, [dev]).per_device_loader(dev)):\n"
+        "        if i == 3:\n            continue\n        model(x)\n"
+        "    probe()\n"
+        "    for x in pl.MpDeviceLoader(loader, dev):\n        if model(x) is None:\n"
+        "            break\n"
+        "    probe()\n"
+        "    for x in pl.MpDeviceLoader(loader, dev):\n        pass\n    else:\n        model(x)\n"
+        "    probe()\n"
+    ) == [True, True, False, False]
+
+
+def test_after_a_loop_whose_body_ends_with_a_sync_nothing_is_pending():
+    assert ask(
+        "def f(model, loader):\n"
+        "    for _ in range(10):\n        model(x).backward()\n        xm.mark_step()\n"
+        "    probe()\n"
+        "    for x in loader:\n        if x is None:\n            continue\n"
+        "        model(x)\n        xm.mark_step()\n"
+        "    probe()\n"
+        "    for x in loader:\n        xm.mark_step()\n        loss = model(x)\n"
+        "    probe()\n"
+    ) == [True, False, False]
+
+
+def test_an_if_that_only_syncs_or_does_nothing_leaves_what_was_before_it():
+    assert ask(
+        "def f(model, x, epoch):\n"
+        "    xm.mark_step()\n"
+        "    if not xm.is_master_ordinal():\n        xm.rendezvous('save')\n"
+        "    probe()\n"
+        "    y = model(x)\n"
+        "    if not xm.is_master_ordinal():\n        xm.rendezvous('save')\n"
+        "    probe()\n"
+        "    if epoch:\n        xm.mark_step()\n    else:\n        torch_xla.sync()\n"
+        "    probe()\n"
+        "    if epoch:\n        y = model(x)\n"
+        "    probe()\n"
+    ) == [True, False, True, False]
+
+
+def test_arithmetic_on_a_loop_counter_records_no_tensor_operation():
+    assert ask(
+        "def f(model, x, t):\n"
+        "    for epoch in range(4):\n        xm.mark_step()\n"
+        "        if epoch % 2 == 0:\n            probe()\n"
+        "        if t % 2 == 0:\n            probe()\n"
+    ) == [True, False]

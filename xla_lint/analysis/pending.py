@@ -14,7 +14,11 @@ A sync is, in torch_xla 2.9.0: ``xm.mark_step()`` and ``torch_xla.sync()``
 ``xm.rendezvous``/``xm.xla_rendezvous`` (``xla_rendezvous`` calls ``torch_xla.sync()`` first and
 after its own all-gathers, on every path); a call of a function of this module whose body ends
 with one of those (``train_step(...)`` whose last statement is ``xm.mark_step()``, a trailing
-``return`` of values it computed before). A device loader's fetch at the top of a loop
+``return`` of values it computed before); the normal end of a ``for`` loop over a device loader
+(``PerDeviceLoader.next`` in ``torch_xla/distributed/parallel_loader.py`` calls
+``torch_xla.sync()`` before it raises ``StopIteration``) or of a loop whose body ends with a
+sync, and an ``if`` every arm of which ends with one. An ``if`` whose arms only sync or do
+nothing leaves what was pending before it. A device loader's fetch at the top of a loop
 iteration (``for batch in mp_loader:``) syncs before the body, not after it: it is no sync for
 code after the step in the same body.
 """
@@ -28,9 +32,12 @@ import libcst as cst
 from . import apis
 from .context import FileContext, find_arg
 from .functions import Function, LocalFunctions
+from .holds import may_hold_tensors
+from .loaders import LoaderFlow
 from .loops import SYNC
-from .names import Scope
+from .names import Scope, last_name
 from .ranks import replica_guard
+from .values import Site
 from .walk import TRIVIA, walk
 
 # Calls after which no graph is pending (see the module docstring).
@@ -197,6 +204,10 @@ class _Pending:
             return None
         if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
             return None  # defines, runs nothing
+        if type(node) is cst.For and self._loop_ends_synced(node, scope, caller, depth):
+            return _SYNC
+        if type(node) is cst.If:
+            return self._if_effect(node, scope, caller, depth)
         if type(node) is cst.With:
             if any(_STEP in ctx.qnames(item.item, scope) for item in node.items):
                 return _SYNC  # `torch_xla.step()` syncs on exit
@@ -236,23 +247,75 @@ class _Pending:
         callee = self.functions.callee(call, scope or self.ctx.root_scope, caller)
         return callee is not None and self._ends_with_sync(callee, depth - 1)
 
+    def _if_effect(
+        self, node: cst.If, scope: Scope | None, caller: Function | None, depth: int
+    ) -> str | None:
+        """An ``if`` statement's effect: ``_OP`` when its test or an arm may leave a tensor
+        operation pending, ``_SYNC`` when every arm (an ``else`` included) ends with a sync,
+        else None: an arm that syncs or does nothing (``if not master: xm.rendezvous(t)``)
+        leaves at most what was pending before it."""
+        if self.records(node.test, scope):
+            return _OP
+        effects = []
+        arm: cst.If | cst.Else | None = node
+        while arm is not None:
+            effects.append(self._block_effect(arm.body, scope, caller, depth))
+            if type(arm) is cst.If:
+                if arm is not node and self.records(arm.test, scope):
+                    return _OP
+                arm = arm.orelse
+            else:
+                arm = None
+        if not _has_else(node):
+            effects.append(None)  # no else: the path that takes no arm
+        if _OP in effects:
+            return _OP
+        return _SYNC if all(e == _SYNC for e in effects) else None
+
+    def _block_effect(
+        self, body: cst.BaseSuite, scope: Scope | None, caller: Function | None, depth: int
+    ) -> str | None:
+        """The effect of a block's last statement that has one (read backwards)."""
+        statements = body.body if isinstance(body, cst.IndentedBlock) else (body,)
+        for statement in reversed(statements):
+            effect = self._effect(statement, scope, caller, depth)
+            if effect is not None:
+                return effect
+        return None
+
+    def _loop_ends_synced(
+        self, loop: cst.For, scope: Scope | None, caller: Function | None, depth: int
+    ) -> bool:
+        """A ``for`` loop after whose normal end nothing is pending: it has no ``break`` and no
+        ``else``, and either iterates a device loader (directly or through ``enumerate``/
+        ``tqdm``; torch_xla 2.9.0 ``PerDeviceLoader.next`` calls ``torch_xla.sync()`` before it
+        raises ``StopIteration``) or, with no ``continue`` either, its body ends with a sync."""
+        if loop.orelse is not None:
+            return False
+        jumps = _jumps(loop)
+        if cst.Break in jumps:
+            return False
+        iterable = loop.iter
+        while (
+            type(iterable) is cst.Call
+            and iterable.args
+            and last_name(iterable.func) in ("enumerate", "tqdm")
+        ):
+            iterable = iterable.args[0].value
+        if LoaderFlow.of(self.ctx).is_loader(iterable, scope or self.ctx.root_scope):
+            return True
+        if cst.Continue in jumps:
+            return False
+        return self._block_effect(loop.body, scope, caller, depth) == _SYNC
+
     def _ends_with_sync(self, function: Function, depth: int) -> bool:
         """The function's body ends with a sync: its last statements, read backwards past a
         trailing ``return`` that records nothing, reach one before any tensor operation."""
         key = id(function.node)
         if key not in self._ends_synced:
             self._ends_synced[key] = False  # a recursive call reads False
-            body = function.node.body
-            statements = body.body if isinstance(body, cst.IndentedBlock) else (body,)
-            found = False
-            for statement in reversed(statements):
-                effect = self._effect(statement, function.scope, function, depth)
-                if effect == _SYNC:
-                    found = True
-                    break
-                if effect == _OP:
-                    break
-            self._ends_synced[key] = found
+            effect = self._block_effect(function.node.body, function.scope, function, depth)
+            self._ends_synced[key] = effect == _SYNC
         return self._ends_synced[key]
 
     def records(self, node: cst.CSTNode, scope: Scope | None) -> bool:
@@ -263,6 +326,14 @@ class _Pending:
         string key is a dict's), an in-place ``x += t`` (a counter's ``step += 1`` is not)."""
         ctx = self.ctx
         found = False
+        site = Site(scope or ctx.root_scope)
+
+        def _host(n: cst.BinaryOperation) -> bool:
+            """Arithmetic on values that provably hold no tensor (``epoch % 2`` of a range
+            counter, a command-line option)."""
+            return not may_hold_tensors(ctx, n.left, site) and not may_hold_tensors(
+                ctx, n.right, site
+            )
 
         class _V(cst.CSTVisitor):
             def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
@@ -280,7 +351,7 @@ class _Pending:
             def visit_BinaryOperation(self, n: cst.BinaryOperation) -> bool:
                 nonlocal found
                 strings = isinstance(n.left, cst.BaseString) or isinstance(n.right, cst.BaseString)
-                if not (strings or _literal(n.left) and _literal(n.right)):
+                if not (strings or _literal(n.left) and _literal(n.right) or _host(n)):
                     found = True
                 return not found
 
@@ -300,6 +371,35 @@ class _Pending:
 
         walk(node, _V(), TRIVIA)
         return found
+
+
+def _has_else(node: cst.If) -> bool:
+    """The ``if``/``elif`` chain ends with an ``else``."""
+    arm: cst.If | cst.Else | None = node
+    while type(arm) is cst.If:
+        arm = arm.orelse
+    return arm is not None
+
+
+def _jumps(loop: cst.For) -> set[type]:
+    """The ``break``/``continue`` types in ``loop``'s body that act on ``loop`` itself (not those
+    of a nested loop, function, lambda or class)."""
+    found: set[type] = set()
+    nested = (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+    class Collect:
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, nested):
+                return False
+            if type(node) is cst.Break or type(node) is cst.Continue:
+                found.add(type(node))
+            return True
+
+        def on_leave(self, node: cst.CSTNode) -> None:
+            pass
+
+    walk(loop.body, Collect(), TRIVIA)
+    return found
 
 
 def _literal(node: cst.CSTNode) -> bool:

@@ -16,7 +16,7 @@ from ...analysis.holds import may_hold_tensors
 from ...analysis.loops import in_step_closure
 from ...analysis.pending import nothing_pending
 from ...analysis.ranks import Identity, replica_guard
-from ...analysis.values import definition
+from ...analysis.values import Site, definition
 from ...analysis.walk import TRIVIA, walk
 from ...diagnostics import Severity
 from ...program.facts import Fact
@@ -95,7 +95,10 @@ also through a name or attribute saved from one (`is_root = xm.is_master_ordinal
 `if is_root:`; `rank = dist.get_rank()` ... `if rank == 0:`; `self.rank`). A rank read from
 the environment (`int(os.environ["LOCAL_RANK"])`) or the `--local_rank` option splits the
 replicas only when the program is started by torchrun, which sets it; under `xmp.spawn` every
-replica reads the same default (XLA031).
+replica reads the same default (XLA031). A call of a function of the same module whose own
+code runs one of these outside a rank test of its own is flagged at the call
+(`if xm.is_master_ordinal(): store_checkpoint(model)` whose body calls `xm.save`;
+one call deep: the first such call in its body).
 
 Severity follows the consequence. A collective (`xm.rendezvous`, `xm.mesh_reduce`,
 `xm.all_reduce`, `dist.barrier`...) on some replicas only, and a host read or sync whose graph
@@ -124,7 +127,10 @@ is pending (`xla_lint/analysis/pending.py`): right after a sync in the same bloc
 around it, with no tensor operation since (`xm.mark_step()`, `torch_xla.sync()`,
 `xm.optimizer_step(opt, barrier=True)`, the end of `with torch_xla.step():`, `xm.rendezvous`,
 which syncs before and after its all-gathers, or a call of a function of the module whose body
-ends with one of those). There `xm.save` only copies device data to the host: torch_xla 2.9.0
+ends with one of those; the end of a `for` loop over a device loader without `break`, whose
+`PerDeviceLoader.next` syncs before it raises `StopIteration`, or of a loop whose body ends
+with a sync; an `if` whose arms only sync or do nothing, such as the first half of the
+"master goes first" idiom, leaves what was before it). There `xm.save` only copies device data to the host: torch_xla 2.9.0
 `save` -> `_maybe_convert_to_cpu` -> `_xla_sync_multi` of tensors that are already device data
 compiles and runs nothing, and `save` calls no rendezvous. A device loader's fetch at the top of
 an iteration is no such sync for code after the step in the same body.
@@ -270,8 +276,45 @@ if xm.is_master_ordinal():
             "        if xm.is_master_ordinal():\n            print(out.cpu(), flush=True)\n"
             "torch_xla.launch(_mp_fn)\n"
         ),
+        # xla#2573 in torch_xla 2.9.0: the helper's `xm.save` runs after the device loader's
+        # loop, which ends with a sync: it copies device data (2.9.0's save has no rendezvous).
+        Valid(
+            _LAUNCH + "import torch_xla.distributed.parallel_loader as pl\n"
+            "def store(model, epoch):\n    xm.save(model.state_dict(), f'model_{epoch}.pt')\n"
+            "def _mp_fn(i):\n    for epoch in range(2):\n"
+            "        for x in pl.MpDeviceLoader(data, dev):\n            model(x).sum().backward()\n"
+            "            xm.optimizer_step(opt)\n"
+            "        if xm.is_master_ordinal():\n            store(model, epoch)\n"
+            "torch_xla.launch(_mp_fn)\n"
+        ),
+        # An epoch loop whose steps end with a sync, a pair of rendezvous around the save.
+        Valid(
+            _LAUNCH + "import os\ndef train(index):\n    for epoch in range(4):\n"
+            "        for _ in range(10):\n            model(x).sum().backward()\n"
+            "            xm.optimizer_step(opt)\n            xm.mark_step()\n"
+            "        if epoch % 2 == 0:\n            if not xm.is_master_ordinal():\n"
+            "                xm.rendezvous('save_model')\n"
+            "            if xm.is_master_ordinal():\n"
+            "                xm.save(model.state_dict(), 'best.pth')\n"
+            "                xm.rendezvous('save_model')\n"
+            "torch_xla.launch(train)\n"
+        ),
     )
     invalid = (
+        # Through a helper of the module: a rendezvous (a hang), a host read of the step's loss
+        # before its sync (one more graph on the master); a helper that tests the rank itself
+        # is reported inside, not at its callers.
+        Invalid(
+            _LAUNCH + "def wait_all(tag):\n    xm.rendezvous(tag)\n"
+            "def log(loss):\n    print(loss.item(), flush=True)\n"
+            "def save(model):\n    if xm.is_master_ordinal():\n        xm.rendezvous('s')\n"
+            "def _mp_fn(i):\n    for step, x in enumerate(data):\n        loss = model(x)\n"
+            "        if xm.is_master_ordinal():\n            log(loss)\n"
+            "            wait_all('ckpt')\n            save(model)\n"
+            "        xm.mark_step()\n"
+            "torch_xla.launch(_mp_fn)\n",
+            (9, 14, 15),
+        ),
         Invalid(
             _LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
             "        print(loss.item(), flush=True)\n        xm.save(model.state_dict(), 'm.pt')\n"
@@ -335,22 +378,30 @@ if xm.is_master_ordinal():
 
     def visit_Call(self, node: cst.Call) -> None:
         api = self._sync_api(node)
-        if api is None:
-            return
+        if api is not None:
+            inner, label = node, api
+        else:
+            through = self._through_helper(node)
+            if through is None:
+                return
+            api, inner, label = through
         branch = self._divergent_branch()
         if branch is None or in_step_closure(self.ctx):
             return
         test, positive, identity = branch
-        if api in _BARRIERS and self._paired(node, api, (test, positive)):
+        if api in _BARRIERS and self._paired(node, label, (test, positive)):
             return
         if api == "xm.save":
-            data = find_arg(node, "data", 0)
+            data = find_arg(inner, "data", 0)
             if data is not None and not may_hold_tensors(self.ctx, data.value):
                 return  # no XLA tensor in it: `_maybe_convert_to_cpu` syncs nothing
         if api in SYNC_METHODS.values() or api in _GRAPH_RUNNERS:
-            if api in SYNC_METHODS.values():
+            reads: cst.CSTNode | None = None
+            if inner is not node:
+                pass  # what the helper reads is not this statement's: only the call site counts
+            elif api in SYNC_METHODS.values():
                 assert isinstance(node.func, cst.Attribute)
-                reads: cst.CSTNode | None = node.func.value
+                reads = node.func.value
             else:
                 found = find_arg(node, "data", 0)
                 reads = found.value if found is not None else None
@@ -360,7 +411,7 @@ if xm.is_master_ordinal():
         if api not in SYNC_METHODS.values() and api not in _GRAPH_RUNNERS:
             why = "the other replicas never enter the collective and the job hangs"
         else:
-            collective = self._collective_in_graph(node, api)
+            collective = self._collective_in_graph(node, inner, api)
             if collective is not None:
                 why = (
                     f"it executes the pending graph on these replicas alone, and that graph holds "
@@ -382,20 +433,22 @@ if xm.is_master_ordinal():
         text = " ".join(self.ctx.module.code_for_node(test).split())
         self.report(
             node,
-            self.message.format(api=api, test=text[:60], why=why),
+            self.message.format(api=label, test=text[:60], why=why),
             requires=requires,
             severity=severity,
         )
 
-    def _collective_in_graph(self, node: cst.Call, api: str) -> str | None:
+    def _collective_in_graph(self, node: cst.Call, inner: cst.Call, api: str) -> str | None:
         """The collective the graph that ``node`` executes holds, as far as the file shows: for
         ``.item()``/``.cpu()``, a collective whose result the read tensor is (``loss =
         xm.all_reduce(...)`` ... ``loss.item()``); for ``torch_xla.sync()``, ``xm.mark_step()`` and
         ``xm.save`` (every pending tensor, or the parameters that ``xm.optimizer_step`` updated),
         a lazy collective called before it in the same function. None: no collective known."""
         if api in SYNC_METHODS.values():
-            assert isinstance(node.func, cst.Attribute)
-            found = self._collective_source(node.func.value, 0)
+            assert isinstance(inner.func, cst.Attribute)
+            found = self._collective_source(inner.func.value, 0)
+            if found is None and inner is not node:
+                found = self._collective_before(node)  # pending at the helper's call
         else:
             found = self._collective_before(node)
         return found if found is not None else self._sharded_model()
@@ -434,16 +487,27 @@ if xm.is_master_ordinal():
         table = self.ctx.memo(_LazyCollectives, lambda: _LazyCollectives(self.ctx))
         return table.before(function, node)
 
-    def _sync_api(self, node: cst.Call) -> str | None:
+    def _sync_api(self, node: cst.Call, scope=None) -> str | None:
+        """The short name of the sync, host read or collective that ``node`` is, or None;
+        ``scope``: the scope the call is read in (default: the node being visited)."""
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS and not node.args:
-            if not self.ctx.qnames(func):  # a method of a value, not a module function
+            if not self.ctx.qnames(func, scope):  # a method of a value, not a module function
                 return SYNC_METHODS[func.attr.value]
-        names = self.ctx.qnames(func)
+        names = self.ctx.qnames(func, scope)
         for api, short in SYNC_APIS.items():
             if api in names:
                 return short
         return None
+
+    def _through_helper(self, node: cst.Call) -> tuple[str, cst.Call, str] | None:
+        """For a call of a function of this module whose own code runs a sync, host read or
+        collective outside a replica-only test of its own (``store_model_information(...)``
+        whose body calls ``xm.save``; xla#2573): that call's short name, the call, and the
+        label the message shows (``helper()` → `xm.save``). The first such call in the helper's
+        body, one call deep (:class:`xla_lint.analysis.functions.LocalFunctions`); an ``xm.save``
+        of data that holds no XLA tensor is passed over. None otherwise."""
+        return _Helpers.of(self.ctx).through(self.ctx, node, self)
 
     def _divergent_branch(self) -> tuple[cst.BaseExpression, bool, Identity] | None:
         """The innermost enclosing test that holds on some replicas only
@@ -492,7 +556,11 @@ if xm.is_master_ordinal():
                     return False
                 if type(node) is cst.Call:
                     api = rule._sync_api(node)
-                    if api in _BARRIERS:
+                    if api is None:
+                        through = rule._through_helper(node)
+                        if through is not None and through[0] in _BARRIERS:
+                            api = through[2]  # paired only with calls of the same helper
+                    if api in _BARRIERS or (api is not None and " → " in api):
                         conditions = []
                         for i in range(len(stack) - 2, -1, -1):
                             owner = stack[i]
@@ -509,6 +577,57 @@ if xm.is_master_ordinal():
 
         walk(function, Collect(), TRIVIA)
         return found
+
+
+class _Helpers:
+    """Per file: for each function of the module, the first sync, host read or collective its
+    own code runs outside a replica-only test of its own (:meth:`through`), computed once."""
+
+    def __init__(self, ctx) -> None:
+        self.local = LocalFunctions.of(ctx)
+        self.ifs = {id(n): n for n in ctx.flat.nodes if type(n) is cst.If}
+        self.first: dict[int, tuple[str, cst.Call] | None] = {}
+
+    @classmethod
+    def of(cls, ctx) -> _Helpers:
+        return ctx.memo(_Helpers, lambda: cls(ctx))
+
+    def through(
+        self, ctx, node: cst.Call, rule: ReplicaDivergentSync
+    ) -> tuple[str, cst.Call, str] | None:
+        function = function_key(ctx)
+        caller = self.local.function(function) if isinstance(function, cst.FunctionDef) else None
+        callee = self.local.callee(node, ctx.scope, caller)
+        if callee is None or callee.node is function:
+            return None
+        key = id(callee.node)
+        if key not in self.first:
+            self.first[key] = self._first_sync(ctx, callee, rule)
+        found = self.first[key]
+        if found is None:
+            return None
+        api, inner = found
+        return api, inner, f"{callee.name}()` → `{api}"
+
+    def _first_sync(self, ctx, callee, rule: ReplicaDivergentSync) -> tuple[str, cst.Call] | None:
+        site = Site(callee.scope)
+        for call, scope in callee.calls:
+            api = rule._sync_api(call, scope)
+            if api is None:
+                continue
+            guarded = any(
+                replica_guard(ctx, self.ifs[i].test, site) is not None
+                for i, _ in self.local.arms(call)
+                if i in self.ifs
+            )
+            if guarded:
+                continue  # the helper tests the rank itself: its own finding, not its callers'
+            if api == "xm.save":
+                data = find_arg(call, "data", 0)
+                if data is not None and not may_hold_tensors(ctx, data.value):
+                    continue
+            return api, call
+        return None
 
 
 # Libraries whose models are split over the replicas, so that every graph of their forward and
