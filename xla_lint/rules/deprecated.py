@@ -264,11 +264,26 @@ def _handler_catches(handler: cst.ExceptHandler | cst.ExceptStarHandler, wanted:
     return False
 
 
+# Handlers that catch everything: around a few statements a shim, around a routine its error
+# handling (vision_transformers_torch_xla utils/__init__.py: `xm.xrt_world_size()` in a 30-line
+# distributed set-up whose `except Exception:` falls back to one device on every replica).
+_BROAD = frozenset({"Exception", "BaseException"})
+_SHIM_STATEMENTS = 3
+
+
+def _short(body: cst.BaseSuite) -> bool:
+    """A ``try`` body of at most :data:`_SHIM_STATEMENTS` statements (its own, not nested ones)."""
+    return not isinstance(body, cst.IndentedBlock) or len(body.body) <= _SHIM_STATEMENTS
+
+
 def in_compat_shim(ctx: FileContext, errors: set[str], attribute: str | None = None) -> bool:
     """True when the node being visited is a deliberate compatibility shim.
 
     That is: it sits in the body of a ``try:`` whose handler catches one of ``errors``
-    (``except ImportError:`` around an import of the old path), in such a handler (the
+    (``except ImportError:`` around an import of the old path; a handler that catches
+    everything, ``except Exception:`` or a bare ``except:``, only around a body of at most
+    three statements: around a longer one it is the routine's error handling, and the
+    removed name's error sends every run to the fallback), in such a handler (the
     old path as the fallback of the new one), or, for an attribute,
     under ``if hasattr(x, "attribute"):``. Stops at the enclosing function or lambda.
     """
@@ -278,7 +293,10 @@ def in_compat_shim(ctx: FileContext, errors: set[str], attribute: str | None = N
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             return False
         if isinstance(node, (cst.Try, cst.TryStar)) and child is node.body:
-            if any(_handler_catches(h, errors) for h in node.handlers):
+            narrow = errors - _BROAD
+            if any(_handler_catches(h, narrow) for h in node.handlers if h.type is not None):
+                return True
+            if _short(node.body) and any(_handler_catches(h, errors) for h in node.handlers):
                 return True
         if isinstance(node, cst.ExceptHandler) and _handler_catches(node, errors):
             return True  # the fallback of `try: <new path> except ImportError: <old path>`
@@ -435,8 +453,11 @@ default 2.9), each only from the release that removed it:
 
 Imports are reported at the import statement (the import itself fails); functions at the
 call or reference. An import or call inside `try:` whose `except` catches `ImportError`
-(`ModuleNotFoundError`, `AttributeError` for attributes, `Exception`, bare) is a
-compatibility shim and is not reported, nor is a use under `if hasattr(xm, "name"):`.
+(`ModuleNotFoundError`, `AttributeError` for attributes) is a compatibility shim and is not
+reported, nor is a use under `if hasattr(xm, "name"):`. A handler that catches everything
+(`Exception`, a bare `except:`) makes a shim only around a `try` body of at most three
+statements; around a longer one (a whole distributed set-up) it is the routine's error
+handling, and the removed name sends every run to the fallback, so it is reported.
 Nor is code that never runs on the target version (`xla_lint/analysis/guards.py`): the old-version
 branch of a version test (`if _XLA_GREATER_EQUAL_2_1: ... else: <old API>`,
 `version.parse(torch_xla.__version__) < version.parse("2.5")`, `RequirementCache("torch_xla>=2.1")`),
@@ -563,8 +584,24 @@ In an SPMD program, prefer `xr.process_index()`/`xr.process_count()` (see XLA005
             "if tuple(map(int, torch.__version__.split('.')[:2])) >= tuple(map(int, '2.1'.split('.'))):\n"
             "    n = 1\nelse:\n    n = xm.xrt_world_size()\n"
         ),
+        # A broad handler around a short try is a shim too.
+        Valid(
+            "import torch_xla.core.xla_model as xm\n"
+            "try:\n    rank = xm.get_ordinal()\n    n = xm.xrt_world_size()\nexcept Exception:\n"
+            "    rank, n = 0, 1\n"
+        ),
     )
     invalid = (
+        # A broad handler around a whole set-up routine is its error handling, not a shim: the
+        # removed name's AttributeError sends every run to the one-device fallback.
+        Invalid(
+            "import torch.distributed as dist\nimport torch_xla.core.xla_model as xm\n"
+            "def init(args):\n    try:\n        dist.init_process_group('xla', init_method='xla://')\n"
+            "        args.rank = dist.get_rank()\n        args.distributed = True\n"
+            "        print(f'ordinal {xm.get_ordinal()} of {xm.xrt_world_size()}')\n"
+            "    except Exception:\n        args.rank, args.distributed = 0, False\n",
+            (8, 8),
+        ),
         Invalid(
             "import torch_xla.experimental.xla_sharding as xs\nmesh = xs.Mesh(ids, (4, 2))\n"
             "xs.mark_sharding(t, mesh, (0, 1))\n",

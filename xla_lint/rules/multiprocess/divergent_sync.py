@@ -84,8 +84,8 @@ class ReplicaDivergentSync(Rule):
     preview = True
     explanation = """\
 ## What it does
-In a multi-process program (`torch_xla.launch`, `xmp.spawn`, an `xla` process group)
-that is not SPMD, flags `.item()`, `.cpu()`, `xm.save`, `xm.rendezvous`,
+In a file that imports torch_xla, of a multi-process program (`torch_xla.launch`,
+`xmp.spawn`, an `xla` process group, torchrun) that is not SPMD, flags `.item()`, `.cpu()`, `xm.save`, `xm.rendezvous`,
 `xm.xla_rendezvous`, `xm.mesh_reduce`, `xm.all_reduce`, `xm.all_gather`,
 `xm.mark_step`, `torch_xla.sync()` and `dist.barrier()` inside an `if` whose test only
 holds on some replicas (`xla_lint/analysis/ranks.py` `replica_guard`): `xm.is_master_ordinal()`,
@@ -299,6 +299,16 @@ if xm.is_master_ordinal():
             "                xm.rendezvous('save_model')\n"
             "torch_xla.launch(train)\n"
         ),
+        # neuronx-nemo-megatron's apex CUDA tests: torchrun, an NCCL group, CUDA tensors; the
+        # file does not import torch_xla.
+        Valid(
+            "import torch\nimport argparse\nimport torch.distributed as dist\n"
+            "def compare(a, b):\n    return (a.cpu() - b.cpu()).abs().max()\n"
+            "args = argparse.ArgumentParser().parse_args()\ndist.init_process_group('nccl')\n"
+            "x = torch.randn(4).cuda()\n"
+            "if args.local_rank == 0:\n    compare(x, x)\n    print(x.cpu())\n",
+            files=(("run.sh", "torchrun --nproc_per_node=2 example.py\n"),),
+        ),
     )
     invalid = (
         # Through a helper of the module: a rendezvous (a hang), a host read of the step's loss
@@ -377,6 +387,8 @@ if xm.is_master_ordinal():
         self._barriers: dict[int, list[tuple[cst.Call, str, tuple, list]]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.imports_torch_xla:
+            return  # its tensors are not known to be XLA tensors (a CUDA test of an XLA repo)
         api = self._sync_api(node)
         if api is not None:
             inner, label = node, api
