@@ -140,3 +140,17 @@ def test_arithmetic_on_a_loop_counter_records_no_tensor_operation():
         "        if epoch % 2 == 0:\n            probe()\n"
         "        if t % 2 == 0:\n            probe()\n"
     ) == [True, False]
+
+
+def test_a_launched_function_starts_with_nothing_pending_and_building_a_model_records_nothing():
+    # torch_xla.launch / xmp.spawn run the function first thing in a new process; a module or
+    # optimizer constructor makes CPU tensors; .to(device) of the XLA device gives device data
+    assert ask(
+        "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+        "def train(index):\n    device = xm.xla_device()\n"
+        "    model = torch.nn.Conv2d(3, 8, 3).to(device)\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    probe()\n"
+        "    model.to(torch.bfloat16)\n    probe()\n"
+        "def helper(model, device):\n    model = model.to(device)\n    probe()\n"
+        "xmp.spawn(train)\n"
+    ) == [True, False, False]

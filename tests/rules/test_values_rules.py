@@ -115,9 +115,10 @@ def test_torch_save_in_torch_xla_itself_is_not_reported(tmp_path):
 def test_replica_divergent_sync_names_the_saved_flag(tmp_path):
     code = (
         "import torch_xla\nimport torch_xla.core.xla_model as xm\ndef _mp_fn(i):\n"
+        "    loss = model(x)\n"
         "    is_root = xm.is_master_ordinal()\n    if is_root:\n        print(loss.item())\n"
         "    if not is_root:\n        xm.rendezvous('download')\n    download()\n"
         "    if is_root:\n        xm.rendezvous('download')\ntorch_xla.launch(_mp_fn)\n"
     )
     found = _lint(tmp_path, {"train.py": code}, ["XLA015"])
-    assert [(line, "(`is_root`)" in message) for _, line, _, _, message in found] == [(6, True)]
+    assert [(line, "(`is_root`)" in message) for _, line, _, _, message in found] == [(7, True)]

@@ -25,19 +25,22 @@ code after the step in the same body.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import libcst as cst
 
 from . import apis
 from .context import FileContext, find_arg
+from .devices import is_xla_device
 from .functions import Function, LocalFunctions
 from .holds import may_hold_tensors
 from .loaders import LoaderFlow
 from .loops import SYNC
 from .names import Scope, last_name
 from .ranks import replica_guard
-from .values import Site
+from .seeds import launched_functions
+from .values import Site, definition
 from .walk import TRIVIA, walk
 
 # Calls after which no graph is pending (see the module docstring).
@@ -100,6 +103,10 @@ _HOST_METHODS = frozenset(
         "mkdir",
         "set_description",
         "set_postfix",
+        "parameters",
+        "named_parameters",
+        "train",
+        "eval",
     }
 )
 
@@ -161,6 +168,10 @@ class _Pending:
         for j in range(start - 1, -1, -1):
             parent = stack[j]
             kind = type(parent)
+            if kind is cst.FunctionDef and any(
+                f is parent for f in launched_functions(ctx).values()
+            ):
+                return True  # a launched function starts a fresh process: nothing pending
             if kind is cst.FunctionDef or kind is cst.Lambda or kind is cst.ClassDef:
                 return False
             if kind is cst.For or kind is cst.While:
@@ -409,11 +420,41 @@ def _literal(node: cst.CSTNode) -> bool:
 
 
 def _host_call(ctx: FileContext, call: cst.Call, scope: Scope | None) -> bool:
-    """A call that records no tensor operation (see :meth:`_Pending.records`)."""
+    """A call that records no tensor operation (see :meth:`_Pending.records`): also a module's
+    or optimizer's constructor (``torch.nn.Linear(...)``, ``torch.optim.SGD(...)``: CPU tensors,
+    or optimizer state made at the first step) and ``.to(device)`` of a device (a transfer
+    gives device data, nothing pending)."""
     func = call.func
     names = ctx.qnames(func, scope)
     if names:
         if names & _RECORD_NOTHING or any(n.startswith("torch_xla.runtime.") for n in names):
             return True
+        if all(_CONSTRUCTOR.match(n) for n in names):
+            return True
         return not any(n == "torch" or n.startswith(("torch.", "torch_xla")) for n in names)
-    return type(func) is cst.Attribute and func.attr.value in _HOST_METHODS
+    if type(func) is not cst.Attribute:
+        return False
+    if func.attr.value == "to":
+        return _to_device(ctx, call, scope)
+    return func.attr.value in _HOST_METHODS
+
+
+# A class of torch.nn or torch.optim (a module or an optimizer), not a function.
+_CONSTRUCTOR = re.compile(r"torch\.(nn|optim)(\.[a-z_]+)*\.[A-Z]\w*$")
+
+
+def _to_device(ctx: FileContext, call: cst.Call, scope: Scope | None) -> bool:
+    """``x.to(device)`` with only a device argument: ``xm.xla_device()``, ``torch_xla.device()``,
+    an ``'xla'`` literal, or a name assigned one of them."""
+    if len(call.args) != 1:
+        return False
+    arg = call.args[0]
+    if arg.star or (arg.keyword is not None and arg.keyword.value != "device"):
+        return False
+    value = arg.value
+    if type(value) is cst.Name:
+        found = definition(ctx, value, Site(scope or ctx.root_scope))
+        if found is None:
+            return False
+        value = found[0]
+    return is_xla_device(ctx, value)

@@ -130,7 +130,9 @@ which syncs before and after its all-gathers, or a call of a function of the mod
 ends with one of those; the end of a `for` loop over a device loader without `break`, whose
 `PerDeviceLoader.next` syncs before it raises `StopIteration`, or of a loop whose body ends
 with a sync; an `if` whose arms only sync or do nothing, such as the first half of the
-"master goes first" idiom, leaves what was before it). There `xm.save` only copies device data to the host: torch_xla 2.9.0
+"master goes first" idiom, leaves what was before it; the start of a function given to
+`torch_xla.launch`/`xmp.spawn`, which runs first in a new process, where building a model or
+an optimizer and `.to(device)` record nothing). There `xm.save` only copies device data to the host: torch_xla 2.9.0
 `save` -> `_maybe_convert_to_cpu` -> `_xla_sync_multi` of tensors that are already device data
 compiles and runs nothing, and `save` calls no rendezvous. A device loader's fetch at the top of
 an iteration is no such sync for code after the step in the same body.
@@ -309,6 +311,19 @@ if xm.is_master_ordinal():
             "if args.local_rank == 0:\n    compare(x, x)\n    print(x.cpu())\n",
             files=(("run.sh", "torchrun --nproc_per_node=2 example.py\n"),),
         ),
+        # xla#4571's initial checkpoint in torch_xla 2.9.0: the launched function has run no
+        # graph yet; the model's parameters are device data after `.to(device)`.
+        Valid(
+            _LAUNCH + "import torch\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def train(rank, config):\n    device = xm.xla_device()\n"
+            "    model = torch.nn.Conv2d(3, 8, 3).to(device)\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+            "    if not xm.is_master_ordinal():\n        xm.rendezvous('initial_checkpoint')\n"
+            "    if xm.is_master_ordinal():\n"
+            "        xm.save({'model': model.state_dict()}, config['ckpt'])\n"
+            "        xm.rendezvous('initial_checkpoint')\n"
+            "xmp.spawn(train, args=({'ckpt': 'init.pth'},))\n"
+        ),
     )
     invalid = (
         # Through a helper of the module: a rendezvous (a hang), a host read of the step's loss
@@ -326,10 +341,10 @@ if xm.is_master_ordinal():
             (9, 14, 15),
         ),
         Invalid(
-            _LAUNCH + "def _mp_fn(i):\n    if xm.is_master_ordinal():\n"
+            _LAUNCH + "def _mp_fn(i):\n    loss = model(x)\n    if xm.is_master_ordinal():\n"
             "        print(loss.item(), flush=True)\n        xm.save(model.state_dict(), 'm.pt')\n"
             "torch_xla.launch(_mp_fn)\n",
-            (5, 6),
+            (6, 7),
         ),
         # Pending work after the sync; the loader's fetch is no sync after the step; the
         # optimizer step is in a helper called before the save, with no sync (an error).
@@ -349,9 +364,10 @@ if xm.is_master_ordinal():
         Invalid(
             "import torch_xla\nfrom torch_xla import runtime as xr\n"
             "import torch_xla.distributed.xla_multiprocessing as xmp\n"
-            "def _mp_fn(i):\n    if xr.global_ordinal() == 0:\n        torch_xla.sync()\n"
+            "def _mp_fn(i):\n    y = model(x)\n    if xr.global_ordinal() == 0:\n"
+            "        torch_xla.sync()\n"
             "    else:\n        torch_xla.core.xla_model.rendezvous('wait')\nxmp.spawn(_mp_fn)\n",
-            (6, 8),
+            (7, 9),
         ),
         Invalid(
             _LAUNCH + "import torch.distributed as dist\ndef _mp_fn(i):\n"
@@ -363,11 +379,12 @@ if xm.is_master_ordinal():
         # Saved flags: module level and in the same function.
         Invalid(
             _LAUNCH + "import torch_xla.runtime as xr\nIS_ROOT = xr.global_ordinal() == 0\n"
-            "def _mp_fn(i):\n    is_root = xm.is_master_ordinal()\n    rank = xm.get_ordinal()\n"
+            "def _mp_fn(i):\n    loss = model(x)\n    is_root = xm.is_master_ordinal()\n"
+            "    rank = xm.get_ordinal()\n"
             "    if is_root:\n        print(loss.item())\n    if IS_ROOT:\n        xm.mark_step()\n"
             "    if rank == 0:\n        xm.save(model.state_dict(), 'm.pt')\n"
             "torch_xla.launch(_mp_fn)\n",
-            (9, 11, 13),
+            (10, 12, 14),
         ),
         # Not the download idiom: different tags, the same side twice, another function.
         Invalid(
