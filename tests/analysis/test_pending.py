@@ -154,3 +154,19 @@ def test_a_launched_function_starts_with_nothing_pending_and_building_a_model_re
         "def helper(model, device):\n    model = model.to(device)\n    probe()\n"
         "xmp.spawn(train)\n"
     ) == [True, False, False]
+
+
+def test_a_read_of_a_tensor_the_last_sync_made_device_data_runs_nothing():
+    # unseen5: nanoGPT-TPU (mark_step, then an optimizer step that does not touch `loss`),
+    # leaf-pytorch (a device loader's batch), lunariscodex (a second xm.save of the same dict)
+    assert ask(
+        "import torch_xla.distributed.parallel_loader as pl\n"
+        "def f(model, opt, loader, dev):\n"
+        "    for x, y in pl.MpDeviceLoader(loader, dev):\n"
+        "        loss = model(x).sum()\n        loss.backward()\n        xm.mark_step()\n"
+        "        xm.optimizer_step(opt)\n"
+        "        probe(loss)\n        probe(y.detach())\n        probe(x)\n        probe()\n"
+        "        loss = loss * 2\n        probe(loss)\n"
+        "    ckpt = {'model': model.state_dict()}\n    xm.save(ckpt, 'a.pt')\n"
+        "    loss = model(x)\n    probe(ckpt)\n    probe(loss)\n"
+    ) == [True, True, True, False, False, True, False]

@@ -180,3 +180,14 @@ def test_attributes_assigned_from_each_other_are_judged_once_each(monkeypatch):
     )
     (found,) = ask(short + "    def run(self):\n        guard(self.a0 == 0)\n")
     assert found is not None and found.kind == ranks.GLOBAL_ORDINAL
+
+
+def test_whether_a_rank_is_set_is_no_replica_guard():
+    # timm-face train.py: `is_ddp = os.environ.get("RANK") is not None` holds on every rank
+    got = ask(
+        HEAD + "def f():\n    is_ddp = os.environ.get('RANK') is not None\n"
+        "    rank = dist.get_rank()\n"
+        "    guard(is_ddp)\n    guard(os.environ.get('LOCAL_RANK') is None)\n"
+        "    guard(rank is not None)\n    rtest(rank is not None and rank == 0)\n"
+    )
+    assert got[:3] == [None, None, None] and got[3] is True

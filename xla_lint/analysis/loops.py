@@ -456,8 +456,11 @@ class LoopFacts:
         """What one call does to the step structure, or None when nothing."""
         func = call.func
         if type(func) is cst.Attribute and func.attr.value == "backward":
-            root = root_name(func.value)
-            roots = {root} if root else _names_in(func.value)
+            # `loss.backward()`; `fabric.backward(loss)`, `accelerator.backward(loss)`: the
+            # tensor is the argument, the receiver an object of the library
+            target = call.args[0].value if call.args and not call.args[0].keyword else func.value
+            root = root_name(target)
+            roots = {root} if root else _names_in(target)
             return Steps(backward=True, backward_roots=roots)
         names = self.flow.qnames(call, scope)
         if XLA_STEP in names or names & SYNC:

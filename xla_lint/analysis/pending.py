@@ -37,11 +37,11 @@ from .functions import Function, LocalFunctions
 from .holds import may_hold_tensors
 from .loaders import LoaderFlow
 from .loops import SYNC
-from .names import Scope, last_name
+from .names import Scope, bound_names, last_name
 from .ranks import replica_guard
 from .seeds import launched_functions
 from .values import Site, definition
-from .walk import TRIVIA, walk
+from .walk import TRIVIA, iter_nodes, walk
 
 # Calls after which no graph is pending (see the module docstring).
 SYNCS = SYNC | {f"{apis.XM}.rendezvous", f"{apis.XM}.xla_rendezvous"}
@@ -132,7 +132,23 @@ def nothing_pending(ctx: FileContext, reads: cst.CSTNode | None = None) -> bool:
     pending = _Pending.of(ctx)
     if reads is not None and pending.records(reads, None):
         return False
+    if reads is not None:
+        name = _read_name(reads)
+        if name is not None and pending.materialized(ctx.stack, name):
+            return True
     return pending.at(ctx.stack)
+
+
+def _read_name(node: cst.CSTNode) -> str | None:
+    """The one variable a read reads: ``loss`` for ``loss``, ``loss.detach()``, ``out[0]``."""
+    while True:
+        kind = type(node)
+        if kind is cst.Attribute or kind is cst.Subscript:
+            node = node.value  # type: ignore[attr-defined]
+        elif kind is cst.Call and type(node.func) is cst.Attribute:  # type: ignore[attr-defined]
+            node = node.func.value  # type: ignore[attr-defined]
+        else:
+            return node.value if kind is cst.Name else None  # type: ignore[attr-defined]
 
 
 class _Pending:
@@ -199,6 +215,74 @@ class _Pending:
                     return False
             child = parent
         return False
+
+    def materialized(self, stack: Sequence[cst.CSTNode], name: str) -> bool:
+        """The tensor(s) in variable ``name`` are device data at the node (``stack[-1]``), though
+        other work may be pending: read backwards through the blocks around the node, a sync or
+        an ``xm.save`` of ``name`` comes before any statement that mentions ``name`` (which may
+        assign or change it), or the loop around reads it as a batch of a device loader (a
+        transfer: device data). A ``.item()`` or ``.cpu()`` of device data copies it and runs no
+        graph; ``xm.save`` makes the tensors of its data device data (``_xla_sync_multi``)."""
+        ctx = self.ctx
+        caller, scope = None, None
+        for anc in reversed(stack):
+            if type(anc) is cst.FunctionDef:
+                caller = self.functions.function(anc)
+                scope = caller.scope if caller is not None else None
+                break
+        start = next(
+            (
+                i
+                for i in range(len(stack) - 1, -1, -1)
+                if isinstance(stack[i], cst.BaseSmallStatement | cst.BaseCompoundStatement)
+            ),
+            None,
+        )
+        if start is None:
+            return False
+        child = stack[start]
+        for j in range(start - 1, -1, -1):
+            parent = stack[j]
+            kind = type(parent)
+            if kind is cst.FunctionDef or kind is cst.Lambda or kind is cst.ClassDef:
+                return False
+            if kind is cst.While:
+                return False
+            if isinstance(parent, cst.For):
+                return (
+                    child is parent.body
+                    and name in bound_names(parent.target)
+                    and LoaderFlow.of(ctx).is_loader(parent.iter, scope or ctx.root_scope)
+                )
+            if isinstance(parent, _STATEMENT_OWNERS):
+                body = parent.body
+                for k in range(len(body) - 1, -1, -1):
+                    if body[k] is child:
+                        for sibling in reversed(body[:k]):
+                            if self._effect(sibling, scope, caller, 1) == _SYNC:
+                                return True
+                            if _mentions(sibling, name):
+                                return self._saves(sibling, name, scope)
+                        break
+                if kind is cst.Module:
+                    return False
+            elif isinstance(parent, cst.With) and any(
+                _STEP in ctx.qnames(item.item, scope) for item in parent.items
+            ):
+                return False  # inside the step: its graph is being recorded
+            child = parent
+        return False
+
+    def _saves(self, statement: cst.CSTNode, name: str, scope: Scope | None) -> bool:
+        """``statement`` is ``xm.save(name, ...)``: it syncs the tensors of ``name``."""
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+            return False
+        small = statement.body[0]
+        call = small.value if type(small) is cst.Expr else None
+        if type(call) is not cst.Call or f"{apis.XM}.save" not in self.ctx.qnames(call.func, scope):
+            return False
+        data = find_arg(call, "data", 0)
+        return data is not None and type(data.value) is cst.Name and data.value.value == name
 
     # -- what one statement does --------------------------------------------------------
     def _effect(
@@ -382,6 +466,11 @@ class _Pending:
 
         walk(node, _V(), TRIVIA)
         return found
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    """``node`` reads or binds the variable ``name`` anywhere (a nested function's too)."""
+    return any(type(n) is cst.Name and n.value == name for n in iter_nodes(node))
 
 
 def _has_else(node: cst.If) -> bool:

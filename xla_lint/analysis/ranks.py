@@ -297,6 +297,8 @@ def _guard_of(
             if found is not None:
                 return Identity(found[0], found[1], node)
         elif kind is cst.Comparison:
+            if _presence_test(node):
+                continue  # `os.environ.get("RANK") is not None`: set on every replica or none
             for side in (node.left, *(c.comparator for c in node.comparisons)):
                 identity = _identity(ctx, side, site, depth + 1)
                 if identity is not None and identity.per_replica and identity.kind != MASTER:
@@ -316,6 +318,16 @@ def _guard_of(
                 if first_guard is not None and all(g is not None for g in guards):
                     return first_guard
     return None
+
+
+def _presence_test(node: cst.Comparison) -> bool:
+    """``x is None`` / ``x is not None``: whether a rank is known, not which one."""
+    return all(
+        isinstance(c.operator, (cst.Is, cst.IsNot))
+        and type(c.comparator) is cst.Name
+        and c.comparator.value == "None"
+        for c in node.comparisons
+    )
 
 
 _identity = _memoised("identity", _identity_of)

@@ -218,6 +218,18 @@ print(total_loss.item())                       # once, after the loop
         ),
     )
     invalid = (
+        # moshi-finetune's Fabric loop: the all-reduce's `.item()` runs a graph every step; the
+        # number it gives, formatted later, is no tensor (nor is `fabric`, whose `backward(loss)`
+        # is the step's backward).
+        Invalid(
+            "import torch_xla.core.xla_model as xm\n"
+            "def train(model, fabric, optimizer, loader, n):\n    for step in range(n):\n"
+            "        mb_loss = model(next(loader)).sum()\n        fabric.backward(mb_loss)\n"
+            "        optimizer.step()\n        xm.mark_step()\n"
+            "        avg = xm.all_reduce('sum', mb_loss.detach()).item() / fabric.world_size\n"
+            "        if fabric.is_global_zero:\n            print(f'loss {avg:.4f} {fabric.world_size}')\n",
+            (8,),
+        ),
         # projectt eval/linear_probe/engine_finetune.py evaluate(): a step loop that trains nothing
         # reads a metric every batch (its .cpu() output copy is not reported).
         Invalid(
@@ -292,7 +304,8 @@ print(total_loss.item())                       # once, after the loop
             receiver = func.value
             if _has_host_call(receiver):
                 return  # `t.cpu().detach().numpy()`: reported once, at `.cpu()`
-            if self.ctx.qnames(receiver):
+            names = self.ctx.qnames(receiver)
+            if names and not names & _DEVICE_RESULTS:
                 return  # a module's function or value (`np.array(...).tolist()`), not a tensor
             self._check(
                 node,
@@ -483,12 +496,44 @@ print(total_loss.item())                       # once, after the loop
         self._hosts[key] = hosts
         for _ in range(3):
             for i, (targets, value) in enumerate(assigns):
-                if i in host:
+                if i in host or _host_number(value, names):
                     continue
                 if i in torchy or _names_in(value) & names:
                     names |= targets
         self._tensors[key] = names
         return names
+
+
+# torch_xla collectives called in the step whose result is a device tensor: a host read of it
+# (`xm.all_reduce("sum", loss).item()`) runs the collective's graph.
+_DEVICE_RESULTS = frozenset(
+    f"{apis.XM}.{name}"
+    for name in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute")
+)
+
+_NUMBER_CONVERSIONS = frozenset({"float", "int", "bool", "round", "len"})
+
+
+def _host_number(node: cst.CSTNode, tensors: set[str]) -> bool:
+    """An expression whose value is a Python number although it mentions a tensor: a host
+    read (``t.item()``, ``float(t)``), or arithmetic of one with other numbers
+    (``xm.all_reduce('sum', loss).item() / world_size``)."""
+    kind = type(node)
+    if kind is cst.Call:
+        func = node.func  # type: ignore[attr-defined]
+        if type(func) is cst.Attribute and func.attr.value in ("item", "tolist"):
+            return True
+        return type(func) is cst.Name and func.value in _NUMBER_CONVERSIONS
+    if kind is cst.BinaryOperation:
+        left, right = node.left, node.right  # type: ignore[attr-defined]
+        if _host_number(left, tensors):
+            return _host_number(right, tensors) or not _names_in(right) & tensors
+        if _host_number(right, tensors):
+            return not _names_in(left) & tensors
+        return False
+    if kind is cst.UnaryOperation:
+        return _host_number(node.expression, tensors)  # type: ignore[attr-defined]
+    return False
 
 
 # Tensor metadata torch_xla keeps on the host (the lazy tensor's shape and type): reading it runs
