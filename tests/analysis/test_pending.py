@@ -169,4 +169,6 @@ def test_a_read_of_a_tensor_the_last_sync_made_device_data_runs_nothing():
         "        loss = loss * 2\n        probe(loss)\n"
         "    ckpt = {'model': model.state_dict()}\n    xm.save(ckpt, 'a.pt')\n"
         "    loss = model(x)\n    probe(ckpt)\n    probe(loss)\n"
-    ) == [True, True, True, False, False, True, False]
+        "    for batch in pl.MpDeviceLoader(loader, dev):\n        x, _, y = batch\n"
+        "        pred = model(x)\n        probe(y.detach())\n        probe(pred)\n"
+    ) == [True, True, True, False, False, True, False, True, False]

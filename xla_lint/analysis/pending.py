@@ -262,7 +262,10 @@ class _Pending:
                             if self._effect(sibling, scope, caller, 1) == _SYNC:
                                 return True
                             if _mentions(sibling, name):
-                                return self._saves(sibling, name, scope)
+                                source = _unpacked_from(sibling, name)
+                                if source is None:
+                                    return self._saves(sibling, name, scope)
+                                name = source  # `x, _, y = batch`: what `batch` holds
                         break
                 if kind is cst.Module:
                     return False
@@ -466,6 +469,18 @@ class _Pending:
 
         walk(node, _V(), TRIVIA)
         return found
+
+
+def _unpacked_from(statement: cst.CSTNode, name: str) -> str | None:
+    """For ``a, b = batch`` or ``b = batch`` that binds ``name``: ``batch``, else None."""
+    if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if type(small) is not cst.Assign or type(small.value) is not cst.Name:
+        return None
+    if not any(name in bound_names(t.target) for t in small.targets):
+        return None
+    return small.value.value
 
 
 def _mentions(node: cst.CSTNode, name: str) -> bool:
