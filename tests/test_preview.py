@@ -95,5 +95,6 @@ def test_command_line_runs_preview_rules_only_with_preview(tmp_path):
         timeout=120,
     ).stdout
     assert "XLA204 adam-scalar-recompile [warning] (preview)" in listing
-    assert "XLA201 host-sync-in-step [warning] (preview)" in listing  # issue 22's gate
+    assert "XLA015 replica-divergent-sync [error] (preview)" in listing  # issue 22's gate
+    assert "XLA201 host-sync-in-step [warning]:" in listing  # passed it again (s23)
     assert "XLA004 print-without-flush [warning]:" in listing
