@@ -54,3 +54,46 @@ def test_the_parse_itself_does_not_validate(monkeypatch):
     assert calls == []
     cst.parse_module("x = 1  # c\n")
     assert calls  # LibCST's own parse validates every whitespace node
+
+
+def test_overlapping_parses_in_two_threads_leave_validation_restored(monkeypatch):
+    """The editor server parses in threads: thread A starts, B starts, A ends, B ends. Saving
+    and restoring ``CSTNode.__post_init__`` per call left validation off for good after that
+    order; the count of running parses restores it when the last one ends."""
+    import threading
+
+    import libcst as cst
+
+    from xla_lint import linter
+
+    original = cst.CSTNode.__post_init__
+    real_parse = cst.parse_module
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def staged(text):
+        if text.startswith("a"):
+            a_in.set()
+            assert b_in.wait(10)  # B starts while A runs
+        else:
+            assert a_in.wait(10)
+            b_in.set()
+            assert a_out.wait(10)  # ... and ends after A
+        return real_parse(text)
+
+    monkeypatch.setattr(cst, "parse_module", staged)
+
+    def parse_a():
+        linter.parse_module("a = 1\n")
+        a_out.set()
+
+    threads = [
+        threading.Thread(target=parse_a),
+        threading.Thread(target=linter.parse_module, args=("b = 2\n",)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert cst.CSTNode.__post_init__ is original
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")  # validation is on again

@@ -13,6 +13,7 @@ import bisect
 import functools
 import itertools
 import re
+import threading
 from dataclasses import replace
 
 import libcst as cst
@@ -97,12 +98,23 @@ def parse_module(text: str) -> cst.Module:
     be skipped when parsing a file). Nodes built after the parse (a fix's ``with_changes``)
     are validated as before. Raises what ``cst.parse_module`` raises.
     """
-    post_init = cst.CSTNode.__post_init__
-    cst.CSTNode.__post_init__ = _skip_validation  # type: ignore[method-assign]
+    global _parsing
+    with _parse_lock:  # parses overlap in the editor server's threads: the last one restores
+        if _parsing == 0:
+            cst.CSTNode.__post_init__ = _skip_validation  # type: ignore[method-assign]
+        _parsing += 1
     try:
         return cst.parse_module(text)
     finally:
-        cst.CSTNode.__post_init__ = post_init  # type: ignore[method-assign]
+        with _parse_lock:
+            _parsing -= 1
+            if _parsing == 0:
+                cst.CSTNode.__post_init__ = _VALIDATE  # type: ignore[method-assign]
+
+
+_VALIDATE = cst.CSTNode.__post_init__
+_parse_lock = threading.Lock()
+_parsing = 0  # parse_module calls running now (any thread)
 
 
 LIBCST_LIMIT = "LibCST's parser cannot read this file, although Python compiles it"
