@@ -9,23 +9,32 @@ from ...analysis.context import FileContext
 from ...analysis.loops import _last_name, _names_in, root_name
 from ...analysis.names import bound_names
 from ...analysis.values import definition
-from ...analysis.walk import TRIVIA, calls_in, walk
+from ...analysis.walk import calls_in, iter_nodes
 from ...diagnostics import Severity
 from ...rule import Invalid, Valid
 from .common import HOST_METHODS, LoopRule, chain_root, is_literal_loop
 
 
 def _has_modulo(node: cst.CSTNode) -> bool:
-    found = False
+    """``node`` holds on one step in N: a remainder compared for equality (``step % 100 == 0``,
+    ``(i + 1) % n in (0, 1)``) or negated (``not step % 100``). A remainder taken as a truth
+    value (``if step % 100:``, ``step % 100 != 0``) holds on all the other steps (Kaggle
+    Alaska2's per-step print)."""
+    for n in iter_nodes(node):
+        kind = type(n)
+        if kind is cst.Comparison:
+            if any(isinstance(c.operator, (cst.Equal, cst.In)) for c in n.comparisons) and any(
+                _modulo(side) for side in (n.left, *(c.comparator for c in n.comparisons))
+            ):
+                return True
+        elif kind is cst.UnaryOperation and isinstance(n.operator, cst.Not):
+            if _modulo(n.expression):
+                return True
+    return False
 
-    class _V(cst.CSTVisitor):
-        def visit_BinaryOperation(self, n: cst.BinaryOperation) -> None:
-            nonlocal found
-            if isinstance(n.operator, cst.Modulo):
-                found = True
 
-    walk(node, _V(), TRIVIA)
-    return found
+def _modulo(node: cst.CSTNode) -> bool:
+    return type(node) is cst.BinaryOperation and isinstance(node.operator, cst.Modulo)
 
 
 def _compares_counter(test: cst.CSTNode, counters: set[str]) -> bool:
@@ -69,7 +78,8 @@ scalar reads are flagged (`.item()`, `float(t)`/`int(t)`: a metric, which can ad
 device and be read once); its `.cpu()`/`.numpy()`/`.tolist()` copies and prints are its output
 (feature extraction, embeddings) or a latency benchmark's deliberate completion barrier. Not
 flagged: a loop that neither trains nor ends a step; reading a tensor's metadata (`t.shape`, `t.size()`, `t.dtype`, `t.device`, `t.ndim`,
-`len(t)`: torch_xla keeps shapes on the host, no device is read); code under `if step % N == 0:` (or `if step == 0:`,
+`len(t)`: torch_xla keeps shapes on the host, no device is read); code under `if step % N == 0:`
+or `if not step % N:` (not `if step % N:`, which holds on all the other steps; or `if step == 0:`,
 or a flag assigned such a test: `log_now = step % N == 0` ... `if log_now:`),
 inside a function or lambda given to `xm.add_step_closure`, after the loop, in a loop
 that only evaluates (no step), a loop over a literal list or tuple (a few
@@ -135,6 +145,11 @@ print(total_loss.item())                       # once, after the loop
             "import torch_xla\nfor step, (x, y) in enumerate(loader):\n    with torch_xla.step():\n"
             "        loss = model(x).sum()\n        loss.backward()\n        opt.step()\n"
             "    if step % 10 == 0:\n        print(loss.item(), flush=True)\n"
+        ),
+        Valid(
+            "import torch_xla\nfor step, (x, y) in enumerate(loader):\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n    torch_xla.sync()\n"
+            "    if not step % 10:\n        print(loss.item(), flush=True)\n"
         ),
         # The periodic test saved in a flag first (TaiMingLu/vision_transformers_torch_xla).
         Valid(
@@ -217,6 +232,14 @@ print(total_loss.item())                       # once, after the loop
         ),
     )
     invalid = (
+        # Kaggle Alaska2: a remainder as the test holds on 99 steps of 100.
+        Invalid(
+            "import torch_xla\nfor batch_idx, (x, y) in enumerate(loader):\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n    torch_xla.sync()\n"
+            "    if batch_idx % 100:\n        print(loss.item(), flush=True)\n"
+            "    if batch_idx % 100 != 0:\n        print(loss.item(), flush=True)\n",
+            (8, 10),
+        ),
         # moshi-finetune's Fabric loop: the all-reduce's `.item()` runs a graph every step; the
         # number it gives, formatted later, is no tensor (nor is `fabric`, whose `backward(loss)`
         # is the step's backward).
