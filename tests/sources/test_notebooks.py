@@ -566,3 +566,22 @@ def test_a_cell_only_libcst_refuses_is_xla000_and_the_others_are_linted(tmp_path
     )
     got = found(tmp_path, {"nb.ipynb": text}, select=["XLA000", "XLA302"])
     assert [(d.code, d.cell) for d in got] == [("XLA000", 2), ("XLA302", 3)]
+
+
+def test_a_function_no_launched_replica_reaches_runs_in_the_kernel(tmp_path):
+    """SIIM-ISIC's notebook: `run_test` is called by a later cell after `xmp.spawn(_mp_fn)`,
+    so its print is the kernel's (shown); `_mp_fn` and what it names run in the replicas."""
+    text = notebook(
+        cell(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+        ),
+        cell("def log(msg):\n    print('replica', msg)\n\ndef train_fold(i):\n    log(i)\n"),
+        cell(
+            "def _mp_fn(index, flags):\n    for i in range(2):\n        train_fold(i)\n\nxmp.spawn(_mp_fn, args=({},))\n"
+        ),
+        cell("def run_test(model):\n    print('average:')\n    return model\n\nrun_test(None)\n"),
+    )
+    diagnostics = found(tmp_path, {"nb.ipynb": text}, select=["XLA004"])
+    assert [(d.code, text.splitlines()[d.line - 1].strip()) for d in diagnostics] == [
+        ("XLA004", "\"    print('replica', msg)\\n\",")
+    ]

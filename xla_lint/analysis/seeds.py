@@ -155,6 +155,46 @@ def _find_launched_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     return out
 
 
+def replica_functions(ctx: FileContext) -> frozenset[int]:
+    """``id()`` of the file's function definitions that may run in a replica this file launches:
+    a function passed by name to ``torch_xla.launch``/``xmp.spawn``, and every function whose
+    name such a function's body mentions, transitively (a call, a value passed on, a lambda's
+    call: more than the calls, so that what is left out provably runs in the launching process).
+    Empty when the file launches nothing by name. Computed once per file (``ctx.memo``)."""
+    return ctx.memo(replica_functions, lambda: _find_replica_functions(ctx))
+
+
+def _find_replica_functions(ctx: FileContext) -> frozenset[int]:
+    todo = [
+        fn.value.value
+        for call in launch_calls(ctx)
+        if (fn := find_arg(call, "fn", 0)) is not None and isinstance(fn.value, cst.Name)
+    ]
+    if not todo:
+        return frozenset()
+    flat = ctx.flat
+    nodes = flat.nodes
+    defs: dict[str, list[int]] = {}
+    for i in flat.of_types(frozenset({cst.FunctionDef})):
+        defs.setdefault(nodes[i].name.value, []).append(i)  # type: ignore[attr-defined]
+    seen: set[str] = set()
+    out: set[int] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for index in defs.get(name, ()):
+            out.add(id(nodes[index]))
+            # iter_nodes, not the shared list: the rule traversal's list may leave Names out
+            for node in iter_nodes(nodes[index]):
+                if type(node) is cst.Name and node.value in defs and node.value not in seen:
+                    todo.append(node.value)
+                elif type(node) is cst.FunctionDef:
+                    out.add(id(node))  # nested: runs where its parent does
+    return frozenset(out)
+
+
 def in_launched_function(ctx: FileContext) -> bool:
     """True inside a module-level function this file hands to ``torch_xla.launch``/``xmp.spawn``
     (see :func:`launched_functions`): that code runs in multi-process mode, not SPMD."""

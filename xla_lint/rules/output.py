@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..analysis import apis
 from ..analysis.context import find_arg, parse_expression
+from ..analysis.seeds import replica_functions
 from ..diagnostics import Severity
 from ..program.facts import Fact
 from ..rule import Invalid, PendingFix, Replacement, Rule, Valid
@@ -59,7 +60,8 @@ body) by `sys.stdout.flush()`, prints followed in their block only by more print
 handler of a `try` that imports torch_xla (`except ImportError:` runs where torch_xla is absent:
 not XLA code), programs whose output is unbuffered (`python -u`, `PYTHONUNBUFFERED`, stdout
 reconfigured) and tests (pytest captures their output). In a notebook, prints at a cell's top
-level run in the kernel, whose output the notebook shows. Examples written as an interactive
+level run in the kernel, whose output the notebook shows, and so do prints in a function that
+no function the notebook launches names (a later cell's `run_test(...)` after `xmp.spawn`). Examples written as an interactive
 session (`>>>` examples in docstrings, `pycon` blocks of Markdown or reStructuredText) are not
 checked: typed at a prompt, each line's output shows at once.
 
@@ -259,6 +261,8 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
         function = next(iter(self.ctx.enclosing(cst.FunctionDef)), None)
         if self.ctx.notebook and function is None:
             return  # a cell's top level runs in the kernel, whose output the notebook shows
+        if self.ctx.notebook and function is not None and self._in_kernel():
+            return  # a function no launched replica reaches runs in the kernel too
         flushed, exits = _after(self.ctx, node, function)
         if flushed:
             return  # `sys.stdout.flush()` follows in the same function: the line is written
@@ -285,6 +289,15 @@ or run Python unbuffered (`python -u`, `PYTHONUNBUFFERED=1`) on every host, and 
             requires=requires,
             stable_requires=[(Fact.UNATTENDED, True)],
             runs_in=self._plain_functions(),
+        )
+
+    def _in_kernel(self) -> bool:
+        """The notebook launches replicas and the print's function is none that they may run
+        (:func:`xla_lint.analysis.seeds.replica_functions`): its cell calls it in the kernel
+        (SIIM-ISIC's `run_test` after `xmp.spawn`)."""
+        replicas = replica_functions(self.ctx)
+        return bool(replicas) and not any(
+            type(n) is cst.FunctionDef and id(n) in replicas for n in self.ctx.stack
         )
 
     def _plain_functions(self) -> list[str]:
