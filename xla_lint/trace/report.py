@@ -156,11 +156,15 @@ class Analysis:
 
 
 def _warmup(steps: list[Step]) -> set[int]:
-    """The rows of ``steps`` (one phase's, in order) before the first that compiled nothing;
-    the first two when every one compiled."""
-    quiet = next((i for i, s in enumerate(steps) if s.compiles == 0), None)
+    """The rows of ``steps`` (one phase's, in order) before the first that compiled nothing
+    once an optimizer step ran (in that row or before it: a sync before the first
+    ``optimizer.step()``, such as an evaluation function's last one, compiles nothing and is
+    not a step); the first two from the first that trained when every one compiled. Without
+    any optimizer step, the same from the first row."""
+    trained = next((i for i, s in enumerate(steps) if s.trains), 0)
+    quiet = next((i for i, s in enumerate(steps) if s.compiles == 0 and i >= trained), None)
     if quiet is None:
-        return {s.step for s in steps[:2]}
+        return {s.step for s in steps[: trained + 2]}
     return {s.step for s in steps[:quiet]}
 
 
@@ -373,8 +377,11 @@ def _compiles(
     signatures_before: dict[int, set] = {}
     running: dict[object, set] = {}
     first_row: dict[object, int] = {}
+    own_rows: dict[object, list[Step]] = {}  # an evaluation loop's rows of its own
     for s in trace.steps:
         key = group_of(s.phase, s.loop)
+        if key not in (TRAINING, SETUP):
+            own_rows.setdefault(key, []).append(s)
         first_row.setdefault(key, s.step)
         signatures_before[s.step] = set(running.get(key, set()))
         if s.signature() is not None:
@@ -405,8 +412,11 @@ def _compiles(
                 and group_of(step.phase, step.loop) != key
             ):
                 # an evaluation loop with no sync of its own ran inside this row: its own pass
+                earlier = [r for r in own_rows.get(key, []) if r.step < c.step]
                 out.append(
-                    _unrowed(trace, c, time_s, step, blocks[number], loop_first, loop_seen, seen)
+                    _unrowed(
+                        trace, c, time_s, step, blocks[number], loop_first, loop_seen, seen, earlier
+                    )
                 )
                 fed = [b for b in _fed_batches(step) if b.get("inputs")]
                 row_seen.setdefault(key, set()).update(_batch_signature(b) for b in fed)
@@ -575,21 +585,27 @@ def _unrowed(
     loop_first: dict[object, int],
     loop_seen: dict[object, set],
     seen: set[str],
+    earlier: list[Step] | None = None,
 ) -> dict:
-    """The entry of a compile of an evaluation loop with no sync of its own, which ran inside
-    a row of another loop (a training row: it ran after the step before it). Its first pass
-    (the first row it compiled in) is its warm-up, except the last compile of the pass when
-    the loop's loader handed its smaller last batch there (a DataLoader without drop_last:
-    XLA202); a later new graph is compared with the batches the loop had before."""
+    """The entry of a compile of an evaluation loop that ran inside a row of another loop (a
+    training row: it ran after the step before it): a loop with no sync of its own, or the
+    first batch of a later pass of a loop whose boundary comes after a training step that the
+    script's own boundary did not end (``xm.mark_step()`` before ``xm.optimizer_step``: the
+    row holds that optimizer step, so it trains). Its first pass (the first row it compiled
+    in, unless the loop had rows of its own before: ``earlier``) is its warm-up, except the
+    last compile of the pass when the loop's loader handed its smaller last batch there (a
+    DataLoader without drop_last: XLA202); a later new graph is compared with the batches the
+    loop had before (or, without a loader's batches, with the inputs of its earlier rows)."""
     key = group_of(c.phase, c.loop)
     mine = [b for b in blocks if group_of(b.phase, b.loop) == key]
     index = next(i for i, b in enumerate(mine) if b is c)
-    first = loop_first.setdefault(key, c.step) == c.step
+    first = loop_first.setdefault(key, c.step) == c.step and not earlier
     new_graph = c.graph_hash is None or c.graph_hash not in seen
     if c.graph_hash is not None:
         seen.add(c.graph_hash)
     fed = [b for b in _fed_batches(step) if b.get("inputs")]
     before = loop_seen.get(key, set())
+    own = {r.signature() for r in earlier or []} - {None}
     loaders = loaders_by_id(trace)
     last = fed[-1] if fed else None
     loader = loaders.get(last.get("loader", -1)) if last is not None else None
@@ -608,6 +624,9 @@ def _unrowed(
         reason = "same-input-shapes"
     elif fed:
         reason = "new-input-shape"
+    elif own and step.signature() is not None:
+        # the row's first inputs are the loop's batch (its model call came first in the row)
+        reason = "same-input-shapes" if step.signature() in own else "new-input-shape"
     else:
         reason = "unknown-inputs"
     return {
@@ -874,11 +893,21 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
                 title = "a new graph with the same input shapes"
                 # --explain diffs the IR of the optimizers' parameters at training steps only
                 training = step.phase in (None, TRAINING) and c["phase"] in (None, TRAINING)
+                explained = "explain" in c or bool((trace.start or {}).get("explain"))
+                pending = (
+                    c["phase"] == EVALUATION and step.phase in (None, TRAINING) and step.trains
+                )
                 message = (
                     f"{name} compiled again after warm-up with the same input shapes as an earlier "
                     f"{'step' if training else 'batch'} of the same loop: the graph itself changed "
-                    "(a Python number that became 0 or 1, a branch on a value, a changed op)"
-                    + ("" if "explain" in c or not training else "; --explain names the line")
+                    + (
+                        "(the optimizer step before it ran after the training loop's last "
+                        "boundary: its update is still pending and runs in this graph; a "
+                        "boundary after the optimizer step keeps it out)"
+                        if pending
+                        else "(a Python number that became 0 or 1, a branch on a value, a changed op)"
+                    )
+                    + ("" if explained or not training else "; --explain names the line")
                 )
             message += _explained(c.get("explain"))
         elif step is not None and step.phase == SETUP:
