@@ -286,20 +286,7 @@ def pair_compile_times(
         given = step.compile_times_s
         return [given[i] if i < len(given) else None for i in range(len(blocks))], []
     samples = sorted(step.compile_samples)
-    owners: list[HostRead | None] = []
-    for began, _ in samples:
-        owners.append(
-            next(
-                (
-                    r
-                    for r in reads
-                    if any(
-                        a - SPAN_SLACK_S <= began <= b + SPAN_SLACK_S for a, b in r.compile_spans
-                    )
-                ),
-                None,
-            )
-        )
+    owners = [_sample_owner(began, reads, step.boundary_at) for began, _ in samples]
     used = [False] * len(samples)
 
     def take(test) -> float | None:
@@ -313,7 +300,25 @@ def pair_compile_times(
     for block in blocks:
         found = None
         if not is_sync_cause(block.cause) and block.location is not None:
-            found = take(lambda o, at=block.location: o is not None and o.location == at)
+            at = block.location
+            mine = [
+                i
+                for i, o in enumerate(owners)
+                if not used[i] and o is not None and o.location == at
+            ]
+            # a value read inside a torch op at the same line came first (``x[mask]`` reads
+            # the number of elements to the host before the line's `.item()`): its block
+            # takes the row's own sample that began before that read's
+            earlier = [
+                i
+                for i, o in enumerate(owners)
+                if not used[i] and o is None and mine and samples[i][0] < samples[mine[0]][0]
+            ]
+            if earlier and sum(b.location == at for b in blocks) > 1:
+                used[earlier[0]] = True
+                found = samples[earlier[0]][1]
+            else:
+                found = take(lambda o, at=at: o is not None and o.location == at)
         if found is None:
             found = take(lambda o: o is None)
         times.append(found)
@@ -323,6 +328,28 @@ def pair_compile_times(
         if not used[i] and owner is not None
     ]
     return times, extra
+
+
+def _sample_owner(
+    began: float, reads: list[HostRead], boundary_at: float | None
+) -> HostRead | None:
+    """The host read a ``CompileTime`` sample that began at ``began`` belongs to: the read
+    whose span holds it, else one within :data:`SPAN_SLACK_S` of it, but never a read that
+    ended before the row's boundary began (``boundary_at``) for a sample that began after:
+    the sync right after a read compiles the step's graph (nanoGPT-TPU's eval batch: the
+    boundary's 1.9 s compile was the last read's, its block got no time, and the read's own
+    sample was a compile "that torch_xla's debug output does not report"); None: the row's
+    own flow."""
+    spans = [(r, a, b) for r in reads for a, b in r.compile_spans]
+    for r, a, b in spans:
+        if a <= began <= b:
+            return r
+    for r, a, b in spans:
+        if a - SPAN_SLACK_S <= began <= b + SPAN_SLACK_S and not (
+            boundary_at is not None and b < boundary_at <= began
+        ):
+            return r
+    return None
 
 
 def warmup_rows(trace: Trace) -> dict[object, set[int]]:
