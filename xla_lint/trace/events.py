@@ -7,7 +7,7 @@ of the events file) and :data:`REPORT_SCHEMA` (``xla-lint trace --json``).
 
 Event kinds (``"event"`` field), in the order they usually come:
 
-``start`` (the child began), ``torch_xla`` (the script imported it: versions, device env),
+``start`` (the child began; ``explain``: the run has ``--explain``), ``torch_xla`` (the script imported it: versions, device env),
 ``spmd`` (``xr.use_spmd()`` called), ``optimizer``, ``loader`` (a DataLoader or
 MpDeviceLoader was made: where, batch size, drop_last, input_sharding), ``compile`` and
 ``execution`` (from torch_xla's PT_XLA_DEBUG report: cause, graph hash, Python frames;

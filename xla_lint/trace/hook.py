@@ -2111,6 +2111,7 @@ def _start_rank(rank: int, launcher: str, shared: bool, thread: threading.Thread
             "thread": thread.name,
             "shared": shared,
             "debug_file": os.environ.get(DEBUG_FILE_ENV),
+            "explain": tracer.explain,
         }
     )
     tracer.attach(torch_xla)
@@ -2243,6 +2244,7 @@ def main() -> None:
             "python": sys.executable,
             "cwd": os.getcwd(),
             "steps_limit": tracer.steps_limit,
+            "explain": tracer.explain,
         }
     )
     _after_import("torch_xla", tracer.patch_torch_xla)

@@ -174,11 +174,23 @@ def place(trace: Trace, phases: PhaseMap | None) -> Trace:
         trained.discard(None)
         if trained:
             phases = replace(phases, trained=phases.trained | frozenset(trained))
+    first_trains = next((r.step for r in trace.steps if r.trains), None)
     groups: list[list[Step]] = []
     pending: list[Step] = []
     for raw in trace.steps:
         row = replace(raw)
         row.phase, row.loop = _row_phase(row, phases)
+        if (
+            phases is not None
+            and row.phase == TRAINING
+            and first_trains is not None
+            and row.step < first_trains
+        ):
+            # the hook counts every boundary once 8 passed without an optimizer step (an
+            # optimizer that never steps); one stepped later, so a training-loop sync before
+            # it (an evaluation function's trailing sync, the boundary before the first
+            # `optimizer.step()`) is the first step's, not a step of its own
+            row.counted = False
         if row.phase in (None, TRAINING) and not row.counted:
             pending.append(row)  # joins the training step after it
             continue

@@ -156,11 +156,15 @@ class Analysis:
 
 
 def _warmup(steps: list[Step]) -> set[int]:
-    """The rows of ``steps`` (one phase's, in order) before the first that compiled nothing;
-    the first two when every one compiled."""
-    quiet = next((i for i, s in enumerate(steps) if s.compiles == 0), None)
+    """The rows of ``steps`` (one phase's, in order) before the first that compiled nothing
+    once an optimizer step ran (in that row or before it: a sync before the first
+    ``optimizer.step()``, such as an evaluation function's last one, compiles nothing and is
+    not a step); the first two from the first that trained when every one compiled. Without
+    any optimizer step, the same from the first row."""
+    trained = next((i for i, s in enumerate(steps) if s.trains), 0)
+    quiet = next((i for i, s in enumerate(steps) if s.compiles == 0 and i >= trained), None)
     if quiet is None:
-        return {s.step for s in steps[:2]}
+        return {s.step for s in steps[: trained + 2]}
     return {s.step for s in steps[:quiet]}
 
 
@@ -282,20 +286,7 @@ def pair_compile_times(
         given = step.compile_times_s
         return [given[i] if i < len(given) else None for i in range(len(blocks))], []
     samples = sorted(step.compile_samples)
-    owners: list[HostRead | None] = []
-    for began, _ in samples:
-        owners.append(
-            next(
-                (
-                    r
-                    for r in reads
-                    if any(
-                        a - SPAN_SLACK_S <= began <= b + SPAN_SLACK_S for a, b in r.compile_spans
-                    )
-                ),
-                None,
-            )
-        )
+    owners = [_sample_owner(began, reads, step.boundary_at) for began, _ in samples]
     used = [False] * len(samples)
 
     def take(test) -> float | None:
@@ -309,7 +300,25 @@ def pair_compile_times(
     for block in blocks:
         found = None
         if not is_sync_cause(block.cause) and block.location is not None:
-            found = take(lambda o, at=block.location: o is not None and o.location == at)
+            at = block.location
+            mine = [
+                i
+                for i, o in enumerate(owners)
+                if not used[i] and o is not None and o.location == at
+            ]
+            # a value read inside a torch op at the same line came first (``x[mask]`` reads
+            # the number of elements to the host before the line's `.item()`): its block
+            # takes the row's own sample that began before that read's
+            earlier = [
+                i
+                for i, o in enumerate(owners)
+                if not used[i] and o is None and mine and samples[i][0] < samples[mine[0]][0]
+            ]
+            if earlier and sum(b.location == at for b in blocks) > 1:
+                used[earlier[0]] = True
+                found = samples[earlier[0]][1]
+            else:
+                found = take(lambda o, at=at: o is not None and o.location == at)
         if found is None:
             found = take(lambda o: o is None)
         times.append(found)
@@ -319,6 +328,28 @@ def pair_compile_times(
         if not used[i] and owner is not None
     ]
     return times, extra
+
+
+def _sample_owner(
+    began: float, reads: list[HostRead], boundary_at: float | None
+) -> HostRead | None:
+    """The host read a ``CompileTime`` sample that began at ``began`` belongs to: the read
+    whose span holds it, else one within :data:`SPAN_SLACK_S` of it, but never a read that
+    ended before the row's boundary began (``boundary_at``) for a sample that began after:
+    the sync right after a read compiles the step's graph (nanoGPT-TPU's eval batch: the
+    boundary's 1.9 s compile was the last read's, its block got no time, and the read's own
+    sample was a compile "that torch_xla's debug output does not report"); None: the row's
+    own flow."""
+    spans = [(r, a, b) for r in reads for a, b in r.compile_spans]
+    for r, a, b in spans:
+        if a <= began <= b:
+            return r
+    for r, a, b in spans:
+        if a - SPAN_SLACK_S <= began <= b + SPAN_SLACK_S and not (
+            boundary_at is not None and b < boundary_at <= began
+        ):
+            return r
+    return None
 
 
 def warmup_rows(trace: Trace) -> dict[object, set[int]]:
@@ -373,8 +404,11 @@ def _compiles(
     signatures_before: dict[int, set] = {}
     running: dict[object, set] = {}
     first_row: dict[object, int] = {}
+    own_rows: dict[object, list[Step]] = {}  # an evaluation loop's rows of its own
     for s in trace.steps:
         key = group_of(s.phase, s.loop)
+        if key not in (TRAINING, SETUP):
+            own_rows.setdefault(key, []).append(s)
         first_row.setdefault(key, s.step)
         signatures_before[s.step] = set(running.get(key, set()))
         if s.signature() is not None:
@@ -405,8 +439,11 @@ def _compiles(
                 and group_of(step.phase, step.loop) != key
             ):
                 # an evaluation loop with no sync of its own ran inside this row: its own pass
+                earlier = [r for r in own_rows.get(key, []) if r.step < c.step]
                 out.append(
-                    _unrowed(trace, c, time_s, step, blocks[number], loop_first, loop_seen, seen)
+                    _unrowed(
+                        trace, c, time_s, step, blocks[number], loop_first, loop_seen, seen, earlier
+                    )
                 )
                 fed = [b for b in _fed_batches(step) if b.get("inputs")]
                 row_seen.setdefault(key, set()).update(_batch_signature(b) for b in fed)
@@ -575,21 +612,27 @@ def _unrowed(
     loop_first: dict[object, int],
     loop_seen: dict[object, set],
     seen: set[str],
+    earlier: list[Step] | None = None,
 ) -> dict:
-    """The entry of a compile of an evaluation loop with no sync of its own, which ran inside
-    a row of another loop (a training row: it ran after the step before it). Its first pass
-    (the first row it compiled in) is its warm-up, except the last compile of the pass when
-    the loop's loader handed its smaller last batch there (a DataLoader without drop_last:
-    XLA202); a later new graph is compared with the batches the loop had before."""
+    """The entry of a compile of an evaluation loop that ran inside a row of another loop (a
+    training row: it ran after the step before it): a loop with no sync of its own, or the
+    first batch of a later pass of a loop whose boundary comes after a training step that the
+    script's own boundary did not end (``xm.mark_step()`` before ``xm.optimizer_step``: the
+    row holds that optimizer step, so it trains). Its first pass (the first row it compiled
+    in, unless the loop had rows of its own before: ``earlier``) is its warm-up, except the
+    last compile of the pass when the loop's loader handed its smaller last batch there (a
+    DataLoader without drop_last: XLA202); a later new graph is compared with the batches the
+    loop had before (or, without a loader's batches, with the inputs of its earlier rows)."""
     key = group_of(c.phase, c.loop)
     mine = [b for b in blocks if group_of(b.phase, b.loop) == key]
     index = next(i for i, b in enumerate(mine) if b is c)
-    first = loop_first.setdefault(key, c.step) == c.step
+    first = loop_first.setdefault(key, c.step) == c.step and not earlier
     new_graph = c.graph_hash is None or c.graph_hash not in seen
     if c.graph_hash is not None:
         seen.add(c.graph_hash)
     fed = [b for b in _fed_batches(step) if b.get("inputs")]
     before = loop_seen.get(key, set())
+    own = {r.signature() for r in earlier or []} - {None}
     loaders = loaders_by_id(trace)
     last = fed[-1] if fed else None
     loader = loaders.get(last.get("loader", -1)) if last is not None else None
@@ -608,6 +651,9 @@ def _unrowed(
         reason = "same-input-shapes"
     elif fed:
         reason = "new-input-shape"
+    elif own and step.signature() is not None:
+        # the row's first inputs are the loop's batch (its model call came first in the row)
+        reason = "same-input-shapes" if step.signature() in own else "new-input-shape"
     else:
         reason = "unknown-inputs"
     return {
@@ -874,11 +920,21 @@ def _recompiles(trace: Trace, compiles: list[dict]) -> list[Finding]:
                 title = "a new graph with the same input shapes"
                 # --explain diffs the IR of the optimizers' parameters at training steps only
                 training = step.phase in (None, TRAINING) and c["phase"] in (None, TRAINING)
+                explained = "explain" in c or bool((trace.start or {}).get("explain"))
+                pending = (
+                    c["phase"] == EVALUATION and step.phase in (None, TRAINING) and step.trains
+                )
                 message = (
                     f"{name} compiled again after warm-up with the same input shapes as an earlier "
                     f"{'step' if training else 'batch'} of the same loop: the graph itself changed "
-                    "(a Python number that became 0 or 1, a branch on a value, a changed op)"
-                    + ("" if "explain" in c or not training else "; --explain names the line")
+                    + (
+                        "(the optimizer step before it ran after the training loop's last "
+                        "boundary: its update is still pending and runs in this graph; a "
+                        "boundary after the optimizer step keeps it out)"
+                        if pending
+                        else "(a Python number that became 0 or 1, a branch on a value, a changed op)"
+                    )
+                    + ("" if explained or not training else "; --explain names the line")
                 )
             message += _explained(c.get("explain"))
         elif step is not None and step.phase == SETUP:
