@@ -172,3 +172,16 @@ def test_a_read_of_a_tensor_the_last_sync_made_device_data_runs_nothing():
         "    for batch in pl.MpDeviceLoader(loader, dev):\n        x, _, y = batch\n"
         "        pred = model(x)\n        probe(y.detach())\n        probe(pred)\n"
     ) == [True, True, True, False, False, True, False, True, False]
+
+
+def test_mesh_reduce_syncs_and_a_module_picked_from_a_container_records_nothing():
+    # unseen6 styleTTS2: `{key: model[key].state_dict() for key in model}` after a sync; arc-nn's
+    # per-batch xm.mesh_reduce (a rendezvous: torch_xla.sync() first, core/xla_model.py)
+    assert ask(
+        "def f(model, loss, x):\n"
+        "    xm.mark_step()\n"
+        "    state = {'net': {key: model[key].state_dict() for key in model}}\n"
+        "    probe(state)\n    probe()\n"
+        "    y = model(x)\n    acc = xm.mesh_reduce('acc', y, sum)\n    probe()\n"
+        "    z = x[y].sum()\n    probe()\n"
+    ) == [True, True, True, False]

@@ -12,7 +12,8 @@ A sync is, in torch_xla 2.9.0: ``xm.mark_step()`` and ``torch_xla.sync()``
 (``torch_xla/torch_xla.py`` ``sync``); ``xm.optimizer_step(opt, barrier=True)``, which ends with
 ``mark_step``; the end of a ``with torch_xla.step():`` block (``step`` syncs on exit);
 ``xm.rendezvous``/``xm.xla_rendezvous`` (``xla_rendezvous`` calls ``torch_xla.sync()`` first and
-after its own all-gathers, on every path); a call of a function of this module whose body ends
+after its own all-gathers, on every path) and ``xm.mesh_reduce``, which is a ``rendezvous`` of its
+data copied to the host; a call of a function of this module whose body ends
 with one of those (``train_step(...)`` whose last statement is ``xm.mark_step()``, a trailing
 ``return`` of values it computed before); the normal end of a ``for`` loop over a device loader
 (``PerDeviceLoader.next`` in ``torch_xla/distributed/parallel_loader.py`` calls
@@ -44,7 +45,7 @@ from .values import Site, definition
 from .walk import TRIVIA, iter_nodes, walk
 
 # Calls after which no graph is pending (see the module docstring).
-SYNCS = SYNC | {f"{apis.XM}.rendezvous", f"{apis.XM}.xla_rendezvous"}
+SYNCS = SYNC | {f"{apis.XM}.rendezvous", f"{apis.XM}.xla_rendezvous", f"{apis.XM}.mesh_reduce"}
 _OPTIMIZER_STEP = f"{apis.XM}.optimizer_step"
 _STEP = "torch_xla.step"
 
@@ -103,6 +104,8 @@ _HOST_METHODS = frozenset(
         "mkdir",
         "set_description",
         "set_postfix",
+        "add_scalar",
+        "add_scalars",
         "parameters",
         "named_parameters",
         "train",
@@ -426,12 +429,12 @@ class _Pending:
         found = False
         site = Site(scope or ctx.root_scope)
 
-        def _host(n: cst.BinaryOperation) -> bool:
+        def _host(n: cst.BaseExpression) -> bool:
             """Arithmetic on values that provably hold no tensor (``epoch % 2`` of a range
-            counter, a command-line option)."""
-            return not may_hold_tensors(ctx, n.left, site) and not may_hold_tensors(
-                ctx, n.right, site
-            )
+            counter, ``(i + 1) % log_interval`` of an option)."""
+            if type(n) is cst.BinaryOperation:
+                return _host(n.left) and _host(n.right)
+            return _literal(n) or not may_hold_tensors(ctx, n, site)
 
         class _V(cst.CSTVisitor):
             def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
@@ -444,6 +447,9 @@ class _Pending:
                 nonlocal found
                 if not _host_call(ctx, n, scope):
                     found = True
+                func = n.func
+                if type(func) is cst.Attribute and func.attr.value == "state_dict":
+                    return False  # `models[key].state_dict()`: a module picked from a container
                 return not found
 
             def visit_BinaryOperation(self, n: cst.BinaryOperation) -> bool:
