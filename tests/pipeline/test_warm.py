@@ -97,6 +97,24 @@ def test_cold_warm_and_edited_runs_say_what_a_run_without_the_cache_says(tmp_pat
     edited = lint(tmp_path, "--no-cache")
     assert lint(tmp_path, "--cache-dir", str(cache)) == edited
 
+    # What the model computes on demand is stored with it (the words the tree names): a
+    # function nothing names has no finding, until a comment in a file that is not parsed names
+    # it; that file's content is part of the model's key.
+    (tmp_path / "pkg/logs.py").write_text(
+        "import torch_xla\ndef debug_dump():\n    print('state')\n"
+    )
+    (tmp_path / "main.py").write_text(
+        MAIN.replace("import pkg.data\n", "import pkg.data\nimport pkg.logs\nxr.use_spmd()\n")
+    )
+    edited = lint(tmp_path, "--no-cache")
+    assert not any(d["path"] == "pkg/logs.py" for d in edited)
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+    (tmp_path / "lib/m0.py").write_text("import os\nimport pkg.util\nX = 0  # see debug_dump\n")
+    edited = lint(tmp_path, "--no-cache")
+    assert any(d["path"] == "pkg/logs.py" and d["code"] == "XLA004" for d in edited)
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+
 
 def test_a_damaged_or_hostile_model_is_ignored(tmp_path):
     write_tree(tmp_path, TREE)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -415,6 +415,7 @@ def program_facts(
     entries: tuple[str, ...] = (),
     cache: ResultCache | None = None,
     keys: Mapping[str, str] | None = None,
+    stores: list[Callable[[], None]] | None = None,
 ) -> ProgramModel:
     """The program model of every linted file (:mod:`xla_lint.program.model`): a document's code
     blocks are one program; ``launches`` and the configuration's ``entry-points`` add entries
@@ -422,8 +423,12 @@ def program_facts(
 
     With ``cache`` and ``keys`` (path -> the key of its result, from :func:`lint_targets`), the
     model is read from the cache when it was built from the same files (each file's key, or
-    its facts when it has none: a shell script), launches and entries, and stored there
-    when it was not (:func:`~xla_lint.pipeline.cache.load_model`)."""
+    its facts when it has none: a shell script; every file the model reads again on demand
+    has facts from the import scan), launches and entries, and stored there when it was
+    not (:func:`~xla_lint.pipeline.cache.load_model`). With ``stores`` the storing is appended
+    there instead, for the caller to run once the run has asked the model what it computes
+    on demand (the names unparsed files call, word counts, the joined loader flow), which are
+    stored with it: a warm run over an unchanged tree reads them instead of every file."""
     table = fact_table(results)
     declared = settings.declared_entries(table) if settings is not None else {}
     references = _Unparsed(frozenset(r.path for r in results if r.skipped_reason == "no torch_xla"))
@@ -438,7 +443,7 @@ def program_facts(
                     (p, keys.get(p) or json.dumps(stable(f), separators=(",", ":")))
                     for p, f in table.items()
                 ],
-                (launches, declared, entries),
+                (launches, declared, entries, _setup_cfg()),
             )
             persistent: dict[str, object] = {f"f:{p}": f for p, f in table.items()}
             persistent["references"] = references
@@ -449,11 +454,29 @@ def program_facts(
     if cache is not None and key is not None:
         from .cache import store_model
 
-        with timings.timed("cache"):
-            ids = {id(f): f"f:{p}" for p, f in table.items()}
-            ids[id(references)] = "references"
-            store_model(cache, key, model, ids)
+        ids = {id(f): f"f:{p}" for p, f in table.items()}
+        ids[id(references)] = "references"
+        stored_key = key
+
+        def store() -> None:
+            with timings.timed("cache"):
+                store_model(cache, stored_key, model, ids)
+
+        if stores is not None:
+            stores.append(store)
+        else:
+            store()
     return model
+
+
+def _setup_cfg() -> str:
+    """The ``setup.cfg`` of the current folder, which :meth:`ProgramModel.count_names` reads
+    (entry points), as part of the stored model's key ("" when there is none)."""
+    try:
+        with open("setup.cfg", "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return ""
 
 
 # A model of fewer files is built again each run (it takes milliseconds): one run of a few files
@@ -798,12 +821,15 @@ def run(
         from .cache import ResultCache
 
         stored = ResultCache(settings.cache_dir, settings.fingerprint())
+    stores: list[Callable[[], None]] = []
     with timings.timed("program model"):
-        program = program_facts(results, settings, launches, cache=stored, keys=keys)
+        program = program_facts(results, settings, launches, cache=stored, keys=keys, stores=stores)
     with timings.timed("reached modules"):
         results = lint_reached(results, program, settings, cache=stored, keys=keys)
     with timings.timed("join"):
         diagnostics, suppressed = finalize(results, program, settings)
+    for store in stores:
+        store()  # the model with what finalize computed on demand
     return RunResult(diagnostics, results, program, suppressed, settings)
 
 
