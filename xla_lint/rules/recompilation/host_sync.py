@@ -69,7 +69,9 @@ training loop (a loop whose body runs `backward()`, an optimizer step, or calls 
 function compiled with `torch_xla.compile`: `step_fn = torch_xla.compile(train_step, ...)`,
 `@torch_xla.compile`, `torch_xla.compile(f)(x)`; directly or through a function of the same
 module): `.item()`,
-`.tolist()`, `.cpu()`, `.numpy()`, `float(t)`/`int(t)`, printing or formatting a tensor
+`.tolist()`, `.cpu()`, `.numpy()`, `float(t)`/`int(t)`, printing or formatting a tensor, an `if`
+on one (`if torch.isnan(loss):`, `if loss.isnan().any():`: `Tensor.__bool__` copies it to the
+host; comparisons such as `if loss > 100:` are not flagged)
 (`print(loss)`, `f"{loss:.3f}"`). A "tensor" for `float`/`int`/printing is the value
 `backward()` is called on, or a name the loop computes from it, from a `torch.*` call or
 from a `torch_xla.compile`d function. In a loop that trains nothing but ends a step each
@@ -150,6 +152,12 @@ print(total_loss.item())                       # once, after the loop
             "import torch_xla\nfor step, (x, y) in enumerate(loader):\n"
             "    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n    torch_xla.sync()\n"
             "    if not step % 10:\n        print(loss.item(), flush=True)\n"
+        ),
+        Valid(
+            "import torch\nimport torch_xla\nfor step, x in enumerate(loader):\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n    torch_xla.sync()\n"
+            "    if step % 100 == 0 and torch.isnan(loss):\n        raise RuntimeError('NaN')\n"
+            "    if torch.cuda.is_available():\n        pass\n"
         ),
         # The periodic test saved in a flag first (TaiMingLu/vision_transformers_torch_xla).
         Valid(
@@ -232,6 +240,16 @@ print(total_loss.item())                       # once, after the loop
         ),
     )
     invalid = (
+        # unseen6 styleTTS2: a NaN check every step copies a bool to the host (`Tensor.__bool__`).
+        Invalid(
+            "import torch\nimport torch_xla\nfor x, y in loader:\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    opt.step()\n    torch_xla.sync()\n"
+            "    if torch.isnan(loss):\n        raise RuntimeError('NaN loss')\n"
+            "    if loss.isnan().any() or loss > 100:\n        break\n"
+            "    if global_step >= flags.steps or args.clip is not None:\n        pass\n"
+            "    if torch.cuda.is_available() and step % 10 == 0:\n        pass\n",
+            (8, 10),
+        ),
         # Kaggle Alaska2: a remainder as the test holds on 99 steps of 100.
         Invalid(
             "import torch_xla\nfor batch_idx, (x, y) in enumerate(loader):\n"
@@ -355,6 +373,43 @@ print(total_loss.item())                       # once, after the loop
                 if not arg.star and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
                     if self._check(node, "printing a tensor", value=arg.value, plain=True):
                         return
+
+    def visit_If(self, node: cst.If) -> None:
+        if self.ctx.imports_torch_xla:
+            self._test(node.test)
+
+    def _test(self, test: cst.BaseExpression) -> bool:
+        """An ``if`` on a tensor needs its value on the host (``Tensor.__bool__``):
+        ``torch.isnan(loss)``, ``torch.isnan(loss).any()``, ``loss.isnan().any()``. A comparison
+        (``if loss > 100:``) is not taken: its left side is a step counter as often (a
+        ``global_step`` the tensor-name flow cannot tell apart)."""
+        kind = type(test)
+        if kind is cst.UnaryOperation:
+            return self._test(test.expression)  # type: ignore[attr-defined]
+        if kind is cst.BooleanOperation:
+            if self._test(test.left):  # type: ignore[attr-defined]
+                return True
+            if isinstance(test.operator, cst.And) and _has_modulo(test.left):  # type: ignore[attr-defined]
+                return False  # `step % 100 == 0 and torch.isnan(loss)`: every N steps
+            return self._test(test.right)  # type: ignore[attr-defined]
+        if kind is not cst.Call:
+            return False
+        func = test.func  # type: ignore[attr-defined]
+        if self.ctx.qnames(func) & _TENSOR_TESTS:
+            return self._check(test, "an `if` on a tensor", value=test)
+        if type(func) is cst.Attribute and func.attr.value in _TENSOR_METHODS and not test.args:  # type: ignore[attr-defined]
+            receiver = func.value
+            while (
+                type(receiver) is cst.Call
+                and type(receiver.func) is cst.Attribute
+                and receiver.func.attr.value in _TENSOR_METHODS
+            ):
+                receiver = receiver.func.value
+            if type(receiver) is cst.Call and self.ctx.qnames(receiver.func) & _TENSOR_TESTS:
+                return self._check(test, "an `if` on a tensor", value=receiver)
+            if isinstance(receiver, (cst.Name, cst.Attribute, cst.Subscript)):
+                return self._check(test, "an `if` on a tensor", value=receiver, plain=True)
+        return False
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
         if self.ctx.imports_torch_xla and isinstance(
@@ -534,6 +589,14 @@ _DEVICE_RESULTS = frozenset(
 )
 
 _NUMBER_CONVERSIONS = frozenset({"float", "int", "bool", "round", "len"})
+
+# torch functions whose result an `if` tests as a tensor (a 0-d bool tensor: `Tensor.__bool__`
+# copies it to the host); and tensor methods that keep it a tensor (`.any()`, `.isnan()`).
+_TENSOR_TESTS = frozenset(
+    f"torch.{name}"
+    for name in ("isnan", "isinf", "isfinite", "any", "all", "allclose", "equal", "isclose")
+)
+_TENSOR_METHODS = frozenset({"any", "all", "isnan", "isinf", "isfinite"})
 
 
 def _host_number(node: cst.CSTNode, tensors: set[str]) -> bool:
