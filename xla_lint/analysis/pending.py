@@ -167,20 +167,25 @@ class _Pending:
     def of(cls, ctx: FileContext) -> _Pending:
         return ctx.memo(_Pending, lambda: cls(ctx))
 
-    def at(self, stack: Sequence[cst.CSTNode]) -> bool:
-        ctx = self.ctx
-        caller = None
-        scope: Scope | None = None
+    def _position(
+        self, stack: Sequence[cst.CSTNode]
+    ) -> tuple[Function | None, Scope | None, int | None]:
+        """The function the node (``stack[-1]``) runs in, its body's scope, and the index in
+        ``stack`` of the innermost statement holding the node (None: no statement)."""
+        caller, scope = None, None
         for anc in reversed(stack):
             if type(anc) is cst.FunctionDef:
                 caller = self.functions.function(anc)
                 scope = caller.scope if caller is not None else None
                 break
-        start = None
         for i in range(len(stack) - 1, -1, -1):
             if isinstance(stack[i], cst.BaseSmallStatement | cst.BaseCompoundStatement):
-                start = i
-                break
+                return caller, scope, i
+        return caller, scope, None
+
+    def at(self, stack: Sequence[cst.CSTNode]) -> bool:
+        ctx = self.ctx
+        caller, scope, start = self._position(stack)
         if start is None:
             return False
         child = stack[start]
@@ -227,20 +232,7 @@ class _Pending:
         transfer: device data). A ``.item()`` or ``.cpu()`` of device data copies it and runs no
         graph; ``xm.save`` makes the tensors of its data device data (``_xla_sync_multi``)."""
         ctx = self.ctx
-        caller, scope = None, None
-        for anc in reversed(stack):
-            if type(anc) is cst.FunctionDef:
-                caller = self.functions.function(anc)
-                scope = caller.scope if caller is not None else None
-                break
-        start = next(
-            (
-                i
-                for i in range(len(stack) - 1, -1, -1)
-                if isinstance(stack[i], cst.BaseSmallStatement | cst.BaseCompoundStatement)
-            ),
-            None,
-        )
+        caller, scope, start = self._position(stack)
         if start is None:
             return False
         child = stack[start]
