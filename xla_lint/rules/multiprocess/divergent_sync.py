@@ -585,11 +585,12 @@ if xm.is_master_ordinal():
                     return False
                 if type(node) is cst.Call:
                     api = rule._sync_api(node)
+                    barrier = api in _BARRIERS
                     if api is None:
                         through = rule._through_helper(node)
                         if through is not None and through[0] in _BARRIERS:
-                            api = through[2]  # paired only with calls of the same helper
-                    if api in _BARRIERS or (api is not None and " → " in api):
+                            api, barrier = through[2], True  # paired with the same helper only
+                    if barrier and api is not None:
                         conditions = []
                         for i in range(len(stack) - 2, -1, -1):
                             owner = stack[i]
