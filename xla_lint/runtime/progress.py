@@ -105,7 +105,14 @@ class Progress:
         }
 
     def _publish(self) -> None:
-        self._write_file({})
+        # The store first, then the file: a reader that sees step N in the file (the
+        # launcher, a test that stops the host there) knows host 0 can already read it.
+        try:
+            self._publish_to_store()
+        finally:
+            self._write_file({})
+
+    def _publish_to_store(self) -> None:
         if self.store is None:
             return
         try:
