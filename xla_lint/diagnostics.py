@@ -156,6 +156,10 @@ class Diagnostic:
     ``runs_in``: the plain functions (not methods, not decorated) the finding's code is in; the
     engine drops it when the tree names one of them nowhere but in its ``def``
     (:meth:`xla_lint.program.model.ProgramModel.never_named`): no program of the tree runs it.
+    ``reach``: for a finding with ``requires``, the top-level definitions of its file one of which
+    a module importing the file must name for the finding's line to run there
+    (:class:`xla_lint.analysis.reach.ImportReach`; ``()``: it runs whenever the file is imported);
+    a program whose importers of the file name none of them is no witness.
     """
 
     code: str
@@ -177,6 +181,7 @@ class Diagnostic:
     unless: tuple[str, ...] = ()
     stable_requires: tuple[tuple[str, bool], ...] = ()
     runs_in: tuple[str, ...] = ()
+    reach: tuple[str, ...] = ()
 
     @property
     def sort_key(self) -> tuple:
@@ -207,7 +212,7 @@ class Diagnostic:
     def from_json(cls, data: dict) -> Diagnostic:
         """Inverse of :meth:`to_json`; a ``"requires"`` list of ``[fact, value]`` pairs, a
         ``"launch"`` place, an ``"option"`` check, an ``"unless"`` list of flow keys, a
-        ``"stable_requires"`` list and a ``"runs_in"`` list of names, when present (the result
+        ``"stable_requires"`` list and ``"runs_in"`` and ``"reach"`` lists of names, when present (the result
         cache stores them), are read back too. Raises
         KeyError/TypeError/ValueError on a malformed object."""
         return cls(
@@ -230,6 +235,7 @@ class Diagnostic:
             tuple(_text(k) for k in data.get("unless", ())),
             tuple((_text(k), bool(v)) for k, v in data.get("stable_requires", ())),
             tuple(_text(k) for k in data.get("runs_in", ())),
+            tuple(_text(k) for k in data.get("reach", ())),
         )
 
 

@@ -238,6 +238,7 @@ def lint_text(
     fixes_started = timings.clock() if timings.ENABLED else 0.0
     # Imported here: libcst.metadata costs ~70 ms to import, and most files have no report.
     from .analysis.positions import locate
+    from .analysis.reach import ImportReach
 
     wanted = [(rep.node, rep.ancestors) for rep in ctx.reports]
     if with_fixes:
@@ -280,8 +281,14 @@ def lint_text(
         )
 
     out = []
+    reach: ImportReach | None = None
     for rep in ctx.reports:
         line, col, end_line, end_col = place(rep.node)
+        needs: tuple[str, ...] = ()
+        if (rep.requires or rep.stable_requires) and syntax is not None:
+            if reach is None:
+                reach = ImportReach(syntax, text)
+            needs = reach.of(line - line_offset)
         fix = None
         if (
             rep.fix is not None
@@ -320,6 +327,7 @@ def lint_text(
                 unless=rep.unless,
                 stable_requires=rep.stable_requires,
                 runs_in=rep.runs_in,
+                reach=needs,
             )
         )
     if timings.ENABLED:

@@ -63,6 +63,7 @@ def result_to_json(result: FileResult) -> dict:
                 "unless": list(d.unless),
                 "stable_requires": [list(r) for r in d.stable_requires],
                 "runs_in": list(d.runs_in),
+                "reach": list(d.reach),
             }
             for d in result.diagnostics
         ],

@@ -44,9 +44,9 @@ def test_the_witness_is_found_once_per_kept_finding_and_notes_are_unchanged(tmp_
     asked: list[str] = []
     real = ProgramModel.witness
 
-    def counted(self, path, requires):
+    def counted(self, path, requires, reach=()):
         asked.append(path)
-        return real(self, path, requires)
+        return real(self, path, requires, reach)
 
     monkeypatch.setattr(ProgramModel, "witness", counted)
     result, _, _ = lint_tree(tmp_path)

@@ -940,3 +940,47 @@ def test_a_module_no_script_reaches_has_no_lost_output_in_a_tree_with_scripts(tm
     write_tree(tmp_path, {"train.py": train + "if __name__ == '__main__':\n    pass\n"})
     beside, _, _ = lint_tree(tmp_path, select=["XLA004"], preview=True)
     assert [(d.path, d.line) for d in beside.diagnostics] == [("train.py", 4)]
+
+
+def test_a_program_runs_a_function_of_a_module_it_imports_only_if_an_importer_names_it(
+    tmp_path, monkeypatch
+):
+    """unseen6: `common.setup()` reads LOCAL_RANK for common's own torchrun main; spmd_train.py
+    imports common for `helper` only, so it never runs setup() and is no witness for it; a
+    star import or an importer that names `setup` (here in a dict) may run it."""
+    monkeypatch.chdir(tmp_path)
+    write_tree(
+        tmp_path,
+        {
+            "common.py": "def setup(): ...\ndef helper(): ...\n",
+            "spmd_train.py": "from common import helper\nhelper()\n",
+            "star_train.py": "from common import *\n",
+            "table_train.py": "import common\nSTEPS = {'s': common.setup}\n",
+        },
+    )
+    files = {
+        "common.py": F("common", entry=True, multiprocess=True),
+        "spmd_train.py": F("spmd_train", "common", entry=True, enables_spmd=True),
+        "star_train.py": F("star_train", "common", entry=True, enables_spmd=True),
+        "table_train.py": F("table_train", "common", entry=True, enables_spmd=True),
+    }
+    model = ProgramModel(files)
+    programs = {p.entry: p for p in model.programs}
+    assert not model.runs_at(programs["spmd_train.py"], "common.py", ("setup",))
+    assert model.runs_at(programs["spmd_train.py"], "common.py", ("helper",))
+    assert model.runs_at(programs["star_train.py"], "common.py", ("setup",))
+    assert model.runs_at(programs["table_train.py"], "common.py", ("setup",))
+    assert model.runs_at(programs["common.py"], "common.py", ("setup",))  # its own entry
+    assert model.runs_at(programs["spmd_train.py"], "common.py", ())  # module level
+    # With the witnesses: setup() runs in common's own program and two SPMD ones, not spmd_train.
+    assert model.witness("common.py", SPMD, ("setup",)).entry == "star_train.py"
+    del files["star_train.py"], files["table_train.py"]
+    model = ProgramModel(files)
+    assert model.witness("common.py", SPMD) is not None  # the module as a whole
+    assert model.witness("common.py", SPMD, ("setup",)) is None
+    assert model.witness("common.py", MP, ("setup",)).entry == "common.py"
+    # No program is seen to run the line: something outside the imports may (a YAML
+    # `_target_`), so every program importing the file counts.
+    files["common.py"] = F("common")
+    model = ProgramModel(files)
+    assert model.witness("common.py", SPMD, ("setup",)).entry == "spmd_train.py"

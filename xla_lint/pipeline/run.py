@@ -630,7 +630,9 @@ def finalize(
 
     Outside preview mode (``settings`` None, or its ``preview`` off) a finding needs its
     ``stable_requires`` too: without them it is its rule's preview behaviour. A finding in a
-    function the tree never names (``runs_in``: :meth:`ProgramModel.never_named`) is dropped.
+    function the tree never names (``runs_in``: :meth:`ProgramModel.never_named`) is dropped; a
+    program that imports the finding's file without naming a definition its line needs
+    (``reach``) is no witness for it.
     """
     kept: list[Diagnostic] = []
     suppressed = 0
@@ -648,7 +650,7 @@ def finalize(
                     continue
                 note = program.launch_note(d.launch, requires, witness)
             elif requires:
-                witness = program.witness(r.path, requires)
+                witness = program.witness(r.path, requires, d.reach)
                 if witness is None:  # no program of the file has the facts it needs
                     continue
                 note = program.note(r.path, requires, witness)
@@ -675,6 +677,7 @@ def finalize(
                 unless=(),
                 stable_requires=(),
                 runs_in=(),
+                reach=(),
             )
             kept.append(d if settings is None else with_fix_policy(d, settings.for_path(r.path)))
         if settings is not None and UNUSED_NOQA in settings.codes_for(r.path):

@@ -95,6 +95,10 @@ MODE_FACTS = (Fact.SPMD, Fact.MULTIPROCESS)
 DECLARABLE = frozenset({"spmd", "multiprocess", "unbuffered", "single"})
 
 # The two modes exclude each other: a doc block's mode is dropped where the code sets the other.
+# A word of a source file (runs_at) and a star import (which may bring any name).
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_STAR_IMPORT = re.compile(rb"\bimport\s+\*")
+
 _OTHER_MODE: dict[str, str] = {Fact.SPMD: Fact.MULTIPROCESS, Fact.MULTIPROCESS: Fact.SPMD}
 
 _PHRASES: dict[str, tuple[str, str]] = {
@@ -327,6 +331,8 @@ class ProgramModel:
         self.files = dict(files)
         self._read_references = references
         self._references: dict[str, set[str]] = {}
+        # Importer path -> the words of its source (None: it star-imports), for runs_at.
+        self._words: dict[str, frozenset[str] | None] = {}
         index = _Index(p for p in self.files if p.endswith(".py"))
         self.edges = import_edges(self.files, index)
         # Files named like tests (test_eval.py) that a script imports: modules, not test programs.
@@ -691,8 +697,46 @@ class ProgramModel:
         """True when one program ``path`` belongs to satisfies every ``(fact, value)``."""
         return self.witness(path, requires) is not None
 
-    def witness(self, path: str, requires: tuple[tuple[str, bool], ...]) -> Program | None:
-        """The program that makes ``requires`` hold for ``path``, or None.
+    def runs_at(self, program: Program, path: str, reach: tuple[str, ...]) -> bool:
+        """Whether ``program`` runs a line of ``path`` that needs one of the top-level definitions
+        ``reach`` (:class:`xla_lint.analysis.reach.ImportReach`; ``()``: the line runs whenever the
+        file is imported; :data:`~xla_lint.analysis.reach.ENTRY_ONLY`: only as the entry).
+
+        True for the program's own entry, a test, document or library program, and when some
+        module of the program that imports ``path`` names one of ``reach`` as a word of its
+        source, or star-imports it (or none is found: ``path`` is reached some way the import
+        edges do not show). Reads each such importer's source once (memoised)."""
+        if not reach or program.entry == path or program.kind != "script":
+            return True
+        importers = [m for m in program.members if m != path and path in self.edges.get(m, ())]
+        if not importers:
+            return True
+        return any(self._names_one_of(m, reach) for m in importers)
+
+    def _names_one_of(self, path: str, names: tuple[str, ...]) -> bool:
+        words = self._words.get(path)
+        if words is None:
+            try:
+                data = read_source(path)
+            except (OSError, SourceError):
+                data = b""
+            words = self._words[path] = (
+                frozenset(w.decode() for w in _WORD.findall(data))
+                if _STAR_IMPORT.search(data) is None
+                else None  # a star import may bring any of them
+            )
+            if words is None:
+                return True
+        return not words.isdisjoint(names)
+
+    def witness(
+        self, path: str, requires: tuple[tuple[str, bool], ...], reach: tuple[str, ...] = ()
+    ) -> Program | None:
+        """The program that makes ``requires`` hold for ``path``, or None. ``reach``: the
+        definitions the finding's line needs (:meth:`runs_at`): when some program of ``path`` runs
+        the line, a program that does not is neither a witness nor, for an absence, a program
+        that must lack the fact (when none is seen to run it, a YAML ``_target_`` or a user
+        outside the tree may: every program importing the file counts, as without ``reach``).
 
         With a fact required true (``("spmd", True)``): the first program (by entry) that
         satisfies every requirement. With only absences required and one of them a mode or
@@ -704,6 +748,8 @@ class ProgramModel:
         needs one program, as a positive fact does: a print is lost in any buffered program.
         """
         candidates = self._candidates(path)
+        if reach:  # only the programs that run the line, when some program is seen to run it
+            candidates = [p for p in candidates if self.runs_at(p, path, reach)] or candidates
         satisfied = [
             p for p in candidates if all(p.satisfies(fact, value) for fact, value in requires)
         ]

@@ -202,6 +202,26 @@ the function in place).
             "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
             files=(("run.sh", "torchrun --nproc_per_node=4 example.py\n"),),
         ),
+        # A torchrun module whose setup() only its own __main__ reaches; the xmp.spawn script
+        # imports it for a helper and never runs setup() (unseen6: a CUDA trainer beside a TPU one).
+        Valid(
+            "import os\nimport torch\n"
+            "def setup():\n    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
+            "    torch.cuda.set_device(local_rank)\n"
+            "def helper(x):\n    return x * 2\n"
+            "def main():\n    setup()\n"
+            "if __name__ == '__main__':\n    main()\n",
+            files=(
+                ("run.sh", "torchrun --nproc_per_node=8 example.py\n"),
+                (
+                    "train_xla.py",
+                    "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+                    "from example import helper\n"
+                    "def _mp_fn(index):\n    helper(index)\n"
+                    "if __name__ == '__main__':\n    xmp.spawn(_mp_fn)\n",
+                ),
+            ),
+        ),
         # No launch in the program: a GPU script read by torchrun elsewhere.
         Valid(
             "import os\nimport torch_xla.core.xla_model as xm\n"
@@ -209,6 +229,25 @@ the function in place).
         ),
     )
     invalid = (
+        # The same torchrun module, but the xmp.spawn script runs its main() (so setup()).
+        Invalid(
+            "import os\nimport torch\n"
+            "def setup():\n    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
+            "    torch.cuda.set_device(local_rank)\n"
+            "def main():\n    setup()\n"
+            "if __name__ == '__main__':\n    main()\n",
+            (4,),
+            files=(
+                ("run.sh", "torchrun --nproc_per_node=8 example.py\n"),
+                (
+                    "train_xla.py",
+                    "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+                    "import example\n"
+                    "def _mp_fn(index):\n    example.main()\n"
+                    "if __name__ == '__main__':\n    xmp.spawn(_mp_fn)\n",
+                ),
+            ),
+        ),
         Invalid(
             _HEAD + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
             "def _mp_fn(index):\n    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
