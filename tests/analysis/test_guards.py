@@ -183,6 +183,29 @@ def test_helper_functions_of_accelerate_and_transformers():
     """)
 
 
+def test_a_module_helper_that_returns_a_version_test_is_that_test():
+    """neuronx-distributed parallel_layers/utils.py: `if requires_init_pg_override():` guards
+    the torch 2.0 PJRT import; a helper with arguments, more statements or a rebinding is not read."""
+    check("""\
+        import torch
+        import torch_xla.core.xla_model as xm
+        def requires_init_pg_override():
+            \"\"\"Torch 2.0 needs the PJRT import.\"\"\"
+            return torch.__version__.startswith("2.0")
+        def is_new():
+            return not requires_init_pg_override()
+        def unknown(flag):
+            return flag
+        def init():
+            if requires_init_pg_override():
+                import torch_xla.experimental.pjrt as pjrt
+            if not is_new():
+                xm.mark_step()
+            if unknown(True):
+                xm.mark_step()  # reported
+    """)
+
+
 def test_branches_for_other_platforms_are_not_xla_code():
     check("""\
         import torch

@@ -776,6 +776,10 @@ class _Evaluator:
                 if isinstance(base, str):
                     return _Parts(tuple(base.split(".")), True, False)
             return _UNKNOWN
+        if type(func) is cst.Name and not call.args:
+            helper = self._version_helper(func.value, scope)
+            if helper is not None:  # def requires_override(): return torch.__version__...
+                return self._value(helper[0], helper[1], depth)
         names = self.ctx.qnames(func, scope)
         if not names:
             return _UNKNOWN
@@ -825,6 +829,33 @@ class _Evaluator:
         if "is_torch_greater_or_equal" in lasts and args:
             return self._op_version(">=", args[0], scope, depth)
         return _UNKNOWN
+
+    def _version_helper(self, name: str, scope: Scope) -> tuple[cst.BaseExpression, Scope] | None:
+        """For ``name()`` called with no arguments, where ``name`` is a module-level function of
+        this file (not rebound) whose body is one ``return EXPR`` (after a docstring): ``EXPR``
+        and the function's scope, so ``if requires_init_pg_override():`` is read as the version
+        test the helper returns (neuronx-distributed ``parallel_layers/utils.py``)."""
+        module = scope.module
+        if defining_scope(name, scope) is not module or len(module.bindings.get(name, ())) != 1:
+            return None
+        found = None
+        for stmt in self.ctx.module.body:
+            if type(stmt) is cst.FunctionDef and stmt.name.value == name:
+                if found is not None:
+                    return None  # defined twice
+                found = stmt
+        if found is None or found.decorators or type(found.body) is not cst.IndentedBlock:
+            return None
+        body = list(found.body.body)
+        if body and _is_docstring(body[0]) and len(body) > 1:
+            body = body[1:]
+        if len(body) != 1 or type(body[0]) is not cst.SimpleStatementLine:
+            return None
+        small = body[0].body
+        if len(small) != 1 or type(small[0]) is not cst.Return or small[0].value is None:
+            return None
+        inner = self.ctx.scopes.get(found)
+        return (small[0].value, inner) if inner is not None else None
 
     def _builtin(self, call: cst.Call, names: frozenset[str], scope: Scope, depth: int):
         """``map(int, parts)``, ``tuple(<mapped parts>)`` and ``int(<one part>)``."""
@@ -1354,3 +1385,13 @@ def _always_leaves(block: cst.BaseSuite) -> bool:
     if type(last) is cst.Expr and type(last.value) is cst.Call:
         return dotted_name(last.value.func) in ("sys.exit", "exit", "os._exit", "quit")
     return False
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    """A statement that is only a string literal."""
+    return (
+        type(stmt) is cst.SimpleStatementLine
+        and len(stmt.body) == 1
+        and type(stmt.body[0]) is cst.Expr
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
