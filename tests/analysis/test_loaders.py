@@ -108,6 +108,28 @@ def test_plain_dataloaders_record_nothing():
     assert not flow.makes_loader
 
 
+def test_a_data_parallel_call_gives_its_loop_function_a_device_loader():
+    """unseen7 pytorch-camvid: `net = dp.DataParallel(...)`, `net(train_loop_fn, loader)` runs
+    `train_loop_fn(model, per_device_loader, device, context)` (data_parallel.py
+    `_module_runner`); a plain call of the same function records nothing of the kind."""
+    code = (
+        "import torch_xla.distributed.data_parallel as dp\n"
+        "def train_loop_fn(net, loader, device, context):\n    for x in loader:\n        pass\n"
+        "def test_loop_fn(net, loader, device, context):\n    pass\n"
+        "class T:\n    def __init__(self, m, d):\n        self.net = dp.DataParallel(m, device_ids=d)\n"
+        "    def fit(self, cpu):\n        self.net(test_loop_fn, cpu)\n"
+        "def main(model, devices, cpu):\n    net = dp.DataParallel(model, device_ids=devices)\n"
+        "    net(train_loop_fn, cpu)\n    train_loop_fn(None, cpu, None, None)\n"
+    )
+    _, flow = _flow(code)
+    records = flow.records()
+    assert LOADER in records["train.train_loop_fn#1"]  # and main's `cpu`, from the plain call
+    assert records["train.test_loop_fn#1"] == [LOADER]
+    assert flow.makes_loader
+    _, plain = _flow(code.replace("dp.DataParallel", "Wrapper"))
+    assert LOADER not in plain.records()["train.train_loop_fn#1"]
+
+
 def test_self_attribute_bound_to_a_torch_xla_module():
     code = (
         "class T:\n    def __init__(self):\n"

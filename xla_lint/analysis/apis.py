@@ -43,6 +43,10 @@ MARK_SHARDING_WITH_GRADIENTS = f"{XS}.mark_sharding_with_gradients"
 SET_GLOBAL_MESH = f"{XS}.set_global_mesh"
 SHARDING_SPEC = f"{XS}.ShardingSpec"
 MP_DEVICE_LOADER = f"{PL}.MpDeviceLoader"
+# `dp.DataParallel(model, device_ids)(loop_fn, loader)` runs `loop_fn(model, per_device_loader,
+# device, context)` on each device (torch_xla 2.9.0 distributed/data_parallel.py `__call__`,
+# `_module_runner`): the loop function's second argument is a device loader.
+DATA_PARALLEL = "torch_xla.distributed.data_parallel.DataParallel"
 PARALLEL_LOADER = f"{PL}.ParallelLoader"
 LAUNCH = "torch_xla.launch"
 SPAWN = f"{XMP}.spawn"

@@ -206,7 +206,9 @@ class LoaderFlow:
                         found = ctx.qnames(value, scope)
                         if found:
                             self._attribute_modules[attribute] = found
-        self.makes_loader = any(self._makes(call, scope) for call, scope in self._calls)
+        self.makes_loader = any(self._makes(call, scope) for call, scope in self._calls) or any(
+            apis.DATA_PARALLEL in self.qnames(call, scope) for call, scope in self._calls
+        )
         # Names and attributes assigned a loader made here, by name across the module (a name
         # reused for the same loader in another function is the same loader more often than not).
         changed = True
@@ -474,6 +476,8 @@ class LoaderFlow:
                     continue
                 for callee in callees:
                     out.setdefault(f"{callee}#{slot}", set()).update(found)
+        for key in self._data_parallel_loops():
+            out.setdefault(f"{key}#1", set()).add(LOADER)
         for key, values in self._returns.items():
             found_all: set[str] = set()
             for value, scope in values:
@@ -481,6 +485,39 @@ class LoaderFlow:
             if found_all:
                 out.setdefault(RETURN + key, set()).update(found_all)
         return {k: sorted(v) for k, v in sorted(out.items())}
+
+    def _data_parallel_loops(self) -> list[str]:
+        """Keys of the module's functions given to a ``DataParallel`` instance as its loop
+        function (``net = dp.DataParallel(model, device_ids=devices)`` ... ``net(train_loop_fn,
+        loader)``): torch_xla passes each a per-device loader as its second argument
+        (:data:`~xla_lint.analysis.apis.DATA_PARALLEL`)."""
+        out = []
+        for call, scope in self._calls:
+            if not call.args or type(call.args[0].value) is not cst.Name:
+                continue
+            if not self._is_data_parallel(call.func, scope):
+                continue
+            name = call.args[0].value.value
+            key = f"{self.module}.{name}" if self.module else name
+            if key in self.by_key:
+                out.append(key)
+        return out
+
+    def _is_data_parallel(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """``func`` is a ``DataParallel(...)`` made there, or a name or attribute assigned one."""
+        if type(func) is cst.Call:
+            return apis.DATA_PARALLEL in self.ctx.qnames(func.func, scope)
+        if type(func) is cst.Name:
+            bound = defining_scope(func.value, scope) or scope
+            values = self._names.get((id(bound), func.value), [])
+        elif type(func) is cst.Attribute:
+            values = self._attributes.get(func.attr.value, [])
+        else:
+            return False
+        return any(
+            type(value) is cst.Call and apis.DATA_PARALLEL in self.ctx.qnames(value.func, at)
+            for value, at in values
+        )
 
     def consumed(self, function: cst.FunctionDef) -> frozenset[str]:
         """The parameters of ``function`` (by caller position and name: ``"0"``, ``"it"``) whose

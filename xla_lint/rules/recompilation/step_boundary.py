@@ -94,6 +94,17 @@ of the step.
 - torch_xla 2.9.0 `torch_xla/distributed/parallel_loader.py`, `torch_xla/core/xla_model.py`, `torch_xla/torch_xla.py`
 """
     valid = (
+        # The loop function a `DataParallel` instance runs gets a per-device loader (torch_xla
+        # 2.9.0 distributed/data_parallel.py `_module_runner`; unseen7 pytorch-camvid).
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.data_parallel as dp\n"
+            "def train_loop_fn(net, train_loader, device, context):\n"
+            "    for images, masks in train_loader:\n        loss = net(images).sum()\n"
+            "        loss.backward()\n        xm.optimizer_step(optimizer)\n"
+            "if __name__ == '__main__':\n"
+            "    net = dp.DataParallel(model, device_ids=xm.get_xla_supported_devices())\n"
+            "    for epoch in range(3):\n        net(train_loop_fn, train_data_loader)\n"
+        ),
         Valid(
             "import torch_xla\nfor x in loader:\n    with torch_xla.step():\n        loss = model(x).sum()\n"
             "        loss.backward()\n        optimizer.step()\n"
