@@ -73,6 +73,21 @@ def test_markdown_and_rst_shell_blocks():
     assert runs("docs/x.rst", rst) == [("run_spmd.py", False, ["spmd"], "docs/x.rst:5")]
 
 
+def test_an_untagged_block_that_starts_with_a_launch_is_a_shell_block():
+    """unseen7 RobustCNN TRAIN.md: an untagged block `python3 launch_xla.py --num-devices 8
+    ...`; untagged blocks of Python code or of output are not read as commands."""
+    md = (
+        "On TPU:\n```\npython3 launch_xla.py --num-devices 8 train.py /data \\\n--lr 5e-4\n```\n"
+        "```\n$ XLA_USE_SPMD=1 torchrun --nproc_per_node 2 spmd.py\n```\n"
+        "```\nimport os\nos.system('python hidden.py')\n```\n"
+        "```\nEpoch 1: loss 0.3 (python main.py printed this)\n```\n"
+    )
+    assert runs("TRAIN.md", md) == [
+        ("launch_xla.py", False, [], "TRAIN.md:3"),
+        ("spmd.py", False, ["multiprocess", "spmd", "torchrun"], "TRAIN.md:7"),
+    ]
+
+
 def test_unreadable_shell_is_skipped_not_fatal():
     assert runs("x.sh", "python 'unterminated.py\npython ok.py\n") == [
         ("ok.py", False, [], "x.sh:2")

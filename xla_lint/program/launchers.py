@@ -208,10 +208,27 @@ def _shell_blocks(text: str, rst: bool) -> list[tuple[int, str]]:
             fence[:3] if fence[0] == "`" else fence
         ):
             j += 1
-        if lang in SHELL_LANGUAGES:
-            out.append((i + 2, "\n".join(line.strip() for line in lines[i + 1 : j])))
+        body = lines[i + 1 : j]
+        if lang in SHELL_LANGUAGES or (not lang and _starts_a_command(body)):
+            out.append((i + 2, "\n".join(line.strip() for line in body)))
         i = j + 1
     return out
+
+
+# The first word of an untagged block that makes it a shell block: a Python launch, as READMEs
+# write them without a language (``` followed by `python3 launch_xla.py --num-devices 8 ...`).
+_COMMAND_START = re.compile(
+    r"^(?:\$\s+)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python3?(?:\.\d+)?|torchrun|accelerate|"
+    r"deepspeed|bash|sh|export|cd|pip3?)\s"
+)
+
+
+def _starts_a_command(body: list[str]) -> bool:
+    """Whether an untagged fenced block is a shell block: its first non-blank line starts with
+    a command that runs or sets up a Python program (``python3 train.py``, ``$ torchrun ...``,
+    ``XLA_USE_SPMD=1 python ...``, ``export PJRT_DEVICE=TPU``), not Python code or output."""
+    first = next((line.strip() for line in body if line.strip()), "")
+    return _COMMAND_START.match(first + " ") is not None
 
 
 def _logical_lines(text: str, first_line: int):
