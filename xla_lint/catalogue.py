@@ -60,6 +60,7 @@ RULES: tuple[RuleInfo, ...] = (
     RuleInfo("XLA030", "scan-non-float-carry", True, None, preview=True),
     RuleInfo("XLA031", "rank-from-unset-env", True, None),
     RuleInfo("XLA032", "rank-function-not-called", True, None),
+    RuleInfo("XLA033", "spawn-fn-arity", True, None),
     RuleInfo("XLA201", "host-sync-in-step", True, None),
     RuleInfo("XLA202", "dataloader-partial-batch", True, None, preview=True),
     RuleInfo("XLA203", "missing-step-boundary", True, None),
