@@ -198,3 +198,22 @@ def test_self_calls_find_methods_of_bases_this_file_defines():
     # an imported base first may define `_clip` itself: not followed past it
     assert _callees(ctx, local, "fit", "Module") == {"self._clip": None}
     assert _callees(ctx, local, "fit", "Loop") == {"self._clip": None}  # no endless search
+
+
+def test_returns_lists_a_body_s_own_return_values_in_order():
+    ctx, local = _functions(
+        "def scalar(t, flag):\n"
+        "    if flag:\n        return\n"
+        "    def inner():\n        return 'nested'\n"
+        "    f = lambda: 3\n"
+        "    class C:\n        def m(self):\n            return 'method'\n"
+        "    return float(t.cpu().item())\n"
+        "def none():\n    pass\n"
+    )
+    values = local.returns(_named(local, "scalar"))
+    assert [None if v is None else _text(ctx, v) for v in values] == [
+        None,
+        "float(t.cpu().item())",
+    ]
+    assert local.returns(_named(local, "none")) == []
+    assert local.returns(_named(local, "scalar")) is values  # computed once

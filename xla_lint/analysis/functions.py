@@ -69,6 +69,7 @@ class LocalFunctions:
         self._defined: dict[int, dict[str, Function]] = {}
         self._arms: dict[int, Arms] = {}  # id() of a call -> the ifs around it
         self._classes: dict[int, dict[str, cst.ClassDef]] = {}  # as _defined, for classes
+        self._returns: dict[int, list[cst.BaseExpression | None]] = {}  # id() of a def -> returns
         self._scan()
 
     @classmethod
@@ -171,6 +172,31 @@ class LocalFunctions:
     def function(self, node: cst.FunctionDef) -> Function | None:
         """The :class:`Function` of a ``def`` of this module."""
         return self._by_node.get(id(node))
+
+    def returns(self, function: Function) -> list[cst.BaseExpression | None]:
+        """The values ``function``'s ``return`` statements give, in source order (None for a bare
+        ``return``), not those of a nested function, lambda or class; [] when it has none."""
+        key = id(function.node)
+        found = self._returns.get(key)
+        if found is None:
+            found = self._returns[key] = []
+            values = found
+
+            class _Returns(cst.CSTVisitor):
+                def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                    return False
+
+                def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+                    return False
+
+                def visit_Lambda(self, node: cst.Lambda) -> bool:
+                    return False
+
+                def visit_Return(self, node: cst.Return) -> None:
+                    values.append(node.value)
+
+            function.node.body.visit(_Returns())
+        return found
 
     def calls_of(self, function: Function | None) -> list[tuple[cst.Call, Scope]]:
         """The calls ``function``'s body runs itself (None: the module body), in source order."""
