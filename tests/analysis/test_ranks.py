@@ -191,3 +191,53 @@ def test_whether_a_rank_is_set_is_no_replica_guard():
         "    guard(rank is not None)\n    rtest(rank is not None and rank == 0)\n"
     )
     assert got[:3] == [None, None, None] and got[3] is True
+
+
+def tried(source: str) -> list[bool]:
+    """``tried("RANK")``: whether that point runs only when torch_xla failed to give the kind
+    of the variable (:func:`ranks.torch_xla_tried_first`)."""
+    ctx = FileContext(cst.parse_module(source))
+    out: list[bool] = []
+
+    class Probe:
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "tried":
+                variable = cst.ensure_type(node.args[0].value, cst.SimpleString).evaluated_value
+                kind = ranks.ENV_IDENTITIES[str(variable)]
+                out.append(ranks.torch_xla_tried_first(ctx, kind))
+
+    walk(ctx.module, Dispatcher(ctx, [Probe()]))
+    return out
+
+
+def test_torch_xla_tried_first_in_a_handler_or_after_a_returning_try():
+    got = tried(
+        HEAD + "def rank():\n"
+        "    if xr is not None:\n        try:\n            return int(xr.global_ordinal())\n"
+        "        except Exception:\n            pass\n"
+        "    try:\n        return int(xm.get_ordinal())\n"
+        "    except Exception:\n        tried('RANK')\n        tried('WORLD_SIZE')\n"
+        "def local():\n    try:\n        r = xm.get_local_ordinal()\n"
+        "    except Exception:\n        tried('LOCAL_RANK')\n        tried('RANK')\n"
+        "    tried('LOCAL_RANK')\n"
+    )
+    # RANK after `return xr.global_ordinal()`; not WORLD_SIZE (another kind); LOCAL_RANK in the
+    # handler of a try that reads it; not RANK there; not after a try that does not return.
+    assert got == [True, False, True, False, False]
+
+
+def test_torch_xla_tried_first_not_after_a_removed_api_or_an_if_on_something_else():
+    got = tried(
+        HEAD + "def rank(args):\n"
+        "    try:\n        return int(xm.get_ordinal())\n    except Exception:\n        pass\n"
+        "    tried('RANK')\n"
+        "    try:\n        world = xm.xrt_world_size()\n    except AttributeError:\n"
+        "        tried('WORLD_SIZE')\n"
+        "    if args.xla:\n        try:\n            return xr.global_ordinal()\n"
+        "        except Exception:\n            pass\n"
+        "    tried('RANK')\n"
+        "    def inner():\n        tried('RANK')\n"
+    )
+    # xm.get_ordinal / xm.xrt_world_size are gone in 2.9.0 (AttributeError: the fallback runs);
+    # `if args.xla:` may skip the try; a nested function is not after the outer try.
+    assert got == [False, False, False, False]

@@ -330,6 +330,94 @@ def _presence_test(node: cst.Comparison) -> bool:
     )
 
 
+def torch_xla_tried_first(ctx: FileContext, kind: str) -> bool:
+    """The node being visited runs only when torch_xla failed to give ``kind``: it is in an
+    ``except`` handler of a ``try`` whose body gets ``kind`` from torch_xla
+    (``try: rank = xr.global_ordinal()`` / ``except Exception: rank = int(os.environ.get("RANK",
+    0))``), or it follows, in its function, a ``try`` whose body returns that value
+    (``try: return int(xr.global_ordinal())`` / ``except Exception: pass``), alone or under an
+    ``if`` that tests only the torch_xla module (``if xr is not None:``).
+
+    The torch_xla call must exist in 2.9.0: ``xm.get_ordinal``/``xm.xrt_world_size`` are gone
+    (:data:`xla_lint.analysis.apis.REMOVED_ATTRS`), so they raise ``AttributeError`` and the
+    fallback runs. The others answer in every process ``xmp.spawn`` starts (``torch_xla/runtime.py``
+    ``global_ordinal``, ``local_ordinal``, ``world_size``...), so the fallback never runs there."""
+    stack = ctx.stack
+    for i in range(len(stack) - 2, -1, -1):
+        owner, child = stack[i], stack[i + 1]
+        if isinstance(owner, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if type(owner) is cst.Try and any(h is child for h in owner.handlers):
+            if _body_gets(ctx, owner.body, kind, returns=False):
+                return True
+        elif isinstance(owner, (cst.IndentedBlock, cst.Module)):
+            for statement in owner.body:
+                if statement is child:
+                    break
+                if _returns_from_torch_xla(ctx, statement, kind):
+                    return True
+    return False
+
+
+def _returns_from_torch_xla(ctx: FileContext, statement: cst.CSTNode, kind: str) -> bool:
+    """``statement`` is a ``try`` whose body returns ``kind`` from torch_xla, or an ``if`` on the
+    torch_xla module alone (``if xr is not None:``) whose body holds one."""
+    if type(statement) is cst.Try:
+        return _body_gets(ctx, statement.body, kind, returns=True)
+    if (
+        type(statement) is cst.If
+        and statement.orelse is None
+        and _tests_module(ctx, statement.test)
+    ):
+        return any(
+            _returns_from_torch_xla(ctx, inner, kind)
+            for inner in getattr(statement.body, "body", ())
+        )
+    return False
+
+
+def _tests_module(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    """Every name ``test`` reads is ``None`` or a torch_xla module (``xr is not None``, ``xr``)."""
+    names = [node for node in iter_nodes(test) if type(node) is cst.Name]
+    for node in names:
+        if node.value == "None":
+            continue
+        spelled = ctx.qnames(node)
+        if not spelled or not all(n == "torch_xla" or n.startswith("torch_xla.") for n in spelled):
+            return False
+    return bool(names)
+
+
+def _body_gets(ctx: FileContext, body: cst.BaseSuite, kind: str, returns: bool) -> bool:
+    """A statement at the top of ``body`` (the last one when ``returns``: a ``return``) reads
+    ``kind`` from a torch_xla call that 2.9.0 has."""
+    statements = list(getattr(body, "body", ()))
+    if returns:
+        statements = statements[-1:]
+    for statement in statements:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if returns and type(small) is not cst.Return:
+                continue
+            value = getattr(small, "value", None)
+            if not isinstance(value, cst.BaseExpression):
+                continue
+            for node in iter_nodes(value):
+                if type(node) is not cst.Call:
+                    continue
+                names = ctx.qnames(node.func)
+                for name in names:
+                    api = RANK_APIS.get(name)
+                    if (
+                        api is not None
+                        and api == (kind, TORCH_XLA)
+                        and names.isdisjoint(apis.REMOVED_ATTRS)
+                    ):
+                        return True
+    return False
+
+
 _identity = _memoised("identity", _identity_of)
 _guard = _memoised("guard", _guard_of)
 
@@ -350,6 +438,7 @@ __all__ = [
     "env_read",
     "replica_guard",
     "is_replica_test",
+    "torch_xla_tried_first",
     "RANK_APIS",
     "ENV_IDENTITIES",
     "TORCH_XLA_API",

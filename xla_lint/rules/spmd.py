@@ -14,6 +14,7 @@ from ..analysis.devices import (
     function_key,
 )
 from ..analysis.seeds import SeedBeforeModel, in_launched_function
+from ..analysis.values import Known, definition, value_of
 from ..analysis.walk import TRIVIA, walk
 from ..diagnostics import Severity
 from ..program.facts import Fact
@@ -152,7 +153,9 @@ class SpmdProcessIdentity(Rule):
 ## What it does
 In a program that enables SPMD, flags `xr.global_ordinal()`, `xr.world_size()`,
 `xm.is_master_ordinal(...)` and `xm.master_print(...)`. Code under `if xr.is_spmd():`'s
-other branch is not flagged. `xr.local_ordinal()` and `xm.get_local_ordinal()` are not
+other branch is not flagged, nor `xm.is_master_ordinal(...)` or `xr.global_ordinal() == 0`
+as one conjunct of an `and` whose other conjunct compares the host's index with a constant
+(`xm.is_master_ordinal(local=False) and xr.host_index() == 0`): that guard holds on one host. `xr.local_ordinal()` and `xm.get_local_ordinal()` are not
 flagged: they are 0 on every host in SPMD, which is right for what they are used for (the
 process's rank on its host: with one process per host, each is its host's main process).
 
@@ -221,6 +224,13 @@ used the value as a device index, needs a look after it.
             "import torch_xla.runtime as xr\nxr.use_spmd()\n"
             "rank = xr.process_index() if xr.is_spmd() else xr.global_ordinal()\n"
         ),
+        # huzama/hh_eval main.py: a conjunct that tests the host's index already picks one host.
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if xm.is_master_ordinal(local=False) and xr.host_index() == 0:\n    save()\n"
+            "host = xr.process_index()\n"
+            "if ready and (xr.global_ordinal() == 0 and host == 0):\n    save()\n"
+        ),
         # A test checking what the API returns in SPMD (pytorch/xla's own test suite).
         Valid(
             "import unittest\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
@@ -236,6 +246,16 @@ used the value as a device index, needs a look after it.
             unsafe_fixed="import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n"
             "xr.use_spmd()\nif xr.process_index() == 0:\n    pass\n"
             "chief = xm.is_master_ordinal(local=False)\n",
+        ),
+        # Not a host guard: `or`, a negated master test, a world size (1: never above 1), a
+        # conjunct that tests no host.
+        Invalid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\nxr.use_spmd()\n"
+            "if xm.is_master_ordinal(local=False) or xr.host_index() == 0:\n    save()\n"
+            "if not xm.is_master_ordinal() and xr.host_index() == 0:\n    save()\n"
+            "if xr.world_size() > 1 and xr.process_index() == 0:\n    save()\n"
+            "if xm.is_master_ordinal() and step % 10 == 0:\n    save()\n",
+            (4, 6, 8, 10),
         ),
         Invalid(
             "from torch_xla import runtime\nruntime.use_spmd()\nn = runtime.world_size()\n",
@@ -264,6 +284,8 @@ used the value as a device index, needs a look after it.
             if api in names:
                 if in_assertion(self.ctx):  # a test checking what the API returns in SPMD
                     return
+                if api in _MASTER_TESTS and _one_host_conjunct(self.ctx, api):
+                    return  # `is_master_ordinal(local=False) and xr.host_index() == 0`
                 short = api.replace(apis.XR + ".", "xr.").replace(apis.XM + ".", "xm.") + "()"
                 # master_print on every host, or a test guarding only prints and log calls,
                 # duplicates log lines: noise, not wrong results.
@@ -318,6 +340,92 @@ used the value as a device index, needs a look after it.
             ):
                 return False
         return False
+
+
+# The calls that are True on every host in SPMD when they stand as (or are compared `== 0` as)
+# one conjunct of an `and`: the other conjuncts decide which host holds the guard.
+_MASTER_TESTS = frozenset({f"{apis.XM}.is_master_ordinal", f"{apis.XR}.global_ordinal"})
+# The host's number in SPMD, one process per host (torch_xla 2.9.0 runtime.py: `host_index` is
+# the TPU worker id, `process_index` the PJRT client's process index).
+_HOST_INDEX = frozenset({f"{apis.XR}.host_index", f"{apis.XR}.process_index"})
+
+
+def _one_host_conjunct(ctx, api: str) -> bool:
+    """The call being visited is a conjunct of an ``and`` (``xm.is_master_ordinal(...)``
+    itself, or ``xr.global_ordinal() == 0``), and another conjunct compares the host's index with
+    a constant (``xr.host_index() == 0``, ``xr.process_index() == 0``): in SPMD the call is True
+    on every host, so the guard holds on that one host, as meant."""
+    stack = ctx.stack
+    i = len(stack) - 1
+    if api == f"{apis.XR}.global_ordinal":
+        parent = stack[i - 1] if i >= 1 else None
+        if not (
+            type(parent) is cst.Comparison
+            and parent.left is stack[i]
+            and len(parent.comparisons) == 1
+            and type(parent.comparisons[0].operator) is cst.Equal
+            and _is_constant(ctx, parent.comparisons[0].comparator, 0)
+        ):
+            return False
+        i -= 1
+    conjunct = stack[i]
+    top = i
+    while (
+        top >= 1
+        and type(stack[top - 1]) is cst.BooleanOperation
+        and type(stack[top - 1].operator) is cst.And
+    ):
+        top -= 1
+    if top == i:
+        return False
+    others: list[cst.BaseExpression] = []
+    pending: list[cst.BaseExpression] = [stack[top]]
+    while pending:
+        item = pending.pop()
+        if type(item) is cst.BooleanOperation and type(item.operator) is cst.And:
+            pending.extend((item.left, item.right))
+        elif item is not conjunct:
+            others.append(item)
+    return any(_host_test(ctx, other) for other in others)
+
+
+def _host_test(ctx, test: cst.BaseExpression) -> bool:
+    """``xr.host_index() == 0`` (either side, through ``int()`` or a name assigned once):
+    the host's index compared with a constant."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    if type(test.comparisons[0].operator) is not cst.Equal:
+        return False
+    left, right = test.left, test.comparisons[0].comparator
+    return (_host_index(ctx, left) and _is_constant(ctx, right)) or (
+        _host_index(ctx, right) and _is_constant(ctx, left)
+    )
+
+
+def _host_index(ctx, node: cst.BaseExpression, depth: int = 0) -> bool:
+    if depth > 4:
+        return False
+    if type(node) is cst.Name:
+        found = definition(ctx, node)
+        return found is not None and _host_index(ctx, found[0], depth + 1)
+    if type(node) is not cst.Call:
+        return False
+    names = ctx.qnames(node.func)
+    if not names.isdisjoint(_HOST_INDEX):
+        return True
+    return (
+        "builtins.int" in names
+        and len(node.args) == 1
+        and _host_index(ctx, node.args[0].value, depth + 1)
+    )
+
+
+def _is_constant(ctx, node: cst.BaseExpression, expected: int | None = None) -> bool:
+    """An integer the file fixes (``0``, ``MAIN_HOST = 0``), ``expected`` when given."""
+    value = value_of(ctx, node)
+    if not isinstance(value, Known) or type(value.value) is not int:
+        return False
+    return expected is None or value.value == expected
 
 
 _LOG_CALLS = frozenset(

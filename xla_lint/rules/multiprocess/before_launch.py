@@ -11,6 +11,7 @@ from ...analysis.devices import (
     DeviceUse,
     function_key,
 )
+from ...analysis.functions import Arms, LocalFunctions, exclusive
 from ...analysis.guards import runs_on_xla
 from ...analysis.seeds import (
     launch_calls,
@@ -89,7 +90,10 @@ runtime queries (`xr.global_runtime_device_count()`, `xr.world_size()`,
 `xr.global_ordinal()`, `xm.is_master_ordinal()`, `xm.xla_real_devices()`...) and RNG seeding
 (`xm.set_rng_state`, `torch_xla.manual_seed`). `xr.device_type()` and
 `xr.local_process_count()` only read the environment and are fine. Launches with
-`nprocs=1` or `debug_single_process=True` run in the same process and are skipped.
+`nprocs=1` or `debug_single_process=True` run in the same process and are skipped. A use in
+the other arm of an `if` that holds the launch (`if args.tpu: xmp.spawn(_mp_fn) else:
+main(args)`, an `elif`, at any depth under `if __name__ == "__main__":`) never runs before
+it and is not flagged, unless a loop holds it (the next pass may launch).
 
 A notebook is one program run in one kernel process, cell after cell: a runtime use in an
 earlier cell is flagged at its cell and line when a later cell launches; a use in a cell after
@@ -159,6 +163,20 @@ if __name__ == "__main__":
             "if __name__ == '__main__':\n    if HAS_XLA:\n        xmp.spawn(_mp_fn, args=({},))\n"
             "    else:\n        run(0)\n"
         ),
+        # danielkunin/neural-mechanics train.py: the other arm of the launch's `if` never
+        # runs before it (and an arm of an `elif`, and an `if` nested in `__main__`'s).
+        Valid(
+            _LAUNCH + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def main(args):\n    if args.tpu:\n        print(xm.xla_device(), flush=True)\n"
+            "if __name__ == '__main__':\n    if ARGS.tpu:\n"
+            "        def _mp_fn(rank, args):\n            main(args)\n"
+            "        xmp.spawn(_mp_fn, args=(ARGS,), start_method='fork')\n"
+            "    elif ARGS.cpu:\n        main(ARGS)\n    else:\n        print(torch_xla.device(), flush=True)\n"
+        ),
+        Valid(
+            _LAUNCH + "def run(flags):\n    if flags.tpu:\n        torch_xla.launch(_mp_fn)\n"
+            "    else:\n        print(xm.xla_device(), flush=True)\n"
+        ),
         # A helper that launches (main) or is launched, called before another launch.
         Valid(
             _LAUNCH + "def _mp_fn(i):\n    print(torch_xla.device(), flush=True)\n"
@@ -204,6 +222,25 @@ if __name__ == "__main__":
             "def main():\n    n = xr.global_runtime_device_count()\n    xmp.spawn(train, args=(n,))\n",
             (4,),
         ),
+        # In the launch's own arm, before the `if`, or in a loop whose next pass launches: it runs
+        # before the launch (the other arm's use is not the one reported).
+        Invalid(
+            _LAUNCH + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def main(args):\n    print(xm.xla_device(), flush=True)\n"
+            "if __name__ == '__main__':\n    if ARGS.tpu:\n        n = xm.xrt_world_size()\n"
+            "        xmp.spawn(_mp_fn, args=(n,))\n    else:\n        main(ARGS)\n",
+            (8,),
+        ),
+        Invalid(
+            _LAUNCH
+            + "def run(flags):\n    if flags.cpu:\n        print(xm.xla_device(), flush=True)\n"
+            "    print(torch_xla.device(), flush=True)\n"
+            "    if flags.tpu:\n        torch_xla.launch(_mp_fn)\n"
+            "def sweep(configs):\n    for c in configs:\n"
+            "        if c.cpu:\n            print(xm.xla_device(), flush=True)\n"
+            "        else:\n            torch_xla.launch(_mp_fn)\n",
+            (5, 12),
+        ),
         Invalid(
             "import torch\nfrom torch_xla.distributed import xla_multiprocessing as xmp\n"
             "def main():\n    w = torch.zeros(2).to('xla')\n    xmp.spawn(train)\nmain()\n",
@@ -233,7 +270,11 @@ if __name__ == "__main__":
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.devices = DeviceUse(ctx)
-        self.first: dict[cst.CSTNode, cst.Call] = {}
+        # Per function (or the module): the runtime uses seen, in order, each with the ifs
+        # around it (:meth:`LocalFunctions.arms`; none when a loop holds it), and the launches.
+        self.uses: dict[cst.CSTNode, list[tuple[cst.Call, Arms]]] = {}
+        self.launches: dict[cst.CSTNode, list[cst.Call]] = {}
+        self.settled: set[cst.CSTNode] = set()  # a use outside any if: later ones change nothing
         self.reported: set[cst.CSTNode] = set()
         self.launch: str | None = None
 
@@ -252,12 +293,14 @@ if __name__ == "__main__":
                 return
             launch = "torch_xla.launch" if apis.LAUNCH in names else "xmp.spawn"
             self.launch = self.launch or launch
-            first = self.first.get(key)
-            if first is not None and key is not self.ctx.module and key not in self.reported:
-                self.reported.add(key)
-                self._report(first, launch)
+            self.launches.setdefault(key, []).append(node)
+            if key is not self.ctx.module and key not in self.reported:
+                first = self._first_before(key, [node])
+                if first is not None:
+                    self.reported.add(key)
+                    self._report(first, launch)
             return
-        if key in self.first:
+        if key in self.settled:
             return
         if not (
             names & _DEVICE_OR_RUNTIME
@@ -270,7 +313,30 @@ if __name__ == "__main__":
         if self.ctx.notebook and key is self.ctx.module and self.launch is not None:
             return  # a later cell of the kernel: the launch has run (no child re-imports a notebook)
         if self.ctx.spmd_branch() is not True and runs_on_xla(self.ctx):
-            self.first[key] = node
+            arms = () if self._in_loop() else LocalFunctions.of(self.ctx).arms(node)
+            self.uses.setdefault(key, []).append((node, arms))
+            if not arms:
+                self.settled.add(key)
+
+    def _in_loop(self) -> bool:
+        """A ``for``/``while`` of the function (or module) being read holds the call: an arm
+        taken in one iteration may run before a launch in the next."""
+        for node in reversed(self.ctx.stack[:-1]):
+            if isinstance(node, (cst.For, cst.While)):
+                return True
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+        return False
+
+    def _first_before(self, key: cst.CSTNode, launches: list[cst.Call]) -> cst.Call | None:
+        """The first runtime use of ``key`` that can run in the same pass as one of
+        ``launches``: a use in the other arm of an ``if`` that holds the launch (``if tpu:
+        xmp.spawn(...) else: main()``) never runs before it (:func:`exclusive`)."""
+        functions = LocalFunctions.of(self.ctx)
+        for use, arms in self.uses.get(key, ()):
+            if not all(exclusive(arms, functions.arms(launch)) for launch in launches):
+                return use
+        return None
 
     def _runtime_helper(self, node: cst.Call, names: frozenset[str]) -> bool:
         """A call of a module-level function of this file that uses the runtime itself
@@ -313,8 +379,15 @@ if __name__ == "__main__":
         return found
 
     def leave_Module(self, node: cst.Module) -> None:
-        first = self.first.get(node)
-        if first is not None and self.launch is not None:
+        if self.launch is None:
+            return
+        launches = self.launches.get(node, [])
+        if launches and all(key is node for key in self.launches):
+            first = self._first_before(node, launches)
+        else:  # a function launches: module code runs at import, before any call of it
+            uses = self.uses.get(node)
+            first = uses[0][0] if uses else None
+        if first is not None:
             self._report(first, self.launch)
 
     def _nested_launch(self, node: cst.Call, names: frozenset[str]) -> tuple[str, str] | None:

@@ -21,6 +21,7 @@ from ...analysis.ranks import (
     WORLD_SIZE,
     env_read,
     identity_of,
+    torch_xla_tried_first,
 )
 from ...analysis.seeds import launch_calls
 from ...analysis.values import Known, Site, value_of
@@ -85,7 +86,11 @@ code reads, to an attribute (`args.local_rank = ...`), passed to a call, compare
 A size with a larger default (`os.environ.get("LOCAL_WORLD_SIZE", 64)`) may be the machine's
 and is not flagged.
 
-Not flagged: a read with no default (`os.environ["RANK"]` raises `KeyError` at once when the
+Not flagged: the fallback of a torch_xla call that gives the same value (in the `except` of
+`try: rank = xr.global_ordinal()`, or after `try: return int(xr.global_ordinal())` / `except
+Exception: pass`, also under `if xr is not None:`): in a spawned process the call answers and the
+read never runs (a call 2.9.0 removed, `xm.get_ordinal()`, raises `AttributeError`, so its
+fallback is still flagged); a read with no default (`os.environ["RANK"]` raises `KeyError` at once when the
 variable is unset: nothing is silently wrong, and the program may be meant for torchrun); a read
 whose default is torch_xla's own value (`os.environ.get("RANK", xr.global_ordinal())`); a read
 only printed or logged; a read under a test of the variable (`if "RANK" in os.environ:`) or of
@@ -189,6 +194,18 @@ the function in place).
             + "def _mp_fn(index):\n    per_node = int(os.environ.get('LOCAL_WORLD_SIZE', 64))\n"
             "    use(per_node)\ntorch_xla.launch(_mp_fn)\n"
         ),
+        # fanat503/Laplace-attention: the fallback of a torch_xla call that 2.9.0 has, which
+        # answers in every spawned process (xm.get_ordinal, tried second, is gone in 2.9.0).
+        Valid(
+            _HEAD + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def rank():\n    if xr is not None:\n        try:\n"
+            "            return int(xr.global_ordinal())\n        except Exception:\n            pass\n"
+            "    try:\n        return int(xm.get_ordinal())\n"
+            "    except Exception:\n        return int(os.environ.get('RANK', '0'))\n"
+            "def _mp_fn(index):\n    try:\n        world = xr.world_size()\n"
+            "    except RuntimeError:\n        world = int(os.getenv('WORLD_SIZE', 1))\n"
+            "    use(rank(), world)\nxmp.spawn(_mp_fn)\n"
+        ),
         # One process: the default is right.
         Valid(
             _HEAD + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
@@ -248,6 +265,19 @@ the function in place).
                 ),
             ),
         ),
+        # The fallback of a call that 2.9.0 removed (AttributeError: it runs), of another
+        # identity, or after a try that does not return: the read runs.
+        Invalid(
+            _HEAD + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+            "def _mp_fn(index):\n    try:\n        rank = xm.get_ordinal()\n"
+            "    except AttributeError:\n        rank = int(os.environ.get('RANK', 0))\n"
+            "    try:\n        local = xr.global_ordinal()\n"
+            "    except Exception:\n        local = int(os.environ.get('LOCAL_RANK', 0))\n"
+            "    try:\n        world = xr.world_size()\n    except Exception:\n        pass\n"
+            "    world = int(os.getenv('WORLD_SIZE', 1))\n"
+            "    use(rank, local, world)\nxmp.spawn(_mp_fn)\n",
+            (11, 15, 20),
+        ),
         Invalid(
             _HEAD + "import torch_xla.distributed.xla_multiprocessing as xmp\n"
             "def _mp_fn(index):\n    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
@@ -284,6 +314,8 @@ the function in place).
             return
         if self._tested(variable) or not self._used(node):
             return
+        if torch_xla_tried_first(ctx, kind):
+            return  # the fallback of `try: return xr.global_ordinal()`: never runs under spawn
         default_text = " ".join(ctx.module.code_for_node(default).split())
         read = " ".join(ctx.module.code_for_node(node).split())
         self.report(
