@@ -130,6 +130,45 @@ def test_a_data_parallel_call_gives_its_loop_function_a_device_loader():
     assert LOADER not in plain.records()["train.train_loop_fn#1"]
 
 
+def test_a_call_handed_a_device_loader_and_a_dict_of_them_may_be_loaders():
+    """unseen8: `metric_logger.log_every(pl.MpDeviceLoader(...), 10)` (DETR/DINO's generator of
+    what it is given), `loaders["train"]` of a dict display; a module function whose returns
+    are known is followed instead, and a call handed a plain loader is nothing."""
+    ctx, flow = _flow(
+        HEAD + "def count(loader):\n    return 3\n"
+        "def main(dl, dev, logger):\n"
+        "    a = logger.log_every(pl.MpDeviceLoader(dl, dev), 10)\n"
+        "    its = {'train': iter(pl.MpDeviceLoader(dl, dev)), 'n': 3}\n"
+        "    b = its['train']\n    c = count(pl.MpDeviceLoader(dl, dev))\n"
+        "    d = logger.log_every(dl, 10)\n"
+    )
+    main = next(
+        n
+        for n in iter_nodes(ctx.module)
+        if isinstance(n, cst.FunctionDef) and n.name.value == "main"
+    )
+    inner = ctx.scopes[main]
+    values = {
+        t.targets[0].target.value: t.value
+        for t in iter_nodes(main)
+        if isinstance(t, cst.Assign) and isinstance(t.targets[0].target, cst.Name)
+    }
+    assert flow.is_loader(values["a"], inner) and flow.is_loader(cst.Name("b"), inner)
+    assert not flow.is_loader(values["c"], inner) and not flow.is_loader(values["d"], inner)
+
+
+def test_accelerate_prepare_makes_a_device_loader_in_an_xla_file():
+    """On XLA accelerate wraps each prepared DataLoader in MpDeviceLoaderWrapper (unseen8
+    ultralytics fork); a `prepare` of another library, or in a file without torch_xla, is not."""
+    code = (
+        "import torch_xla.core.xla_model as xm\nfrom accelerate import Accelerator\n"
+        "def main(dl):\n    acc = Accelerator()\n    loader = acc.prepare(dl)\n"
+    )
+    assert _flow(code)[1].makes_loader
+    assert not _flow(code.replace("from accelerate", "from mylib"))[1].makes_loader
+    assert not _flow(code.replace("import torch_xla.core.xla_model as xm\n", ""))[1].makes_loader
+
+
 def test_self_attribute_bound_to_a_torch_xla_module():
     code = (
         "class T:\n    def __init__(self):\n"

@@ -64,6 +64,19 @@ FUNCTION = "fn:"  # a source's prefix: the function keyed so, as a value
 
 
 # Callees whose parameters and returns no linted file defines: not recorded (the records stay small).
+# accelerate's calls that return the loaders they are given, wrapped for the device.
+_ACCELERATE_PREPARE = frozenset({"prepare", "prepare_data_loader"})
+
+
+def _display_values(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values of a dict, list or tuple display (none for anything else)."""
+    if type(node) is cst.Dict:
+        return [e.value for e in node.elements if type(e) is cst.DictElement]
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return [e.value for e in node.elements if type(e) is cst.Element]
+    return []
+
+
 _FOREIGN = frozenset(sys.stdlib_module_names) | {"builtins", "torch", "torch_xla", "numpy", "np"}
 
 
@@ -281,8 +294,18 @@ class LoaderFlow:
         return frozenset()
 
     def _makes(self, call: cst.Call, scope: Scope) -> bool:
-        """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``."""
-        if type(call.func) is cst.Attribute and call.func.attr.value == "per_device_loader":
+        """``MpDeviceLoader(...)``, ``ParallelLoader(...)``, ``x.per_device_loader(...)``, and
+        accelerate's ``accelerator.prepare(...)``/``prepare_data_loader(...)`` in a file that
+        imports torch_xla (on XLA accelerate wraps each DataLoader in ``MpDeviceLoaderWrapper``,
+        an ``MpDeviceLoader``: accelerate ``data_loader.py`` ``prepare_data_loader``)."""
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "per_device_loader":
+            return True
+        if (
+            self.ctx.imports_torch_xla
+            and _last_name(func) in _ACCELERATE_PREPARE
+            and any(m.split(".", 1)[0] == "accelerate" for m in self.ctx.imported_modules)
+        ):
             return True
         return bool(self.qnames(call, scope) & DEVICE_LOADERS)
 
@@ -337,12 +360,32 @@ class LoaderFlow:
                         out |= self.sources(a.value, scope, local)
                 return out
             out = set()
-            for callee in self.callees(node, scope):
+            callees = self.callees(node, scope)
+            for callee in callees:
                 if not self._followed(node, callee):
                     continue
                 out.add(RETURN + callee)
                 for value, value_scope in self._returns.get(callee, ()):
                     out |= self.sources(value, value_scope, local)
+            if callees and not any(c in self._returns for c in callees):
+                # A call of code this file does not show, handed a device loader, may hand its
+                # batches on: `for d in metric_logger.log_every(pl.MpDeviceLoader(...), 10):`
+                # (DETR/DINO's MetricLogger, a generator of the items it is given).
+                for a in node.args:
+                    if a.keyword is None and LOADER in self.sources(a.value, scope, local):
+                        out.add(LOADER)
+                        break
+            return out
+        if kind is cst.Subscript:
+            assert isinstance(node, cst.Subscript)
+            # `loaders["train"]` of a dict, list or tuple display assigned to a name: any value.
+            out = set()
+            if type(node.value) is cst.Name:
+                owner = defining_scope(node.value.value, scope)
+                if owner is not None:
+                    for value, value_scope in self._names.get((id(owner), node.value.value), ()):
+                        for item in _display_values(value):
+                            out |= self.sources(item, value_scope, local)
             return out
         if kind is cst.Name:
             assert isinstance(node, cst.Name)

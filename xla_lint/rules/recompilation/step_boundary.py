@@ -94,6 +94,21 @@ of the step.
 - torch_xla 2.9.0 `torch_xla/distributed/parallel_loader.py`, `torch_xla/core/xla_model.py`, `torch_xla/torch_xla.py`
 """
     valid = (
+        # A device loader through code the file does not show (DETR/DINO's MetricLogger
+        # generator), kept in a dict, and accelerate's prepared loader on XLA (unseen8).
+        Valid(
+            "import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.parallel_loader as pl\n"
+            "from accelerate import Accelerator\n"
+            "def train(model, dl, dev, logger, optimizer):\n"
+            "    for x in logger.log_every(pl.MpDeviceLoader(dl, dev), 10):\n"
+            "        model(x).sum().backward()\n        optimizer.step()\n"
+            "    its = {'train': iter(pl.MpDeviceLoader(dl, dev))}\n"
+            "    for step in range(100):\n        x = next(its['train'])\n"
+            "        model(x).sum().backward()\n        optimizer.step()\n"
+            "    loader = Accelerator().prepare(dl)\n"
+            "    for x in loader:\n        model(x).sum().backward()\n        optimizer.step()\n"
+            "if __name__ == '__main__':\n    train(None, None, None, None, None)\n"
+        ),
         # The loop function a `DataParallel` instance runs gets a per-device loader (torch_xla
         # 2.9.0 distributed/data_parallel.py `_module_runner`; unseen7 pytorch-camvid).
         Valid(
