@@ -24,6 +24,11 @@ class MissingStepBoundary(LoopRule):
         "`torch_xla.sync()` after the optimizer step, or iterate an `MpDeviceLoader`"
     )
     severity = Severity.ERROR
+    # Preview (the precision gate, issue 22): on repositories nobody tuned it on it was wrong 6
+    # times in 14 (unseen5 1 of 2, unseen7 1 of 3, unseen8 4 of 7: loaders reached through a
+    # logger's generator, accelerate's prepare(), a dict, tqdm), each class since fixed in the
+    # loader flow; it comes back on by default once a fresh set measures it at 5% or less.
+    preview = True
     explanation = """\
 ## What it does
 In a module that imports torch_xla, flags the innermost loop that runs both `backward()`
