@@ -1550,13 +1550,28 @@ def _patch_optim(torch) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     def stepped(optimizer, args, kwargs) -> None:
-        if _is_compiling():
+        if _is_compiling() or _nested_step(sys._getframe(1)):
             return
         tracer = _current()
         if tracer is not None:
             tracer.on_optimizer_step()
 
     register_optimizer_step_post_hook(stepped)
+
+
+def _nested_step(frame) -> bool:
+    """Whether the optimizer step whose post hook runs from ``frame`` (torch's step wrapper,
+    ``profile_hook_step``) was called inside another optimizer's step: an optimizer whose
+    ``step()`` calls another's (torch_xla's ``ZeroRedundancyOptimizer`` steps its inner
+    optimizer, any wrapper) is one optimizer step, counted by its outermost call. Read from
+    the stack, so that a step that raised leaves nothing behind."""
+    code = frame.f_code
+    outer = frame.f_back
+    while outer is not None:
+        if outer.f_code is code:
+            return True
+        outer = outer.f_back
+    return False
 
 
 def _patch_data(torch) -> None:
@@ -1596,7 +1611,8 @@ def _tag_iterator(tracer: Tracer, frame, args, kwargs, result, state) -> None:
 def _batch_source(source) -> tuple[int | None, int | None]:
     """``(loader id, 1-based batch index in its pass)`` of what handed a batch: a DataLoader
     iterator (its ``_num_yielded``, which torch resets each pass) or a ``PerDeviceLoader``
-    (``_loader`` the ParallelLoader, whose ``_loader`` is the DataLoader; counted here)."""
+    (``_loader`` the ParallelLoader, whose ``_cpu_loader`` is the DataLoader; counted here:
+    ``MpDeviceLoader`` makes a new one for each pass)."""
     if source is None:
         return None, None
     loader = getattr(source, "_xla_lint_loader", None)
