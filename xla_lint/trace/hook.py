@@ -1620,7 +1620,7 @@ def _batch_source(source) -> tuple[int | None, int | None]:
         index = getattr(source, "_num_yielded", None)
         return loader, index if isinstance(index, int) else None
     parallel = getattr(source, "_loader", None)
-    cpu_loader = getattr(parallel, "_loader", None)
+    cpu_loader = getattr(parallel, "_cpu_loader", None)
     if cpu_loader is None:
         return None, None
     count = getattr(source, "_xla_lint_batches", 0) + 1
