@@ -24,6 +24,7 @@ jsonschema = pytest.importorskip("jsonschema")
 from tracerun import RUN_TIMEOUT, Run, trace  # noqa: E402
 
 from xla_lint.trace.events import EVENT_SCHEMA, REPORT_SCHEMA  # noqa: E402
+from xla_lint.trace.report import render_text  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
@@ -78,13 +79,19 @@ print(tot.item())
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Future]:
     base = tmp_path_factory.mktemp("unseen7")
-    scripts = {"nested.py": NESTED, "same_remainder.py": SAME_REMAINDER}
+    scripts = {
+        "nested.py": NESTED,
+        "same_remainder.py": SAME_REMAINDER,
+        "no_boundary.py": NO_BOUNDARY,
+    }
     for name, text in scripts.items():
         (base / name).write_text(text)
     scenarios = {  # name -> (trace options, command)
         "wrapper": (["--no-static", "--cpu-devices", "1"], ["python", "nested.py"]),
         "zero1": (["--no-static", "--cpu-devices", "1"], ["python", "nested.py", "zero1"]),
         "same_remainder": (["--cpu-devices", "1"], ["python", "same_remainder.py"]),
+        # more --steps than the script's 6 optimizer steps: it ends by itself
+        "no_boundary": (["--cpu-devices", "1", "--steps", "30"], ["python", "no_boundary.py"]),
     }
     pool = ThreadPoolExecutor(max_workers=2)
     futures = {
@@ -135,3 +142,36 @@ def test_two_loaders_with_the_same_last_batch_size_get_an_xla202_each(runs):
     assert "21 samples" in train["message"] and "5 samples" not in train["message"]
     static = {d["line"]: d["status"] for d in run.static("XLA202")}
     assert static == {6: "confirmed", 7: "confirmed"}, run.report["static"]
+
+
+NO_BOUNDARY = """\
+import torch, torch.nn as nn
+import torch_xla
+dev = torch_xla.device()
+model = nn.Linear(8, 1).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(2):
+    for i in range(3):
+        opt.zero_grad()
+        model(torch.randn(4, 8, device=dev)).sum().backward()
+        opt.step()
+print(model.weight.sum().item())
+"""
+
+
+def test_a_script_without_a_boundary_that_ends_by_itself_keeps_xla203s_line(runs):
+    run = get(runs, "no_boundary")
+    assert run.report["status"] == "finished" and run.report["optimizer_steps"] == 6
+    finding = run.finding("XLA203")
+    assert finding["location"]["line"] == 10, finding  # the optimizer step
+    assert "6 optimizer steps ran without a step boundary" in finding["message"]
+    assert [d["status"] for d in run.static("XLA203")] == ["confirmed"], run.report["static"]
+    end = next(e for e in run.events if e["event"] == "end")
+    assert end["optimizer_location"]["line"] == 10 and end["optimizer_steps_unsynced"] == 6
+
+
+def test_the_headline_of_a_run_without_a_boundary_counts_its_optimizer_steps(runs):
+    run = get(runs, "no_boundary")
+    text = render_text(run.report)
+    assert "finished by itself after 6 optimizer steps and no step boundary" in text
+    assert "after 0 steps" not in text

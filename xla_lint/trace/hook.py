@@ -523,6 +523,9 @@ class Tracer:
         #: in is a training loop whatever the script's structure says (phases.place)
         self.optimizer_frames: list = []
         self.optimizer_steps_unsynced = 0  # optimizer steps since the last boundary
+        #: where the first of those ran (the ``end`` event's ``optimizer_location``: the line
+        #: of XLA203 in a script without a boundary that ends by itself)
+        self.unsynced_location: dict | None = None
         self.reads: dict = {}  # (kind, path, line, function, closure) -> count
         self.read_frames: dict = {}  # the same key -> user frames of its first read in the row
         #: (kind, path, line, function, closure) -> [start, end] (seconds since t0) of each read
@@ -1073,6 +1076,8 @@ class Tracer:
         self.optimizer_stepped = True
         self.optimizer_steps += 1
         self.optimizer_steps_unsynced += 1
+        if self.optimizer_steps_unsynced == 1:
+            self.unsynced_location = user_location(sys._getframe(1))
         if self.optimizer_steps == 1:
             # training begins: --steps counts training steps from here, not the setup or
             # evaluation syncs counted while no optimizer had stepped
@@ -1211,6 +1216,10 @@ class Tracer:
                         "step_in_progress": self.step,
                         "boundaries": self.total_boundaries,
                         "optimizer_steps": self.optimizer_steps,
+                        "optimizer_steps_unsynced": self.optimizer_steps_unsynced,
+                        "optimizer_location": (
+                            self.unsynced_location if self.optimizer_steps_unsynced else None
+                        ),
                         "boundaries_in_step": self.boundaries_in_step,
                         "partial_step_s": round(time.perf_counter() - self.step_started, 6),
                         "counters": counters,

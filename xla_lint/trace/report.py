@@ -996,7 +996,7 @@ def _no_boundary(trace: Trace) -> list[Finding]:
                 "XLA203",
                 "no step boundary",
                 message,
-                Location.from_json(stop.get("location")),
+                Location.from_json(stop.get("location") or end.get("optimizer_location")),
                 [],
                 [],
                 0.0,
@@ -1775,6 +1775,16 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
         code=report.get("script_exit"),
         opt=report.get("optimizer_steps"),
     )
+    if (
+        report["status"] == "finished"
+        and not report["steps_traced"]
+        and report.get("optimizer_steps")
+    ):
+        # no boundary at all: "after 0 steps" would read as "nothing trained"
+        text = (
+            f"the script finished by itself after {report['optimizer_steps']} optimizer steps "
+            "and no step boundary"
+        )
     crash = report.get("crash") if report["status"] == "crashed" else None
     if crash:
         at = f" at {_where(crash['location'])}" if crash.get("location") else ""
