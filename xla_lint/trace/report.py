@@ -1438,7 +1438,7 @@ def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) ->
         "status": rank_status(trace),
         "steps_traced": len(numbered_rows(analysis.trace)),
         "compile_count": len(analysis.compiles),
-        "compile_s": round(sum(s.compile_s for s in trace.steps), 6),
+        "compile_s": round(sum(s["compile_s"] for s in steps), 6),  # the final row too
         "median_step_s": round(statistics.median(after), 6) if after else None,
         "host_reads": sum(r.count for r in trace.host_reads),
         "steps": steps,
