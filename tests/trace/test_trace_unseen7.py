@@ -83,6 +83,7 @@ def runs(tmp_path_factory) -> dict[str, Future]:
         "nested.py": NESTED,
         "same_remainder.py": SAME_REMAINDER,
         "no_boundary.py": NO_BOUNDARY,
+        "setup_reads.py": SETUP_READS,
     }
     for name, text in scripts.items():
         (base / name).write_text(text)
@@ -92,6 +93,7 @@ def runs(tmp_path_factory) -> dict[str, Future]:
         "same_remainder": (["--cpu-devices", "1"], ["python", "same_remainder.py"]),
         # more --steps than the script's 6 optimizer steps: it ends by itself
         "no_boundary": (["--cpu-devices", "1", "--steps", "30"], ["python", "no_boundary.py"]),
+        "setup_reads": (["--cpu-devices", "1"], ["python", "setup_reads.py"]),
     }
     pool = ThreadPoolExecutor(max_workers=2)
     futures = {
@@ -157,6 +159,25 @@ for epoch in range(2):
         opt.step()
 print(model.weight.sum().item())
 """
+SETUP_READS = """\
+import torch, torch.nn as nn
+import torch_xla
+dev = torch_xla.device()
+model = nn.Linear(8, 1).to(dev)
+print(model.weight.sum().item())
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(3):
+    opt.zero_grad()
+    loss = model(torch.randn(4, 8, device=dev)).sum()
+    loss.backward()
+    opt.step()
+    torch_xla.sync()
+print(loss.item())
+with torch.no_grad():
+    for i in range(2):
+        out = model(torch.randn(4, 8, device=dev)).sum()
+        torch_xla.sync()
+"""
 
 
 def test_a_script_without_a_boundary_that_ends_by_itself_keeps_xla203s_line(runs):
@@ -175,3 +196,15 @@ def test_the_headline_of_a_run_without_a_boundary_counts_its_optimizer_steps(run
     text = render_text(run.report)
     assert "finished by itself after 6 optimizer steps and no step boundary" in text
     assert "after 0 steps" not in text
+
+
+def test_host_reads_outside_every_loop_are_in_no_training_or_evaluation_row(runs):
+    run = get(runs, "setup_reads")
+    reads = {r["location"]["line"]: r for r in run.report["host_reads"]}
+    assert {line: r["phase"] for line, r in reads.items()} == {5: "setup", 13: "setup"}
+    rows = [(s["phase"], s["host_reads"], s["setup_host_reads"]) for s in run.report["steps"]]
+    # step 1's span holds the read at :5, the evaluation's first the read at :13
+    assert rows[0] == ("training", 0, 1), rows
+    assert [r for r in rows if r[0] == "evaluation"][0] == ("evaluation", 0, 1), rows
+    assert sum(r[1] for r in rows) == 0
+    assert "2 host reads outside every loop: setup, in no row's count" in render_text(run.report)
