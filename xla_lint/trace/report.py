@@ -1706,6 +1706,10 @@ def _span(ranks: list[int]) -> str:
 
 
 def _short(path: str) -> str:
+    """``path`` relative to the current folder when it is below it, else as it is, with its
+    ``..`` resolved (a helper the script put on ``sys.path`` as ``here/../common``)."""
+    if os.path.isabs(path):
+        path = os.path.normpath(path)
     try:
         rel = os.path.relpath(path)
     except ValueError:
