@@ -1037,3 +1037,10 @@ def test_messages_write_paths_below_the_current_folder_relative(tmp_path, monkey
     )
     assert relative_paths("see /usr/lib/python3.11/os.py:12") == "see /usr/lib/python3.11/os.py:12"
     assert relative_paths("1/2 of the steps") == "1/2 of the steps"
+    # a helper imported as here/../common (unseen7's UNet sample): `..` resolved
+    (tmp_path / "unet").mkdir()
+    monkeypatch.chdir(tmp_path / "unet")
+    assert relative_paths(f"at {here}/unet/../common/utils.py:302") == (
+        f"at {here}/common/utils.py:302"
+    )
+    assert relative_paths(f"at {here}/unet/x/../train.py:3") == "at train.py:3"

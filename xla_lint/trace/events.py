@@ -347,6 +347,7 @@ REPORT_SCHEMA: dict = {
                     "compile_s": {"type": "number"},
                     "executions": {"type": "integer"},
                     "host_reads": {"type": "integer"},
+                    "setup_host_reads": {"type": "integer"},
                     "transfer_s": {"type": "number"},
                     "warmup": {"type": "boolean"},
                     "final": {"type": "boolean"},

@@ -523,6 +523,9 @@ class Tracer:
         #: in is a training loop whatever the script's structure says (phases.place)
         self.optimizer_frames: list = []
         self.optimizer_steps_unsynced = 0  # optimizer steps since the last boundary
+        #: where the first of those ran (the ``end`` event's ``optimizer_location``: the line
+        #: of XLA203 in a script without a boundary that ends by itself)
+        self.unsynced_location: dict | None = None
         self.reads: dict = {}  # (kind, path, line, function, closure) -> count
         self.read_frames: dict = {}  # the same key -> user frames of its first read in the row
         #: (kind, path, line, function, closure) -> [start, end] (seconds since t0) of each read
@@ -1073,6 +1076,8 @@ class Tracer:
         self.optimizer_stepped = True
         self.optimizer_steps += 1
         self.optimizer_steps_unsynced += 1
+        if self.optimizer_steps_unsynced == 1:
+            self.unsynced_location = user_location(sys._getframe(1))
         if self.optimizer_steps == 1:
             # training begins: --steps counts training steps from here, not the setup or
             # evaluation syncs counted while no optimizer had stepped
@@ -1211,6 +1216,10 @@ class Tracer:
                         "step_in_progress": self.step,
                         "boundaries": self.total_boundaries,
                         "optimizer_steps": self.optimizer_steps,
+                        "optimizer_steps_unsynced": self.optimizer_steps_unsynced,
+                        "optimizer_location": (
+                            self.unsynced_location if self.optimizer_steps_unsynced else None
+                        ),
                         "boundaries_in_step": self.boundaries_in_step,
                         "partial_step_s": round(time.perf_counter() - self.step_started, 6),
                         "counters": counters,
@@ -1550,13 +1559,28 @@ def _patch_optim(torch) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     def stepped(optimizer, args, kwargs) -> None:
-        if _is_compiling():
+        if _is_compiling() or _nested_step(sys._getframe(1)):
             return
         tracer = _current()
         if tracer is not None:
             tracer.on_optimizer_step()
 
     register_optimizer_step_post_hook(stepped)
+
+
+def _nested_step(frame) -> bool:
+    """Whether the optimizer step whose post hook runs from ``frame`` (torch's step wrapper,
+    ``profile_hook_step``) was called inside another optimizer's step: an optimizer whose
+    ``step()`` calls another's (torch_xla's ``ZeroRedundancyOptimizer`` steps its inner
+    optimizer, any wrapper) is one optimizer step, counted by its outermost call. Read from
+    the stack, so that a step that raised leaves nothing behind."""
+    code = frame.f_code
+    outer = frame.f_back
+    while outer is not None:
+        if outer.f_code is code:
+            return True
+        outer = outer.f_back
+    return False
 
 
 def _patch_data(torch) -> None:
@@ -1596,7 +1620,8 @@ def _tag_iterator(tracer: Tracer, frame, args, kwargs, result, state) -> None:
 def _batch_source(source) -> tuple[int | None, int | None]:
     """``(loader id, 1-based batch index in its pass)`` of what handed a batch: a DataLoader
     iterator (its ``_num_yielded``, which torch resets each pass) or a ``PerDeviceLoader``
-    (``_loader`` the ParallelLoader, whose ``_loader`` is the DataLoader; counted here)."""
+    (``_loader`` the ParallelLoader, whose ``_cpu_loader`` is the DataLoader; counted here:
+    ``MpDeviceLoader`` makes a new one for each pass)."""
     if source is None:
         return None, None
     loader = getattr(source, "_xla_lint_loader", None)
@@ -1604,7 +1629,7 @@ def _batch_source(source) -> tuple[int | None, int | None]:
         index = getattr(source, "_num_yielded", None)
         return loader, index if isinstance(index, int) else None
     parallel = getattr(source, "_loader", None)
-    cpu_loader = getattr(parallel, "_loader", None)
+    cpu_loader = getattr(parallel, "_cpu_loader", None)
     if cpu_loader is None:
         return None, None
     count = getattr(source, "_xla_lint_batches", 0) + 1

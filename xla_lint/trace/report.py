@@ -996,7 +996,7 @@ def _no_boundary(trace: Trace) -> list[Finding]:
                 "XLA203",
                 "no step boundary",
                 message,
-                Location.from_json(stop.get("location")),
+                Location.from_json(stop.get("location") or end.get("optimizer_location")),
                 [],
                 [],
                 0.0,
@@ -1298,13 +1298,20 @@ def _steps_json(analysis: Analysis) -> list[dict]:
     the graphs the step launched (``ExecuteTime``), beside ``duration_s``, the host's span
     between boundaries."""
     trace = analysis.trace
-    reads_per_step: dict[int, int] = {}
-    for r in trace.host_reads:
-        reads_per_step[r.step] = reads_per_step.get(r.step, 0) + r.count
     listed: dict[int, int] = {}
     for c in analysis.compiles:
         listed[c["row"]] = listed.get(c["row"], 0) + 1
     rows = [*trace.steps, *([analysis.final] if analysis.final is not None else [])]
+    reads_per_step: dict[int, int] = {}
+    outside: dict[int, int] = {}
+    phase_of = {s.step: s.phase for s in rows if not s.final}
+    for r in trace.host_reads:
+        # a read outside every loop (setup) in the span a training or evaluation boundary
+        # ends is not that row's: the row's count leaves it out (``setup_host_reads``)
+        if r.phase == SETUP and phase_of.get(r.step) in (TRAINING, EVALUATION):
+            outside[r.step] = outside.get(r.step, 0) + r.count
+        else:
+            reads_per_step[r.step] = reads_per_step.get(r.step, 0) + r.count
     tail = _tail(trace)
     device = device_times([*trace.steps, *([tail] if tail is not None else [])])
     loaders = loaders_by_id(trace)
@@ -1319,6 +1326,7 @@ def _steps_json(analysis: Analysis) -> list[dict]:
             "compile_s": s.compile_s,
             "executions": s.executions,
             "host_reads": reads_per_step.get(s.step, 0),
+            "setup_host_reads": outside.get(s.step, 0),
             "transfer_s": s.transfer_s,
             # a row that compiled is warm-up when none of its compiles is after warm-up (an
             # evaluation without a sync of its own, in a training row, can compile a new shape)
@@ -1438,7 +1446,7 @@ def _rank_json(rank: int, trace: Trace, analysis: Analysis, path: str | None) ->
         "status": rank_status(trace),
         "steps_traced": len(numbered_rows(analysis.trace)),
         "compile_count": len(analysis.compiles),
-        "compile_s": round(sum(s.compile_s for s in trace.steps), 6),
+        "compile_s": round(sum(s["compile_s"] for s in steps), 6),  # the final row too
         "median_step_s": round(statistics.median(after), 6) if after else None,
         "host_reads": sum(r.count for r in trace.host_reads),
         "steps": steps,
@@ -1698,6 +1706,10 @@ def _span(ranks: list[int]) -> str:
 
 
 def _short(path: str) -> str:
+    """``path`` relative to the current folder when it is below it, else as it is, with its
+    ``..`` resolved (a helper the script put on ``sys.path`` as ``here/../common``)."""
+    if os.path.isabs(path):
+        path = os.path.normpath(path)
     try:
         rel = os.path.relpath(path)
     except ValueError:
@@ -1775,6 +1787,16 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
         code=report.get("script_exit"),
         opt=report.get("optimizer_steps"),
     )
+    if (
+        report["status"] == "finished"
+        and not report["steps_traced"]
+        and report.get("optimizer_steps")
+    ):
+        # no boundary at all: "after 0 steps" would read as "nothing trained"
+        text = (
+            f"the script finished by itself after {report['optimizer_steps']} optimizer steps "
+            "and no step boundary"
+        )
     crash = report.get("crash") if report["status"] == "crashed" else None
     if crash:
         at = f" at {_where(crash['location'])}" if crash.get("location") else ""
@@ -1837,6 +1859,12 @@ def render_text(report: dict, extra: list[str] | None = None) -> str:
             )
         if any(s.get("final") for s in report["steps"]):
             out.append("  (end: after the last step's boundary, until the script ended)")
+        setup_reads = sum(s.get("setup_host_reads") or 0 for s in report["steps"])
+        if setup_reads:
+            out.append(
+                f"  ({setup_reads} host read{'s' if setup_reads != 1 else ''} outside every loop: "
+                "setup, in no row's count; see Host reads)"
+            )
         if any(s.get("phase") in _PHASE_LABEL for s in report["steps"]):
             out.append(
                 "  (setup, eval: rows of the script's setup and evaluation loops, by its own "
