@@ -783,3 +783,22 @@ def test_long_string_runs_are_blanked_in_place():
     assert [len(line) for line in masked.splitlines()] == [len(line) for line in text.splitlines()]
     compile(masked, "m.py", "exec")
     assert mask_string_runs("x = (", longest=0) is None  # does not tokenize
+
+
+def test_a_checkout_s_own_copy_py_does_not_shadow_the_standard_library(tmp_path):
+    """unseen8 tz_kaggle: `python -m xla_lint .` in a folder with a copy.py crashed (-m puts
+    the current folder first on sys.path); the linter never imports the code it checks."""
+    (tmp_path / "copy.py").write_text('raise SystemExit("the checkout\'s copy.py was imported")\n')
+    (tmp_path / "typing.py").write_text(
+        'raise SystemExit("the checkout\'s typing.py was imported")\n'
+    )
+    (tmp_path / "train.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "xla_lint", "--isolated", "--no-cache", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "was imported" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "train.py:2:1: XLA302" in proc.stdout, proc.stdout + proc.stderr

@@ -18,4 +18,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # `python -m xla_lint` puts the current folder first on sys.path, where a checkout's own
+    # copy.py or typing.py would shadow the standard library's (unseen8 tz_kaggle: a crash).
+    # xla-lint never imports the code it checks: the folder is taken off again (as -P does).
+    if sys.path and not sys.flags.safe_path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
+        del sys.path[0]
     main()
