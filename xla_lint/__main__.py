@@ -1,13 +1,23 @@
 """``python -m xla_lint`` and the ``xla-lint`` command (``[project.scripts]``)."""
 
+import gc
 import os
 import sys
+
+# The collector's first generation runs every 700 allocations by default; a lint run makes
+# objects that live to its end (imported modules, cached results, the program model, LibCST
+# trees), so those passes find little to free: a warm run over an unchanged tree (synthetic
+# 2,401 files) spent 0.16-0.18 s after its imports, 0.135 s with this, and JSON and pickles of
+# cached results load 3x faster. Collections still run, rarely (as mypy raises its threshold):
+# a cycle of garbage is freed within GC_THRESHOLD[0] allocations.
+GC_THRESHOLD = (50_000, 20, 20)
 
 
 def main() -> None:
     """Run the command line of :mod:`xla_lint.cli`. A Ctrl-C while its modules are still being
     imported (the first half second of a run, longer on a loaded machine) is one line and exit
     130, as everywhere else, not a traceback of the import."""
+    gc.set_threshold(*GC_THRESHOLD)
     try:
         from .cli import main as command
     except KeyboardInterrupt:
