@@ -24,7 +24,27 @@ def main() -> None:
         sys.stderr.write("xla-lint: interrupted\n")
         sys.stderr.flush()
         os._exit(130)
-    command(prog_name="xla-lint")
+    try:
+        command(prog_name="xla-lint")
+    except SystemExit as exc:
+        from . import cli
+
+        if cli.FINISHED and (exc.code is None or isinstance(exc.code, int)):
+            _exit_at_once(exc.code or 0)
+        raise
+
+
+def _exit_at_once(code: int) -> None:
+    """End the process with ``code`` without the interpreter's teardown (freeing every object,
+    as mypy skips it too), once the standard streams are flushed. Only after a finished lint
+    run (:data:`xla_lint.cli.FINISHED`): its files are written and its workers stopped, and the
+    other commands (the server, the trace, the runtime checker) keep their exit handlers."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
