@@ -8,8 +8,10 @@ import sys
 # objects that live to its end (imported modules, cached results, the program model, LibCST
 # trees), so those passes find little to free: a warm run over an unchanged tree (synthetic
 # 2,401 files) spent 0.16-0.18 s after its imports, 0.135 s with this, and JSON and pickles of
-# cached results load 3x faster. Collections still run, rarely (as mypy raises its threshold):
-# a cycle of garbage is freed within GC_THRESHOLD[0] allocations.
+# cached results load 3x faster; a cold run's LibCST trees are as long-lived per file (pytorch/xla's
+# 274 torch_xla files, -j 1: 8.6 -> 7.0 s of CPU, peak memory 186 -> 196 MB; with no collection at
+# all it was 7.5 s and 365 MB: parses do leave cycles). Collections still run, rarely (as mypy
+# raises its threshold): a cycle of garbage is freed within GC_THRESHOLD[0] allocations.
 GC_THRESHOLD = (50_000, 20, 20)
 
 
