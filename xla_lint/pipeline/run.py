@@ -216,10 +216,12 @@ def lint_targets(
     """Lint every target; results in the order of ``targets``.
 
     Each file is read once and the prefilter asked once. With a result cache in ``cache_dir``
-    (None: no cache, see :mod:`xla_lint.pipeline.cache`), files the prefilter rules out are
-    answered from the run index (their import facts; scanned and stored when not there) and
-    the others from their entries; ``keys`` (when given) gets each cached file's key (path ->
-    key), what :func:`run` keys the program model with. The rest are linted, in up to ``jobs``
+    (None: no cache, see :mod:`xla_lint.pipeline.cache`) and at least
+    :data:`MODEL_CACHE_MIN_FILES` targets, a file whose status the run index recorded is not
+    read (:func:`_unchanged`), and results come from the index (the import facts of the files
+    the prefilter rules out, the results of the others), else from the files' entries; a run
+    of fewer files uses the entries alone. ``keys`` (when given) gets each cached file's key
+    (path -> key), what :func:`run` keys the program model with. The rest are linted, in up to ``jobs``
     worker processes once there is enough source to parse (at least
     :data:`PARALLEL_MIN_FILES` files and :data:`PARALLEL_MIN_BYTES` bytes, or one file of
     :data:`LARGE_FILE_BYTES`), else in this process. The workers start (and import the
@@ -235,8 +237,11 @@ def lint_targets(
         from .cache import ResultCache, RunIndex, content_hash
 
         cache = ResultCache(cache_dir, settings.fingerprint())
-        with timings.timed("cache"):
-            index = RunIndex(cache)
+        if len(targets) >= MODEL_CACHE_MIN_FILES:
+            # Not for a run of a few files (pre-commit's, after an edit): reading and rewriting
+            # the tree's index cost it 50 ms for one file; its files' entries answer it.
+            with timings.timed("cache"):
+                index = RunIndex(cache)
     results: list[FileResult | None] = [None] * len(targets)
     queued: list[tuple[int, Target, bytes, str | None]] = []
     queued_bytes = 0
@@ -271,10 +276,11 @@ def lint_targets(
                 wanted = needs_parse(data)
             parse = wanted and not too_large(settings.for_path(target.path), data)
             key = None
-            if cache is not None and index is not None:
+            if cache is not None:
                 cache_started = timings.clock() if timings.ENABLED else 0.0
                 content = content_hash(data)
-                index.note(target.path, info, content, wanted, started_ns)
+                if index is not None:
+                    index.note(target.path, info, content, wanted, started_ns)
                 key = _key(target, settings, cache, content)
                 if keys is not None:
                     keys[target.path] = key
@@ -345,15 +351,16 @@ def _key(target: Target, settings: Settings, cache: ResultCache, content: str) -
     )
 
 
-def _stored(path: str, key: str, parse: bool, cache: ResultCache, index: RunIndex):
-    """The stored result of ``path`` under ``key``, or None: from the run index, or for a file
-    that needs parsing from its entry (then put in the index too)."""
+def _stored(path: str, key: str, parse: bool, cache: ResultCache, index: RunIndex | None):
+    """The stored result of ``path`` under ``key``, or None: from the run index (None: a run of a
+    few files, which has none), or for a file that needs parsing from its entry (then put in
+    the index too)."""
     if not parse:
-        return index.load(path, key)
-    hit = index.load_parsed(path, key)
+        return index.load(path, key) if index is not None else None
+    hit = index.load_parsed(path, key) if index is not None else None
     if hit is None:
         hit = cache.load(path, key)
-        if hit is not None:
+        if hit is not None and index is not None:
             index.store_parsed(path, key, hit)
     return hit
 
