@@ -121,6 +121,13 @@ class DefaultGroup(click.Group):
             sys.exit(EXIT_ERROR)
 
 
+# Set by a lint run (``check``) that has written its report and every file it writes (fixes,
+# the cache) and stopped its worker processes: nothing is left but the interpreter's teardown,
+# which ``xla_lint.__main__`` then skips (freeing every object of a warm run's cached results
+# and program model took 35 ms of 0.26 s on the synthetic 2,401-file tree).
+FINISHED = False
+
+
 # Ctrl-Cs that Python could not raise where they landed (see _keep_interrupts).
 _INTERRUPTS: list[BaseException] = []
 
@@ -423,6 +430,8 @@ def check(
         _emit(options, diagnostics, len(targets), fixed, applied)
     if timings.ENABLED:
         timings.report()
+    global FINISHED
+    FINISHED = True
     sys.exit(EXIT_CLEAN if exit_zero or not diagnostics else EXIT_FOUND)
 
 

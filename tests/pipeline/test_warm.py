@@ -62,6 +62,7 @@ def stored(cache: Path) -> dict[str, int]:
 
 def test_cold_warm_and_edited_runs_say_what_a_run_without_the_cache_says(tmp_path):
     write_tree(tmp_path, TREE)
+    _settle()  # the cold run records every file's status: the warm run then changes nothing
     cache = tmp_path / ".cache"
     uncached = lint(tmp_path, "--no-cache")
     assert {d["code"] for d in uncached} >= {"XLA202"}  # the plain loader module, reached
@@ -72,8 +73,8 @@ def test_cold_warm_and_edited_runs_say_what_a_run_without_the_cache_says(tmp_pat
     assert stored(cache) == written  # nothing changed, nothing rewritten
     one = lint(tmp_path, "--cache-dir", str(cache), paths=("main.py",))
     assert one == lint(tmp_path, "--no-cache", paths=("main.py",))
-    model = next(name for name in written if name.endswith(".model"))
-    assert stored(cache)[model] == written[model]  # a run of one file keeps the tree's model
+    # A run of one file (pre-commit's) keeps the tree's model and does not rewrite its index.
+    assert stored(cache) == written
 
     # A program fact changes: SPMD turned on in the entry makes xm.save in the model an error.
     (tmp_path / "main.py").write_text(
@@ -169,3 +170,99 @@ def test_index_rows_keep_only_what_an_import_scan_gives(tmp_path):
     assert got is not None and got.facts == plain.facts and got.skipped_reason == "no torch_xla"
     assert again.load("a.py", "other key") is None
     assert again.load("b.py", "k2") is None
+
+
+def _settle() -> None:
+    """Wait until the files just written are older than the run index's racy window (a status
+    is recorded only then; their change times cannot be set back)."""
+    import time
+
+    time.sleep(cache_mod.RACY_NS / 1e9 + 0.1)
+
+
+def test_a_warm_run_reads_no_file_whose_status_is_recorded(tmp_path, monkeypatch):
+    from xla_lint.config import build_settings
+    from xla_lint.pipeline import run as run_mod
+    from xla_lint.pipeline.discover import discover
+
+    write_tree(tmp_path, TREE)
+    monkeypatch.setattr(cache_mod, "RACY_NS", 0)  # the files written above are old enough
+    monkeypatch.chdir(tmp_path)
+    settings = build_settings(cwd=tmp_path, isolated=True, preview=True)
+    targets = discover(["."], settings, [])
+    cache = str(tmp_path / ".cache")
+    cold_keys: dict[str, str] = {}
+    cold = run_mod.lint_targets(targets, settings, 1, cache, cold_keys)
+
+    def no_read(path, limit=None):
+        raise AssertionError(f"read {path}")
+
+    monkeypatch.setattr(run_mod, "read_source_stat", no_read)
+    warm_keys: dict[str, str] = {}
+    warm = run_mod.lint_targets(targets, settings, 1, cache, warm_keys)
+    assert warm == cold and warm_keys == cold_keys
+
+
+def test_an_edit_that_keeps_the_size_and_the_modification_time_is_seen(tmp_path):
+    write_tree(tmp_path, TREE)
+    _settle()
+    cache = tmp_path / ".cache"
+    assert lint(tmp_path, "--cache-dir", str(cache)) == lint(tmp_path, "--no-cache")
+    [index] = (cache / "v1" / "runs").glob("*.index")
+    assert "main.py" in json.loads(index.read_text())["stats"]  # its status is recorded
+    # The same number of bytes, and the modification time put back as it was (rsync -t, tar):
+    # the change time still differs, so the file is read again.
+    main = tmp_path / "main.py"
+    before = main.stat()
+    edited_text = MAIN.replace("import pkg.data\n", "import pkg.data\nxr.use_spmd()\n")
+    edited_text = edited_text.replace("    print(xm.xla_device())\n", "")
+    edited_text += "#" * (len(MAIN) - len(edited_text) - 1) + "\n"
+    assert len(edited_text) == len(MAIN)
+    main.write_text(edited_text)
+    os.utime(main, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert main.stat().st_size == before.st_size and main.stat().st_mtime_ns == before.st_mtime_ns
+    edited = lint(tmp_path, "--no-cache")
+    assert "XLA003" in {d["code"] for d in edited}
+    assert lint(tmp_path, "--cache-dir", str(cache)) == edited
+
+
+def test_a_status_is_recorded_only_once_the_file_is_older_than_the_racy_window(tmp_path):
+    store = cache_mod.ResultCache(tmp_path, "fp")
+    index = cache_mod.RunIndex(store)
+    path = tmp_path / "a.py"
+    path.write_text("import os\n")
+    info = path.stat()
+    # Written just now: a write in the same clock tick could keep the times, so not recorded.
+    index.note(str(path), info, "hash", False, info.st_mtime_ns)
+    assert index.known(str(path), info) is None
+    started = max(info.st_mtime_ns, info.st_ctime_ns) + cache_mod.RACY_NS + 1
+    index.note(str(path), info, "hash", False, started)
+    assert index.known(str(path), info) == ("hash", False, info.st_size)
+    index.save()
+    again = cache_mod.RunIndex(store)
+    assert again.known(str(path), info) == ("hash", False, info.st_size)
+    path.write_text("import re\n")  # the same size, a new status
+    assert again.known(str(path), path.stat()) is None
+
+
+def test_parsed_rows_of_the_index_that_are_damaged_are_ignored(tmp_path):
+    write_tree(tmp_path, TREE)
+    _settle()
+    cache = tmp_path / ".cache"
+    uncached = lint(tmp_path, "--no-cache")
+    lint(tmp_path, "--cache-dir", str(cache))
+    [index] = (cache / "v1" / "runs").glob("*.index")
+    data = json.loads(index.read_text())
+    assert data["parsed"] and data["stats"]
+    for n, (path, row) in enumerate(sorted(data["parsed"].items())):
+        if n % 3 == 0:
+            row[1]["facts"] = [{"module": 5}]
+        elif n % 3 == 1:
+            row[1]["path"] = "elsewhere.py"
+        else:
+            data["parsed"][path] = "not a row"
+    for path in list(data["stats"])[::2]:
+        data["stats"][path] = [1, 2, 3]
+    index.write_text(json.dumps(data))
+    for _ in range(2):  # ignored, then rewritten
+        assert lint(tmp_path, "--cache-dir", str(cache)) == uncached

@@ -64,6 +64,11 @@ def _tool_stamp() -> str:
     return h.hexdigest()
 
 
+def content_hash(data: bytes) -> str:
+    """The hash of a file's bytes in its key (:meth:`ResultCache.key`)."""
+    return hashlib.blake2b(data, digest_size=32).hexdigest()
+
+
 class ResultCache:
     """Per-file results of one configuration, stored under ``directory``.
 
@@ -99,7 +104,18 @@ class ResultCache:
         is_package: bool,
     ) -> str:
         """The full key of a file's result: content hash, tool, settings, codes, module."""
-        content = hashlib.blake2b(data, digest_size=32).hexdigest()
+        return self.key_of_content(path, kind, content_hash(data), codes, module, is_package)
+
+    def key_of_content(
+        self,
+        path: str,
+        kind: str,
+        content: str,
+        codes: frozenset[str],
+        module: str,
+        is_package: bool,
+    ) -> str:
+        """:meth:`key`, given the :func:`content_hash` of the file's bytes."""
         joined = self._codes.get(codes)
         if joined is None:  # most files of a run share one set of codes
             joined = self._codes[codes] = ",".join(sorted(codes))
@@ -202,12 +218,26 @@ class ResultCache:
 # ---- the run index: what a warm run over an unchanged tree reads instead of redoing it ----------
 #
 # Beside the per-file entries, a run keeps, per configuration and folder it runs in, one index
-# file (``<dir>/v1/runs/<sha256 of (tool, settings, folder)>.index``, JSON) of the results of the
-# files that were not parsed (those the prefilter rules out: their import facts), each with its
-# full key, and one with the program model (``.../runs/<same>.model``) and the key of everything it
-# was built from (:func:`model_key`). A warm run then reads three files and the tree, and
-# neither scans imports nor builds the model again. Both are written like the entries (a
-# temporary file renamed into place) and ignored when foreign, stale or damaged.
+# file (``<dir>/v1/runs/<sha256 of (tool, settings, folder)>.index``, JSON) of
+#
+# - the results of the files that were not parsed (those the prefilter rules out: their import
+#   facts) and of those that were (as their entries hold them), each with its full key, so a
+#   warm run reads one file instead of one entry per parsed file;
+# - each file's status when it was read (modification and change times in nanoseconds, size,
+#   inode) with the hash of its bytes and the prefilter's answer (:meth:`RunIndex.known`): a
+#   later run whose ``stat`` of the file gives the same four numbers neither reads nor hashes
+#   it, as Ruff's cache decides "unchanged" from the modification time. Writing a file's
+#   content sets both times, so every edit is seen; a status is recorded only once both times
+#   are :data:`RACY_NS` older than the run (a write in the same clock tick as the read that
+#   recorded it would keep them: git's "racily clean" entries), and otherwise the file is
+#   read and hashed again next time. What is not seen: a content change that restores both
+#   times and the size and keeps the inode, which needs a changed system clock (the change
+#   time cannot be set from user space).
+#
+# and one file with the program model (``.../runs/<same>.model``) and the key of everything it
+# was built from (:func:`model_key`). A warm run then reads two files and the status of each
+# file of the tree, and neither scans imports nor builds the model again. Both are written like
+# the entries (a temporary file renamed into place) and ignored when foreign, stale or damaged.
 #
 # The model is a pickle, read back with an unpickler that makes only this package's data classes
 # and the builtin containers (:class:`_ModelUnpickler`): a cache folder shipped inside a linted
@@ -215,6 +245,11 @@ class ResultCache:
 # path (pickle's persistent ids), so the pickle holds only the graph and the programs.
 
 INDEX_TAG = "xla-lint run index"
+INDEX_FORMAT = 2
+
+# A file's status is trusted by a later run only when its times are this much older than the
+# run that read it: coarser file-system clocks (FAT's 2 s) still tick between a write and it.
+RACY_NS = 2_000_000_000
 
 
 def index_name(salt: str) -> str:
@@ -250,25 +285,39 @@ def _facts_of_row(row: list):
     )
 
 
+def _status(info: os.stat_result) -> list[int]:
+    """The numbers of a file's status the index compares: mtime and ctime (ns), size, inode."""
+    return [info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino]
+
+
 class RunIndex:
-    """The results of the files a run did not parse, by path, each under its full key
-    (:meth:`ResultCache.key`); read once, written once (:meth:`save`) when anything changed."""
+    """The results of the files of a run, by path, each under its full key
+    (:meth:`ResultCache.key`), and the files' status when read (:meth:`known`); read once, written
+    once (:meth:`save`) when anything changed."""
 
     def __init__(self, cache: ResultCache) -> None:
         self.cache = cache
         self.path = cache.root / "runs" / f"{index_name(cache.salt)}.index"
-        self._rows: dict[str, list] | None = None  # read on first use: a run may parse every file
+        self._data: dict[str, dict[str, list]] | None = None  # read on first use
         self.changed = False
         self.seen: set[str] = set()
 
     @property
-    def rows(self) -> dict[str, list]:
-        """Path -> ``[key, skipped reason, facts row]``, as the index file holds them."""
-        if self._rows is None:
-            self._rows = self._read()
-        return self._rows
+    def data(self) -> dict[str, dict[str, list]]:
+        """The index file's tables: ``files`` (not parsed: path -> ``[key, skipped reason, facts
+        row]``), ``parsed`` (path -> ``[key, result as JSON]``) and ``stats`` (path ->
+        ``[mtime_ns, ctime_ns, size, inode, content hash, prefilter's answer]``)."""
+        if self._data is None:
+            self._data = self._read()
+        return self._data
 
-    def _read(self) -> dict[str, list]:
+    @property
+    def rows(self) -> dict[str, list]:
+        """Path -> ``[key, skipped reason, facts row]`` of the files that were not parsed."""
+        return self.data["files"]
+
+    def _read(self) -> dict[str, dict[str, list]]:
+        empty: dict[str, dict[str, list]] = {"files": {}, "parsed": {}, "stats": {}}
         try:
             with open(self.path, "rb") as handle:
                 data = json.loads(handle.read())
@@ -276,13 +325,48 @@ class RunIndex:
                 isinstance(data, dict)
                 and data.get("tag") == INDEX_TAG
                 and data.get("version") == __version__
-                and isinstance(data.get("files"), dict)
+                and data.get("format") == INDEX_FORMAT
+                and all(isinstance(data.get(table), dict) for table in empty)
             ):
-                return data["files"]
+                return {table: data[table] for table in empty}
         except Exception:  # missing, unreadable or damaged: every file is looked at again
             pass
-        return {}
+        return empty
 
+    # -- status ----------------------------------------------------------------
+    def known(self, path: str, info: os.stat_result) -> tuple[str, bool, int] | None:
+        """``(content hash, prefilter's answer, size)`` recorded for ``path`` when its status
+        ``info`` (of ``os.stat``) is the one recorded, else None (read and hash it)."""
+        row = self.data["stats"].get(path)
+        if (
+            not isinstance(row, list)
+            or len(row) != 6
+            or row[:4] != _status(info)
+            or not isinstance(row[4], str)
+            or not isinstance(row[5], bool)
+        ):
+            return None
+        self.seen.add(path)
+        return row[4], row[5], info.st_size
+
+    def note(
+        self, path: str, info: os.stat_result, content: str, wanted: bool, started_ns: int
+    ) -> None:
+        """Record that ``path``, of status ``info`` (taken before its bytes were read), has the
+        content hash ``content`` and the prefilter's answer ``wanted``; nothing when a time of
+        ``info`` is within :data:`RACY_NS` of ``started_ns`` (when the run started) or later."""
+        self.seen.add(path)
+        stats = self.data["stats"]
+        if max(info.st_mtime_ns, info.st_ctime_ns) > started_ns - RACY_NS:
+            if stats.pop(path, None) is not None:
+                self.changed = True
+            return
+        row = [*_status(info), content, wanted]
+        if stats.get(path) != row:
+            stats[path] = row
+            self.changed = True
+
+    # -- results ---------------------------------------------------------------
     def load(self, path: str, key: str):
         """The :class:`~xla_lint.results.FileResult` stored for ``path`` under ``key``, or None."""
         from ..results import FileResult
@@ -316,18 +400,52 @@ class RunIndex:
         self.rows[path] = [key, result.skipped_reason, facts]
         self.changed = True
 
+    def load_parsed(self, path: str, key: str):
+        """The result of a file that needs parsing stored for ``path`` under ``key`` (as
+        :meth:`ResultCache.load` gives it), or None; a hit or miss of the cache is not counted
+        (the caller asks the file's entry next)."""
+        from ..results import result_from_json
+
+        self.seen.add(path)
+        row = self.data["parsed"].get(path)
+        try:
+            if not isinstance(row, list) or len(row) != 2 or row[0] != key:
+                raise ValueError("stale row")
+            result = result_from_json(row[1])
+            if result.path != path:
+                raise ValueError("row for another path")
+        except Exception:
+            return None
+        self.cache.hits += 1
+        return result
+
+    def store_parsed(self, path: str, key: str, result) -> None:
+        """Keep the result of a file that needed parsing for ``path`` under ``key``."""
+        from ..results import result_to_json
+
+        self.seen.add(path)
+        try:
+            row = [key, result_to_json(result)]
+            json.dumps(row)  # what the index file cannot hold is not kept
+        except (TypeError, ValueError):
+            return
+        self.data["parsed"][path] = row
+        self.changed = True
+
     def save(self) -> None:
         """Write the index when it changed: this run's rows, and the earlier rows of files this
         run did not look at that still exist (another run from this folder linted them)."""
-        if self._rows is None:  # never asked: nothing to write
+        if self._data is None:  # never asked: nothing to write
             return
-        stale = [p for p in self.rows if p not in self.seen and not os.path.exists(p)]
+        stale = 0
+        for table in self._data.values():
+            for p in [p for p in table if p not in self.seen and not os.path.exists(p)]:
+                del table[p]
+                stale += 1
         if not self.changed and not stale:
             return
-        for p in stale:
-            del self.rows[p]
         payload = json.dumps(
-            {"tag": INDEX_TAG, "version": __version__, "files": self.rows},
+            {"tag": INDEX_TAG, "version": __version__, "format": INDEX_FORMAT, **self._data},
             separators=(",", ":"),
         )
         self.cache.write(self.path, payload.encode("utf-8"))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..config import Settings, _path_matches
@@ -163,7 +164,7 @@ def discover(
                 path, Target(path, "python", f"cannot read folder: {exc.strerror or exc}")
             )
 
-        for folder, dirs, files in os.walk(given, onerror=unreadable, followlinks=False):
+        for folder, dirs, files, links in _walk(given, unreadable):
             dirs[:] = sorted(
                 d
                 for d in dirs
@@ -175,7 +176,7 @@ def discover(
             )
             for name in sorted(files):
                 full = os.path.normpath(os.path.join(folder, name))
-                if os.path.islink(full) and not os.path.exists(full):
+                if name in links and not os.path.exists(full):
                     continue  # a dangling symbolic link: nothing there to read
                 lower = name.lower()
                 if (
@@ -198,6 +199,47 @@ def discover(
                 if manifests is not None and is_manifest(full) and not excluded(full, settings):
                     manifests.append(full)
     return sorted(found.values(), key=lambda t: t.path)
+
+
+def _walk(
+    top: str, onerror: Callable[[OSError], None]
+) -> Iterator[tuple[str, list[str], list[str], set[str]]]:
+    """``os.walk(top, onerror=onerror)`` (top down, in the same order; symbolic links to folders
+    listed but not followed), each folder's files with the names among them that are symbolic
+    links: ``scandir`` tells, where a test of each file costs a ``stat`` (2,400 on a 2,400-file
+    tree). The caller may prune ``dirs`` as with ``os.walk``."""
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as found:
+                entries = list(found)
+        except OSError as exc:
+            onerror(exc)
+            continue
+        dirs: list[str] = []
+        files: list[str] = []
+        links: set[str] = set()
+        linked_dirs: set[str] = set()
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            try:
+                is_link = entry.is_symlink()
+            except OSError:
+                is_link = False
+            if is_dir:
+                dirs.append(entry.name)
+                if is_link:
+                    linked_dirs.add(entry.name)
+            else:
+                files.append(entry.name)
+                if is_link:
+                    links.add(entry.name)
+        yield folder, dirs, files, links
+        stack.extend(os.path.join(folder, d) for d in reversed(dirs) if d not in linked_dirs)
 
 
 def _broken_link(path: str) -> str:

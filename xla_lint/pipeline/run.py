@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -31,11 +32,17 @@ from ..program.modules import called_names, import_facts, module_of
 from ..results import FileResult, syntax_error
 from ..sources.prefilter import needs_parse
 from ..sources.target import DOC_SUFFIXES, Target
-from ..sources.text import SourceError, decode, decode_with_encoding, read_source
+from ..sources.text import (
+    SourceError,
+    decode,
+    decode_with_encoding,
+    read_source,
+    read_source_stat,
+)
 from .fixes import with_fix_policy
 
 if TYPE_CHECKING:
-    from .cache import ResultCache
+    from .cache import ResultCache, RunIndex
 
 
 def lint_file(target: Target, settings: Settings, text: str | None = None) -> FileResult:
@@ -65,10 +72,15 @@ TOO_LARGE = "too large"  # the start of the skipped_reason of a file above max-f
 
 def too_large(settings: Settings, data: bytes) -> str | None:
     """The skipped reason for a file of ``data`` bytes above ``max-file-size`` (0: no limit), else None."""
+    return too_large_size(settings, len(data))
+
+
+def too_large_size(settings: Settings, size: int) -> str | None:
+    """:func:`too_large` for a file of ``size`` bytes."""
     limit = settings.max_file_size
-    if not limit or len(data) <= limit:
+    if not limit or size <= limit:
         return None
-    return f"{TOO_LARGE}: {format_size(len(data))}, above max-file-size {format_size(limit)}"
+    return f"{TOO_LARGE}: {format_size(size)}, above max-file-size {format_size(limit)}"
 
 
 def format_size(size: int) -> str:
@@ -204,10 +216,12 @@ def lint_targets(
     """Lint every target; results in the order of ``targets``.
 
     Each file is read once and the prefilter asked once. With a result cache in ``cache_dir``
-    (None: no cache, see :mod:`xla_lint.pipeline.cache`), files the prefilter rules out are
-    answered from the run index (their import facts; scanned and stored when not there) and
-    the others from their entries; ``keys`` (when given) gets each cached file's key (path ->
-    key), what :func:`run` keys the program model with. The rest are linted, in up to ``jobs``
+    (None: no cache, see :mod:`xla_lint.pipeline.cache`) and at least
+    :data:`MODEL_CACHE_MIN_FILES` targets, a file whose status the run index recorded is not
+    read (:func:`_unchanged`), and results come from the index (the import facts of the files
+    the prefilter rules out, the results of the others), else from the files' entries; a run
+    of fewer files uses the entries alone. ``keys`` (when given) gets each cached file's key
+    (path -> key), what :func:`run` keys the program model with. The rest are linted, in up to ``jobs``
     worker processes once there is enough source to parse (at least
     :data:`PARALLEL_MIN_FILES` files and :data:`PARALLEL_MIN_BYTES` bytes, or one file of
     :data:`LARGE_FILE_BYTES`), else in this process. The workers start (and import the
@@ -218,12 +232,16 @@ def lint_targets(
     """
     cache = None
     index = None
+    started_ns = time.time_ns()
     if cache_dir is not None:
-        from .cache import ResultCache, RunIndex
+        from .cache import ResultCache, RunIndex, content_hash
 
         cache = ResultCache(cache_dir, settings.fingerprint())
-        with timings.timed("cache"):
-            index = RunIndex(cache)
+        if len(targets) >= MODEL_CACHE_MIN_FILES:
+            # Not for a run of a few files (pre-commit's, after an edit): reading and rewriting
+            # the tree's index cost it 50 ms for one file; its files' entries answer it.
+            with timings.timed("cache"):
+                index = RunIndex(cache)
     results: list[FileResult | None] = [None] * len(targets)
     queued: list[tuple[int, Target, bytes, str | None]] = []
     queued_bytes = 0
@@ -236,9 +254,17 @@ def lint_targets(
                     target.path, [syntax_error(target.path, target.error, 1, 1)]
                 )
                 continue
+            if index is not None and cache is not None:
+                # The file's status as the index recorded it: its stored result, unread.
+                hit, key = _unchanged(target, settings, cache, index)
+                if hit is not None and key is not None:
+                    if keys is not None:
+                        keys[target.path] = key
+                    results[number] = hit
+                    continue
             try:
                 with timings.timed("read"):
-                    data = read_source(target.path)
+                    data, info = read_source_stat(target.path)
             except OSError as exc:
                 result = FileResult(target.path)
                 result.diagnostics.append(
@@ -252,20 +278,13 @@ def lint_targets(
             key = None
             if cache is not None:
                 cache_started = timings.clock() if timings.ENABLED else 0.0
-                module, is_package = (
-                    module_of(target.path) if target.kind == "python" else ("", False)
-                )
-                key = cache.key(
-                    target.path,
-                    target.kind,
-                    data,
-                    settings.codes_for(target.path),
-                    module,
-                    is_package,
-                )
+                content = content_hash(data)
+                if index is not None:
+                    index.note(target.path, info, content, wanted, started_ns)
+                key = _key(target, settings, cache, content)
                 if keys is not None:
                     keys[target.path] = key
-                hit = cache.load(target.path, key) if parse else index.load(target.path, key)  # type: ignore[union-attr]
+                hit = _stored(target.path, key, parse, cache, index)
                 if timings.ENABLED:
                     timings.add("cache", timings.clock() - cache_started)
                 if hit is not None:
@@ -297,6 +316,9 @@ def lint_targets(
         if pool is not None:
             for number, result in pool.results():
                 results[number] = result
+                stored_key = pool.keys.get(number)
+                if index is not None and stored_key is not None:
+                    index.store_parsed(targets[number].path, stored_key, result)
     except BaseException:  # Ctrl-C: do not wait for the workers' parses to finish
         if pool is not None:
             pool.close(abort=True)
@@ -310,12 +332,62 @@ def lint_targets(
         if cache is not None and key is not None:
             with timings.timed("cache"):
                 cache.store(target.path, key, results[number])
+                if index is not None:
+                    index.store_parsed(target.path, key, results[number])
     if index is not None:
         with timings.timed("cache"):
             index.save()
     linted = [r for r in results if r is not None]
     assert len(linted) == len(results)  # every target's index was filled above
     return linted
+
+
+def _key(target: Target, settings: Settings, cache: ResultCache, content: str) -> str:
+    """The cache key of ``target`` (:meth:`~xla_lint.pipeline.cache.ResultCache.key`) whose
+    bytes have the hash ``content``."""
+    module, is_package = module_of(target.path) if target.kind == "python" else ("", False)
+    return cache.key_of_content(
+        target.path, target.kind, content, settings.codes_for(target.path), module, is_package
+    )
+
+
+def _stored(path: str, key: str, parse: bool, cache: ResultCache, index: RunIndex | None):
+    """The stored result of ``path`` under ``key``, or None: from the run index (None: a run of a
+    few files, which has none), or for a file that needs parsing from its entry (then put in
+    the index too)."""
+    if not parse:
+        return index.load(path, key) if index is not None else None
+    hit = index.load_parsed(path, key) if index is not None else None
+    if hit is None:
+        hit = cache.load(path, key)
+        if hit is not None and index is not None:
+            index.store_parsed(path, key, hit)
+    return hit
+
+
+def _unchanged(
+    target: Target, settings: Settings, cache: ResultCache, index: RunIndex
+) -> tuple[FileResult | None, str | None]:
+    """``(stored result, key)`` of ``target`` when the run index knows its current status
+    (:meth:`~xla_lint.pipeline.cache.RunIndex.known`: the file is not read), else ``(None, None)``."""
+    started = timings.clock() if timings.ENABLED else 0.0
+    try:
+        info = os.stat(target.path)
+    except OSError:
+        return None, None
+    known = index.known(target.path, info)
+    if timings.ENABLED:
+        timings.add("read", timings.clock() - started)
+    if known is None:
+        return None, None
+    started = timings.clock() if timings.ENABLED else 0.0
+    content, wanted, size = known
+    parse = wanted and not too_large_size(settings.for_path(target.path), size)
+    key = _key(target, settings, cache, content)
+    hit = _stored(target.path, key, parse, cache, index)
+    if timings.ENABLED:
+        timings.add("cache", timings.clock() - started)
+    return hit, key
 
 
 class _Pool:
@@ -350,11 +422,13 @@ class _Pool:
         )
         self._jobs: list = []
         self._futures: list = []
+        self.keys: dict[int, str | None] = {}  # job index -> its cache key
 
     def submit(self, job: tuple[int, Target, bytes, str | None]) -> None:
         from concurrent.futures.process import BrokenProcessPool
 
         self._jobs.append(job)
+        self.keys[job[0]] = job[3]
         try:
             self._futures.append(self._executor.submit(_worker_lint, job))
         except (BrokenProcessPool, RuntimeError):  # the pool died already: results() redoes it

@@ -44,22 +44,36 @@ class Report:
 Reporter = Callable[[Report], str]
 
 
+# Format name -> the module of its reporter, imported when a report of that format is made (the
+# JUnit reporter's XML library alone costs a run 5 ms of start-up).
+_MODULES = {
+    "text": "text",
+    "concise": "text",
+    "full": "full",
+    "json": "json_format",
+    "sarif": "sarif",
+    "github": "github",
+    "gitlab": "gitlab",
+    "junit": "junit",
+    "json-lines": "json_lines",
+    "pylint": "pylint",
+}
+
+
+def _render(module: str) -> Reporter:
+    """The ``render`` of ``xla_lint.reporters.<module>``, imported on the first call."""
+
+    def render(report: Report) -> str:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{module}").render(report)
+
+    return render
+
+
 def reporters() -> dict[str, Reporter]:
     """Format name -> reporter."""
-    from . import full, github, gitlab, json_format, json_lines, junit, pylint, sarif, text
-
-    return {
-        "text": text.render,
-        "concise": text.render,
-        "full": full.render,
-        "json": json_format.render,
-        "sarif": sarif.render,
-        "github": github.render,
-        "gitlab": gitlab.render,
-        "junit": junit.render,
-        "json-lines": json_lines.render,
-        "pylint": pylint.render,
-    }
+    return {name: _render(module) for name, module in _MODULES.items()}
 
 
 _SECTION = re.compile(r"^## What it does\n(?P<body>.*?)(?=^## |\Z)", re.S | re.M)

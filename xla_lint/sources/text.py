@@ -73,6 +73,12 @@ def read_source(path: str, limit: int | None = None) -> bytes:
     bytes accepted (None: any size); a larger file, or one that grows past it while being
     read, is refused without reading the rest. Raises :class:`OSError` (``strerror`` says why).
     """
+    return read_source_stat(path, limit)[0]
+
+
+def read_source_stat(path: str, limit: int | None = None) -> tuple[bytes, os.stat_result]:
+    """:func:`read_source`, with the file's status as it was opened, before it was read (what
+    the run index compares a later run's ``stat`` with: a write during the read changes it)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
         info = os.fstat(fd)
@@ -93,7 +99,7 @@ def read_source(path: str, limit: int | None = None) -> bytes:
             if too_large is not None and limit is not None and size > limit:
                 raise too_large
             chunks.append(chunk)
-        return b"".join(chunks)
+        return b"".join(chunks), info
     finally:
         os.close(fd)
 
