@@ -1044,3 +1044,20 @@ def test_messages_write_paths_below_the_current_folder_relative(tmp_path, monkey
         f"at {here}/common/utils.py:302"
     )
     assert relative_paths(f"at {here}/unet/x/../train.py:3") == "at train.py:3"
+
+
+def test_two_reads_a_step_share_the_step_s_transfer_time():
+    """trace-unseen8 bug A: with two per-step reads, each XLA201 showed the whole step's
+    TransferFromDeviceTime ([4.76 s] twice on eltsai/resnet18); each now gets its share by
+    read count, and the shares add up to the steps' total."""
+    events = []
+    for n in range(1, 9):
+        for line, count in ((29, 1), (31, 3)):
+            events.append(
+                {"event": "host_read", "t": float(n), "step": n, "kind": ".item()",
+                 "location": loc(line), "count": count}
+            )  # fmt: skip
+        events.append({**step(n, 1 if n == 1 else 0), "transfers": 4, "transfer_s": 0.2})
+    a = analyse(make(events))
+    costs = {f.location.line: f.cost_s for f in a.findings if f.code == "XLA201"}
+    assert costs == {29: pytest.approx(8 * 0.05), 31: pytest.approx(8 * 0.15)}

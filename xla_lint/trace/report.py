@@ -700,6 +700,7 @@ def _host_reads(trace: Trace) -> list[dict]:
                 "location": location,
                 "steps": set(),
                 "count": 0,
+                "per_step": {},
                 "forced_execution": 0,
                 "closure": closure,
                 "phase": phase,
@@ -707,6 +708,7 @@ def _host_reads(trace: Trace) -> list[dict]:
         )
         entry["steps"].add(step)
         entry["count"] += count
+        entry["per_step"][step] = entry["per_step"].get(step, 0) + count
         entry["forced_execution"] += min(count, ran.pop((step, location), 0))
     out = []
     for entry in grouped.values():
@@ -731,6 +733,12 @@ def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
     rows = numbered_rows(trace)
     done = len(rows)
     by_step = {s.step: s for s in rows}
+    # A step's host-transfer time is one figure (torch_xla's TransferFromDeviceTime over the
+    # step): each read place gets its share by read count, not the whole of it (two reads a
+    # step each showed the step's total).
+    reads_in: dict[int, int] = {}
+    for r in trace.host_reads:
+        reads_in[r.step] = reads_in.get(r.step, 0) + r.count
     findings = []
     for r in reads:
         if r.get("phase") in (SETUP, EVALUATION) and any(s.phase == TRAINING for s in rows):
@@ -740,7 +748,13 @@ def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
             continue
         if r.get("closure"):
             continue  # read after the step's graph ran: what xm.add_step_closure is for
-        cost = sum(by_step[s].transfer_s for s in steps)
+        per_step = r.get("per_step", {})
+        cost = sum(
+            by_step[s].transfer_s
+            * per_step.get(s, 0)
+            / max(reads_in.get(s, 0), per_step.get(s, 0), 1)
+            for s in steps
+        )
         forced = r["forced_execution"]
         what = r["kind"]
         if forced:
