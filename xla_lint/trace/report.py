@@ -737,8 +737,8 @@ def _per_step_reads(trace: Trace, reads: list[dict]) -> list[Finding]:
     # step): each read place gets its share by read count, not the whole of it (two reads a
     # step each showed the step's total).
     reads_in: dict[int, int] = {}
-    for r in trace.host_reads:
-        reads_in[r.step] = reads_in.get(r.step, 0) + r.count
+    for read in trace.host_reads:
+        reads_in[read.step] = reads_in.get(read.step, 0) + read.count
     findings = []
     for r in reads:
         if r.get("phase") in (SETUP, EVALUATION) and any(s.phase == TRAINING for s in rows):
