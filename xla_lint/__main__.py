@@ -31,22 +31,12 @@ def main() -> None:
     except SystemExit as exc:
         from . import cli
 
+        # Without the interpreter's teardown (freeing every object, as mypy skips it too), only
+        # after a finished lint run (cli.FINISHED): its files are written and its workers
+        # stopped; the other commands (server, trace, runtime checker) keep their exit handlers.
         if cli.FINISHED and (exc.code is None or isinstance(exc.code, int)):
-            _exit_at_once(exc.code or 0)
+            cli.exit_at_once(exc.code or 0)
         raise
-
-
-def _exit_at_once(code: int) -> None:
-    """End the process with ``code`` without the interpreter's teardown (freeing every object,
-    as mypy skips it too), once the standard streams are flushed. Only after a finished lint
-    run (:data:`xla_lint.cli.FINISHED`): its files are written and its workers stopped, and the
-    other commands (the server, the trace, the runtime checker) keep their exit handlers."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -154,12 +154,19 @@ def _interrupted() -> NoReturn:
     LibCST's native parser, and finalising the interpreter under it aborts the process
     (SIGABRT, exit 134, seen 2 times in 3). Every ``finally`` of ours has run by now."""
     click.echo("xla-lint: interrupted", err=True)
+    exit_at_once(EXIT_INTERRUPTED)
+
+
+def exit_at_once(code: int) -> NoReturn:
+    """End the process with ``code`` once the standard streams are flushed, without the
+    interpreter's teardown (``os._exit``): after Ctrl-C (:func:`_interrupted`) and after a
+    finished lint run (``xla_lint.__main__``)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(EXIT_INTERRUPTED)
+    os._exit(code)
 
 
 def _split_codes(values: tuple[str, ...], option: str) -> list[str] | None:

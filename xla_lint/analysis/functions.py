@@ -67,6 +67,7 @@ class LocalFunctions:
         self._by_node: dict[int, Function] = {}
         # id() of a module/function/class node -> name -> the last def of that name in its body
         self._defined: dict[int, dict[str, Function]] = {}
+        self._redefined: set[tuple[int, str]] = set()  # (id() of the body's node, name) def'd twice
         self._arms: dict[int, Arms] = {}  # id() of a call -> the ifs around it
         self._classes: dict[int, dict[str, cst.ClassDef]] = {}  # as _defined, for classes
         self._returns: dict[int, list[cst.BaseExpression | None]] = {}  # id() of a def -> returns
@@ -160,7 +161,10 @@ class LocalFunctions:
                 self.functions.append(function)
                 self._by_node[id(node)] = function
                 key = id(where) if where is not None else id(ctx.module)
-                self._defined.setdefault(key, {})[node.name.value] = function
+                defined = self._defined.setdefault(key, {})
+                if node.name.value in defined:
+                    self._redefined.add((key, node.name.value))
+                defined[node.name.value] = function
                 opened.append((ends[i], node, start, stop, function, 0, 0))
             else:
                 if type(node) is cst.ClassDef:
@@ -220,12 +224,7 @@ class LocalFunctions:
         """
         func = call.func
         if type(func) is cst.Name:
-            owner = defining_scope(func.value, scope)
-            if owner is None or owner.kind == "class" or owner.node is None:
-                return None
-            if self.ctx.qnames(func, scope):
-                return None  # imported, or bound to another module's name
-            return self._defined.get(id(owner.node), {}).get(func.value)
+            return self.named(func, scope)
         if (
             type(func) is cst.Attribute
             and type(func.value) is cst.Name
@@ -235,6 +234,19 @@ class LocalFunctions:
         ):
             return self.method(caller.self_class, func.attr.value)
         return None
+
+    def named(self, name: cst.Name, scope: Scope, once: bool = False) -> Function | None:
+        """The ``def`` of this module that ``name`` resolves to in ``scope`` (a module-level
+        function, or one nested in an enclosing function; an imported name or a parameter is
+        not one); the last of two defs of the name in one body, or None with ``once``."""
+        owner = defining_scope(name.value, scope)
+        if owner is None or owner.kind == "class" or owner.node is None:
+            return None
+        if self.ctx.qnames(name, scope):
+            return None  # imported, or bound to another module's name
+        if once and (id(owner.node), name.value) in self._redefined:
+            return None
+        return self._defined.get(id(owner.node), {}).get(name.value)
 
     def method(self, cls: cst.ClassDef, name: str, depth: int = 0) -> Function | None:
         """The method ``name`` that ``self.name`` finds on an instance of ``cls``: ``cls``'s own,

@@ -7,7 +7,7 @@ import libcst as cst
 
 from ...analysis import apis
 from ...analysis.context import find_arg
-from ...analysis.names import defining_scope
+from ...analysis.functions import LocalFunctions
 from ...diagnostics import Severity
 from ...rule import Invalid, Rule, Valid
 
@@ -151,49 +151,16 @@ xmp.spawn(main)
 
     def _parameters(self, expr: cst.BaseExpression) -> tuple[int, int, bool] | None:
         """``(required positional, all positional, has *args)`` of the launched function: a
-        ``lambda``, or a Name bound by exactly one undecorated ``def`` in its scope; else None."""
+        ``lambda``, or a Name bound by exactly one undecorated ``def`` of this module
+        (:meth:`~xla_lint.analysis.functions.LocalFunctions.named`); else None."""
         if type(expr) is cst.Lambda:
             return _shape(expr.params)
         if type(expr) is not cst.Name:
             return None
-        scope = defining_scope(expr.value, self.ctx.scope)
-        if scope is None or scope.node is None:
+        found = LocalFunctions.of(self.ctx).named(expr, self.ctx.scope, once=True)
+        if found is None or found.node.decorators or found.node.asynchronous is not None:
             return None
-        body = scope.node.body
-        found = [
-            n
-            for n in _definitions(body.body if isinstance(body, cst.BaseSuite) else body)
-            if n.name.value == expr.value
-        ]
-        if len(found) != 1 or found[0].decorators or found[0].asynchronous is not None:
-            return None
-        return _shape(found[0].params)
-
-
-def _definitions(statements) -> list[cst.FunctionDef]:
-    """The ``def`` statements of a body, in its ``if``/``try``/``with`` blocks too, not inside
-    other functions or classes."""
-    out: list[cst.FunctionDef] = []
-    for stmt in statements:
-        if type(stmt) is cst.FunctionDef:
-            out.append(stmt)
-        elif isinstance(stmt, (cst.If, cst.Try, cst.With, cst.For, cst.While)):
-            for block in (
-                stmt.body,
-                getattr(stmt, "orelse", None),
-                getattr(stmt, "finalbody", None),
-            ):
-                if isinstance(block, cst.If):
-                    out += _definitions([block])
-                elif isinstance(block, cst.Else):
-                    out += _definitions(block.body.body)
-                elif isinstance(block, cst.Finally):
-                    out += _definitions(block.body.body)
-                elif isinstance(block, cst.IndentedBlock):
-                    out += _definitions(block.body)
-            for handler in getattr(stmt, "handlers", ()):
-                out += _definitions(handler.body.body)
-    return out
+        return _shape(found.node.params)
 
 
 def _shape(params: cst.Parameters) -> tuple[int, int, bool]:

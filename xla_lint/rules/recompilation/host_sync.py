@@ -740,7 +740,7 @@ print(total_loss.item())                       # once, after the loop
             kind = type(node)
             if kind is cst.FunctionDef or kind is cst.Lambda or kind is cst.ClassDef:
                 return None
-            if type(node) is cst.If and child is node.body and _rare_exit(node):
+            if type(node) is cst.If and child is node.body and _rare_exit(self.ctx, node):
                 return None  # `if not torch.isfinite(loss): print(loss.item()); continue`
             if (type(node) is cst.If or type(node) is cst.IfExp) and child is node.body:
                 guarded.append(node.test)
@@ -873,7 +873,7 @@ _TENSOR_METHODS = frozenset({"any", "all", "isnan", "isinf", "isfinite"})
 _FINITE_TESTS = frozenset({"isnan", "isinf", "isfinite", "isneginf", "isposinf"})
 
 
-def _rare_exit(node: cst.If) -> bool:
+def _rare_exit(ctx: FileContext, node: cst.If) -> bool:
     """``if not torch.isfinite(loss): ...; continue`` (or ``break``/``return``/``raise``/
     ``sys.exit(1)``): a branch on a non-finite value whose body leaves the step. It runs on the
     step that went wrong, not on every step: a host read in its body is not a per-step read
@@ -893,18 +893,12 @@ def _rare_exit(node: cst.If) -> bool:
     if type(small) in (cst.Continue, cst.Break, cst.Return, cst.Raise):
         return True
     if type(small) is cst.Expr and type(small.value) is cst.Call:
-        func = small.value.func
-        return _dotted(func) in ("sys.exit", "os._exit", "exit", "quit")
+        return not ctx.qnames(small.value.func).isdisjoint(_EXITS)
     return False
 
 
-def _dotted(node: cst.CSTNode) -> str | None:
-    if type(node) is cst.Name:
-        return node.value
-    if type(node) is cst.Attribute:
-        left = _dotted(node.value)
-        return None if left is None else left + "." + node.attr.value
-    return None
+# Calls that end the process (resolved through imports: `from sys import exit as die` too).
+_EXITS = frozenset({"sys.exit", "os._exit", "builtins.exit", "builtins.quit"})
 
 
 def _names_a_loader(node: cst.CSTNode) -> bool:
